@@ -1,0 +1,3 @@
+// Entry point of the unit-test binary: doctest's own main.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
