@@ -32,3 +32,43 @@ constexpr size_t tagged_field_size(uint32_t tag, size_t payload) {
 }
 
 }  // namespace kproxy::codec
+
+namespace kproxy::codec {
+
+/// Reads a tagged-field section keeping every field as unknown (used for headers, whose tags
+/// kproxy never interprets). Tags must ascend, as Kafka writes them; each is bounded by its size.
+inline void read_unknown_tagged_fields(Reader& r, UnknownTaggedFields& out) {
+  uint32_t count = r.uvarint();
+  if (count > kMaxTaggedFieldCount || count > r.remaining()) {
+    r.fail("tagged field count " + std::to_string(count) + " is too large");
+    return;
+  }
+  for (uint32_t i = 0; i < count && r.ok(); ++i) {
+    uint32_t tag = r.uvarint();
+    uint32_t size = r.uvarint();
+    if (size > kMaxTaggedFieldSize) {
+      r.fail("tagged field size " + std::to_string(size) + " is too large");
+      return;
+    }
+    Bytes data = r.raw(size);
+    if (r.ok()) out.push_back({tag, data});
+  }
+}
+
+/// Writes a tagged-field section made only of unknown fields, in the order given.
+inline void write_unknown_tagged_fields(Writer& w, const UnknownTaggedFields& fields) {
+  w.uvarint(static_cast<uint32_t>(fields.size()));
+  for (const auto& f : fields) {
+    w.uvarint(f.tag);
+    w.uvarint(static_cast<uint32_t>(f.data.size()));
+    w.raw(f.data);
+  }
+}
+
+inline size_t unknown_tagged_fields_size(const UnknownTaggedFields& fields) {
+  size_t n = uvarint_size(static_cast<uint32_t>(fields.size()));
+  for (const auto& f : fields) n += tagged_field_size(f.tag, f.data.size());
+  return n;
+}
+
+}  // namespace kproxy::codec
