@@ -1,0 +1,33 @@
+#include "codec/response_header.h"
+
+namespace kproxy::codec {
+
+bool read_response_header(Bytes frame, int header_version, ResponseHeader& out, std::string* error) {
+  out = ResponseHeader{};
+  out.header_version = header_version;
+  Reader r(frame);
+  r.set_message("ResponseHeader", static_cast<int16_t>(header_version));
+  r.set_field("CorrelationId");
+  out.correlation_id = r.int32();
+  if (header_version >= 1) {
+    r.set_field("_tagged_fields");
+    read_unknown_tagged_fields(r, out.tagged_fields);
+  }
+  if (!r.ok()) {
+    if (error) *error = r.error();
+    return false;
+  }
+  out.size = r.offset();
+  return true;
+}
+
+void write_response_header(Writer& w, const ResponseHeader& h) {
+  w.int32(h.correlation_id);
+  if (h.header_version >= 1) write_unknown_tagged_fields(w, h.tagged_fields);
+}
+
+size_t response_header_size(const ResponseHeader& h) {
+  return 4 + (h.header_version >= 1 ? unknown_tagged_fields_size(h.tagged_fields) : 0);
+}
+
+}  // namespace kproxy::codec
