@@ -333,7 +333,11 @@ def kafka_classpath() -> str:
 
 
 def random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka Uuid string; never starting with '-' (the storage tool would read it as an option)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if cid[0].isalnum():
+            return cid
 
 
 def tail(path: Path, lines: int = 40) -> str:

@@ -1,0 +1,221 @@
+"""Test clients for kproxy's integration tests, reusable against a broker or kproxy.
+
+* Java (the reference client, Kafka 4.4.0): single-file programs under java/, run with
+  `java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/<Program>.java args...`.
+  `run_java()` runs one and returns its JSON summary (the last stdout line) as a dict.
+* librdkafka through confluent_kafka (imported lazily, so the harness itself stays
+  stdlib-only): `rd_produce()`, `rd_consume()`, `rd_partition_leaders()`.
+
+Every call is bounded by a timeout; a Java client that outlives it is killed with its
+process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+import kafka_harness as kh
+
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+CLIENT_LOG4J = JAVA_DIR / "log4j2-clients.properties"
+
+
+class ClientError(RuntimeError):
+    pass
+
+
+def sasl_args(mechanism: str = "PLAIN", user: Optional[str] = None) -> List[str]:
+    """Java client arguments for the harness's SASL_PLAINTEXT listener users."""
+    users = kh.PLAIN_USERS if mechanism == "PLAIN" else kh.SCRAM_USERS
+    user = user or next(iter(users))
+    return ["--sasl-mechanism", mechanism, "--sasl-user", user, "--sasl-password", users[user]]
+
+
+def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
+    """Runs java/<program>.java; returns its JSON summary plus _rc, _stderr, _elapsed_s."""
+    src = JAVA_DIR / f"{program}.java"
+    if not src.exists():
+        raise ClientError(f"no such Java client: {src}")
+    cmd = [kh.java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+           f"-Dlog4j2.configurationFile={CLIENT_LOG4J}", "-cp", kh.kafka_classpath(), str(src)]
+    cmd += [str(a) for a in args]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                         preexec_fn=kh._child_setup, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = p.communicate()
+        raise ClientError(f"{program} timed out after {timeout}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+    finally:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    summary = None
+    for line in reversed(out.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                summary = json.loads(line)
+                break
+            except json.JSONDecodeError:
+                continue
+    if summary is None:
+        raise ClientError(f"{program} printed no JSON summary (rc={p.returncode})\n"
+                          f"stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+    summary["_rc"] = p.returncode
+    summary["_stderr"] = err
+    summary["_elapsed_s"] = round(time.monotonic() - t0, 2)
+    return summary
+
+
+def txn_produce(bootstrap: str, topic: str, records: int = 1000, transactions: int = 10,
+                *extra: str, timeout: float = 180.0, **opts) -> Dict:
+    """TxnProducer; opts become --key-with-dashes value (e.g. key_prefix='a-', abort_every=3)."""
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--records", records, "--transactions", transactions]
+    args += _opts(opts) + list(extra)
+    return run_java("TxnProducer", args, timeout)
+
+
+def read_committed(bootstrap: str, topic: str, expect: int, *extra: str, timeout_ms: int = 60000,
+                   timeout: Optional[float] = None, **opts) -> Dict:
+    """ReadCommittedConsumer; opts as for txn_produce (group='g', isolation='read_uncommitted')."""
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--expect", expect, "--timeout-ms", timeout_ms]
+    args += _opts(opts) + list(extra)
+    return run_java("ReadCommittedConsumer", args, timeout or timeout_ms / 1000.0 + 90.0)
+
+
+def _opts(opts: Dict) -> List[str]:
+    out: List[str] = []
+    for k, v in opts.items():
+        if v is None:
+            continue
+        out += [f"--{k.replace('_', '-')}", str(v)]
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# librdkafka (confluent_kafka)
+# ------------------------------------------------------------------------------------------
+
+def _ck():
+    import confluent_kafka  # noqa: deferred so kafka_harness users need no third-party module
+    return confluent_kafka
+
+
+def rd_produce(bootstrap: str, topic: str, count: int, key_prefix: str = "rd-",
+               conf: Optional[Dict] = None, timeout: float = 60.0) -> Dict:
+    """Produces count records (key=<prefix><i>, value=<key>|rd) idempotently, waits for every
+    delivery report. Returns {delivered, errors, partitions{p: n}, offsets{p: [min,max]}}."""
+    ck = _ck()
+    c = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+         "message.timeout.ms": int(timeout * 1000), "client.id": "kproxy-rd-producer"}
+    c.update(conf or {})
+    p = ck.Producer(c)
+    delivered, errors = 0, []
+    partitions: Dict[int, int] = {}
+    offsets: Dict[int, List[int]] = {}
+
+    def on_delivery(err, msg):
+        nonlocal delivered
+        if err is not None:
+            errors.append(str(err))
+            return
+        delivered += 1
+        partitions[msg.partition()] = partitions.get(msg.partition(), 0) + 1
+        lo_hi = offsets.setdefault(msg.partition(), [msg.offset(), msg.offset()])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], msg.offset()), max(lo_hi[1], msg.offset())
+
+    deadline = time.monotonic() + timeout
+    for i in range(count):
+        key = f"{key_prefix}{i}"
+        while True:
+            try:
+                p.produce(topic, key=key.encode(), value=f"{key}|rd".encode(), on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.1)
+                if time.monotonic() > deadline:
+                    raise ClientError("librdkafka producer queue stayed full")
+        p.poll(0)
+    left = p.flush(max(0.0, deadline - time.monotonic()))
+    if left:
+        errors.append(f"{left} message(s) still undelivered at timeout")
+    return {"delivered": delivered, "errors": errors, "partitions": partitions, "offsets": offsets}
+
+
+def rd_consume(bootstrap: str, topic: str, expect: int, key_prefix: str = "",
+               isolation: str = "read_committed", group: Optional[str] = None,
+               conf: Optional[Dict] = None, timeout: float = 60.0, linger: float = 1.0) -> Dict:
+    """Consumes from the beginning until expect records (with key_prefix) arrived or timeout.
+    Returns {count, unique_keys, duplicates, content_mismatches, partitions, errors, timed_out}."""
+    ck = _ck()
+    c = {"bootstrap.servers": bootstrap, "group.id": group or f"kproxy-rd-{os.getpid()}-{time.monotonic_ns()}",
+         "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation,
+         "client.id": "kproxy-rd-consumer", "session.timeout.ms": 10000}
+    c.update(conf or {})
+    consumer = ck.Consumer(c)
+    seen: Dict[str, int] = {}
+    count = dups = mismatches = 0
+    partitions: Dict[int, int] = {}
+    errors: List[str] = []
+    deadline = time.monotonic() + timeout
+    linger_until = None
+    timed_out = False
+    try:
+        consumer.subscribe([topic])
+        while True:
+            now = time.monotonic()
+            if linger_until is not None and now >= linger_until:
+                break
+            if now >= deadline:
+                timed_out = count < expect
+                break
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                if msg.error():
+                    if msg.error().code() != ck.KafkaError._PARTITION_EOF:
+                        errors.append(str(msg.error()))
+                else:
+                    key = (msg.key() or b"").decode()
+                    if key.startswith(key_prefix):
+                        count += 1
+                        partitions[msg.partition()] = partitions.get(msg.partition(), 0) + 1
+                        seen[key] = seen.get(key, 0) + 1
+                        if seen[key] > 1:
+                            dups += 1
+                        if not (msg.value() or b"").decode().startswith(key + "|"):
+                            mismatches += 1
+            if count >= expect and linger_until is None:
+                linger_until = time.monotonic() + linger
+    finally:
+        consumer.close()
+    return {"count": count, "unique_keys": len(seen), "duplicates": dups, "content_mismatches": mismatches,
+            "partitions": partitions, "errors": errors, "timed_out": timed_out}
+
+
+def rd_partition_leaders(bootstrap: str, topic: str, conf: Optional[Dict] = None,
+                         timeout: float = 15.0) -> Dict[int, int]:
+    """{partition: leader broker id} as librdkafka's AdminClient sees it."""
+    ck = _ck()
+    from confluent_kafka.admin import AdminClient
+    c = {"bootstrap.servers": bootstrap}
+    c.update(conf or {})
+    md = AdminClient(c).list_topics(topic=topic, timeout=timeout)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        raise ClientError(f"topic {topic} metadata error: {None if t is None else t.error}")
+    return {pid: p.leader for pid, p in t.partitions.items()}

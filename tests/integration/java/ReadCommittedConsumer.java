@@ -1,0 +1,215 @@
+// read_committed consumer for kproxy's integration tests. Single-file program:
+//
+//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/ReadCommittedConsumer.java \
+//        --bootstrap 127.0.0.1:9092 --topic orders --expect 1000 --timeout-ms 60000
+//
+// Reads the topic from the beginning (all partitions assigned, no group; or --group G to
+// subscribe as a member of group G and commit at the end) until it has --expect records or
+// --timeout-ms passes; after reaching --expect it polls --linger-ms longer to catch extras.
+// Checks each record: duplicate keys, and value must be "<key>|..." (as TxnProducer writes).
+// Prints one JSON line: ok, count, unique_keys, duplicates, duplicate_examples,
+// content_mismatches, partitions {partition: count}, timed_out, elapsed_ms, error.
+// Exit code 0 only when ok (count == expect, no duplicates, no mismatches).
+//
+// Options: --bootstrap --topic --expect --timeout-ms --linger-ms --group
+//          --isolation (read_committed|read_uncommitted) --key-prefix (only count such keys)
+//          --security-protocol --sasl-mechanism --sasl-user --sasl-password --property key=value
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+public class ReadCommittedConsumer {
+    public static void main(String[] argv) {
+        Map<String, List<String>> a = Args.parse(argv);
+        String bootstrap = Args.req(a, "bootstrap");
+        String topic = Args.req(a, "topic");
+        long expect = Long.parseLong(Args.req(a, "expect"));
+        long timeoutMs = Long.parseLong(Args.opt(a, "timeout-ms", "60000"));
+        long lingerMs = Long.parseLong(Args.opt(a, "linger-ms", "1000"));
+        String group = Args.opt(a, "group", null);
+        String isolation = Args.opt(a, "isolation", "read_committed");
+        String keyPrefix = Args.opt(a, "key-prefix", "");
+
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "kproxy-read-committed-consumer");
+        p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        if (group != null) p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        Args.security(a, p);
+        Args.properties(a, p);
+
+        long t0 = System.nanoTime();
+        long deadline = t0 + timeoutMs * 1_000_000L;
+        long count = 0, mismatches = 0, duplicates = 0;
+        Map<String, Integer> seen = new HashMap<>();
+        List<String> dupExamples = new ArrayList<>();
+        List<String> badExamples = new ArrayList<>();
+        Map<Integer, Long> perPartition = new TreeMap<>();
+        boolean timedOut = false;
+        String error = null;
+        try (KafkaConsumer<String, String> c =
+                 new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer())) {
+            if (group != null) {
+                c.subscribe(List.of(topic));
+            } else {
+                List<TopicPartition> tps = new ArrayList<>();
+                while (tps.isEmpty()) {
+                    long left = (deadline - System.nanoTime()) / 1_000_000L;
+                    if (left <= 0) throw new RuntimeException("topic " + topic + " has no partitions (not found?)");
+                    List<PartitionInfo> infos = c.partitionsFor(topic, Duration.ofMillis(Math.min(left, 5000)));
+                    if (infos != null) for (PartitionInfo pi : infos) tps.add(new TopicPartition(topic, pi.partition()));
+                    if (tps.isEmpty()) Thread.sleep(200);
+                }
+                c.assign(tps);
+                c.seekToBeginning(tps);
+            }
+            long lingerUntil = Long.MAX_VALUE;
+            while (true) {
+                long now = System.nanoTime();
+                if (now >= lingerUntil) break;
+                if (now >= deadline) { timedOut = count < expect; break; }
+                ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<String, String> r : recs) {
+                    String k = r.key() == null ? "" : r.key();
+                    if (!k.startsWith(keyPrefix)) continue;
+                    count++;
+                    perPartition.merge(r.partition(), 1L, Long::sum);
+                    int n = seen.merge(k, 1, Integer::sum);
+                    if (n > 1) {
+                        duplicates++;
+                        if (dupExamples.size() < 5) dupExamples.add(k + "@" + r.partition() + ":" + r.offset());
+                    }
+                    String v = r.value() == null ? "" : r.value();
+                    if (!v.startsWith(k + "|")) {
+                        mismatches++;
+                        if (badExamples.size() < 5) badExamples.add(k + "@" + r.partition() + ":" + r.offset());
+                    }
+                }
+                if (count >= expect && lingerUntil == Long.MAX_VALUE) {
+                    lingerUntil = System.nanoTime() + lingerMs * 1_000_000L;
+                }
+            }
+            if (group != null) c.commitSync(Duration.ofMillis(15000));
+        } catch (Exception e) {
+            error = e.getClass().getName() + ": " + e.getMessage();
+        }
+        long elapsedMs = (System.nanoTime() - t0) / 1_000_000;
+        boolean ok = error == null && count == expect && duplicates == 0 && mismatches == 0;
+
+        StringBuilder js = new StringBuilder("{");
+        js.append("\"ok\":").append(ok);
+        js.append(",\"topic\":").append(Args.q(topic));
+        js.append(",\"isolation\":").append(Args.q(isolation));
+        js.append(",\"expected\":").append(expect);
+        js.append(",\"count\":").append(count);
+        js.append(",\"unique_keys\":").append(seen.size());
+        js.append(",\"duplicates\":").append(duplicates);
+        js.append(",\"duplicate_examples\":").append(Args.strList(dupExamples));
+        js.append(",\"content_mismatches\":").append(mismatches);
+        js.append(",\"mismatch_examples\":").append(Args.strList(badExamples));
+        js.append(",\"partitions\":").append(Args.longMap(perPartition));
+        js.append(",\"timed_out\":").append(timedOut);
+        js.append(",\"elapsed_ms\":").append(elapsedMs);
+        js.append(",\"error\":").append(error == null ? "null" : Args.q(error));
+        js.append("}");
+        System.out.println(js);
+        System.out.flush();
+        System.exit(ok ? 0 : 1);
+    }
+}
+
+/** Tiny argument parser and JSON helpers (kept in this file: single-file program). */
+final class Args {
+    static Map<String, List<String>> parse(String[] argv) {
+        Map<String, List<String>> m = new HashMap<>();
+        for (int i = 0; i < argv.length; i++) {
+            String k = argv[i];
+            if (!k.startsWith("--")) die("unexpected argument: " + k);
+            k = k.substring(2);
+            String v;
+            int eq = k.indexOf('=');
+            if (eq >= 0) { v = k.substring(eq + 1); k = k.substring(0, eq); }
+            else if (i + 1 < argv.length) v = argv[++i];
+            else { die("missing value for --" + k); return m; }
+            m.computeIfAbsent(k, x -> new ArrayList<>()).add(v);
+        }
+        return m;
+    }
+    static String req(Map<String, List<String>> a, String k) {
+        String v = opt(a, k, null);
+        if (v == null) die("missing --" + k);
+        return v;
+    }
+    static String opt(Map<String, List<String>> a, String k, String def) {
+        List<String> l = a.get(k);
+        return l == null ? def : l.get(l.size() - 1);
+    }
+    static void security(Map<String, List<String>> a, Properties p) {
+        String mech = opt(a, "sasl-mechanism", null);
+        String proto = opt(a, "security-protocol", mech != null ? "SASL_PLAINTEXT" : null);
+        if (proto != null) p.put("security.protocol", proto);
+        if (mech != null) {
+            String user = req(a, "sasl-user"), pass = req(a, "sasl-password");
+            String module = mech.equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                                                 : "org.apache.kafka.common.security.scram.ScramLoginModule";
+            p.put("sasl.mechanism", mech);
+            p.put("sasl.jaas.config", module + " required username=" + q(user) + " password=" + q(pass) + ";");
+        }
+    }
+    static void properties(Map<String, List<String>> a, Properties p) {
+        for (String kv : a.getOrDefault("property", List.of())) {
+            int eq = kv.indexOf('=');
+            if (eq <= 0) die("--property wants key=value, got " + kv);
+            p.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+    }
+    static void die(String msg) {
+        System.out.println("{\"ok\":false,\"error\":" + q("usage: " + msg) + "}");
+        System.exit(2);
+    }
+    static String q(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            switch (c) {
+                case '"': b.append("\\\""); break;
+                case '\\': b.append("\\\\"); break;
+                case '\n': b.append("\\n"); break;
+                case '\r': b.append("\\r"); break;
+                case '\t': b.append("\\t"); break;
+                default:
+                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+    static String strList(List<String> l) {
+        StringBuilder b = new StringBuilder("[");
+        for (int i = 0; i < l.size(); i++) { if (i > 0) b.append(','); b.append(q(l.get(i))); }
+        return b.append(']').toString();
+    }
+    static String longMap(Map<Integer, Long> m) {
+        StringBuilder b = new StringBuilder("{");
+        boolean first = true;
+        for (Map.Entry<Integer, Long> e : m.entrySet()) {
+            if (!first) b.append(',');
+            first = false;
+            b.append('"').append(e.getKey()).append("\":").append(e.getValue());
+        }
+        return b.append('}').toString();
+    }
+}

@@ -1,0 +1,195 @@
+// Transactional producer for kproxy's integration tests. Single-file program:
+//
+//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/TxnProducer.java \
+//        --bootstrap 127.0.0.1:9092 --topic orders --records 1000 --transactions 10
+//
+// Writes --records records in --transactions transactions (records spread evenly, the last
+// transaction takes the remainder). Record i has key "<key-prefix><i>" and value
+// "<key>|<txn>|<padding>", so a consumer can check content and spot duplicates. With
+// --abort-every K every K-th transaction (1-based) is aborted instead of committed; its
+// records do not count as committed and a read_committed consumer must never see them.
+// Prints one JSON summary line on stdout; exit code 0 only if nothing failed.
+//
+// Options: --bootstrap --topic --records --transactions --transactional-id --key-prefix
+//          --value-bytes --abort-every --timeout-ms (per transaction / init)
+//          --security-protocol --sasl-mechanism (PLAIN|SCRAM-SHA-256|SCRAM-SHA-512)
+//          --sasl-user --sasl-password  --property key=value (repeatable, any producer config)
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class TxnProducer {
+    public static void main(String[] argv) {
+        Map<String, List<String>> a = Args.parse(argv);
+        String bootstrap = Args.req(a, "bootstrap");
+        String topic = Args.req(a, "topic");
+        int records = Integer.parseInt(Args.opt(a, "records", "1000"));
+        int txns = Integer.parseInt(Args.opt(a, "transactions", "10"));
+        String txnId = Args.opt(a, "transactional-id", "kproxy-test-" + System.nanoTime());
+        String keyPrefix = Args.opt(a, "key-prefix", "k-");
+        int valueBytes = Integer.parseInt(Args.opt(a, "value-bytes", "0"));
+        int abortEvery = Integer.parseInt(Args.opt(a, "abort-every", "0"));
+        long timeoutMs = Long.parseLong(Args.opt(a, "timeout-ms", "60000"));
+        if (txns < 1 || records < 0) Args.die("--transactions must be >= 1 and --records >= 0");
+
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(timeoutMs));
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, String.valueOf(Math.max(timeoutMs, 30000)));
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "kproxy-txn-producer");
+        Args.security(a, p);
+        Args.properties(a, p);
+
+        String padding = "x".repeat(Math.max(0, valueBytes));
+        long t0 = System.nanoTime();
+        int committedTxns = 0, abortedTxns = 0, committedRecords = 0, abortedRecords = 0;
+        Map<Integer, Integer> perPartition = new TreeMap<>();
+        String error = null;
+        int perTxn = records / txns;
+        int next = 0;
+        try (KafkaProducer<String, String> producer =
+                 new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
+            producer.initTransactions();
+            for (int t = 1; t <= txns; t++) {
+                int n = (t == txns) ? records - next : perTxn;
+                boolean abort = abortEvery > 0 && t % abortEvery == 0;
+                producer.beginTransaction();
+                List<Future<RecordMetadata>> sent = new ArrayList<>(n);
+                for (int i = 0; i < n; i++, next++) {
+                    String key = keyPrefix + next;
+                    sent.add(producer.send(new ProducerRecord<>(topic, key, key + "|" + t + "|" + padding)));
+                }
+                producer.flush();
+                Map<Integer, Integer> txnPartitions = new HashMap<>();
+                for (Future<RecordMetadata> f : sent) {
+                    RecordMetadata md = f.get(timeoutMs, TimeUnit.MILLISECONDS);
+                    txnPartitions.merge(md.partition(), 1, Integer::sum);
+                }
+                if (abort) {
+                    producer.abortTransaction();
+                    abortedTxns++;
+                    abortedRecords += n;
+                } else {
+                    producer.commitTransaction();
+                    committedTxns++;
+                    committedRecords += n;
+                    txnPartitions.forEach((k, v) -> perPartition.merge(k, v, Integer::sum));
+                }
+            }
+        } catch (Exception e) {
+            error = e.getClass().getName() + ": " + e.getMessage();
+        }
+        long elapsedMs = (System.nanoTime() - t0) / 1_000_000;
+
+        StringBuilder js = new StringBuilder("{");
+        js.append("\"ok\":").append(error == null);
+        js.append(",\"topic\":").append(Args.q(topic));
+        js.append(",\"transactional_id\":").append(Args.q(txnId));
+        js.append(",\"records_committed\":").append(committedRecords);
+        js.append(",\"records_aborted\":").append(abortedRecords);
+        js.append(",\"transactions_committed\":").append(committedTxns);
+        js.append(",\"transactions_aborted\":").append(abortedTxns);
+        js.append(",\"key_prefix\":").append(Args.q(keyPrefix));
+        js.append(",\"partitions\":").append(Args.intMap(perPartition));
+        js.append(",\"elapsed_ms\":").append(elapsedMs);
+        js.append(",\"error\":").append(error == null ? "null" : Args.q(error));
+        js.append("}");
+        System.out.println(js);
+        System.out.flush();
+        System.exit(error == null ? 0 : 1);
+    }
+}
+
+/** Tiny argument parser and JSON helpers (kept in this file: single-file program). */
+final class Args {
+    static Map<String, List<String>> parse(String[] argv) {
+        Map<String, List<String>> m = new HashMap<>();
+        for (int i = 0; i < argv.length; i++) {
+            String k = argv[i];
+            if (!k.startsWith("--")) die("unexpected argument: " + k);
+            k = k.substring(2);
+            String v;
+            int eq = k.indexOf('=');
+            if (eq >= 0) { v = k.substring(eq + 1); k = k.substring(0, eq); }
+            else if (i + 1 < argv.length) v = argv[++i];
+            else { die("missing value for --" + k); return m; }
+            m.computeIfAbsent(k, x -> new ArrayList<>()).add(v);
+        }
+        return m;
+    }
+    static String req(Map<String, List<String>> a, String k) {
+        String v = opt(a, k, null);
+        if (v == null) die("missing --" + k);
+        return v;
+    }
+    static String opt(Map<String, List<String>> a, String k, String def) {
+        List<String> l = a.get(k);
+        return l == null ? def : l.get(l.size() - 1);
+    }
+    static void security(Map<String, List<String>> a, Properties p) {
+        String mech = opt(a, "sasl-mechanism", null);
+        String proto = opt(a, "security-protocol", mech != null ? "SASL_PLAINTEXT" : null);
+        if (proto != null) p.put("security.protocol", proto);
+        if (mech != null) {
+            String user = req(a, "sasl-user"), pass = req(a, "sasl-password");
+            String module = mech.equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                                                 : "org.apache.kafka.common.security.scram.ScramLoginModule";
+            p.put("sasl.mechanism", mech);
+            p.put("sasl.jaas.config", module + " required username=" + q(user) + " password=" + q(pass) + ";");
+        }
+    }
+    static void properties(Map<String, List<String>> a, Properties p) {
+        for (String kv : a.getOrDefault("property", List.of())) {
+            int eq = kv.indexOf('=');
+            if (eq <= 0) die("--property wants key=value, got " + kv);
+            p.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+    }
+    static void die(String msg) {
+        System.out.println("{\"ok\":false,\"error\":" + q("usage: " + msg) + "}");
+        System.exit(2);
+    }
+    static String q(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            switch (c) {
+                case '"': b.append("\\\""); break;
+                case '\\': b.append("\\\\"); break;
+                case '\n': b.append("\\n"); break;
+                case '\r': b.append("\\r"); break;
+                case '\t': b.append("\\t"); break;
+                default:
+                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+    static String intMap(Map<Integer, Integer> m) {
+        StringBuilder b = new StringBuilder("{");
+        boolean first = true;
+        for (Map.Entry<Integer, Integer> e : m.entrySet()) {
+            if (!first) b.append(',');
+            first = false;
+            b.append('"').append(e.getKey()).append("\":").append(e.getValue());
+        }
+        return b.append('}').toString();
+    }
+}
