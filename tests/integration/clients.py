@@ -219,3 +219,45 @@ def rd_partition_leaders(bootstrap: str, topic: str, conf: Optional[Dict] = None
     if t is None or t.error is not None:
         raise ClientError(f"topic {topic} metadata error: {None if t is None else t.error}")
     return {pid: p.leader for pid, p in t.partitions.items()}
+
+
+def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, key_prefix: str = "rdtx-",
+                   abort_every: int = 0, transactional_id: Optional[str] = None,
+                   conf: Optional[Dict] = None, timeout: float = 60.0) -> Dict:
+    """librdkafka transactional producer, same record layout as TxnProducer.java.
+    Returns {records_committed, records_aborted, transactions_committed, transactions_aborted}."""
+    ck = _ck()
+    c = {"bootstrap.servers": bootstrap, "transactional.id": transactional_id or f"kproxy-rd-txn-{time.monotonic_ns()}",
+         "linger.ms": 5, "client.id": "kproxy-rd-txn-producer", "transaction.timeout.ms": 60000}
+    c.update(conf or {})
+    p = ck.Producer(c)
+    errors: List[str] = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(str(err))
+
+    p.init_transactions(timeout)
+    per_txn = records // transactions
+    nxt = 0
+    out = {"records_committed": 0, "records_aborted": 0, "transactions_committed": 0, "transactions_aborted": 0}
+    for t in range(1, transactions + 1):
+        n = records - nxt if t == transactions else per_txn
+        p.begin_transaction()
+        for _ in range(n):
+            key = f"{key_prefix}{nxt}"
+            p.produce(topic, key=key.encode(), value=f"{key}|{t}|".encode(), on_delivery=on_delivery)
+            p.poll(0)
+            nxt += 1
+        if p.flush(timeout):
+            raise ClientError("librdkafka transactional flush timed out")
+        if abort_every and t % abort_every == 0:
+            p.abort_transaction(timeout)
+            out["records_aborted"] += n
+            out["transactions_aborted"] += 1
+        else:
+            p.commit_transaction(timeout)
+            out["records_committed"] += n
+            out["transactions_committed"] += 1
+    out["errors"] = errors
+    return out

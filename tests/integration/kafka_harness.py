@@ -571,7 +571,8 @@ class KafkaCluster:
 
     def _prepare(self) -> None:
         kafka_classpath()
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"kproxy-{self.name}-"))
+        _remove_stale_data_dirs()
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"kproxy-kafka-{os.getpid()}-"))
         self.log_root.mkdir(parents=True, exist_ok=True)
         _prune_logs()
         listeners = ["CONTROLLER", "INTERNAL", "PLAINTEXT"] + (["SASL_PLAINTEXT"] if self.sasl else [])
@@ -737,6 +738,24 @@ class KafkaCluster:
             print(tail(n.log_path, 25), file=sys.stderr, flush=True)
 
 
+def _remove_stale_data_dirs() -> None:
+    """Deletes data dirs left by harness processes that died without cleaning up (SIGKILL)."""
+    with contextlib.suppress(OSError):
+        for p in Path(tempfile.gettempdir()).glob("kproxy-kafka-*-*"):
+            try:
+                pid = int(p.name.split("-")[2])
+            except (IndexError, ValueError):
+                continue
+            if pid == os.getpid():
+                continue
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                shutil.rmtree(p, ignore_errors=True)
+            except PermissionError:
+                pass
+
+
 def _prune_logs() -> None:
     """Keeps the newest KEEP_LOG_RUNS run directories under LOG_ROOT."""
     with contextlib.suppress(OSError):
@@ -751,3 +770,101 @@ def sasl_client_config(mechanism: str = "PLAIN", user: Optional[str] = None) -> 
     user = user or next(iter(users))
     return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
             "sasl.username": user, "sasl.password": users[user]}
+
+
+# =============================================================================================
+# CLI (scripts/kafka)
+# =============================================================================================
+
+def _describe(cluster: KafkaCluster) -> str:
+    lines = [f"Kafka {KAFKA_VERSION} ready: {cluster.n} node(s) in {cluster.startup_seconds:.1f}s "
+             f"(cluster id {cluster.cluster_id})",
+             f"  bootstrap PLAINTEXT       {cluster.bootstrap('PLAINTEXT')}"]
+    if cluster.sasl:
+        lines.append(f"  bootstrap SASL_PLAINTEXT  {cluster.bootstrap('SASL_PLAINTEXT')}")
+        lines.append("    PLAIN users:         " + ", ".join(f"{u}/{p}" for u, p in PLAIN_USERS.items()))
+        lines.append(f"    {SCRAM_MECHANISM} users: " + ", ".join(f"{u}/{p}" for u, p in SCRAM_USERS.items()))
+    for n in cluster.nodes:
+        adv = ", ".join(f"{k} {h}:{p}" for k, (h, p) in n.advertised.items())
+        lines.append(f"  node {n.node_id}: pid {n.proc.pid if n.proc else '-'}, advertises {adv}, "
+                     f"controller {n.host}:{n.ports['CONTROLLER']}")
+    lines.append(f"  logs: {cluster.log_root}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="scripts/kafka", description=f"Real Apache Kafka {KAFKA_VERSION} (KRaft) for kproxy work.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    st = sub.add_parser("start", help="start a broker (or cluster), print its addresses, run until Ctrl-C")
+    st.add_argument("--nodes", type=int, default=1, help="number of combined broker+controller nodes (default 1)")
+    st.add_argument("--sasl", action="store_true", help="add a SASL_PLAINTEXT listener (PLAIN + SCRAM-SHA-256)")
+    st.add_argument("--advertise-host", help="host the client listeners advertise (default: the real address)")
+    st.add_argument("--json", action="store_true", help="print one JSON line with the addresses once ready")
+    st.add_argument("--timeout", type=float, default=None, help="startup timeout in seconds")
+    st.add_argument("--prop", action="append", default=[], metavar="K=V", help="extra server property (repeatable)")
+    pr = sub.add_parser("probe", help="ApiVersions + Metadata against HOST:PORT")
+    pr.add_argument("address")
+    pr.add_argument("topics", nargs="*")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "probe":
+        host, _, port = args.address.rpartition(":")
+        versions = api_versions(host, int(port))
+        md = metadata(host, int(port), args.topics or ())
+        print(f"ApiVersions: {len(versions)} APIs; Metadata {versions.get(API_METADATA)}")
+        print(f"cluster {md.cluster_id}, controller {md.controller_id}")
+        for b, (h, p) in sorted(md.brokers.items()):
+            print(f"  broker {b}: {h}:{p}")
+        for t in md.topics.values():
+            for p in sorted(t.partitions.values(), key=lambda x: x.partition):
+                print(f"  {t.name}[{p.partition}] leader {p.leader} replicas {p.replicas} isr {p.isr}")
+        return 0
+
+    # Ctrl-C must work even when started from a script that ignores SIGINT for its children.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    extra = {}
+    for kv in args.prop:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            ap.error(f"--prop wants K=V, got {kv}")
+        extra[k] = v
+    adv = None
+    if args.advertise_host:
+        adv = lambda node_id, listener, host, port: (args.advertise_host, port)  # noqa: E731
+    cluster = KafkaCluster(args.nodes, sasl=args.sasl, advertise=adv, extra_properties=extra,
+                           name="cli", verbose=True)
+    try:
+        cluster.start(args.timeout)
+        if args.json:
+            print(json.dumps({
+                "bootstrap": cluster.bootstrap(),
+                "bootstrap_sasl": cluster.bootstrap("SASL_PLAINTEXT") if args.sasl else None,
+                "nodes": {n.node_id: {"ports": n.ports, "advertised": n.advertised, "pid": n.proc.pid if n.proc else None}
+                          for n in cluster.nodes},
+                "startup_seconds": round(cluster.startup_seconds or 0, 2),
+                "logs": str(cluster.log_root),
+            }), flush=True)
+        else:
+            print(_describe(cluster), flush=True)
+            print("Press Ctrl-C to stop (data is deleted, logs are kept).", flush=True)
+        while True:
+            for n in cluster.nodes:
+                if not n.alive():
+                    print(f"node {n.node_id} exited unexpectedly; log tail:\n{tail(n.log_path)}", file=sys.stderr)
+                    return 1
+            time.sleep(1)
+    except KeyboardInterrupt:
+        print("\nstopping...", file=sys.stderr)
+        return 130
+    except KafkaHarnessError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
