@@ -1,0 +1,99 @@
+// Config: kproxy's configuration as loaded from YAML (see config/config_loader.h and
+// config/examples/). A Config is an immutable snapshot: the proxy shares it as
+// `std::shared_ptr<const Config>` and swaps the pointer on reload.
+//
+//   listeners:                       # at least one
+//     - name: kafka                  # unique; used in logs and metric labels
+//       listen: 0.0.0.0:9092         # bootstrap port for clients
+//       upstream: broker-1:9092      # bootstrap of the real cluster
+//       advertise: localhost         # host written into rewritten broker addresses
+//       broker_ports: 9093           # node id N is reached at 9093 + N, or instead:
+//       # broker_port_range: 9100-9131   # ports handed out in order of discovery
+//   admin: { listen: 127.0.0.1:9644 }
+//   limits: { max_request_frame_bytes: 100MiB, max_response_frame_bytes: 256MiB,
+//             max_connections: 10000, connect_timeout: 10s }
+//   workers: 4                       # default: number of cores
+//   drain_timeout: 30s
+//   log: { format: text, level: info }
+//   api_versions: [...]              # kept as YAML for the ApiVersions stage
+//   faults: [...]                    # kept as YAML for the fault-rule stage
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/host_port.h"
+
+namespace kproxy::config {
+
+/// How a listener gives each broker (by node id) its own kproxy port.
+struct BrokerPorts {
+  enum class Scheme : uint8_t {
+    kNodeIdOffset,  ///< port = base + node id (stable across restarts and proxies)
+    kInOrder,       ///< the next free port of [first, last], in order of discovery
+  };
+  Scheme scheme = Scheme::kNodeIdOffset;
+  uint16_t base = 0;   ///< kNodeIdOffset
+  uint16_t first = 0;  ///< kInOrder
+  uint16_t last = 0;   ///< kInOrder, inclusive
+};
+
+struct ListenerConfig {
+  std::string name;
+  HostPort listen;
+  HostPort upstream;
+  /// Host clients are told to connect to for a broker (default: the listen host, when specific).
+  std::string advertise;
+  BrokerPorts broker_ports;
+};
+
+struct AdminConfig {
+  /// Where the admin HTTP API and /metrics listen; unset = no admin listener.
+  std::optional<HostPort> listen;
+};
+
+inline constexpr size_t kMiB = size_t{1} << 20;
+
+struct Limits {
+  /// Largest request frame accepted from a client (Kafka's socket.request.max.bytes default).
+  size_t max_request_frame_bytes = 100 * kMiB;
+  /// Largest response frame accepted from a broker.
+  size_t max_response_frame_bytes = 256 * kMiB;
+  /// Client connections open at once over all listeners and workers; more are refused.
+  size_t max_connections = 10000;
+  /// How long an upstream connect (resolve + TCP) may take before the client is closed.
+  std::chrono::milliseconds connect_timeout{10000};
+};
+
+struct LogConfig {
+  enum class Format : uint8_t { kText, kJson };
+  Format format = Format::kText;
+  /// spdlog level name: trace, debug, info, warn, error, critical, off.
+  std::string level = "info";
+};
+
+/// A config section a later pipeline stage interprets, kept as YAML text plus its position.
+struct PassThroughSection {
+  std::string yaml;  ///< the section re-emitted as YAML; "" when absent
+  int line = 0;      ///< 1-based line of the section in the file, 0 when absent
+};
+
+struct Config {
+  std::string source;  ///< file the config came from (for messages)
+  std::vector<ListenerConfig> listeners;
+  AdminConfig admin;
+  Limits limits;
+  unsigned workers = 0;  ///< 0 = number of cores
+  std::chrono::milliseconds drain_timeout{30000};
+  LogConfig log;
+  PassThroughSection api_versions;
+  PassThroughSection faults;
+
+  /// `workers`, with 0 resolved to the number of cores.
+  unsigned worker_count() const;
+};
+
+}  // namespace kproxy::config

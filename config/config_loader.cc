@@ -1,0 +1,395 @@
+#include "config/config_loader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <yaml-cpp/yaml.h>
+
+namespace kproxy::config {
+
+std::string ConfigError::to_string() const {
+  std::string out = file;
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  return out + ": " + reason;
+}
+
+std::string LoadResult::error_text() const {
+  std::string out;
+  for (const auto& e : errors) out += e.to_string() + "\n";
+  return out;
+}
+
+unsigned Config::worker_count() const {
+  if (workers > 0) return workers;
+  unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 ? cores : 1;
+}
+
+namespace {
+
+std::optional<uint64_t> parse_unsigned(std::string_view text) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// Splits "123unit" into the number and the unit.
+std::optional<std::pair<uint64_t, std::string_view>> number_and_unit(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  auto n = parse_unsigned(text.substr(0, digits));
+  if (!n) return std::nullopt;
+  std::string_view unit = text.substr(digits);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  return std::make_pair(*n, unit);
+}
+
+// Walks one YAML document, collecting errors with positions.
+class Loader {
+ public:
+  explicit Loader(std::string source) : source_(std::move(source)) {}
+
+  LoadResult load(const YAML::Node& root) {
+    auto config = std::make_shared<Config>();
+    config->source = source_;
+    if (!root || root.IsNull()) {
+      error(root, "the config is empty: it needs at least one listener");
+    } else if (!root.IsMap()) {
+      error(root, "the top level must be a mapping (listeners:, admin:, limits:, ...)");
+    } else {
+      load_root(root, *config);
+    }
+    LoadResult result;
+    if (errors_.empty()) result.config = std::move(config);
+    result.errors = std::move(errors_);
+    return result;
+  }
+
+  void error(const YAML::Node& at, std::string reason) { error(at.IsDefined() ? at.Mark() : YAML::Mark::null_mark(), std::move(reason)); }
+  void error(const YAML::Mark& m, std::string reason) {
+    ConfigError e;
+    e.file = source_;
+    if (!m.is_null()) {
+      e.line = m.line + 1;
+      e.column = m.column + 1;
+    }
+    e.reason = std::move(reason);
+    errors_.push_back(std::move(e));
+  }
+
+ private:
+  // Checks that `node` is a map whose keys are all in `known`; returns false if not a map.
+  bool check_map(const YAML::Node& node, const std::string& path, std::initializer_list<std::string_view> known) {
+    if (!node.IsMap()) {
+      error(node, path + ": expected a mapping");
+      return false;
+    }
+    for (const auto& kv : node) {
+      auto key = kv.first.as<std::string>("");
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        std::string list;
+        for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        error(kv.first, path + (path.empty() ? "" : ".") + key + ": unknown key (known: " + list + ")");
+      }
+    }
+    return true;
+  }
+
+  std::optional<std::string> scalar(const YAML::Node& node, const std::string& path) {
+    if (!node.IsScalar()) {
+      error(node, path + ": expected a single value");
+      return std::nullopt;
+    }
+    return node.Scalar();
+  }
+
+  std::optional<HostPort> host_port(const YAML::Node& node, const std::string& path) {
+    auto text = scalar(node, path);
+    if (!text) return std::nullopt;
+    std::string why;
+    auto hp = parse_host_port(*text, &why);
+    if (!hp) error(node, path + ": " + why);
+    return hp;
+  }
+
+  std::optional<uint16_t> port(const YAML::Node& node, const std::string& path) {
+    auto text = scalar(node, path);
+    if (!text) return std::nullopt;
+    auto n = parse_unsigned(*text);
+    if (!n || *n == 0 || *n > 65535) {
+      error(node, path + ": '" + *text + "' is not a port (1 to 65535)");
+      return std::nullopt;
+    }
+    return static_cast<uint16_t>(*n);
+  }
+
+  void load_root(const YAML::Node& root, Config& c) {
+    check_map(root, "", {"listeners", "admin", "limits", "workers", "drain_timeout", "log", "api_versions", "faults"});
+    if (auto n = root["listeners"]) {
+      load_listeners(n, c);
+    } else {
+      error(root, "listeners: missing (at least one listener is needed)");
+    }
+    if (auto n = root["admin"]; n && check_map(n, "admin", {"listen"})) {
+      if (auto l = n["listen"]) c.admin.listen = host_port(l, "admin.listen");
+    }
+    if (auto n = root["limits"]) load_limits(n, c.limits);
+    if (auto n = root["workers"]) {
+      auto text = scalar(n, "workers");
+      auto v = text ? parse_unsigned(*text) : std::nullopt;
+      if (text && (!v || *v == 0 || *v > 1024)) error(n, "workers: '" + *text + "' is not a worker count (1 to 1024)");
+      if (v && *v > 0 && *v <= 1024) c.workers = static_cast<unsigned>(*v);
+    }
+    if (auto n = root["drain_timeout"]) {
+      if (auto d = duration(n, "drain_timeout")) c.drain_timeout = *d;
+    }
+    if (auto n = root["log"]; n && check_map(n, "log", {"format", "level"})) {
+      if (auto f = n["format"]) {
+        auto text = scalar(f, "log.format");
+        if (text && *text == "text") c.log.format = LogConfig::Format::kText;
+        else if (text && *text == "json") c.log.format = LogConfig::Format::kJson;
+        else if (text) error(f, "log.format: '" + *text + "' is not one of text, json");
+      }
+      if (auto l = n["level"]) {
+        static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+        auto text = scalar(l, "log.level");
+        if (text && kLevels.count(*text)) c.log.level = *text;
+        else if (text) error(l, "log.level: '" + *text + "' is not one of trace, debug, info, warn, error, critical, off");
+      }
+    }
+    pass_through(root["api_versions"], "api_versions", c.api_versions);
+    pass_through(root["faults"], "faults", c.faults);
+  }
+
+  void pass_through(const YAML::Node& n, const std::string& path, PassThroughSection& out) {
+    if (!n) return;
+    if (!n.IsSequence() && !n.IsNull()) {
+      error(n, path + ": expected a list");
+      return;
+    }
+    YAML::Emitter emitter;
+    emitter << n;
+    out.yaml = emitter.c_str();
+    out.line = n.Mark().line + 1;
+  }
+
+  std::optional<std::chrono::milliseconds> duration(const YAML::Node& n, const std::string& path) {
+    auto text = scalar(n, path);
+    if (!text) return std::nullopt;
+    auto d = parse_duration(*text);
+    if (!d) error(n, path + ": '" + *text + "' is not a duration (e.g. 500ms, 30s, 2m)");
+    return d;
+  }
+
+  std::optional<size_t> byte_size(const YAML::Node& n, const std::string& path) {
+    auto text = scalar(n, path);
+    if (!text) return std::nullopt;
+    auto b = parse_byte_size(*text);
+    if (!b || *b == 0) {
+      error(n, path + ": '" + *text + "' is not a size (e.g. 1048576, 64KiB, 100MiB)");
+      return std::nullopt;
+    }
+    return b;
+  }
+
+  void load_limits(const YAML::Node& n, Limits& limits) {
+    if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_connections", "connect_timeout"})) return;
+    // The size prefix is an int32: no frame can be larger than INT32_MAX.
+    auto frame_limit = [&](const char* key, size_t& out) {
+      auto v = n[key];
+      if (!v) return;
+      auto b = byte_size(v, std::string("limits.") + key);
+      if (b && *b > 0x7fffffffu) error(v, std::string("limits.") + key + ": at most 2147483647 bytes (a frame size is an int32)");
+      else if (b) out = *b;
+    };
+    frame_limit("max_request_frame_bytes", limits.max_request_frame_bytes);
+    frame_limit("max_response_frame_bytes", limits.max_response_frame_bytes);
+    if (auto v = n["max_connections"]) {
+      auto text = scalar(v, "limits.max_connections");
+      auto c = text ? parse_unsigned(*text) : std::nullopt;
+      if (text && (!c || *c == 0)) error(v, "limits.max_connections: '" + *text + "' is not a positive number");
+      else if (c) limits.max_connections = *c;
+    }
+    if (auto v = n["connect_timeout"]) {
+      if (auto d = duration(v, "limits.connect_timeout")) limits.connect_timeout = *d;
+    }
+  }
+
+  void load_listeners(const YAML::Node& n, Config& c) {
+    if (!n.IsSequence() || n.size() == 0) {
+      error(n, "listeners: expected a non-empty list of listeners");
+      return;
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < n.size(); ++i) {
+      const YAML::Node& item = n[i];
+      std::string path = "listeners[" + std::to_string(i) + "]";
+      if (!check_map(item, path, {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range"})) continue;
+      ListenerConfig l;
+      if (auto v = item["name"]) {
+        if (auto s = scalar(v, path + ".name")) {
+          l.name = *s;
+          if (l.name.empty()) error(v, path + ".name: must not be empty");
+          else if (!names.insert(l.name).second) error(v, path + ".name: '" + l.name + "' is used by another listener");
+        }
+      } else {
+        l.name = "listener-" + std::to_string(i);
+      }
+      auto required_host_port = [&](const char* key) -> std::optional<HostPort> {
+        if (auto v = item[key]) return host_port(v, path + "." + key);
+        error(item, path + "." + key + ": missing");
+        return std::nullopt;
+      };
+      auto listen = required_host_port("listen");
+      auto upstream = required_host_port("upstream");
+      if (listen) l.listen = *listen;
+      if (upstream) l.upstream = *upstream;
+      if (auto v = item["advertise"]) {
+        if (auto s = scalar(v, path + ".advertise")) {
+          l.advertise = *s;
+          if (is_wildcard_host(l.advertise)) error(v, path + ".advertise: '" + l.advertise + "' cannot be handed to clients: name a host they can reach");
+        }
+      } else if (listen) {
+        if (is_wildcard_host(listen->host)) {
+          error(item, path + ".advertise: missing (required when listen is a wildcard address: clients need a host to connect to)");
+        } else {
+          l.advertise = listen->host;
+        }
+      }
+      auto ports = item["broker_ports"];
+      auto range = item["broker_port_range"];
+      if (ports && range) {
+        error(range, path + ": give either broker_ports (base + node id) or broker_port_range (assigned in order), not both");
+      } else if (ports) {
+        if (auto base = port(ports, path + ".broker_ports")) {
+          l.broker_ports.scheme = BrokerPorts::Scheme::kNodeIdOffset;
+          l.broker_ports.base = *base;
+          if (listen && *base == listen->port) error(ports, path + ".broker_ports: base " + std::to_string(*base) + " would give node 0 the bootstrap port");
+        }
+      } else if (range) {
+        load_port_range(range, path + ".broker_port_range", listen, l.broker_ports);
+      } else {
+        error(item, path + ": missing broker_ports (base port: node N at base + N) or broker_port_range (first-last, assigned in order)");
+      }
+      c.listeners.push_back(std::move(l));
+    }
+    // Two listeners on one port would split clients between them.
+    for (size_t i = 0; i < c.listeners.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (c.listeners[i].listen.port != 0 && c.listeners[i].listen.port == c.listeners[j].listen.port) {
+          error(n[i]["listen"] ? n[i]["listen"] : n[i], "listeners[" + std::to_string(i) + "].listen: port " +
+                std::to_string(c.listeners[i].listen.port) + " is also used by listener '" + c.listeners[j].name + "'");
+        }
+      }
+    }
+  }
+
+  void load_port_range(const YAML::Node& v, const std::string& path, const std::optional<HostPort>& listen, BrokerPorts& out) {
+    auto text = scalar(v, path);
+    if (!text) return;
+    size_t dash = text->find('-');
+    auto first = dash == std::string::npos ? std::nullopt : parse_unsigned(std::string_view(*text).substr(0, dash));
+    auto last = dash == std::string::npos ? std::nullopt : parse_unsigned(std::string_view(*text).substr(dash + 1));
+    if (!first || !last || *first == 0 || *last > 65535 || *first > *last) {
+      error(v, path + ": '" + *text + "' is not a port range 'first-last' (1 to 65535, first <= last)");
+      return;
+    }
+    if (listen && listen->port >= *first && listen->port <= *last) {
+      error(v, path + ": the range contains the listener's own port " + std::to_string(listen->port));
+      return;
+    }
+    out.scheme = BrokerPorts::Scheme::kInOrder;
+    out.first = static_cast<uint16_t>(*first);
+    out.last = static_cast<uint16_t>(*last);
+  }
+
+  std::string source_;
+  std::vector<ConfigError> errors_;
+};
+
+LoadResult parse_and_load(const std::function<YAML::Node()>& parse, const std::string& source) {
+  Loader loader(source);
+  YAML::Node root;
+  try {
+    root = parse();
+  } catch (const YAML::Exception& e) {
+    LoadResult r;
+    ConfigError err;
+    err.file = source;
+    if (!e.mark.is_null()) {
+      err.line = e.mark.line + 1;
+      err.column = e.mark.column + 1;
+    }
+    err.reason = "invalid YAML: " + e.msg;
+    r.errors.push_back(std::move(err));
+    return r;
+  }
+  try {
+    return loader.load(root);
+  } catch (const YAML::Exception& e) {
+    LoadResult r;
+    ConfigError err;
+    err.file = source;
+    err.line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    err.column = e.mark.is_null() ? 0 : e.mark.column + 1;
+    err.reason = e.msg;
+    r.errors.push_back(std::move(err));
+    return r;
+  }
+}
+
+}  // namespace
+
+LoadResult load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    LoadResult r;
+    r.errors.push_back(ConfigError{path, 0, 0, "cannot open the config file"});
+    return r;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  return parse_and_load([&] { return YAML::Load(yaml); }, path);
+}
+
+LoadResult load_config_string(std::string_view yaml, const std::string& source) {
+  std::string text(yaml);
+  return parse_and_load([&] { return YAML::Load(text); }, source);
+}
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  auto nu = number_and_unit(text);
+  if (!nu) return std::nullopt;
+  auto [n, unit] = *nu;
+  if (unit == "ms") return std::chrono::milliseconds(n);
+  if (unit == "s" || unit.empty()) return std::chrono::milliseconds(n * 1000);
+  if (unit == "m") return std::chrono::milliseconds(n * 60'000);
+  if (unit == "h") return std::chrono::milliseconds(n * 3'600'000);
+  return std::nullopt;
+}
+
+std::optional<size_t> parse_byte_size(std::string_view text) {
+  auto nu = number_and_unit(text);
+  if (!nu) return std::nullopt;
+  auto [n, unit] = *nu;
+  uint64_t mult = 0;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KiB") mult = 1ull << 10;
+  else if (unit == "MiB") mult = 1ull << 20;
+  else if (unit == "GiB") mult = 1ull << 30;
+  else if (unit == "KB" || unit == "kB") mult = 1000;
+  else if (unit == "MB") mult = 1000 * 1000;
+  else if (unit == "GB") mult = 1000 * 1000 * 1000;
+  else return std::nullopt;
+  if (n > (uint64_t{1} << 40) / mult) return std::nullopt;
+  return static_cast<size_t>(n * mult);
+}
+
+}  // namespace kproxy::config

@@ -1,0 +1,287 @@
+#include "proxy/client_connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include "codec/api_keys.h"
+#include "codec/request_header.h"
+#include "codec/response_header.h"
+#include "proxy/broker_address_rewrite.h"
+#include "proxy/counters.h"
+#include "proxy/proxy.h"
+#include "proxy/request_fields.h"
+#include "proxy/worker.h"
+
+namespace kproxy::proxy {
+
+namespace {
+const char* api_label(int16_t api_key) {
+  const char* name = codec::api_name(api_key);
+  return name ? name : "unknown-api";
+}
+}  // namespace
+
+ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener, std::shared_ptr<const config::Config> config,
+                                   uint64_t id)
+    : worker_(worker),
+      listener_(listener),
+      config_(std::move(config)),
+      rewrite_(worker.proxy().rewrite(listener.listener_index)),
+      id_(id),
+      client_(worker.loop(), *this, "client"),
+      upstream_(worker.loop(), *this, *this),
+      requests_(config_->limits.max_request_frame_bytes),
+      responses_(config_->limits.max_response_frame_bytes) {}
+
+ClientConnection::~ClientConnection() {
+  worker_.proxy().release_connection();
+}
+
+void ClientConnection::start(const config::HostPort& upstream) {
+  opened_at_ = std::chrono::steady_clock::now();
+  peer_ = client_.peer_address();
+  client_.set_connected();
+  uv_tcp_nodelay(client_.handle(), 1);
+  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_.label(), listener_.port, upstream.to_string());
+  client_.start_reading();
+  upstream_.connect(upstream, config_->limits.connect_timeout);
+}
+
+void ClientConnection::close(std::string_view reason) {
+  if (closing_) return;
+  closing_ = true;
+  auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
+  spdlog::info("conn={} closed: {} (client {}, {} requests forwarded, {} in flight, open {} ms)", id_, reason, peer_, requests_forwarded_,
+               inflight_.size(), lived.count());
+  client_.close();
+  upstream_.close(/*flush_first=*/false);
+}
+
+void ClientConnection::finish(std::string_view reason) {
+  if (closing_) return;
+  closing_ = true;
+  auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
+  spdlog::info("conn={} closing after queued responses: {} (client {}, {} requests forwarded, {} in flight, open {} ms)", id_, reason,
+               peer_, requests_forwarded_, inflight_.size(), lived.count());
+  upstream_.close(/*flush_first=*/true);
+  client_.shutdown_and_close();
+}
+
+void ClientConnection::drain() {
+  if (closing_ || draining_) return;
+  draining_ = true;
+  client_.stop_reading();
+  if (inflight_.empty()) finish("kproxy is shutting down (nothing in flight)");
+}
+
+void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
+  if (closing_) return;
+  if (&s == &client_) {
+    bump(counters().request_bytes, data.size());
+    bool ok = requests_.feed(data, [this](codec::Bytes frame) { return on_request_frame(frame); });
+    if (closing_) return;
+    if (!ok) {
+      if (requests_.looks_like_tls()) bump(counters().tls_on_plaintext);
+      else bump(counters().framing_errors);
+      close("bad request framing: " + requests_.error());
+      return;
+    }
+    if (!upstream_.stream().flush()) return;
+    apply_backpressure(client_, upstream_.stream());
+  } else {
+    bump(counters().response_bytes, data.size());
+    bool ok = responses_.feed(data, [this](codec::Bytes frame) { return on_response_frame(frame); });
+    if (closing_) return;
+    if (!ok) {
+      bump(counters().framing_errors);
+      close("bad response framing from broker: " + responses_.error());
+      return;
+    }
+    if (!client_.flush()) return;
+    if (draining_ && inflight_.empty()) {
+      finish("kproxy is shutting down (in-flight requests answered)");
+      return;
+    }
+    apply_backpressure(upstream_.stream(), client_);
+  }
+}
+
+bool ClientConnection::on_request_frame(codec::Bytes frame) {
+  codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
+  TcpStream& upstream = upstream_.stream();
+  if (sasl_.active()) {
+    codec::RequestHeader probe;
+    bool parses = codec::read_request_header(message, probe, nullptr) && probe.header_version >= 0;
+    if (sasl_.is_raw_token(parses)) {
+      bump(counters().sasl_raw_tokens);
+      if (sasl_.tokens_are_answered()) {
+        inflight_.push(InflightRequest{InflightRequest::Kind::kSaslToken, -1, -1, 0, -1, std::chrono::steady_clock::now()});
+      } else {
+        unanswered_sasl_tokens_ = true;
+      }
+      upstream.append(frame);
+      return true;
+    }
+  }
+  codec::RequestHeader header;
+  std::string error;
+  if (!codec::read_request_header(message, header, &error)) {
+    bump(counters().malformed_requests);
+    close("malformed request header: " + error);
+    return false;
+  }
+  unanswered_sasl_tokens_ = false;
+  counters().count_request(header.api_key);
+  if (header.header_version < 0) {
+    bump(counters().requests_unknown_version);
+    spdlog::debug("conn={} forwarding api key {} ({}) v{} untouched: unknown to kproxy", id_, header.api_key, api_label(header.api_key),
+                  header.api_version);
+  }
+  bool expects_response = true;
+  if (header.header_version >= 0) {
+    codec::Bytes body = message.subspan(header.size);
+    if (header.api_key == kProduceApiKey) {
+      auto acks = produce_request_acks(body, header.api_version);
+      if (!acks) {
+        bump(counters().malformed_requests);
+        close("malformed ProduceRequest v" + std::to_string(header.api_version) + ": body too short for TransactionalId and Acks");
+        return false;
+      }
+      if (*acks == 0) {
+        expects_response = false;  // the broker sends nothing back (PROTOCOL.md 13)
+        bump(counters().requests_without_response);
+      }
+    } else if (header.api_key == kSaslHandshakeApiKey && header.api_version == 0) {
+      auto mechanism = sasl_handshake_mechanism(body);
+      if (!mechanism) {
+        bump(counters().malformed_requests);
+        close("malformed SaslHandshakeRequest v0");
+        return false;
+      }
+      spdlog::debug("conn={} SaslHandshake v0 ({}): raw SASL tokens follow", id_, *mechanism);
+      sasl_.begin(*mechanism);
+    }
+  }
+  if (expects_response) {
+    inflight_.push(InflightRequest{InflightRequest::Kind::kKafka, header.api_key, header.api_version, header.correlation_id,
+                                   static_cast<int8_t>(codec::response_header_version(header.api_key, header.api_version)),
+                                   std::chrono::steady_clock::now()});
+  }
+  upstream.append(frame);
+  ++requests_forwarded_;
+  return true;
+}
+
+bool ClientConnection::on_response_frame(codec::Bytes frame) {
+  codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
+  if (inflight_.empty()) {
+    if (unanswered_sasl_tokens_) {
+      client_.append(frame);
+      return true;
+    }
+    bump(counters().unexpected_responses);
+    close("broker sent a response with no request in flight");
+    return false;
+  }
+  InflightRequest request = inflight_.pop();
+  if (request.kind == InflightRequest::Kind::kSaslToken) {
+    client_.append(frame);
+    return true;
+  }
+  if (message.size() < 4) {
+    bump(counters().malformed_responses);
+    close("response of " + std::to_string(message.size()) + " bytes to " + api_label(request.api_key) + " has no correlation id");
+    return false;
+  }
+  int32_t correlation_id = codec::peek_response_correlation_id(message);
+  if (correlation_id != request.correlation_id) {
+    bump(counters().correlation_mismatches);
+    close("correlation id mismatch: expected " + std::to_string(request.correlation_id) + " (" + api_label(request.api_key) + " v" +
+          std::to_string(request.api_version) + "), broker sent " + std::to_string(correlation_id));
+    return false;
+  }
+  bump(counters().responses);
+  if (BrokerAddressRewrite::applies_to(request.api_key)) {
+    if (request.response_header_version < 0) {
+      close(std::string("cannot rewrite broker addresses in a ") + api_label(request.api_key) + " v" + std::to_string(request.api_version) +
+            " response: version unknown to kproxy");
+      return false;
+    }
+    std::vector<uint8_t> rewritten;
+    std::vector<BrokerAddressRewrite::NewBrokerPort> added;
+    std::string error;
+    auto outcome = rewrite_.rewrite(request.api_key, request.api_version, request.response_header_version, frame, rewritten, added, error);
+    for (const auto& a : added) worker_.proxy().open_broker_port(worker_, listener_.listener_index, a.node_id, a.port);
+    if (outcome == BrokerAddressRewrite::Outcome::kFailed) {
+      bump(counters().malformed_responses);
+      close(std::string("cannot rewrite broker addresses in a ") + api_label(request.api_key) + " v" + std::to_string(request.api_version) +
+            " response: " + error);
+      return false;
+    }
+    if (outcome == BrokerAddressRewrite::Outcome::kRewritten) {
+      bump(counters().responses_rewritten);
+      client_.append(rewritten);
+      return true;
+    }
+  }
+  client_.append(frame);
+  return true;
+}
+
+void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
+  if (to.above_high_water()) {
+    from.stop_reading();
+  } else if (!from.reading() && !(draining_ && &from == &client_) && (&from == &client_ || upstream_.stream().connected())) {
+    from.start_reading();
+  }
+}
+
+void ClientConnection::on_stream_error(TcpStream& s, int status, const char* during) {
+  if (closing_) {
+    s.close();
+    return;
+  }
+  if (&s == &client_) {
+    if (status == UV_EOF) close("client closed the connection");
+    else close(std::string("client ") + during + " failed: " + uv_strerror(status));
+    return;
+  }
+  bump(counters().upstream_disconnects);
+  std::string reason = status == UV_EOF ? "broker " + upstream_.target().to_string() + " closed the connection"
+                                        : "broker " + upstream_.target().to_string() + " " + during + " failed: " + uv_strerror(status);
+  if (!inflight_.empty()) reason += " with " + std::to_string(inflight_.size()) + " requests in flight";
+  // The client gets the responses already received, then sees the disconnect: nothing in flight
+  // is silently lost.
+  finish(reason);
+}
+
+void ClientConnection::on_stream_writable(TcpStream& s) {
+  if (closing_) return;
+  if (&s == &client_) apply_backpressure(upstream_.stream(), client_);
+  else apply_backpressure(client_, upstream_.stream());
+}
+
+void ClientConnection::on_stream_closed(TcpStream&) { maybe_destroy(); }
+
+void ClientConnection::on_upstream_connected() {
+  if (closing_) return;
+  spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
+  if (!upstream_.stream().flush()) return;
+  upstream_.stream().start_reading();
+  apply_backpressure(client_, upstream_.stream());
+}
+
+void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
+  bump(counters().upstream_connect_failures);
+  close("upstream unavailable: " + reason);
+}
+
+void ClientConnection::on_upstream_part_released() { maybe_destroy(); }
+
+void ClientConnection::maybe_destroy() {
+  if (destroyed_ || !client_.closed() || !upstream_.released()) return;
+  destroyed_ = true;
+  worker_.forget(this);
+  delete this;
+}
+
+}  // namespace kproxy::proxy

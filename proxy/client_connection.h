@@ -1,0 +1,90 @@
+// ClientConnection: one client's connection and the upstream connection made for it, on one loop.
+//
+//   client ─► TcpStream ─► FrameReader ─► request header ─► in-flight FIFO ─► upstream TcpStream
+//   client ◄─ TcpStream ◄─ BrokerAddressRewrite ◄─ FIFO match ◄─ FrameReader ◄─ upstream TcpStream
+//
+// Requests: the header is always parsed; the body only for Produce acks and the SaslHandshake v0
+// mechanism. Every request is forwarded as its original bytes. Responses are matched in order
+// with the FIFO (a correlation id mismatch closes the connection); those that name brokers go
+// through BrokerAddressRewrite and, when changed, are re-encoded with a patched size prefix.
+// Backpressure: reading one side stops while the other side's write queue is above the
+// high-water mark. Every log line carries "conn=<id>"; every close logs its reason.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "codec/frame_reader.h"
+#include "config/config.h"
+#include "proxy/inflight_requests.h"
+#include "proxy/listener.h"
+#include "proxy/sasl_raw_tokens.h"
+#include "proxy/tcp_stream.h"
+#include "proxy/upstream_connection.h"
+
+namespace kproxy::proxy {
+
+class BrokerAddressRewrite;
+class Worker;
+
+class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents {
+ public:
+  /// Created by the worker for an accepted socket: accept into client_stream(), then start().
+  ClientConnection(Worker& worker, const ListenerSpec& listener, std::shared_ptr<const config::Config> config, uint64_t id);
+  ~ClientConnection() override;
+
+  uv_stream_t* client_stream() { return client_.stream(); }
+  uint64_t id() const { return id_; }
+
+  /// Starts reading the client and connecting to `upstream`.
+  void start(const config::HostPort& upstream);
+  /// Closes both sides now, logging `reason`. The object deletes itself once libuv is done.
+  void close(std::string_view reason);
+  /// Stops taking requests; closes once every in-flight request has its response.
+  void drain();
+
+  // TcpStreamEvents
+  void on_stream_read(TcpStream& s, codec::Bytes data) override;
+  void on_stream_error(TcpStream& s, int status, const char* during) override;
+  void on_stream_writable(TcpStream& s) override;
+  void on_stream_closed(TcpStream& s) override;
+
+  // UpstreamConnectionEvents
+  void on_upstream_connected() override;
+  void on_upstream_connect_failed(const std::string& reason) override;
+  void on_upstream_part_released() override;
+
+ private:
+  bool on_request_frame(codec::Bytes frame);
+  bool on_response_frame(codec::Bytes frame);
+  /// Stops reading `from` while `to` has too much queued.
+  void apply_backpressure(TcpStream& from, TcpStream& to);
+  /// Closes the client after it got what is queued for it (broker gone, drain finished).
+  void finish(std::string_view reason);
+  void maybe_destroy();
+  bool closing() const { return closing_; }
+
+  Worker& worker_;
+  ListenerSpec listener_;
+  std::shared_ptr<const config::Config> config_;
+  const BrokerAddressRewrite& rewrite_;
+  uint64_t id_;
+  std::string peer_;
+  TcpStream client_;
+  UpstreamConnection upstream_;
+  codec::FrameReader requests_;
+  codec::FrameReader responses_;
+  InflightRequests inflight_;
+  SaslRawTokens sasl_;
+  /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
+  bool unanswered_sasl_tokens_ = false;
+  bool draining_ = false;
+  bool closing_ = false;
+  bool destroyed_ = false;
+  std::chrono::steady_clock::time_point opened_at_;
+  uint64_t requests_forwarded_ = 0;
+};
+
+}  // namespace kproxy::proxy

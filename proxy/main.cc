@@ -1,0 +1,129 @@
+// kproxy: a transparent Kafka wire-protocol proxy.
+//
+//   kproxy --config FILE        run
+//   kproxy check-config FILE    validate a config and exit (0 = fine, 2 = errors, listed)
+//   kproxy --help | --version
+//
+// The main thread loads the config, starts the workers and then runs a small control loop for
+// signals: SIGTERM/SIGINT drain (a second one shortens the deadline to zero), SIGHUP reloads the
+// config file (a bad file is refused and the running config stays).
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <spdlog/spdlog.h>
+#include <uv.h>
+
+#include "config/config_loader.h"
+#include "proxy/logging.h"
+#include "proxy/proxy.h"
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+void print_usage(FILE* out) {
+  std::fprintf(out,
+               "usage: kproxy --config FILE      run the proxy\n"
+               "       kproxy check-config FILE  validate a config file and exit\n"
+               "       kproxy --help | --version\n"
+               "\n"
+               "Signals: SIGTERM/SIGINT drain and exit (again: exit now), SIGHUP reloads the config file.\n");
+}
+
+struct ControlLoop {
+  uv_loop_t loop;
+  uv_signal_t sigterm, sigint, sighup;
+  uv_async_t stopped;
+  kproxy::proxy::Proxy* proxy = nullptr;
+  std::string config_path;
+  int drain_requests = 0;
+};
+
+void on_stop_signal(uv_signal_t* handle, int signum) {
+  auto* control = static_cast<ControlLoop*>(handle->data);
+  spdlog::info("received {}", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (control->drain_requests++ == 0) control->proxy->drain();
+  else control->proxy->drain(std::chrono::milliseconds(0));
+}
+
+void on_reload_signal(uv_signal_t* handle, int) {
+  auto* control = static_cast<ControlLoop*>(handle->data);
+  spdlog::info("received SIGHUP: reloading {}", control->config_path);
+  auto loaded = kproxy::config::load_config_file(control->config_path);
+  if (!loaded.ok()) {
+    for (const auto& e : loaded.errors) spdlog::error("reload refused, keeping the running config: {}", e.to_string());
+    return;
+  }
+  std::string error = control->proxy->reload(loaded.config);
+  if (!error.empty()) spdlog::error("reload refused, keeping the running config: {}", error);
+}
+
+void on_workers_stopped(uv_async_t* handle) {
+  uv_walk(handle->loop, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
+}
+
+int run(const std::string& path) {
+  auto loaded = kproxy::config::load_config_file(path);
+  if (!loaded.ok()) {
+    std::fputs(loaded.error_text().c_str(), stderr);
+    return 2;
+  }
+  kproxy::proxy::configure_logging(loaded.config->log);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  ControlLoop control;
+  control.config_path = path;
+  uv_loop_init(&control.loop);
+  kproxy::proxy::Proxy proxy(loaded.config);
+  control.proxy = &proxy;
+  uv_async_init(&control.loop, &control.stopped, on_workers_stopped);
+  proxy.set_on_stopped([&control] { uv_async_send(&control.stopped); });
+  for (uv_signal_t* s : {&control.sigterm, &control.sigint, &control.sighup}) {
+    uv_signal_init(&control.loop, s);
+    s->data = &control;
+  }
+  uv_signal_start(&control.sigterm, on_stop_signal, SIGTERM);
+  uv_signal_start(&control.sigint, on_stop_signal, SIGINT);
+  uv_signal_start(&control.sighup, on_reload_signal, SIGHUP);
+
+  std::string error = proxy.start();
+  int status = 0;
+  if (!error.empty()) {
+    spdlog::critical("cannot start: {}", error);
+    status = 1;
+    on_workers_stopped(&control.stopped);
+  }
+  uv_run(&control.loop, UV_RUN_DEFAULT);
+  proxy.join();
+  if (uv_loop_close(&control.loop) != 0) spdlog::error("control loop did not close cleanly");
+  if (status == 0) spdlog::info("kproxy stopped");
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    print_usage(stdout);
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("kproxy %s (Kafka protocol 4.4.0, libuv %s)\n", kVersion, uv_version_string());
+    return 0;
+  }
+  if (argc == 3 && std::strcmp(argv[1], "check-config") == 0) {
+    auto loaded = kproxy::config::load_config_file(argv[2]);
+    if (!loaded.ok()) {
+      std::fputs(loaded.error_text().c_str(), stderr);
+      return 2;
+    }
+    std::printf("%s: OK (%zu listeners, %u workers)\n", argv[2], loaded.config->listeners.size(), loaded.config->worker_count());
+    return 0;
+  }
+  if (argc == 3 && std::strcmp(argv[1], "--config") == 0) return run(argv[2]);
+  if (argc == 2 && std::strncmp(argv[1], "--config=", 9) == 0) return run(argv[1] + 9);
+  print_usage(stderr);
+  return 2;
+}

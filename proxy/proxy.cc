@@ -1,0 +1,130 @@
+#include "proxy/proxy.h"
+
+#include <spdlog/spdlog.h>
+
+#include "proxy/counters.h"
+#include "proxy/logging.h"
+
+namespace kproxy::proxy {
+
+Proxy::Proxy(std::shared_ptr<const config::Config> config) : config_(std::move(config)) {
+  for (const auto& listener : config_->listeners) {
+    directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports));
+    rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise));
+  }
+}
+
+Proxy::~Proxy() {
+  join();
+  workers_.clear();
+}
+
+std::string Proxy::start() {
+  unsigned n = config_->worker_count();
+  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
+  for (size_t li = 0; li < config_->listeners.size(); ++li) {
+    const auto& l = config_->listeners[li];
+    ListenerSpec spec{li, l.name, l.listen.host, l.listen.port, -1};
+    for (auto& w : workers_) {
+      std::string error = w->open_listener(spec);
+      if (!error.empty()) return "listener '" + l.name + "': " + error;
+    }
+    spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, l.listen.to_string(), l.upstream.to_string(),
+                 l.advertise,
+                 l.broker_ports.scheme == config::BrokerPorts::Scheme::kNodeIdOffset
+                     ? "port " + std::to_string(l.broker_ports.base) + " + node id"
+                     : "ports " + std::to_string(l.broker_ports.first) + "-" + std::to_string(l.broker_ports.last) + " in order");
+  }
+  running_workers_ = n;
+  for (auto& w : workers_) w->start();
+  started_ = true;
+  spdlog::info("kproxy running with {} workers", n);
+  return "";
+}
+
+void Proxy::drain(std::optional<std::chrono::milliseconds> deadline) {
+  auto d = deadline ? *deadline : config()->drain_timeout;
+  spdlog::info("draining: no new connections; closing the rest within {} ms", d.count());
+  for (auto& w : workers_) {
+    Worker* worker = w.get();
+    worker->post([worker, d] { worker->begin_drain(d); });
+  }
+}
+
+void Proxy::join() {
+  for (auto& w : workers_) w->join();
+}
+
+void Proxy::worker_stopped() {
+  if (running_workers_.fetch_sub(1) == 1 && on_stopped_) on_stopped_();
+}
+
+std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
+  auto current = config();
+  if (next->listeners.size() != current->listeners.size()) return "the number of listeners changed: restart kproxy to apply";
+  for (size_t i = 0; i < next->listeners.size(); ++i) {
+    const auto& a = current->listeners[i];
+    const auto& b = next->listeners[i];
+    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || a.broker_ports.scheme != b.broker_ports.scheme ||
+        a.broker_ports.base != b.broker_ports.base || a.broker_ports.first != b.broker_ports.first ||
+        a.broker_ports.last != b.broker_ports.last) {
+      return "listener '" + a.name + "' changed its name, listen address, advertise host or broker ports: restart kproxy to apply";
+    }
+  }
+  if (next->worker_count() != workers_.size()) return "the worker count changed: restart kproxy to apply";
+  {
+    std::lock_guard lock(config_mutex_);
+    config_ = next;
+  }
+  configure_logging(next->log);
+  spdlog::info("config reloaded from {} (upstreams, limits, timeouts and logging apply to new connections)", next->source);
+  return "";
+}
+
+std::shared_ptr<const config::Config> Proxy::config() const {
+  std::lock_guard lock(config_mutex_);
+  return config_;
+}
+
+void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node_id, uint16_t port) {
+  auto cfg = config();
+  const auto& l = cfg->listeners[listener_index];
+  ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id};
+  auto route = directories_[listener_index]->route_for_port(port);
+  std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec);
+  if (!error.empty()) {
+    bump(counters().broker_port_failures);
+    spdlog::error("listener={} cannot open port {} for broker node {}: {}", spec.label(), port, node_id, error);
+    return;
+  }
+  bump(counters().broker_ports_opened);
+  spdlog::info("listener={} opened {}:{} for broker node {} at {}", spec.label(), l.advertise, port, node_id,
+               route ? route->real.to_string() : "?");
+  for (auto& w : workers_) {
+    if (w.get() == &caller) continue;
+    Worker* worker = w.get();
+    worker->post([worker, spec] {
+      if (worker->draining() || worker->listens_on(spec.port)) return;
+      std::string e = worker->open_listener(spec);
+      if (!e.empty()) spdlog::error("listener={} worker {} cannot open port {}: {}", spec.label(), worker->index(), spec.port, e);
+    });
+  }
+}
+
+bool Proxy::reserve_connection() {
+  auto limit = static_cast<int64_t>(config()->limits.max_connections);
+  int64_t now = open_connections_.fetch_add(1) + 1;
+  if (now > limit) {
+    open_connections_.fetch_sub(1);
+    return false;
+  }
+  counters().connections_open.store(now, std::memory_order_relaxed);
+  return true;
+}
+
+void Proxy::release_connection() {
+  int64_t now = open_connections_.fetch_sub(1) - 1;
+  counters().connections_open.store(now, std::memory_order_relaxed);
+}
+
+}  // namespace kproxy::proxy

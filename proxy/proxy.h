@@ -1,0 +1,78 @@
+// Proxy: the running daemon: config snapshot, workers, and the per-listener broker directories.
+//
+//   main ──► Proxy ──► Worker × N (thread + uv_loop_t)
+//                        ├─ Listener (bootstrap port, then one per broker port, SO_REUSEPORT)
+//                        └─ ClientConnection ──► UpstreamConnection   (same loop, no locks)
+//
+// The config is an immutable snapshot (shared_ptr<const Config>) read when a connection is
+// accepted; reload() swaps it. The admin API (a later issue) plugs in here: it needs config(),
+// reload(), counters() and the broker directories, all safe to call from its own thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "proxy/broker_address_rewrite.h"
+#include "proxy/broker_directory.h"
+#include "proxy/worker.h"
+
+namespace kproxy::proxy {
+
+class Proxy {
+ public:
+  explicit Proxy(std::shared_ptr<const config::Config> config);
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  /// Binds every listener on every worker and starts the worker threads. Returns "" or the error
+  /// (then nothing runs and the Proxy can be destroyed).
+  std::string start();
+
+  /// Stop accepting; let in-flight requests finish up to the config's drain_timeout (or
+  /// `deadline` if given), then close. Safe from any thread; a second call shortens the deadline.
+  void drain(std::optional<std::chrono::milliseconds> deadline = std::nullopt);
+  /// Called once, from a worker thread, when every worker has stopped after a drain.
+  void set_on_stopped(std::function<void()> on_stopped) { on_stopped_ = std::move(on_stopped); }
+  /// Waits for the worker threads.
+  void join();
+
+  /// Swaps in `next`. Returns "" or why it is refused (the current config then stays).
+  /// Changing the listeners or the worker count needs a restart and is refused.
+  std::string reload(std::shared_ptr<const config::Config> next);
+  std::shared_ptr<const config::Config> config() const;
+
+  size_t worker_count() const { return workers_.size(); }
+  BrokerDirectory& directory(size_t listener_index) { return *directories_[listener_index]; }
+  const BrokerAddressRewrite& rewrite(size_t listener_index) const { return *rewrites_[listener_index]; }
+
+  // For workers and connections.
+  /// A response named a broker that has no port yet: open its port on every worker, on the
+  /// calling worker right away so the client can connect as soon as it reads the response.
+  void open_broker_port(Worker& caller, size_t listener_index, int32_t node_id, uint16_t port);
+  /// Reserves a connection slot under limits.max_connections; false when full.
+  bool reserve_connection();
+  void release_connection();
+  uint64_t next_connection_id() { return next_connection_id_.fetch_add(1, std::memory_order_relaxed); }
+  void worker_stopped();
+
+ private:
+  mutable std::mutex config_mutex_;
+  std::shared_ptr<const config::Config> config_;
+  std::vector<std::unique_ptr<BrokerDirectory>> directories_;
+  std::vector<std::unique_ptr<BrokerAddressRewrite>> rewrites_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<uint64_t> next_connection_id_{1};
+  std::atomic<int64_t> open_connections_{0};
+  std::atomic<unsigned> running_workers_{0};
+  std::function<void()> on_stopped_;
+  bool started_ = false;
+};
+
+}  // namespace kproxy::proxy

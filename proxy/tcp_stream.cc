@@ -1,0 +1,160 @@
+#include "proxy/tcp_stream.h"
+
+#include <array>
+
+namespace kproxy::proxy {
+
+namespace {
+// Every read on a loop thread lands in this buffer: read callbacks consume their bytes before
+// returning (FrameReader copies only an incomplete frame), so one buffer per thread suffices and
+// an idle connection holds no read buffer at all.
+constexpr size_t kReadBufferSize = 64 << 10;
+// A fully written outbound buffer is kept for reuse up to this capacity.
+constexpr size_t kKeptWriteCapacity = 4 << 10;
+}  // namespace
+
+TcpStream::TcpStream(uv_loop_t* loop, TcpStreamEvents& events, const char* name) : events_(events), name_(name) {
+  uv_tcp_init(loop, &handle_);
+  handle_.data = this;
+}
+
+void TcpStream::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
+  static thread_local std::array<char, kReadBufferSize> buffer;
+  *buf = uv_buf_init(buffer.data(), static_cast<unsigned>(buffer.size()));
+}
+
+void TcpStream::start_reading() {
+  if (reading_ || closing_) return;
+  if (uv_read_start(stream(), on_alloc, after_read) == 0) reading_ = true;
+}
+
+void TcpStream::stop_reading() {
+  if (!reading_) return;
+  uv_read_stop(stream());
+  reading_ = false;
+}
+
+void TcpStream::after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
+  auto* self = static_cast<TcpStream*>(s->data);
+  if (self->closing_) return;
+  if (nread > 0) {
+    self->events_.on_stream_read(*self, codec::Bytes(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)));
+  } else if (nread < 0) {
+    self->stop_reading();
+    self->events_.on_stream_error(*self, static_cast<int>(nread), "read");
+  }
+}
+
+void TcpStream::append(codec::Bytes bytes) {
+  pending_.insert(pending_.end(), bytes.begin(), bytes.end());
+}
+
+bool TcpStream::flush() {
+  if (!connected_ || closing_ || pending_.empty()) return true;
+  if (writing_bytes_ == 0) {
+    uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(pending_.data()), static_cast<unsigned>(pending_.size()));
+    int n = uv_try_write(stream(), &b, 1);
+    if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
+    if (n < 0) {
+      events_.on_stream_error(*this, n, "write");
+      return false;
+    }
+    if (static_cast<size_t>(n) == pending_.size()) {
+      pending_.clear();
+      if (pending_.capacity() > kKeptWriteCapacity) std::vector<uint8_t>().swap(pending_);
+      if (shutdown_wanted_) begin_shutdown();
+      return true;
+    }
+    pending_.erase(pending_.begin(), pending_.begin() + n);
+  }
+  auto* w = new WriteRequest{uv_write_t{}, this, {}};
+  w->data.swap(pending_);
+  writing_bytes_ += w->data.size();
+  uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(w->data.data()), static_cast<unsigned>(w->data.size()));
+  w->req.data = w;
+  int rc = uv_write(&w->req, stream(), &b, 1, after_write);
+  if (rc < 0) {
+    writing_bytes_ -= w->data.size();
+    delete w;
+    events_.on_stream_error(*this, rc, "write");
+    return false;
+  }
+  if (above_high_water()) was_above_high_water_ = true;
+  return true;
+}
+
+void TcpStream::after_write(uv_write_t* req, int status) {
+  auto* w = static_cast<WriteRequest*>(req->data);
+  TcpStream* self = w->stream;
+  self->writing_bytes_ -= w->data.size();
+  delete w;
+  if (self->closing_) return;
+  if (status < 0) {
+    self->events_.on_stream_error(*self, status, "write");
+    return;
+  }
+  if (self->was_above_high_water_ && self->queued_bytes() < kWriteQueueLowWater) {
+    self->was_above_high_water_ = false;
+    self->events_.on_stream_writable(*self);
+    if (self->closing_) return;
+  }
+  if (self->shutdown_wanted_ && self->queued_bytes() == 0) self->begin_shutdown();
+}
+
+void TcpStream::shutdown_and_close() {
+  if (closing_) return;
+  shutdown_wanted_ = true;
+  stop_reading();
+  if (!connected_) {
+    close();
+    return;
+  }
+  if (!flush()) return;
+  if (queued_bytes() == 0) begin_shutdown();
+}
+
+void TcpStream::begin_shutdown() {
+  if (closing_ || shutdown_req_.data == this) return;
+  shutdown_req_.data = this;
+  if (uv_shutdown(&shutdown_req_, stream(), after_shutdown) < 0) close();
+}
+
+void TcpStream::after_shutdown(uv_shutdown_t* req, int) {
+  static_cast<TcpStream*>(req->data)->close();
+}
+
+void TcpStream::close() {
+  if (closing_) return;
+  closing_ = true;
+  reading_ = false;
+  uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
+}
+
+void TcpStream::on_close(uv_handle_t* h) {
+  auto* self = static_cast<TcpStream*>(h->data);
+  self->closed_ = true;
+  self->events_.on_stream_closed(*self);
+}
+
+std::string TcpStream::peer_address() const {
+  sockaddr_storage addr{};
+  int len = sizeof(addr);
+  if (uv_tcp_getpeername(&handle_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
+  char ip[64] = {0};
+  int port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    uv_ip4_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin_port);
+    return std::string(ip) + ":" + std::to_string(port);
+  }
+  if (addr.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    uv_ip6_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin6_port);
+    return "[" + std::string(ip) + "]:" + std::to_string(port);
+  }
+  return "";
+}
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,92 @@
+#include "proxy/upstream_connection.h"
+
+#include <cstring>
+
+namespace kproxy::proxy {
+
+UpstreamConnection::UpstreamConnection(uv_loop_t* loop, TcpStreamEvents& stream_events, UpstreamConnectionEvents& events)
+    : loop_(loop), events_(events), stream_(loop, stream_events, "upstream") {
+  uv_timer_init(loop, &timer_);
+  timer_.data = this;
+}
+
+void UpstreamConnection::connect(const config::HostPort& target, std::chrono::milliseconds timeout) {
+  target_ = target;
+  uv_timer_start(&timer_, on_connect_timeout, static_cast<uint64_t>(timeout.count()), 0);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_protocol = IPPROTO_TCP;
+  resolve_req_.data = this;
+  std::string port = std::to_string(target.port);
+  int rc = uv_getaddrinfo(loop_, &resolve_req_, after_resolve, target.host.c_str(), port.c_str(), &hints);
+  if (rc < 0) {
+    fail("cannot resolve " + target.to_string() + ": " + uv_strerror(rc));
+    return;
+  }
+  resolving_ = true;
+}
+
+void UpstreamConnection::after_resolve(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+  auto* self = static_cast<UpstreamConnection*>(req->data);
+  self->resolving_ = false;
+  if (self->closed_) {
+    uv_freeaddrinfo(res);
+    self->events_.on_upstream_part_released();
+    return;
+  }
+  if (status < 0 || res == nullptr) {
+    uv_freeaddrinfo(res);
+    self->fail("cannot resolve " + self->target_.to_string() + ": " + uv_strerror(status));
+    return;
+  }
+  self->connect_req_.data = self;
+  int rc = uv_tcp_connect(&self->connect_req_, self->stream_.handle(), res->ai_addr, after_connect);
+  uv_freeaddrinfo(res);
+  if (rc < 0) {
+    self->fail("cannot connect to " + self->target_.to_string() + ": " + uv_strerror(rc));
+    return;
+  }
+  self->connecting_ = true;
+}
+
+void UpstreamConnection::after_connect(uv_connect_t* req, int status) {
+  auto* self = static_cast<UpstreamConnection*>(req->data);
+  self->connecting_ = false;
+  if (self->closed_) return;
+  if (status < 0) {
+    self->fail("cannot connect to " + self->target_.to_string() + ": " + uv_strerror(status));
+    return;
+  }
+  uv_timer_stop(&self->timer_);
+  uv_tcp_nodelay(self->stream_.handle(), 1);
+  self->stream_.set_connected();
+  self->events_.on_upstream_connected();
+}
+
+void UpstreamConnection::on_connect_timeout(uv_timer_t* t) {
+  auto* self = static_cast<UpstreamConnection*>(t->data);
+  self->fail("connecting to " + self->target_.to_string() + " timed out");
+}
+
+void UpstreamConnection::fail(const std::string& reason) {
+  if (closed_) return;
+  events_.on_upstream_connect_failed(reason);
+}
+
+void UpstreamConnection::close(bool flush_first) {
+  if (closed_) return;
+  closed_ = true;
+  if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_timer_closed);
+  if (flush_first) stream_.shutdown_and_close();
+  else stream_.close();
+}
+
+void UpstreamConnection::on_timer_closed(uv_handle_t* h) {
+  auto* self = static_cast<UpstreamConnection*>(h->data);
+  self->timer_closed_ = true;
+  self->events_.on_upstream_part_released();
+}
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,152 @@
+#include "proxy/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include "proxy/client_connection.h"
+#include "proxy/counters.h"
+#include "proxy/proxy.h"
+
+namespace kproxy::proxy {
+
+Worker::Worker(Proxy& proxy, unsigned index) : proxy_(proxy), index_(index) {
+  uv_loop_init(&loop_);
+  uv_async_init(&loop_, &wakeup_, on_wakeup);
+  wakeup_.data = this;
+  uv_timer_init(&loop_, &drain_timer_);
+  drain_timer_.data = this;
+}
+
+Worker::~Worker() {
+  join();
+  if (!finished_) {
+    // Never started (start-up failed): close what the constructor and open_listener made.
+    for (Listener* l : listeners_) l->close();
+    listeners_.clear();
+    uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&drain_timer_), nullptr);
+    uv_run(&loop_, UV_RUN_DEFAULT);
+  }
+  if (int rc = uv_loop_close(&loop_); rc != 0) spdlog::error("worker {}: loop did not close cleanly: {}", index_, uv_strerror(rc));
+}
+
+std::string Worker::open_listener(const ListenerSpec& spec) {
+  auto* listener = new Listener(*this, spec);
+  std::string error = listener->open();
+  if (!error.empty()) {
+    listener->close();
+    return error;
+  }
+  listeners_.push_back(listener);
+  return "";
+}
+
+bool Worker::listens_on(uint16_t port) const {
+  for (const Listener* l : listeners_) {
+    if (l->spec().port == port) return true;
+  }
+  return false;
+}
+
+void Worker::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void Worker::run() {
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  proxy_.worker_stopped();
+}
+
+void Worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::post(std::function<void()> task) {
+  std::lock_guard lock(tasks_mutex_);
+  if (!accepting_tasks_) return;  // the loop has ended its drain: nothing more to do there
+  tasks_.push_back(std::move(task));
+  uv_async_send(&wakeup_);
+}
+
+void Worker::on_wakeup(uv_async_t* async) {
+  auto* self = static_cast<Worker*>(async->data);
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard lock(self->tasks_mutex_);
+    tasks.swap(self->tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void Worker::accept(uv_stream_t* server, const ListenerSpec& spec) {
+  bool reserved = proxy_.reserve_connection();
+  if (!reserved || draining_) {
+    // Accept and close at once, so the client sees a refusal instead of a hanging connect.
+    auto* refused = new uv_tcp_t;
+    uv_tcp_init(&loop_, refused);
+    if (uv_accept(server, reinterpret_cast<uv_stream_t*>(refused)) == 0) {
+      bump(counters().connections_refused);
+      spdlog::warn("listener={} refused a connection: {}", spec.label(),
+                   draining_ ? "kproxy is shutting down" : "limits.max_connections reached");
+    }
+    if (reserved) proxy_.release_connection();
+    uv_close(reinterpret_cast<uv_handle_t*>(refused), [](uv_handle_t* h) { delete reinterpret_cast<uv_tcp_t*>(h); });
+    return;
+  }
+  auto config = proxy_.config();
+  auto* connection = new ClientConnection(*this, spec, config, proxy_.next_connection_id());
+  connections_.insert(connection);
+  bump(counters().connections_accepted);
+  if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
+    connection->close(std::string("accept failed: ") + uv_strerror(rc));
+    return;
+  }
+  config::HostPort upstream;
+  if (spec.is_broker_port()) {
+    auto route = proxy_.directory(spec.listener_index).route_for_port(spec.port);
+    if (!route) {
+      connection->close("no broker is known for port " + std::to_string(spec.port));
+      return;
+    }
+    upstream = route->real;
+  } else {
+    upstream = config->listeners[spec.listener_index].upstream;
+  }
+  connection->start(upstream);
+}
+
+void Worker::forget(ClientConnection* connection) {
+  connections_.erase(connection);
+  maybe_finish_drain();
+}
+
+void Worker::begin_drain(std::chrono::milliseconds deadline) {
+  if (finished_) return;
+  uv_timer_start(&drain_timer_, on_drain_deadline, static_cast<uint64_t>(deadline.count()), 0);
+  if (draining_) return;
+  draining_ = true;
+  for (Listener* l : listeners_) l->close();
+  listeners_.clear();
+  std::vector<ClientConnection*> open(connections_.begin(), connections_.end());
+  for (ClientConnection* c : open) c->drain();
+  maybe_finish_drain();
+}
+
+void Worker::on_drain_deadline(uv_timer_t* timer) {
+  auto* self = static_cast<Worker*>(timer->data);
+  if (!self->connections_.empty()) {
+    spdlog::warn("worker {}: drain deadline passed, closing {} connections", self->index_, self->connections_.size());
+  }
+  std::vector<ClientConnection*> open(self->connections_.begin(), self->connections_.end());
+  for (ClientConnection* c : open) c->close("drain deadline passed with requests in flight");
+}
+
+void Worker::maybe_finish_drain() {
+  if (!draining_ || finished_ || !connections_.empty()) return;
+  finished_ = true;
+  std::lock_guard lock(tasks_mutex_);
+  accepting_tasks_ = false;
+  uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&drain_timer_), nullptr);
+}
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,77 @@
+// Worker: one thread running one uv_loop_t, with its listening sockets and the client
+// connections (and their upstream connections) it accepted. Nothing on a worker's loop is
+// touched by another thread; other threads talk to it only through post().
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include <uv.h>
+
+#include "proxy/listener.h"
+
+namespace kproxy::proxy {
+
+class ClientConnection;
+class Proxy;
+
+class Worker {
+ public:
+  Worker(Proxy& proxy, unsigned index);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  unsigned index() const { return index_; }
+  uv_loop_t* loop() { return &loop_; }
+  Proxy& proxy() { return proxy_; }
+
+  /// Opens a listening socket. On the loop thread, or before start(). Returns "" or the error.
+  std::string open_listener(const ListenerSpec& spec);
+  /// True if this worker listens on `port` already.
+  bool listens_on(uint16_t port) const;
+
+  /// Starts the thread that runs the loop.
+  void start();
+  /// Runs `task` on the loop thread soon. Safe from any thread.
+  void post(std::function<void()> task);
+  /// Waits for the thread to end (after a drain).
+  void join();
+
+  /// Stops accepting, lets connections finish what is in flight, closes the rest after `deadline`.
+  /// Loop thread only. The loop ends once everything is closed.
+  void begin_drain(std::chrono::milliseconds deadline);
+  bool draining() const { return draining_; }
+
+  // For Listener and ClientConnection.
+  void accept(uv_stream_t* server, const ListenerSpec& spec);
+  void forget(ClientConnection* connection);
+  size_t connection_count() const { return connections_.size(); }
+
+ private:
+  void run();
+  void maybe_finish_drain();
+  static void on_wakeup(uv_async_t* async);
+  static void on_drain_deadline(uv_timer_t* timer);
+
+  Proxy& proxy_;
+  unsigned index_;
+  uv_loop_t loop_;
+  uv_async_t wakeup_;
+  uv_timer_t drain_timer_;
+  std::thread thread_;
+  std::mutex tasks_mutex_;
+  std::vector<std::function<void()>> tasks_;
+  bool accepting_tasks_ = true;  ///< false once the wakeup handle is closed (under tasks_mutex_)
+  std::vector<Listener*> listeners_;
+  std::unordered_set<ClientConnection*> connections_;
+  bool draining_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace kproxy::proxy
