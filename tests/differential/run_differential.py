@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Differential test of kproxy's codec against Kafka's own Java serializers.
+
+For every API key, every version and both directions that kafka-clients 4.4.0 defines:
+
+  forward   Kafka writes N random messages (KafkaCodecOracle.java, fixed printed seed)
+            -> `kproxy-codec roundtrip` decodes and re-encodes each -> bytes must be identical;
+            `kproxy-codec decode` must decode each to JSON without an error.
+  reverse   kproxy writes N random messages (`kproxy-codec random`) -> Kafka reads and re-writes
+            each -> bytes must be identical.
+  fallback  ApiVersions responses: a v0 body with error 35 labelled as a higher version must
+            decode (as v0) and re-encode to the same bytes (PROTOCOL.md 7).
+
+Prints the coverage (pairs covered of pairs defined, per direction), lists every mismatch with
+api/version/direction and the first differing offset, and keeps the failing input lines in the
+work directory so one can reproduce with `kproxy-codec roundtrip < file`. Exit status 0 only
+with zero mismatches and full coverage (pairs in EXCLUDED are listed with their reason).
+
+One JVM runs for the whole test (stdlib-only Python; Java 17; Kafka jars from scripts/setup).
+
+usage: run_differential.py [--codec PATH] [--seed S] [--count N] [--work-dir DIR]
+"""
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ORACLE = os.path.join(ROOT, "tests", "differential", "KafkaCodecOracle.java")
+KAFKA_LIBS = os.path.join(ROOT, ".cache", "kafka-4.4.0", "libs")
+DEFAULT_SEED = 20251129
+
+# (direction, api_key, version) -> why the pair is not compared. Keep empty unless a pair cannot
+# be compared for a reason outside kproxy's control; every entry is printed in the report.
+EXCLUDED = {}
+
+Pair = collections.namedtuple("Pair", "direction api_key version")
+
+
+def say(msg):
+    print(msg, flush=True)
+
+
+def find_codec(path):
+    candidates = [path] if path else [
+        os.path.join(ROOT, d, "codec", "tool", "kproxy-codec")
+        for d in ("build", "build-tool")
+    ]
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return c
+    sys.exit("run_differential: kproxy-codec not found (build it, or pass --codec PATH); looked in: "
+             + ", ".join(c for c in candidates if c))
+
+
+def ensure_kafka_libs():
+    jar = os.path.join(KAFKA_LIBS, "kafka-clients-4.4.0.jar")
+    if os.path.exists(jar):
+        return
+    say("run_differential: Kafka jars missing, running scripts/setup --no-apt")
+    subprocess.run([os.path.join(ROOT, "scripts", "setup"), "--no-apt"], check=True)
+    if not os.path.exists(jar):
+        sys.exit(f"run_differential: {jar} still missing after scripts/setup")
+
+
+def parse_line_key(line):
+    parts = line.split()
+    return Pair(parts[0], int(parts[1]), int(parts[2])), parts[3] if len(parts) > 3 else ""
+
+
+def first_difference(a, b):
+    """First differing byte offset of two hex strings (as bytes), or None when equal."""
+    if a == b:
+        return None
+    n = min(len(a), len(b))
+    for i in range(0, n, 2):
+        if a[i:i + 2] != b[i:i + 2]:
+            return i // 2
+    return n // 2
+
+
+def run_codec(codec, args, input_text, what):
+    proc = subprocess.run([codec] + args, input=input_text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"run_differential: kproxy-codec {' '.join(args)} ({what}) exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout.splitlines()
+
+
+def codec_has_random(codec):
+    proc = subprocess.run([codec, "random", "request", "18", "0", "1"], capture_output=True, text=True)
+    return proc.returncode == 0 and proc.stdout.startswith("request 18 0 ")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--codec", help="path of kproxy-codec (default: build/codec/tool/kproxy-codec)")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument("--count", type=int, default=8, help="random messages per pair and side")
+    ap.add_argument("--work-dir", help="keep inputs, outputs and failing lines here")
+    ap.add_argument("--java", default=shutil.which("java") or "java")
+    args = ap.parse_args()
+
+    t0 = time.monotonic()
+    codec = find_codec(args.codec)
+    ensure_kafka_libs()
+    work = args.work_dir or tempfile.mkdtemp(prefix="kproxy-differential-")
+    os.makedirs(work, exist_ok=True)
+    say(f"differential: seed {args.seed}, {args.count} messages per pair and side, codec {codec}, work dir {work}")
+
+    # What kproxy's codec knows, and its random instances for the reverse direction.
+    cpp_pairs = set()
+    for line in run_codec(codec, ["versions"], "", "versions"):
+        d, k, v = line.split()
+        cpp_pairs.add(Pair(d, int(k), int(v)))
+    have_random = codec_has_random(codec)
+    cpp_random_path = os.path.join(work, "cpp_random.txt")
+    cpp_random = []
+    cpp_random_errors = []   # frames kproxy could not write consistently
+    if have_random:
+        specs = "".join(f"{p.direction} {p.api_key} {p.version} {args.seed} {args.count}\n" for p in sorted(cpp_pairs))
+        for l in run_codec(codec, ["random"], specs, "random instances"):
+            if l.startswith("error "):
+                cpp_random_errors.append(l)
+            elif l.strip():
+                cpp_random.append(l)
+    with open(cpp_random_path, "w") as f:
+        f.write("".join(l + "\n" for l in cpp_random))
+
+    # One JVM: list the pairs, write Kafka's random messages, re-encode kproxy's.
+    pairs_path = os.path.join(work, "pairs.txt")
+    java_gen_path = os.path.join(work, "java_random.txt")
+    java_reencoded_path = os.path.join(work, "java_reencoded.txt")
+    cmd = [args.java, "-cp", os.path.join(KAFKA_LIBS, "*"), ORACLE, "--seed", str(args.seed), "--count", str(args.count),
+           "--pairs-out", pairs_path, "--generate-out", java_gen_path,
+           "--reencode-in", cpp_random_path, "--reencode-out", java_reencoded_path]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    for l in proc.stdout.splitlines():
+        say("  " + l)
+    if proc.returncode != 0:
+        sys.exit(f"run_differential: KafkaCodecOracle failed ({proc.returncode}):\n{proc.stderr}")
+    oracle_skips = [l for l in proc.stderr.splitlines() if l.startswith("oracle-skip")]
+
+    defined = []
+    stability = {}
+    with open(pairs_path) as f:
+        for l in f:
+            d, k, v, name, stab = l.split()
+            p = Pair(d, int(k), int(v))
+            defined.append(p)
+            stability[p] = (name, stab)
+    names = {p.api_key: stability[p][0].removesuffix("Request").removesuffix("Response") for p in defined}
+
+    def label(p):
+        return f"{names.get(p.api_key, '?')}({p.api_key}) v{p.version} {p.direction}"
+
+    mismatches = []   # (side, pair, detail, line)
+    fwd_ok = collections.Counter()
+    rev_ok = collections.Counter()
+
+    # Forward: Kafka writes, kproxy reads and re-writes.
+    with open(java_gen_path) as f:
+        java_lines = [l.rstrip("\n") for l in f if l.strip()]
+    java_input = "".join(l + "\n" for l in java_lines)
+    roundtrip = run_codec(codec, ["roundtrip"], java_input, "forward roundtrip")
+    decoded = run_codec(codec, ["decode"], java_input, "forward decode")
+    if len(roundtrip) != len(java_lines) or len(decoded) != len(java_lines):
+        sys.exit(f"run_differential: kproxy-codec printed {len(roundtrip)}/{len(decoded)} lines for {len(java_lines)} frames")
+    for line, out, dec in zip(java_lines, roundtrip, decoded):
+        pair, hexin = parse_line_key(line)
+        if out.startswith("error"):
+            mismatches.append(("forward", pair, out, line))
+            continue
+        off = first_difference(hexin, out)
+        if off is not None:
+            mismatches.append(("forward", pair, f"re-encoding differs at byte {off} (in {len(hexin)//2} bytes, out {len(out)//2} bytes)", line))
+            continue
+        try:
+            j = json.loads(dec)
+        except ValueError as e:
+            mismatches.append(("forward", pair, f"decode printed invalid JSON: {e}", line))
+            continue
+        if "error" in j:
+            mismatches.append(("forward", pair, "decode: " + j["error"], line))
+            continue
+        if j.get("version") != pair.version or j.get("api_key") != pair.api_key or "body" not in j:
+            mismatches.append(("forward", pair, "decode printed the wrong api/version or no body", line))
+            continue
+        fwd_ok[pair] += 1
+
+    # Reverse: kproxy writes, Kafka reads and re-writes.
+    with open(java_reencoded_path) as f:
+        java_out = [l.rstrip("\n") for l in f]
+    if len(java_out) != len(cpp_random):
+        sys.exit(f"run_differential: the oracle printed {len(java_out)} lines for {len(cpp_random)} frames")
+    for line, out in zip(cpp_random, java_out):
+        pair, hexin = parse_line_key(line)
+        if out.startswith("error"):
+            mismatches.append(("reverse", pair, "Kafka cannot read it: " + out[6:], line))
+            continue
+        off = first_difference(hexin, out)
+        if off is not None:
+            mismatches.append(("reverse", pair, f"Kafka's re-encoding differs at byte {off} (kproxy {len(hexin)//2} bytes, Kafka {len(out)//2} bytes)", line))
+            continue
+        rev_ok[pair] += 1
+
+    for l in cpp_random_errors:
+        words = l[len("error "):].split(":", 1)[0].split()
+        pair = Pair(words[0], int(words[1]), int(words[2])) if len(words) == 3 else Pair("?", -1, -1)
+        mismatches.append(("reverse", pair, "kproxy cannot write it: " + l, l))
+
+    # ApiVersions fallback: v0 bodies with UNSUPPORTED_VERSION labelled as every higher version.
+    fallback_lines = []
+    api_versions_versions = sorted(p.version for p in defined if p.direction == "response" and p.api_key == 18)
+    for line in java_lines:
+        pair, hexin = parse_line_key(line)
+        if pair == Pair("response", 18, 0):
+            patched = hexin[:8] + "0023" + hexin[12:]   # correlation id, then ErrorCode = 35
+            for v in api_versions_versions[1:]:
+                fallback_lines.append(f"response 18 {v} {patched}")
+    fallback_ok = 0
+    if fallback_lines:
+        text = "".join(l + "\n" for l in fallback_lines)
+        rt = run_codec(codec, ["roundtrip"], text, "ApiVersions fallback roundtrip")
+        dec = run_codec(codec, ["decode"], text, "ApiVersions fallback decode")
+        for line, out, d in zip(fallback_lines, rt, dec):
+            pair, hexin = parse_line_key(line)
+            j = json.loads(d) if d.startswith("{") else {"error": d}
+            if out != hexin:
+                mismatches.append(("fallback", pair, "v0 fallback re-encoding: " + out[:200], line))
+            elif "error" in j or j.get("version") != 0:
+                mismatches.append(("fallback", pair, "v0 fallback decode: " + d[:200], line))
+            else:
+                fallback_ok += 1
+
+    # Report.
+    defined_set = set(defined)
+    considered = [p for p in defined if p not in EXCLUDED]
+    fwd_cov = [p for p in considered if fwd_ok[p] > 0 and not any(m[1] == p and m[0] == "forward" for m in mismatches)]
+    rev_cov = [p for p in considered if rev_ok[p] > 0 and not any(m[1] == p and m[0] == "reverse" for m in mismatches)]
+    unknown_to_cpp = [p for p in defined if p not in cpp_pairs]
+    extra_in_cpp = sorted(p for p in cpp_pairs if p not in defined_set)
+    unstable = [p for p in defined if stability[p][1] == "unstable"]
+
+    say("")
+    say(f"pairs defined by kafka-clients 4.4.0: {len(defined)} "
+        f"({sum(1 for p in defined if p.direction == 'request')} request, "
+        f"{sum(1 for p in defined if p.direction == 'response')} response; "
+        f"{len(unstable)} unstable: {', '.join(label(p) for p in unstable) or 'none'})")
+    say(f"pairs kproxy's codec knows: {len(cpp_pairs)}; defined but unknown to kproxy: {len(unknown_to_cpp)}; "
+        f"known to kproxy only: {len(extra_in_cpp)}")
+    for p in unknown_to_cpp[:20]:
+        say(f"  unknown to kproxy: {label(p)}")
+    for p in extra_in_cpp[:20]:
+        say(f"  known to kproxy only: {label(p)}")
+    say(f"excluded: {len(EXCLUDED)}")
+    for p, why in sorted(EXCLUDED.items()):
+        say(f"  {label(Pair(*p))}: {why}")
+    say(f"forward (Kafka writes, kproxy re-encodes): {len(fwd_cov)}/{len(considered)} pairs byte-identical, "
+        f"{sum(fwd_ok.values())}/{len(java_lines)} messages")
+    if have_random:
+        say(f"reverse (kproxy writes, Kafka re-encodes): {len(rev_cov)}/{len(considered)} pairs byte-identical, "
+            f"{sum(rev_ok.values())}/{len(cpp_random)} messages")
+    else:
+        say("reverse (kproxy writes, Kafka re-encodes): NOT RUN - kproxy-codec has no random instances")
+    say(f"ApiVersions v0 fallback: {fallback_ok}/{len(fallback_lines)} frames")
+    if oracle_skips:
+        say(f"oracle: {len(oracle_skips)} random frames Kafka itself refused (not compared), e.g. {oracle_skips[0]}")
+
+    failing_path = os.path.join(work, "mismatches.txt")
+    with open(failing_path, "w") as f:
+        for side, pair, detail, line in mismatches:
+            f.write(f"# {side} {label(pair)}: {detail}\n{line}\n")
+    by_pair = collections.OrderedDict()
+    for side, pair, detail, line in mismatches:
+        by_pair.setdefault((side, pair), []).append((detail, line))
+    say(f"mismatches: {len(mismatches)} messages in {len(by_pair)} (side, pair)s" + (f"; all failing lines in {failing_path}" if mismatches else ""))
+    for (side, pair), items in by_pair.items():
+        detail, line = items[0]
+        say(f"  {side:8} {label(pair)}: {len(items)}x, first: {detail}")
+        say(f"           input: {line if len(line) <= 240 else line[:240] + '...'}")
+
+    full = (len(fwd_cov) == len(considered)) and (not have_random or len(rev_cov) == len(considered))
+    ok = not mismatches and full and have_random
+    say(f"differential: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.1f} s (seed {args.seed})")
+    if not args.work_dir and ok:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
