@@ -1,0 +1,291 @@
+"""Helpers for kproxy's own integration tests (test_proxy_*.py): run the kproxy binary in front
+of the harness's real brokers, and speak raw Kafka frames where a real client cannot (pipelining,
+SASL v0 raw tokens, bad input). No tests live here.
+
+    with Kproxy(kafka.bootstrap(), name="fwd") as kp:
+        kp.bootstrap                   # "127.0.0.1:<port>" for clients
+        kp.broker_port(1)              # kproxy port standing for broker node 1 (base + node id)
+        kp.log_text()                  # everything kproxy logged
+
+The binary is $KPROXY_BIN, else build/proxy/kproxy, else the newest build-*/proxy/kproxy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal as signals
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import kafka_harness as kh
+
+REPO_ROOT = kh.REPO_ROOT
+LOG_ROOT = Path(os.environ.get("KPROXY_TEST_LOGS", REPO_ROOT / "build" / "test-logs")) / "kproxy"
+
+
+def kproxy_binary() -> str:
+    env = os.environ.get("KPROXY_BIN")
+    if env:
+        return env
+    candidates = [REPO_ROOT / "build" / "proxy" / "kproxy"] + sorted(
+        REPO_ROOT.glob("build-*/proxy/kproxy"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for c in candidates:
+        if c.exists() and os.access(c, os.X_OK):
+            return str(c)
+    raise RuntimeError("kproxy binary not found: build it (cmake + ninja) or set KPROXY_BIN")
+
+
+def free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """A base port such that base .. base+count-1 are all free right now."""
+    for _ in range(200):
+        base = kh.free_ports(1, host)[0]
+        if base + count > 65000:
+            continue
+        socks = []
+        try:
+            for p in range(base, base + count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind((host, p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port block")
+
+
+class Kproxy:
+    """One kproxy process with one listener in front of `upstream`."""
+
+    def __init__(self, upstream: str, *, name: str = "kproxy", advertise: str = "127.0.0.1", workers: int = 2,
+                 max_node_id: int = 8, port_range: bool = False, drain_timeout: str = "10s", log_level: str = "debug",
+                 log_format: str = "text", limits: Optional[Dict[str, str]] = None, extra_yaml: str = ""):
+        self.upstream = upstream.split(",")[0]
+        self.name = name
+        self.port = kh.free_ports(1)[0]
+        self.base = free_port_block(max_node_id + 1)
+        self.port_range = port_range
+        limits_yaml = ""
+        if limits:
+            limits_yaml = "limits:\n" + "".join(f"  {k}: {v}\n" for k, v in limits.items())
+        ports_yaml = (f"    broker_port_range: {self.base}-{self.base + max_node_id}\n" if port_range
+                      else f"    broker_ports: {self.base}\n")
+        self.config_text = (
+            "listeners:\n"
+            f"  - name: {name}\n"
+            f"    listen: 127.0.0.1:{self.port}\n"
+            f"    upstream: {self.upstream}\n"
+            f"    advertise: {advertise}\n" + ports_yaml +
+            f"workers: {workers}\n"
+            f"drain_timeout: {drain_timeout}\n"
+            f"log: {{ format: {log_format}, level: {log_level} }}\n" + limits_yaml + extra_yaml)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.dir = LOG_ROOT / f"{stamp}-{os.getpid()}-{name}-{self.port}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.dir / "kproxy.yaml"
+        self.config_path.write_text(self.config_text)
+        self.log_path = self.dir / "kproxy.log"
+        self.proc: Optional[subprocess.Popen] = None
+        self._log_file = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def broker_port(self, node_id: int) -> int:
+        return self.base + node_id
+
+    def start(self, timeout: float = 10.0) -> "Kproxy":
+        self._log_file = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([kproxy_binary(), "--config", str(self.config_path)], stdout=self._log_file,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=kh._child_setup)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kproxy exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"kproxy did not listen on {self.bootstrap} within {timeout}s:\n{self.log_text()}")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, sig: int = signals.SIGTERM, timeout: float = 30.0) -> int:
+        """Signals kproxy and waits; returns its exit status (kills it after `timeout`)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(f"kproxy did not stop within {timeout}s")
+        if self._log_file:
+            self._log_file.close()
+            self._log_file = None
+        return self.proc.returncode
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> re.Match:
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while time.monotonic() < deadline:
+            m = rx.search(self.log_text())
+            if m:
+                return m
+            time.sleep(0.05)
+        raise AssertionError(f"kproxy never logged /{pattern}/ within {timeout}s; log tail:\n{self.log_text()[-3000:]}")
+
+    def __enter__(self) -> "Kproxy":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self._log_file:
+            self._log_file.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw Kafka frames
+# ---------------------------------------------------------------------------------------------
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def request(api_key: int, version: int, correlation_id: int, body: bytes, client_id: str = "kproxy-test",
+            flexible: bool = False) -> bytes:
+    """A whole request frame: header v1 (v2 with an empty tagged-field section when flexible)."""
+    header = struct.pack(">hhi", api_key, version, correlation_id) + kh._str(client_id)
+    if flexible:
+        header += b"\x00"
+    return frame(header + body)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    return kh._recv_exact(sock, n)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", recv_exact(sock, 4))[0]
+    return recv_exact(sock, size)
+
+
+def connection_closed(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """True if the peer closes the connection (EOF or reset) within `timeout`."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def compact_str(s: Optional[str]) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def uvarint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+class CompactBuf(kh._Buf):
+    """Reads flexible-version fields too."""
+
+    def uvarint(self) -> int:
+        shift = 0
+        value = 0
+        while True:
+            b = self._take(1)[0]
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self) -> Optional[str]:
+        n = self.uvarint()
+        return None if n == 0 else self._take(n - 1).decode()
+
+    def compact_array(self, item) -> Optional[list]:
+        n = self.uvarint()
+        return None if n == 0 else [item(self) for _ in range(n - 1)]
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+
+def describe_cluster(host: str, port: int, timeout: float = 5.0) -> List[Tuple[int, str, int]]:
+    """DescribeCluster v0 -> [(broker_id, host, port)] as the client sees them."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(request(60, 0, 77, b"\x00\x00", flexible=True))  # IncludeClusterAuthorizedOperations, tags
+        r = CompactBuf(recv_frame(s))
+    assert r.int32() == 77
+    r.skip_tags()
+    r.int32()  # throttle
+    assert r.int16() == 0
+    r.compact_string()  # error message
+    r.compact_string()  # cluster id
+    r.int32()  # controller id
+
+    def broker(b: CompactBuf):
+        out = (b.int32(), b.compact_string(), b.int32())
+        b.compact_string()  # rack
+        b.skip_tags()
+        return out
+    return r.compact_array(broker) or []
+
+
+def find_coordinator(host: str, port: int, key: str, key_type: int = 0, timeout: float = 5.0) -> List[Tuple[int, str, int, int]]:
+    """FindCoordinator v4 -> [(node_id, host, port, error_code)]."""
+    body = bytes([key_type]) + uvarint(2) + compact_str(key) + b"\x00"
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(request(10, 4, 78, body, flexible=True))
+        r = CompactBuf(recv_frame(s))
+    assert r.int32() == 78
+    r.skip_tags()
+    r.int32()  # throttle
+
+    def coordinator(b: CompactBuf):
+        b.compact_string()  # key
+        node, h, p, err = b.int32(), b.compact_string(), b.int32(), b.int16()
+        b.compact_string()
+        b.skip_tags()
+        return (node, h, p, err)
+    return r.compact_array(coordinator) or []
