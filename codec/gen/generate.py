@@ -813,7 +813,9 @@ class Gen:
                 out += when(c, [f"if ({f.member}) scope.{role} = *{f.member};"], "")
             else:
                 out += when(c, [f"scope.{role} = {f.member};"], "")
-        out.append(f"scope.depth = {depth};")
+        if any(f.is_struct and self.msg.structs[f.base].has_errors for f in self.s.fields):
+            out.append("ErrorScope inner = scope;")
+            out.append("++inner.depth;")
         for f in self.s.fields:
             c = cond(f.versions, self.valid)
             if f.is_error_code():
@@ -821,11 +823,11 @@ class Gen:
             elif f.is_struct and self.msg.structs[f.base].has_errors:
                 if f.is_array:
                     src = f"*{f.member}" if f.optional() else f.member
-                    body = [f"for (auto& item_ : {src}) item_.visit_errors(version, visit, scope);"]
+                    body = [f"for (auto& item_ : {src}) item_.visit_errors(version, visit, inner);"]
                     if f.optional():
                         body = [f"if ({f.member}) " + body[0]]
                 else:
-                    body = [f"{f.member}{'->' if f.optional() else '.'}visit_errors(version, visit, scope);"]
+                    body = [f"{f.member}{'->' if f.optional() else '.'}visit_errors(version, visit, inner);"]
                     if f.optional():
                         body = [f"if ({f.member}) " + body[0]]
                 out += when(c, body, "")
