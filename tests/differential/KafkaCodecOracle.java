@@ -13,6 +13,8 @@
 //                 The bytes are canonical: random bytes are written by walking the version's
 //                 Schema (org.apache.kafka.common.protocol.types), then read with the generated
 //                 *Data class and written again by it. They include unknown tagged fields.
+// --raw-out       for the random messages whose raw bytes Kafka re-encodes differently (a tagged
+//                 field equal to its default, which Kafka omits): "<line> <Kafka's hex>".
 // --reencode-in   lines in the same format (e.g. made by kproxy's own random instances);
 // --reencode-out  for each, Kafka's re-encoding after reading it: "<hex>" or "error <reason>".
 //
@@ -345,7 +347,7 @@ public class KafkaCodecOracle {
     Map<String, String> opt = new HashMap<>();
     for (int i = 0; i + 1 < args.length; i += 2) opt.put(args[i], args[i + 1]);
     if (args.length % 2 != 0 || opt.isEmpty()) {
-      System.err.println("usage: KafkaCodecOracle --seed S --count N --pairs-out F --generate-out F [--reencode-in F --reencode-out F]");
+      System.err.println("usage: KafkaCodecOracle --seed S --count N --pairs-out F --generate-out F [--raw-out F] [--reencode-in F --reencode-out F]");
       System.exit(2);
     }
     long seed = Long.parseLong(opt.getOrDefault("--seed", "1"));
@@ -355,6 +357,7 @@ public class KafkaCodecOracle {
       int pairs = 0, lines = 0, skips = 0;
       BufferedWriter pw = opt.containsKey("--pairs-out") ? Files.newBufferedWriter(Path.of(opt.get("--pairs-out"))) : null;
       BufferedWriter gw = opt.containsKey("--generate-out") ? Files.newBufferedWriter(Path.of(opt.get("--generate-out"))) : null;
+      BufferedWriter rw_ = opt.containsKey("--raw-out") ? Files.newBufferedWriter(Path.of(opt.get("--raw-out"))) : null;
       for (ApiMessageType type : ApiMessageType.values()) {
         try {
           type.newRequest();
@@ -391,6 +394,8 @@ public class KafkaCodecOracle {
                 byte[] again = reencode(request, type.apiKey(), v, canon);
                 if (!Arrays.equals(canon, again)) throw new IllegalStateException("Kafka's own re-encoding is not stable");
                 gw.write(dir + " " + type.apiKey() + " " + v + " " + hex(canon) + "\n");
+                if (rw_ != null && !Arrays.equals(raw, canon))
+                  rw_.write(dir + " " + type.apiKey() + " " + v + " " + hex(raw) + " " + hex(canon) + "\n");
                 made++;
                 lines++;
               } catch (RuntimeException e) {
@@ -403,6 +408,7 @@ public class KafkaCodecOracle {
       }
       if (pw != null) pw.close();
       if (gw != null) gw.close();
+      if (rw_ != null) rw_.close();
       System.out.println("oracle: seed " + seed + ", " + pairs + " pairs defined, " + lines + " messages written, " + skips + " random frames Kafka refused");
     }
 
