@@ -447,3 +447,26 @@ TEST_CASE("Broker addresses are reachable under natural names") {
   av.client_software_name = "librdkafka";
   CHECK(md.brokers[0].port == 9092);
 }
+
+TEST_CASE("The generated smallest instance of each seed API encodes to the seed vector's body") {
+  struct Case {
+    const char* file;
+    size_t header;
+    int16_t key;
+    bool request;
+    int16_t version;
+  };
+  const Case cases[] = {
+      {"add_partitions_to_txn_v5_request.hex", 11, 24, true, 5}, {"add_partitions_to_txn_v5_response.hex", 5, 24, false, 5},
+      {"write_txn_markers_v1_request.hex", 11, 27, true, 1},     {"write_txn_markers_v1_response.hex", 5, 27, false, 1},
+      {"describe_transactions_v0_request.hex", 11, 65, true, 0}, {"describe_transactions_v0_response.hex", 5, 65, false, 0},
+  };
+  for (const auto& c : cases) {
+    const auto frame = load_vector(c.file);
+    const std::vector<uint8_t> body(frame.begin() + static_cast<std::ptrdiff_t>(4 + c.header), frame.end());
+    testing::Filler f;
+    auto m = testing::make_instance(c.key, c.request, c.version, f);
+    INFO(c.file);
+    CHECK(hex(encode(*m, c.version)) == hex(body));
+  }
+}
