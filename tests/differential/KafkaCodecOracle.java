@@ -15,6 +15,8 @@
 //                 *Data class and written again by it. They include unknown tagged fields.
 // --raw-out       for the random messages whose raw bytes Kafka re-encodes differently (a tagged
 //                 field equal to its default, which Kafka omits): "<line> <Kafka's hex>".
+// --mutants-out   3 damaged copies (cut short, a byte changed, a byte inserted) of each random
+//                 message with Kafka's verdict: "<line>\t<Kafka's hex or error <reason>>".
 // --reencode-in   lines in the same format (e.g. made by kproxy's own random instances);
 // --reencode-out  for each, Kafka's re-encoding after reading it: "<hex>" or "error <reason>".
 //
@@ -312,6 +314,27 @@ public class KafkaCodecOracle {
     return o.bytes();
   }
 
+  /** A damaged copy of a frame: cut short, one byte changed, or one byte inserted. */
+  static byte[] mutate(Random rnd, byte[] frame) {
+    int at = rnd.nextInt(frame.length + 1);
+    switch (rnd.nextInt(3)) {
+      case 0:
+        return Arrays.copyOf(frame, Math.max(0, Math.min(at, frame.length - 1)));
+      case 1: {
+        byte[] m = frame.clone();
+        if (m.length > 0) m[Math.min(at, m.length - 1)] ^= (byte) (1 + rnd.nextInt(255));
+        return m;
+      }
+      default: {
+        byte[] m = new byte[frame.length + 1];
+        System.arraycopy(frame, 0, m, 0, at);
+        m[at] = (byte) rnd.nextInt(256);
+        System.arraycopy(frame, at, m, at + 1, frame.length - at);
+        return m;
+      }
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Driver
   // ---------------------------------------------------------------------------------------------
@@ -347,7 +370,7 @@ public class KafkaCodecOracle {
     Map<String, String> opt = new HashMap<>();
     for (int i = 0; i + 1 < args.length; i += 2) opt.put(args[i], args[i + 1]);
     if (args.length % 2 != 0 || opt.isEmpty()) {
-      System.err.println("usage: KafkaCodecOracle --seed S --count N --pairs-out F --generate-out F [--raw-out F] [--reencode-in F --reencode-out F]");
+      System.err.println("usage: KafkaCodecOracle --seed S --count N --pairs-out F --generate-out F [--raw-out F] [--mutants-out F] [--reencode-in F --reencode-out F]");
       System.exit(2);
     }
     long seed = Long.parseLong(opt.getOrDefault("--seed", "1"));
@@ -357,6 +380,7 @@ public class KafkaCodecOracle {
       int pairs = 0, lines = 0, skips = 0;
       BufferedWriter pw = opt.containsKey("--pairs-out") ? Files.newBufferedWriter(Path.of(opt.get("--pairs-out"))) : null;
       BufferedWriter gw = opt.containsKey("--generate-out") ? Files.newBufferedWriter(Path.of(opt.get("--generate-out"))) : null;
+      BufferedWriter mw = opt.containsKey("--mutants-out") ? Files.newBufferedWriter(Path.of(opt.get("--mutants-out"))) : null;
       BufferedWriter rw_ = opt.containsKey("--raw-out") ? Files.newBufferedWriter(Path.of(opt.get("--raw-out"))) : null;
       for (ApiMessageType type : ApiMessageType.values()) {
         try {
@@ -384,6 +408,7 @@ public class KafkaCodecOracle {
             // One Random per pair, derived from the run's seed: a pair reproduces alone.
             Random rnd = new Random(seed * 1_000_003L + type.apiKey() * 1009L + v * 17L + (request ? 0 : 7));
             RandomWriter rw = new RandomWriter(rnd);
+            Random mutationRnd = new Random(~rnd.nextLong());  // mutants do not shift the messages
             rw.knownTags = tags;
             int made = 0, attempts = 0;
             while (made < count && attempts < count * 4) {
@@ -398,6 +423,18 @@ public class KafkaCodecOracle {
                   rw_.write(dir + " " + type.apiKey() + " " + v + " " + hex(raw) + " " + hex(canon) + "\n");
                 made++;
                 lines++;
+                if (mw != null) {
+                  for (int m = 0; m < 3; m++) {
+                    byte[] mutant = mutate(mutationRnd, canon);
+                    String result;
+                    try {
+                      result = hex(reencode(request, type.apiKey(), v, mutant));
+                    } catch (RuntimeException e) {
+                      result = "error " + oneLine(e);
+                    }
+                    mw.write(dir + " " + type.apiKey() + " " + v + " " + hex(mutant) + "\t" + result + "\n");
+                  }
+                }
               } catch (RuntimeException e) {
                 skips++;
                 System.err.println("oracle-skip " + dir + " " + type.apiKey() + " " + v + ": " + oneLine(e));
@@ -409,6 +446,7 @@ public class KafkaCodecOracle {
       if (pw != null) pw.close();
       if (gw != null) gw.close();
       if (rw_ != null) rw_.close();
+      if (mw != null) mw.close();
       System.out.println("oracle: seed " + seed + ", " + pairs + " pairs defined, " + lines + " messages written, " + skips + " random frames Kafka refused");
     }
 

@@ -10,6 +10,9 @@ For every API key, every version and both directions that kafka-clients 4.4.0 de
             each -> bytes must be identical.
   normalise Kafka's raw random bytes that Kafka re-encodes differently (tagged fields written with
             their default value, which writers omit) -> kproxy must re-encode them as Kafka does.
+  damaged   3 damaged copies of each of Kafka's messages (cut short, a byte changed, a byte
+            inserted): Kafka and kproxy must both refuse, or re-encode identically, except for the
+            explained divergences in MUTANT_DIVERGENCES (counted and printed).
   fallback  ApiVersions responses: a v0 body with error 35 labelled as a higher version must
             decode (as v0) and re-encode to the same bytes (PROTOCOL.md 7).
 
@@ -27,6 +30,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +91,48 @@ def first_difference(a, b):
     return n // 2
 
 
+# Where Kafka and kproxy may legitimately disagree on a damaged frame: (verdict, test).
+# `kafka` and `ours` are each a re-encoding in hex or "error <reason>".
+MUTANT_DIVERGENCES = [
+    ("diverges (explained): Kafka replaces invalid UTF-8 with U+FFFD, kproxy keeps the bytes",
+     lambda hexin, kafka, ours: not kafka.startswith("error") and not ours.startswith("error")
+     and has_byte_aligned(kafka, "efbfbd") and not has_byte_aligned(ours, "efbfbd")),
+    ("diverges (explained): Kafka reads tags out of order but refuses to write them; kproxy keeps them",
+     lambda hexin, kafka, ours: "Invalid raw tag field list" in kafka and not ours.startswith("error")),
+    ("diverges (explained): kproxy checks a known tagged field's size, Kafka does not",
+     lambda hexin, kafka, ours: not kafka.startswith("error") and re.search(r"tagged field (decoded to|\d+ of \d+ bytes exceeds)", ours)),
+    ("diverges (reported): Kafka reads a classic length below -1 as null, kproxy refuses it",
+     lambda hexin, kafka, ours: not kafka.startswith("error") and re.search(r"negative (string|bytes|array) length -(?!1\b)\d+", ours)),
+]
+
+
+def has_byte_aligned(hexstr, needle):
+    """True when `needle` (hex) occurs in `hexstr` at a byte boundary. Kafka's messages written
+    by the oracle never contain U+FFFD, so in a re-encoding it marks a replaced invalid UTF-8."""
+    i = hexstr.find(needle)
+    while i >= 0:
+        if i % 2 == 0:
+            return True
+        i = hexstr.find(needle, i + 1)
+    return False
+
+
+def classify_mutant(hexin, kafka, ours):
+    k_err, o_err = kafka.startswith("error"), ours.startswith("error")
+    if k_err and o_err:
+        return "agree: both refuse"
+    if not k_err and not o_err and kafka == ours:
+        return "agree: same re-encoding"
+    for verdict, test in MUTANT_DIVERGENCES:
+        if test(hexin, kafka, ours):
+            return verdict
+    if k_err and not o_err:
+        return "UNEXPLAINED: kproxy accepts what Kafka refuses"
+    if o_err:
+        return "UNEXPLAINED: kproxy refuses what Kafka accepts"
+    return "UNEXPLAINED: both accept, re-encodings differ"
+
+
 def run_codec(codec, args, input_text, what):
     proc = subprocess.run([codec] + args, input=input_text, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -139,8 +185,9 @@ def main():
     java_gen_path = os.path.join(work, "java_random.txt")
     java_reencoded_path = os.path.join(work, "java_reencoded.txt")
     raw_path = os.path.join(work, "java_raw.txt")
+    mutants_path = os.path.join(work, "java_mutants.txt")
     cmd = [args.java, "-cp", os.path.join(KAFKA_LIBS, "*"), ORACLE, "--seed", str(args.seed), "--count", str(args.count),
-           "--pairs-out", pairs_path, "--generate-out", java_gen_path, "--raw-out", raw_path,
+           "--pairs-out", pairs_path, "--generate-out", java_gen_path, "--raw-out", raw_path, "--mutants-out", mutants_path,
            "--reencode-in", cpp_random_path, "--reencode-out", java_reencoded_path]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     for l in proc.stdout.splitlines():
@@ -229,6 +276,20 @@ def main():
             else:
                 normalise_ok += 1
 
+    # Damaged frames: Kafka and kproxy must agree (both refuse, or both re-encode to the same
+    # bytes), apart from the known, explained divergences in MUTANT_DIVERGENCES.
+    with open(mutants_path) as f:
+        mutant_rows = [l.rstrip("\n").split("\t", 1) for l in f if l.strip()]
+    mutant_stats = collections.Counter()
+    if mutant_rows:
+        rt = run_codec(codec, ["roundtrip"], "".join(r[0] + "\n" for r in mutant_rows), "damaged frames roundtrip")
+        for (line, kafka), ours in zip(mutant_rows, rt):
+            pair, hexin = parse_line_key(line)
+            verdict = classify_mutant(hexin, kafka, ours)
+            mutant_stats[verdict] += 1
+            if verdict.startswith("UNEXPLAINED"):
+                mismatches.append(("damaged", pair, f"{verdict}: Kafka: {kafka[:160]} / kproxy: {ours[:160]}", line))
+
     for l in cpp_random_errors:
         words = l[len("error "):].split(":", 1)[0].split()
         pair = Pair(words[0], int(words[1]), int(words[2])) if len(words) == 3 else Pair("?", -1, -1)
@@ -291,6 +352,9 @@ def main():
     say(f"ApiVersions v0 fallback: {fallback_ok}/{len(fallback_lines)} frames")
     say(f"normalising (Kafka's raw random bytes with default-valued tagged fields, kproxy re-encodes "
         f"like Kafka): {normalise_ok}/{len(raw_rows)} frames")
+    say(f"damaged frames (cut, a byte changed or inserted), Kafka vs kproxy: {sum(mutant_stats.values())} frames")
+    for verdict, n in sorted(mutant_stats.items(), key=lambda kv: -kv[1]):
+        say(f"  {n:6}  {verdict}")
     if oracle_skips:
         say(f"oracle: {len(oracle_skips)} random frames Kafka itself refused (not compared), e.g. {oracle_skips[0]}")
 
