@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,8 +27,34 @@ if str(HERE) not in sys.path:
 import kafka_harness as kh  # noqa: E402
 
 STARTUP_SECONDS: dict = {}
+# Upper bound for the whole integration session (seconds, 0 = none). When it passes, the
+# session is interrupted like a Ctrl-C (fixtures still stop the brokers); if teardown hangs,
+# the process exits hard 120 s later. Per-test hangs also get a stack dump after
+# faulthandler_timeout (pytest.ini).
+SESSION_TIMEOUT_S = float(os.environ.get("KPROXY_INTEGRATION_TIMEOUT", "2700"))
+WATCHDOG_MESSAGE = "[conftest] integration session timeout"
+_WATCHDOG_FIRED = threading.Event()
 SINGLE_NODE_TIMEOUT_S = 90.0
 CLUSTER_TIMEOUT_S = 180.0
+
+
+def pytest_sessionstart(session):
+    if SESSION_TIMEOUT_S <= 0:
+        return
+
+    def fire():
+        _WATCHDOG_FIRED.set()
+        sys.stderr.write(f"\n{WATCHDOG_MESSAGE}: {SESSION_TIMEOUT_S:.0f}s passed, interrupting\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(120)
+        sys.stderr.write(f"{WATCHDOG_MESSAGE}: teardown did not finish, exiting hard\n")
+        kh._cleanup_all()
+        os._exit(3)
+
+    timer = threading.Timer(SESSION_TIMEOUT_S, fire)
+    timer.daemon = True
+    timer.start()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -67,6 +95,10 @@ def topic_name(request) -> str:
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _WATCHDOG_FIRED.is_set():
+        # scripts/test looks for this line (stderr written during a test is captured).
+        terminalreporter.write_line(f"{WATCHDOG_MESSAGE}: the session ran longer than {SESSION_TIMEOUT_S:.0f}s "
+                                    f"(KPROXY_INTEGRATION_TIMEOUT) and was interrupted")
     if not STARTUP_SECONDS:
         return
     terminalreporter.section("Kafka startup times")
