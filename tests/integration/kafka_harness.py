@@ -495,19 +495,33 @@ class KafkaCluster:
         timeout = timeout if timeout is not None else 60.0 + 30.0 * self.n
         _install_handlers()
         t0 = time.monotonic()
-        with _LIVE_LOCK:
-            _LIVE.add(self)
-        self._started = True
-        try:
-            self._prepare()
-            self._format_all()
-            for n in self.nodes:
-                self._spawn(n)
-            self._wait_ready(t0 + timeout)
-        except BaseException:
-            self._report_failure()
-            self.stop()
-            raise
+        for attempt in range(1, 4):
+            with _LIVE_LOCK:
+                _LIVE.add(self)
+            self._started = True
+            try:
+                self._prepare()
+                self._format_all()
+                for n in self.nodes:
+                    self._spawn(n)
+                self._wait_ready(t0 + timeout)
+                break
+            except KafkaHarnessError:
+                # A port picked by free_ports() can be taken by someone else before the broker
+                # binds it: retry with fresh ports (and fresh logs) instead of failing the run.
+                if attempt < 3 and self._port_clash():
+                    self._log(f"{self.name}: a listener port was taken meanwhile; retrying with new ports")
+                    self.stop()
+                    self.nodes = []
+                    self.log_root = self.log_root.with_name(f"{self.log_root.name}-retry{attempt}")
+                    continue
+                self._report_failure()
+                self.stop()
+                raise
+            except BaseException:
+                self._report_failure()
+                self.stop()
+                raise
         self.startup_seconds = time.monotonic() - t0
         self._log(f"{self.name}: {self.n} node(s) ready in {self.startup_seconds:.1f}s, "
                   f"bootstrap {self.bootstrap()}, logs {self.log_root}")
@@ -730,6 +744,9 @@ class KafkaCluster:
                     last[n.node_id] = f"{type(e).__name__}: {e}"
             if pending:
                 time.sleep(0.25)
+
+    def _port_clash(self) -> bool:
+        return any("Address already in use" in tail(n.log_path, 200) for n in self.nodes)
 
     def _report_failure(self) -> None:
         self._log(f"{self.name}: startup FAILED; logs are in {self.log_root}")
