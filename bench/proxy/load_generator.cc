@@ -248,7 +248,7 @@ class Load {
   uint64_t mismatches_ = 0, unexpected_ = 0, produce_errors_ = 0, decode_errors_ = 0, lost_ = 0, backlog_skips_ = 0;
   std::vector<std::string> brokers_seen_;
   std::string first_error_;
-  std::vector<uint32_t> samples_ns_;  // latencies of requests sent inside the window (rate mode)
+  std::vector<uint64_t> samples_ns_;  // latencies of requests sent inside the window (rate mode)
   std::vector<double> cpu_start_, cpu_end_;
   double self_cpu_start_ = 0, self_cpu_end_ = 0;
   // rate mode
@@ -517,7 +517,7 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
       if (o_.mode == Mode::kRate && p.sent_ns >= window_start_ns_ && window_start_ns_ != 0 &&
           (window_end_ns_ == 0 || p.sent_ns < window_end_ns_)) {
         ++window_answered_;
-        if (samples_ns_.size() < o_.max_samples) samples_ns_.push_back(static_cast<uint32_t>(std::min<uint64_t>(now - p.sent_ns, UINT32_MAX)));
+        if (samples_ns_.size() < o_.max_samples) samples_ns_.push_back(now - p.sent_ns);
       }
       ResponseHeader rh;
       int hv = response_header_version(ProduceResponse::kApiKey, o_.produce_version);
@@ -652,11 +652,11 @@ void Load::finish(const char* why) {
   uv_walk(&loop_, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
 }
 
-double percentile_us(std::vector<uint32_t>& sorted, double q) {
+double percentile_us(std::vector<uint64_t>& sorted, double q) {
   if (sorted.empty()) return 0;
   auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
   rank = std::clamp<size_t>(rank, 1, sorted.size());
-  return sorted[rank - 1] / 1000.0;
+  return static_cast<double>(sorted[rank - 1]) / 1000.0;
 }
 
 void Load::report() {
@@ -697,7 +697,7 @@ void Load::report() {
     j["p50_us"] = percentile_us(samples_ns_, 0.50);
     j["p99_us"] = percentile_us(samples_ns_, 0.99);
     j["p999_us"] = percentile_us(samples_ns_, 0.999);
-    j["max_us"] = samples_ns_.empty() ? 0 : samples_ns_.back() / 1000.0;
+    j["max_us"] = samples_ns_.empty() ? 0 : static_cast<double>(samples_ns_.back()) / 1000.0;
   }
   if (secs > 0) {
     j["self_cpu_s"] = self_cpu_end_ - self_cpu_start_;

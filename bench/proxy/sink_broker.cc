@@ -245,9 +245,10 @@ class Worker {
       pos += total;
     }
     if (pos < data.size()) {
-      c->have = data.size() - pos;
+      c->have = 0;
       c->ensure_frame(std::max(c->need, kFrameSizePrefix));
-      std::memcpy(c->frame.get(), data.data() + pos, c->have);
+      std::memcpy(c->frame.get(), data.data() + pos, data.size() - pos);
+      c->have = data.size() - pos;
     }
     return true;
   }

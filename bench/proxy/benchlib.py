@@ -1,0 +1,269 @@
+"""Shared pieces of bench/proxy/run and bench/proxy/kafka_perf (Python 3 standard library only).
+
+Building the tools, starting and always stopping child processes (they also die with this
+process: PR_SET_PDEATHSIG), free ports, kproxy and HAProxy configs, /proc readings.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_BUILD = ROOT / "build-bench"
+TARGETS = ["kproxy", "kproxy-sink-broker", "kproxy-load"]
+
+_children: List[subprocess.Popen] = []
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---- processes -------------------------------------------------------------------------------
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    os.setpgid(0, 0)
+
+
+def spawn(args: List[str], log_path: Path, stdout=None, pin: Optional[str] = None) -> subprocess.Popen:
+    """Starts a child in its own process group; stderr (and stdout unless given) go to log_path."""
+    if pin:
+        args = ["taskset", "-c", pin] + args
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    err = open(log_path, "ab")
+    p = subprocess.Popen(args, stdout=stdout if stdout is not None else err, stderr=err,
+                         preexec_fn=_die_with_parent, cwd=ROOT)
+    err.close()
+    _children.append(p)
+    return p
+
+
+def stop(p: Optional[subprocess.Popen], timeout: float = 5.0) -> None:
+    """SIGTERM, wait, then SIGKILL the process group of one child we started."""
+    if p is None:
+        return
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    if p in _children:
+        _children.remove(p)
+
+
+def stop_all() -> None:
+    for p in list(reversed(_children)):
+        stop(p, timeout=3.0)
+
+
+def install_cleanup() -> None:
+    atexit.register(stop_all)
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+
+
+def raise_fd_limit(want: int = 65536) -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for target in ((want, max(want, hard)), (min(want, hard), hard)):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, target)
+            break
+        except (ValueError, OSError):
+            continue
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# ---- build -----------------------------------------------------------------------------------
+
+def build(build_dir: Path, targets: List[str] = TARGETS) -> None:
+    if not (build_dir / "build.ninja").exists():
+        log(f"configuring {build_dir.relative_to(ROOT) if build_dir.is_relative_to(ROOT) else build_dir} (Release)")
+        subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                        "-DKPROXY_TESTS=OFF"], check=True, stdout=subprocess.DEVNULL)
+    log("building " + " ".join(targets) + " (ninja -j2)")
+    r = subprocess.run(["ninja", "-C", str(build_dir), "-j2"] + targets, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout[-4000:])
+        raise SystemExit("build failed")
+
+
+def binaries(build_dir: Path) -> Dict[str, Path]:
+    return {
+        "kproxy": build_dir / "proxy" / "kproxy",
+        "sink": build_dir / "bench" / "proxy" / "kproxy-sink-broker",
+        "load": build_dir / "bench" / "proxy" / "kproxy-load",
+    }
+
+
+# ---- ports and readiness ---------------------------------------------------------------------
+
+def free_port_block(count: int) -> int:
+    """A base port such that base .. base+count-1 are all free now (loopback)."""
+    for _ in range(200):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+        s.close()
+        if base + count > 65000:
+            continue
+        socks = []
+        try:
+            for p in range(base, base + count):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no block of free ports")
+
+
+def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args} exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def start_sink(bins: Dict[str, Path], logs: Path, pin: Optional[str] = None, max_seconds: int = 1800):
+    p = spawn([str(bins["sink"]), "--listen", "127.0.0.1:0", "--max-seconds", str(max_seconds)], logs / "sink.log",
+              stdout=subprocess.PIPE, pin=pin)
+    line = p.stdout.readline().decode().strip()  # "listening on 127.0.0.1:PORT"
+    if not line.startswith("listening on "):
+        raise RuntimeError(f"the sink broker did not start: {line!r} (see {logs / 'sink.log'})")
+    return p, int(line.rsplit(":", 1)[1])
+
+
+# ---- proxies ---------------------------------------------------------------------------------
+
+def kproxy_config(path: Path, listen_port: int, upstream: str, broker_base: int, workers: int) -> None:
+    path.write_text(
+        "# generated by bench/proxy for one benchmark run\n"
+        "listeners:\n"
+        "  - name: bench\n"
+        f"    listen: 127.0.0.1:{listen_port}\n"
+        f"    upstream: {upstream}\n"
+        "    advertise: 127.0.0.1\n"
+        f"    broker_ports: {broker_base}\n"
+        "limits:\n"
+        "  max_connections: 30000\n"
+        f"workers: {workers}\n"
+        "drain_timeout: 2s\n"
+        "log:\n"
+        "  level: warn\n")
+
+
+def haproxy_config(path: Path, listen_port: int, upstream: str, threads: int) -> None:
+    path.write_text(
+        "# generated by bench/proxy for one benchmark run: plain TCP (L4) forwarding\n"
+        "global\n"
+        f"  nbthread {threads}\n"
+        "  maxconn 30000\n"
+        "defaults\n"
+        "  mode tcp\n"
+        "  timeout connect 5s\n"
+        "  timeout client 10m\n"
+        "  timeout server 10m\n"
+        "frontend bench\n"
+        f"  bind 127.0.0.1:{listen_port}\n"
+        "  default_backend sink\n"
+        "backend sink\n"
+        f"  server s1 {upstream}\n")
+
+
+def start_proxy(kind: str, bins: Dict[str, Path], logs: Path, upstream: str, workers: int,
+                pin: Optional[str] = None):
+    """Starts kproxy or haproxy in front of `upstream`. Returns (process, listen port, broker base)."""
+    port = free_port_block(1)
+    base = 0
+    if kind == "kproxy":
+        base = free_port_block(4)
+        cfg = logs / "kproxy.yaml"
+        kproxy_config(cfg, port, upstream, base, workers)
+        p = spawn([str(bins["kproxy"]), "--config", str(cfg)], logs / "kproxy.log", pin=pin)
+    elif kind == "haproxy":
+        cfg = logs / "haproxy.cfg"
+        haproxy_config(cfg, port, upstream, workers)
+        p = spawn(["haproxy", "-db", "-f", str(cfg)], logs / "haproxy.log", pin=pin)
+    else:
+        raise ValueError(kind)
+    wait_listening(port, p)
+    return p, port, base
+
+
+# ---- /proc -----------------------------------------------------------------------------------
+
+def rss_bytes(pid: int) -> int:
+    """Resident set of a process (VmRSS), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def run_load(bins: Dict[str, Path], args: List[str], timeout: float, pin: Optional[str] = None) -> dict:
+    """Runs kproxy-load to the end and returns its result JSON (plus its exit code)."""
+    cmd = [str(bins["load"])] + args
+    if pin:
+        cmd = ["taskset", "-c", pin] + cmd
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
+    _children.append(p)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(p)
+        raise RuntimeError(f"kproxy-load did not finish in {timeout} s: {' '.join(args)}")
+    finally:
+        if p in _children:
+            _children.remove(p)
+    result = None
+    for line in out.splitlines():
+        if line.startswith("{"):
+            result = json.loads(line)
+    if result is None:
+        raise RuntimeError(f"kproxy-load printed no result ({p.returncode}): {err.strip()[-2000:]}")
+    result["exit_code"] = p.returncode
+    result["stderr"] = err.strip()
+    return result
