@@ -12,7 +12,8 @@
 // thread's CPU time), each batch long enough to dwarf the clock's resolution; results feed a
 // sink the compiler cannot see through.
 //
-// usage: kproxy-codec-bench [--quick]      (--quick: shorter batches, for a smoke run)
+// usage: kproxy-codec-bench [--quick] [--only header|metadata|fetch]
+//        --quick: shorter batches, for a smoke run; --only: one benchmark, e.g. under perf
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -175,20 +176,26 @@ std::string fmt(const char* f, Args... args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string only;  // run one benchmark (for a profiler): header, metadata or fetch
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       g_min_batch_seconds = 0.01;
       g_batches = 3;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+               (std::strcmp(argv[i + 1], "header") == 0 || std::strcmp(argv[i + 1], "metadata") == 0 ||
+                std::strcmp(argv[i + 1], "fetch") == 0)) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: kproxy-codec-bench [--quick]\n");
+      std::fprintf(stderr, "usage: kproxy-codec-bench [--quick] [--only header|metadata|fetch]\n");
       return 2;
     }
   }
+  auto selected = [&](const char* name) { return only.empty() || only == name; };
   bool all_ok = true;
   std::printf("%-52s %18s   %-34s %s\n", "benchmark", "kproxy", "baseline (same run)", "target");
 
   // 1. Request header parse.
-  {
+  if (selected("header")) {
     std::vector<uint8_t> frame = metadata_request_frame();
     kproxy::codec::RequestHeader h;
     kproxy::codec::read_request_header(frame, h, nullptr);
@@ -213,7 +220,7 @@ int main(int argc, char** argv) {
   }
 
   // 2. Metadata response decode + re-encode.
-  {
+  if (selected("metadata")) {
     std::vector<std::string> names;
     std::vector<uint8_t> body = metadata_response_body(100, 10, names);
     std::vector<uint8_t> out;
@@ -262,7 +269,7 @@ int main(int argc, char** argv) {
   }
 
   // 3. Fetch response decode: 1 KiB vs 1 MiB of records.
-  {
+  if (selected("fetch")) {
     auto decode_ns = [](const std::vector<uint8_t>& body) {
       return ns_per_op([&] {
         kproxy::codec::FetchResponse m;
