@@ -78,7 +78,7 @@ struct LogConfig {
 /// A config section a later pipeline stage interprets, kept as YAML text plus its position.
 struct PassThroughSection {
   std::string yaml;  ///< the section re-emitted as YAML; "" when absent
-  int line = 0;      ///< 1-based line of the section in the file, 0 when absent
+  int line = 0;      ///< 1-based line of the section's key in the file, 0 when absent
 };
 
 struct Config {

@@ -163,12 +163,14 @@ class Loader {
         else if (text) error(l, "log.level: '" + *text + "' is not one of trace, debug, info, warn, error, critical, off");
       }
     }
-    pass_through(root["api_versions"], "api_versions", c.api_versions);
-    pass_through(root["faults"], "faults", c.faults);
+    for (const auto& kv : root) {
+      auto key = kv.first.as<std::string>("");
+      if (key == "api_versions") pass_through(kv.first, kv.second, key, c.api_versions);
+      if (key == "faults") pass_through(kv.first, kv.second, key, c.faults);
+    }
   }
 
-  void pass_through(const YAML::Node& n, const std::string& path, PassThroughSection& out) {
-    if (!n) return;
+  void pass_through(const YAML::Node& key, const YAML::Node& n, const std::string& path, PassThroughSection& out) {
     if (!n.IsSequence() && !n.IsNull()) {
       error(n, path + ": expected a list");
       return;
@@ -176,7 +178,7 @@ class Loader {
     YAML::Emitter emitter;
     emitter << n;
     out.yaml = emitter.c_str();
-    out.line = n.Mark().line + 1;
+    out.line = key.Mark().line + 1;
   }
 
   std::optional<std::chrono::milliseconds> duration(const YAML::Node& n, const std::string& path) {

@@ -43,6 +43,7 @@ struct ProxyCounters {
   Counter responses_rewritten{0};      ///< broker addresses replaced
   Counter broker_ports_opened{0};
   Counter broker_port_failures{0};     ///< no port left, or bind failed
+  Counter loops_closed_uncleanly{0};   ///< a worker loop still had handles at uv_loop_close (a bug)
 
   void count_request(int16_t api_key) {
     if (api_key >= 0 && api_key < kApiKeySlots) requests_by_api[static_cast<size_t>(api_key)].fetch_add(1, std::memory_order_relaxed);

@@ -26,7 +26,10 @@ Worker::~Worker() {
     uv_close(reinterpret_cast<uv_handle_t*>(&drain_timer_), nullptr);
     uv_run(&loop_, UV_RUN_DEFAULT);
   }
-  if (int rc = uv_loop_close(&loop_); rc != 0) spdlog::error("worker {}: loop did not close cleanly: {}", index_, uv_strerror(rc));
+  if (int rc = uv_loop_close(&loop_); rc != 0) {
+    bump(counters().loops_closed_uncleanly);
+    spdlog::error("worker {}: loop did not close cleanly: {}", index_, uv_strerror(rc));
+  }
 }
 
 std::string Worker::open_listener(const ListenerSpec& spec) {

@@ -1,0 +1,194 @@
+#include "config/config_loader.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace kproxy::config;
+
+namespace {
+
+const char* kMinimal = R"(listeners:
+  - name: kafka
+    listen: 127.0.0.1:9092
+    upstream: broker-1:9092
+    broker_ports: 9100
+)";
+
+// The first error of loading `yaml` as "test.yaml".
+ConfigError first_error(const std::string& yaml) {
+  auto r = load_config_string(yaml, "test.yaml");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE_FALSE(r.errors.empty());
+  return r.errors.front();
+}
+
+}  // namespace
+
+TEST_CASE("a minimal config gets every default") {
+  auto r = load_config_string(kMinimal, "test.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const Config& c = *r.config;
+  REQUIRE(c.listeners.size() == 1);
+  const auto& l = c.listeners[0];
+  CHECK(l.name == "kafka");
+  CHECK(l.listen == HostPort{"127.0.0.1", 9092});
+  CHECK(l.upstream == HostPort{"broker-1", 9092});
+  CHECK(l.advertise == "127.0.0.1");  // a specific listen host is advertised by default
+  CHECK(l.broker_ports.scheme == BrokerPorts::Scheme::kNodeIdOffset);
+  CHECK(l.broker_ports.base == 9100);
+  CHECK(c.limits.max_request_frame_bytes == 100 * kMiB);
+  CHECK(c.limits.max_response_frame_bytes == 256 * kMiB);
+  CHECK(c.limits.max_connections == 10000);
+  CHECK(c.limits.connect_timeout == std::chrono::seconds(10));
+  CHECK(c.drain_timeout == std::chrono::seconds(30));
+  CHECK(c.workers == 0);
+  CHECK(c.worker_count() >= 1);
+  CHECK(c.log.format == LogConfig::Format::kText);
+  CHECK(c.log.level == "info");
+  CHECK_FALSE(c.admin.listen.has_value());
+  CHECK(c.api_versions.yaml.empty());
+}
+
+TEST_CASE("every section is read") {
+  auto r = load_config_string(R"(listeners:
+  - name: east
+    listen: 0.0.0.0:9092
+    upstream: "[::1]:9093"
+    advertise: proxy.example
+    broker_port_range: 9100-9131
+admin: { listen: 127.0.0.1:9644 }
+limits:
+  max_request_frame_bytes: 1MiB
+  max_response_frame_bytes: 64KiB
+  max_connections: 5
+  connect_timeout: 250ms
+workers: 3
+drain_timeout: 2m
+log: { format: json, level: debug }
+api_versions:
+  - { api: Produce, max: 9 }
+faults:
+  - name: f
+    action: { error: PRODUCER_FENCED }
+)",
+                                  "full.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const Config& c = *r.config;
+  CHECK(c.listeners[0].upstream == HostPort{"::1", 9093});
+  CHECK(c.listeners[0].advertise == "proxy.example");
+  CHECK(c.listeners[0].broker_ports.scheme == BrokerPorts::Scheme::kInOrder);
+  CHECK(c.listeners[0].broker_ports.first == 9100);
+  CHECK(c.listeners[0].broker_ports.last == 9131);
+  REQUIRE(c.admin.listen.has_value());
+  CHECK(c.admin.listen->port == 9644);
+  CHECK(c.limits.max_request_frame_bytes == kMiB);
+  CHECK(c.limits.max_response_frame_bytes == 64 * 1024);
+  CHECK(c.limits.max_connections == 5);
+  CHECK(c.limits.connect_timeout == std::chrono::milliseconds(250));
+  CHECK(c.worker_count() == 3);
+  CHECK(c.drain_timeout == std::chrono::minutes(2));
+  CHECK(c.log.format == LogConfig::Format::kJson);
+  CHECK(c.log.level == "debug");
+  CHECK(c.api_versions.line == 16);
+  CHECK(c.api_versions.yaml.find("Produce") != std::string::npos);
+  CHECK(c.faults.line == 18);
+  CHECK(c.faults.yaml.find("PRODUCER_FENCED") != std::string::npos);
+}
+
+TEST_CASE("errors name the file, line and column") {
+  SUBCASE("unknown top-level key") {
+    auto e = first_error(std::string(kMinimal) + "wokers: 2\n");
+    CHECK(e.file == "test.yaml");
+    CHECK(e.line == 6);
+    CHECK(e.column == 1);
+    CHECK(e.reason.find("wokers: unknown key") != std::string::npos);
+    CHECK(e.to_string().rfind("test.yaml:6:1: wokers: unknown key", 0) == 0);
+  }
+  SUBCASE("bad port") {
+    auto e = first_error("listeners:\n  - listen: 127.0.0.1:99999\n    upstream: b:9092\n    broker_ports: 9100\n");
+    CHECK(e.line == 2);
+    CHECK(e.column == 13);
+    CHECK(e.reason.find("listeners[0].listen") != std::string::npos);
+    CHECK(e.reason.find("1 to 65535") != std::string::npos);
+  }
+  SUBCASE("invalid YAML") {
+    auto e = first_error("listeners: [\n");
+    CHECK(e.line >= 1);
+    CHECK(e.reason.find("invalid YAML") != std::string::npos);
+  }
+  SUBCASE("missing listeners") {
+    auto e = first_error("workers: 2\n");
+    CHECK(e.reason.find("listeners: missing") != std::string::npos);
+  }
+  SUBCASE("empty file") { CHECK(first_error("").reason.find("empty") != std::string::npos); }
+  SUBCASE("wildcard listen needs advertise") {
+    auto e = first_error("listeners:\n  - listen: 0.0.0.0:9092\n    upstream: b:9092\n    broker_ports: 9100\n");
+    CHECK(e.reason.find("advertise: missing") != std::string::npos);
+  }
+  SUBCASE("no broker port scheme") {
+    auto e = first_error("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n");
+    CHECK(e.reason.find("missing broker_ports") != std::string::npos);
+  }
+  SUBCASE("both broker port schemes") {
+    auto e = first_error("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n    broker_port_range: 9200-9210\n");
+    CHECK(e.line == 5);
+    CHECK(e.reason.find("not both") != std::string::npos);
+  }
+  SUBCASE("range containing the listen port") {
+    auto e = first_error("listeners:\n  - listen: 127.0.0.1:9100\n    upstream: b:9092\n    broker_port_range: 9100-9110\n");
+    CHECK(e.reason.find("own port") != std::string::npos);
+  }
+  SUBCASE("duplicate names and ports") {
+    auto r = load_config_string(std::string(kMinimal) + "  - name: kafka\n    listen: 127.0.0.1:9092\n    upstream: c:9092\n    broker_ports: 9200\n",
+                                "test.yaml");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors.size() == 2);
+    CHECK(r.error_text().find("used by another listener") != std::string::npos);
+    CHECK(r.error_text().find("port 9092 is also used") != std::string::npos);
+  }
+  SUBCASE("bad values") {
+    CHECK(first_error(std::string(kMinimal) + "workers: 0\n").reason.find("workers") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "drain_timeout: soon\n").reason.find("not a duration") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "log: { format: xml }\n").reason.find("text, json") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "log: { level: loud }\n").reason.find("log.level") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "limits: { max_request_frame_bytes: 3GiB }\n").reason.find("int32") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "limits: { max_connections: many }\n").reason.find("max_connections") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "limits: { bogus: 1 }\n").reason.find("limits.bogus: unknown key") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "faults: { a: 1 }\n").reason.find("expected a list") != std::string::npos);
+  }
+}
+
+TEST_CASE("all errors are reported, not only the first") {
+  auto r = load_config_string("listeners:\n  - listen: nope\n    upstream: also-nope\n    broker_ports: 0\nworkers: x\n", "test.yaml");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors.size() == 4);
+}
+
+TEST_CASE("unreadable file") {
+  auto r = load_config_file("/nonexistent/kproxy.yaml");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors[0].to_string() == "/nonexistent/kproxy.yaml: cannot open the config file");
+}
+
+TEST_CASE("the example configs are valid") {
+  for (const char* name : {"sidecar.yaml", "chaos.yaml", "two-clusters.yaml"}) {
+    auto r = load_config_file(std::string(KPROXY_SOURCE_DIR) + "/config/examples/" + name);
+    CHECK_MESSAGE(r.ok(), name, ": ", r.error_text());
+  }
+}
+
+TEST_CASE("durations and sizes") {
+  CHECK(parse_duration("30s") == std::chrono::seconds(30));
+  CHECK(parse_duration("30") == std::chrono::seconds(30));
+  CHECK(parse_duration("500ms") == std::chrono::milliseconds(500));
+  CHECK(parse_duration("1h") == std::chrono::hours(1));
+  CHECK_FALSE(parse_duration("").has_value());
+  CHECK_FALSE(parse_duration("5 days").has_value());
+  CHECK_FALSE(parse_duration("-1s").has_value());
+  CHECK(parse_byte_size("100MiB") == 100 * kMiB);
+  CHECK(parse_byte_size("1024") == 1024);
+  CHECK(parse_byte_size("10MB") == 10'000'000);
+  CHECK_FALSE(parse_byte_size("lots").has_value());
+  CHECK_FALSE(parse_byte_size("5PiB").has_value());
+}
