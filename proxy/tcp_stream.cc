@@ -10,7 +10,7 @@ namespace {
 // an idle connection holds no read buffer at all.
 constexpr size_t kReadBufferSize = 64 << 10;
 // A fully written outbound buffer is kept for reuse up to this capacity.
-constexpr size_t kKeptWriteCapacity = 4 << 10;
+constexpr size_t kKeptWriteCapacity = 1 << 10;
 }  // namespace
 
 TcpStream::TcpStream(uv_loop_t* loop, TcpStreamEvents& events, const char* name) : events_(events), name_(name) {

@@ -1,0 +1,12 @@
+// ClientConnection's behaviour is exercised end to end in proxy_test.cc (it needs a worker, a
+// listener and a broker); this file holds what can be checked on its own.
+#include "proxy/client_connection.h"
+
+#include <doctest/doctest.h>
+
+TEST_CASE("an idle client+upstream pair stays far below the 16 KiB budget") {
+  // The object itself (both sockets, both frame readers, the FIFO) is the whole per-connection
+  // cost when idle: read buffers are per thread, write and frame buffers are released when empty.
+  CHECK(sizeof(kproxy::proxy::ClientConnection) < 4096);
+  MESSAGE("sizeof(ClientConnection) = ", sizeof(kproxy::proxy::ClientConnection));
+}
