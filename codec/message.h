@@ -56,6 +56,12 @@ class Message {
   /// Every field present at `version`, by Kafka's field name; `records` as a byte count.
   virtual void to_json(nlohmann::json& out, int16_t version) const = 0;
 
+  /// Kafka's write-time checks, which `write` does not enforce: the name ("Struct.Field") of the
+  /// first field that Java would refuse to write at `version` — a non-ignorable field absent at
+  /// that version holding a non-default value (UnsupportedVersionException), or a null where the
+  /// version does not allow one — or nullptr when the message can be written as Kafka would.
+  virtual const char* unsupported_field(int16_t version) const = 0;
+
   /// Visits every error-code field present at `version` (responses; requests have none).
   virtual void for_each_error_code(int16_t version, const ErrorCodeVisitor& visit) = 0;
   /// Visits every entity-typed value present at `version`.

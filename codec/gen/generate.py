@@ -54,7 +54,7 @@ static_assert static_cast struct switch template this thread_local throw true tr
 union unsigned using virtual void volatile wchar_t while xor xor_eq""".split())
 # Member names that would clash with the methods of generated structs or Message.
 # Every generated struct has these methods and parameters; locals in generated code end in `_`.
-RESERVED_MEMBERS = {"read", "write", "size", "to_json", "is_default", "visit_errors", "visit_entities",
+RESERVED_MEMBERS = {"read", "write", "size", "to_json", "is_default", "visit_errors", "visit_entities", "unsupported_field",
                     "unknown_tagged_fields", "version", "r", "w", "f", "n", "x", "visit", "scope", "out"}
 # Top-level messages also implement Message.
 RESERVED_TOP_MEMBERS = RESERVED_MEMBERS | {"api_key", "is_request", "name", "for_each_error_code", "for_each_entity"}
@@ -292,7 +292,8 @@ class Field:
         fail(self.where, f"unsupported default {d!r}")
 
     def default_is_null(self):
-        return self.optional() and (self.default_raw == "null" or self.base == "records" and self.default_raw is None)
+        # Only an explicit "null" default (and records, which Kafka defaults to null) starts as null.
+        return self.optional() and (self.default_raw == "null" or self.base == "records")
 
     def non_default_cond(self, x):
         """C++ boolean: member x differs from its default (used to omit tagged fields)."""
@@ -443,7 +444,7 @@ class MessageDef:
                     s.has_errors, s.has_entities = e, n
                     changed = True
         for s in self.order:
-            for f in s.tagged:
+            for f in s.fields:
                 if f.is_struct and not f.is_array:
                     self.structs[f.base].needs_is_default = True
         # is_default of a struct needs is_default of its non-array struct members
@@ -802,6 +803,33 @@ class Gen:
         conds.append("!unknown_tagged_fields.empty()")
         return ["return !(" + " ||\n           ".join(conds) + ");"]
 
+    def unsupported_body(self):
+        """Kafka's write-time checks: a non-ignorable field absent at the version must hold its
+        default (Java: UnsupportedVersionException), and null only where the version allows it."""
+        out = []
+        for f in self.s.fields:
+            pres = cond(f.tagged_versions if f.tagged else f.versions, self.valid)
+            label = cpp_string(self.path(f))
+            if not f.ignorable and pres != "true":
+                c = f.non_default_cond(f.member)
+                out.append(f"if (!({pres}) && {c}) return {label};" if pres != "false" else f"if ({c}) return {label};")
+            if f.optional() and f.base != "records":
+                nv = cond(f.nullable, intersect(f.versions, self.valid)) if f.nullable_any else "false"
+                if nv != "true" and not f.tagged:
+                    out += when(pres, [f"if (!({nv}) && !{f.member}.has_value()) return {label};"], "")
+            if f.is_struct:
+                if f.is_array:
+                    src = f"*{f.member}" if f.optional() else f.member
+                    body = [("if (%s) " % f.member if f.optional() else "") +
+                            f"for (const auto& item_ : {src}) if (const char* bad_ = item_.unsupported_field(version)) return bad_;"]
+                else:
+                    acc = f"{f.member}->" if f.optional() else f"{f.member}."
+                    body = [("if (%s) " % f.member if f.optional() else "") +
+                            f"if (const char* bad_ = {acc}unsupported_field(version)) return bad_;"]
+                out += when(pres, body, "")
+        out.append("return nullptr;")
+        return out
+
     def errors_body(self, depth):
         out = []
         for f in self.s.fields:
@@ -1129,6 +1157,10 @@ def struct_decl(msg, s, indent):
         init = f" = {d}" if d else ("{}" if f.cpp_type() in ("std::string_view", "Bytes", "Uuid") or f.optional() or f.is_array or f.is_struct else " = 0" if f.base != "bool" else " = false")
         if f.base == "float64" and not d:
             init = " = 0.0"
+        if f.optional() and not f.default_is_null() and not d:
+            # Nullable without a "null" default: Kafka's default is the empty value, not null.
+            inner = f.cpp_type()[len("std::optional<"):-1]
+            init = f"{{std::in_place}}" if f.is_array or f.is_struct else f" = {inner}{{}}"
         comment = f"  // {f.name}: v{f.versions[0]}{'+' if f.versions[1] >= msg.valid[1] else '-' + str(f.versions[1])}"
         if f.tagged:
             comment += f", tag {f.tag}"
@@ -1155,6 +1187,10 @@ def struct_decl(msg, s, indent):
         if top:
             lines.append("  void for_each_error_code(int16_t version, const ErrorCodeVisitor& visit);")
             lines.append("  void for_each_entity(int16_t version, const EntityVisitor& visit) const;")
+    if top and msg.kind != "header":
+        lines.append("  const char* unsupported_field(int16_t version) const override;")
+    else:
+        lines.append(f"{ind}const char* unsupported_field(int16_t version) const;")
     if s.needs_is_default:
         lines.append(f"{ind}bool is_default() const;")
     if s.has_errors:
@@ -1179,6 +1215,7 @@ def struct_defs(msg, s, depth):
     out += func(f"void {q}::write({mu}Writer& w, {mu}int16_t version) const", g.write_body())
     out += func(f"size_t {q}::size({mu}int16_t version) const", g.size_body())
     out += func(f"void {q}::to_json(nlohmann::json& out, {mu}int16_t version) const", g.json_body())
+    out += func(f"const char* {q}::unsupported_field({mu}int16_t version) const", g.unsupported_body())
     if s.needs_is_default:
         out += func(f"bool {q}::is_default() const", g.is_default_body())
     if s.has_errors:

@@ -159,6 +159,7 @@ TEST_CASE("Every API x version x direction survives encode -> decode -> encode b
           INFO(m->name(), " v", version, (i < 0 ? " smallest" : " random seed=" + std::to_string(s)));
           const auto first = encode(*m, version);
           CHECK(m->size(version) == first.size());
+          CHECK(m->unsupported_field(version) == nullptr);
           std::unique_ptr<Message> back = request ? make_request(key) : make_response(key);
           Reader r(first);
           back->read(r, version);
@@ -469,4 +470,33 @@ TEST_CASE("The generated smallest instance of each seed API encodes to the seed 
     INFO(c.file);
     CHECK(hex(encode(*m, c.version)) == hex(body));
   }
+}
+
+TEST_CASE("unsupported_field reports what Java would refuse to write at a version") {
+  AddPartitionsToTxnRequest req;
+  CHECK(req.unsupported_field(3) == nullptr);
+  req.transactions.emplace_back();
+  CHECK(std::string(req.unsupported_field(3)) == "Transactions");
+  CHECK(req.unsupported_field(5) == nullptr);
+  // AddPartitionsToTxnResponse.ErrorCode is ignorable: a non-default value is simply dropped below v4.
+  AddPartitionsToTxnResponse resp;
+  resp.error_code = 3;
+  CHECK(resp.unsupported_field(3) == nullptr);
+  // A null where the version does not allow it (Metadata Topics is nullable from v1).
+  MetadataRequest md;
+  md.topics = std::nullopt;
+  CHECK(std::string(md.unsupported_field(0)) == "Topics");
+  CHECK(md.unsupported_field(1) == nullptr);
+  // MetadataRequestTopic.TopicId (v10+) is ignorable; AllowAutoTopicCreation (v4+, default true) is not.
+  auto name = [](const char* p) { return std::string(p != nullptr ? p : "(none)"); };
+  MetadataRequest md2;
+  md2.topics.emplace().emplace_back().topic_id[0] = 1;
+  CHECK(name(md2.unsupported_field(9)) == "(none)");
+  md2.allow_auto_topic_creation = false;
+  CHECK(name(md2.unsupported_field(3)) == "AllowAutoTopicCreation");
+  // Nested: FetchPartition.LastFetchedEpoch exists from v12.
+  FetchRequest fetch;
+  fetch.topics.emplace_back().partitions.emplace_back().last_fetched_epoch = 3;
+  CHECK(name(fetch.unsupported_field(11)) == "FetchPartition.LastFetchedEpoch");
+  CHECK(name(fetch.unsupported_field(12)) == "(none)");
 }
