@@ -130,6 +130,7 @@ def free_port_block(count: int) -> int:
     """A base port such that base .. base+count-1 are all free now (loopback)."""
     for _ in range(200):
         s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", 0))
         base = s.getsockname()[1]
         s.close()
@@ -140,6 +141,8 @@ def free_port_block(count: int) -> int:
             for p in range(base, base + count):
                 t = socket.socket()
                 socks.append(t)
+                # As the proxies bind: sockets left in TIME_WAIT by an earlier run do not count.
+                t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 t.bind(("127.0.0.1", p))
             return base
         except OSError:

@@ -637,7 +637,8 @@ void Load::close_conn(Conn* c) {
   if (c->closing) return;
   c->closing = true;
   lost_ += c->inflight();
-  uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), nullptr);
+  // A reset, not a FIN: no TIME_WAIT left behind on this side (see the sink's close_conn).
+  if (!c->connected || uv_tcp_close_reset(&c->tcp, nullptr) != 0) uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), nullptr);
 }
 
 void Load::finish(const char* why) {
