@@ -5,6 +5,7 @@
 
 #include "codec/api_keys.h"
 #include "codec/message.h"
+#include "codec/message_support.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
 
@@ -34,7 +35,8 @@ bool parse_int16(std::string_view s, int16_t& out) {
 
 nlohmann::json unknown_tags_json(const UnknownTaggedFields& tags) {
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& t : tags) arr.push_back({{"tag", t.tag}, {"data", to_hex(t.data.data(), t.data.size())}});
+  // Base64, like every bytes value in the generated bodies' JSON.
+  for (const auto& t : tags) arr.push_back({{"tag", t.tag}, {"data", json_bytes(t.data)}});
   return arr;
 }
 
