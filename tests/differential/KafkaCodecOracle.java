@@ -146,6 +146,30 @@ public class KafkaCodecOracle {
       return chance(0.2) ? 0 : 1 + rnd.nextInt(3);
     }
 
+    /** Writes the "zero" value of `t`: what most tagged fields default to (0, false, null if
+     *  nullable, else empty), so Kafka's writer omits it and kproxy must too. */
+    void writeZero(Out o, Type t) {
+      if (t == Type.BOOLEAN || t == Type.INT8) { o.i8(0); return; }
+      if (t == Type.INT16 || t == Type.UINT16) { o.i16(0); return; }
+      if (t == Type.INT32 || t == Type.UNSIGNED_INT32) { o.i32(0); return; }
+      if (t == Type.INT64 || t == Type.FLOAT64) { o.i64(0); return; }
+      if (t == Type.UUID) { o.raw(new byte[16]); return; }
+      if (t == Type.VARINT || t == Type.VARLONG) { o.i8(0); return; }
+      if (t == Type.STRING || t == Type.NULLABLE_STRING) { o.i16(t.isNullable() ? -1 : 0); return; }
+      if (t == Type.BYTES || t == Type.NULLABLE_BYTES || t == Type.RECORDS || t == Type.NULLABLE_RECORDS) { o.i32(t.isNullable() ? -1 : 0); return; }
+      if (t instanceof ArrayOf) { o.i32(t.isNullable() ? -1 : 0); return; }
+      if (t == Type.COMPACT_STRING || t == Type.COMPACT_BYTES || t == Type.COMPACT_RECORDS
+          || t == Type.COMPACT_NULLABLE_STRING || t == Type.COMPACT_NULLABLE_BYTES || t == Type.COMPACT_NULLABLE_RECORDS
+          || t instanceof CompactArrayOf) {
+        o.uvarint(t.isNullable() ? 0 : 1);
+        return;
+      }
+      if (t instanceof NullableSchema) { o.i8(-1); return; }
+      if (t instanceof Schema) { for (BoundField f : ((Schema) t).fields()) writeZero(o, f.def.type); return; }
+      if (t instanceof TaggedFields) { o.uvarint(0); return; }
+      throw new IllegalStateException("unhandled schema type " + t);
+    }
+
     void write(Out o, Type t) {
       if (t == Type.BOOLEAN) { o.i8(rnd.nextBoolean() ? 1 : 0); return; }
       if (t == Type.INT8) { o.i8(rnd.nextInt(256)); return; }
@@ -213,7 +237,8 @@ public class KafkaCodecOracle {
         if (!chance(0.6)) continue;
         Out payload = new Out();
         depth++;
-        write(payload, e.getValue().type);
+        if (chance(0.25)) writeZero(payload, e.getValue().type);
+        else write(payload, e.getValue().type);
         depth--;
         chosen.put(e.getKey(), payload.bytes());
       }
