@@ -134,14 +134,16 @@ public class KafkaCodecOracle {
         s = sb.toString();
       }
       if (chance(0.3)) s = s + "-" + Integer.toHexString(rnd.nextInt());  // keeps map keys distinct
+      if (chance(0.03)) s = s + "x".repeat(120 + rnd.nextInt(200));       // a 2-byte compact length
       return s.getBytes(StandardCharsets.UTF_8);
     }
     byte[] blob(int max) {
-      byte[] a = new byte[rnd.nextInt(max + 1)];
+      byte[] a = new byte[chance(0.03) ? 128 + rnd.nextInt(400) : rnd.nextInt(max + 1)];
       rnd.nextBytes(a);
       return a;
     }
-    int arrayCount() {
+    int arrayCount(Type elem) {
+      if (!(elem instanceof Schema) && chance(0.04)) return 128 + rnd.nextInt(40);  // 2-byte compact count
       if (depth > 4) return rnd.nextInt(2);
       return chance(0.2) ? 0 : 1 + rnd.nextInt(3);
     }
@@ -207,7 +209,7 @@ public class KafkaCodecOracle {
         boolean compact = t instanceof CompactArrayOf;
         if (t.isNullable() && chance(0.2)) { if (compact) o.uvarint(0); else o.i32(-1); return; }
         Type elem = t.arrayElementType().orElseThrow();
-        int n = arrayCount();
+        int n = arrayCount(elem);
         if (compact) o.uvarint(n + 1); else o.i32(n);
         depth++;
         for (int i = 0; i < n; i++) write(o, elem);
