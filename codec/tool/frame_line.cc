@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "codec/api_keys.h"
+#include "codec/api_versions.h"
 #include "codec/message.h"
 #include "codec/message_support.h"
 #include "codec/request_header.h"
@@ -13,7 +14,6 @@ namespace kproxy::codec::tool {
 namespace {
 
 constexpr int16_t kApiVersionsKey = 18;
-constexpr int16_t kUnsupportedVersion = 35;
 
 std::string_view next_word(std::string_view& rest) {
   size_t b = rest.find_first_not_of(" \t\r\n");
@@ -67,15 +67,6 @@ bool read_body(Bytes frame, size_t offset, Message& body, int16_t version, std::
   return true;
 }
 
-// The top-level ErrorCode of a decoded body, if it has one.
-std::optional<int16_t> top_level_error_code(Message& body, int16_t version) {
-  std::optional<int16_t> code;
-  body.for_each_error_code(version, [&](int16_t& c, const ErrorScope& scope) {
-    if (scope.depth == 0 && scope.field == "ErrorCode") code = c;
-  });
-  return code;
-}
-
 bool decode(const FrameLine& line, DecodedFrame& out, std::string* error) {
   Bytes frame(line.frame.data(), line.frame.size());
   const char* api = api_name(line.api_key);
@@ -116,11 +107,11 @@ bool decode(const FrameLine& line, DecodedFrame& out, std::string* error) {
   if (read_body(frame, body_offset, *out.body, line.version, error)) return true;
 
   // PROTOCOL.md 7: a broker that does not support the requested ApiVersions version answers
-  // with a v0 body carrying UNSUPPORTED_VERSION. Read it as v0, as Java's clients do.
+  // with a v0 body (UNSUPPORTED_VERSION). Decode it as the proxy does (codec/api_versions.h, the
+  // same rule as Java's ApiVersionsResponse.parse); the error above stays the one reported.
   if (!line.request && line.api_key == kApiVersionsKey && line.version != 0) {
-    auto v0 = make_response(kApiVersionsKey);
-    std::string v0_error;
-    if (read_body(frame, body_offset, *v0, 0, &v0_error) && top_level_error_code(*v0, 0) == kUnsupportedVersion) {
+    auto v0 = std::make_unique<ApiVersionsResponse>();
+    if (decode_api_versions_response(frame.subspan(body_offset), line.version, *v0) == 0) {
       out.body = std::move(v0);
       out.body_version = 0;
       out.api_versions_fallback = true;

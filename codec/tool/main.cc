@@ -31,9 +31,9 @@ commands:
               `records` fields appear as their byte count. A frame that does not decode
               prints {"error": "<message> v<N>: field <Name> at offset <K>: <reason>"}, the
               offset counting from the start of the hex. Responses use the generated response
-              header version (ApiVersions: always v0); an ApiVersions response whose body only
-              reads as v0 with error 35 (UNSUPPORTED_VERSION) is decoded as v0
-              ("decoded_as_v0": true), as Kafka's clients do.
+              header version (ApiVersions: always v0); an ApiVersions response body that does
+              not decode at its version but does at v0 (a broker's UNSUPPORTED_VERSION answer)
+              is decoded as v0 ("decoded_as_v0": true), as Kafka's clients and kproxy do.
   roundtrip   decodes each frame and encodes it again at the same version; prints the hex of
               the new frame (header + body), or "error <reason>". A faithful codec prints its
               input back for every canonical frame; unknown tagged fields are kept.
