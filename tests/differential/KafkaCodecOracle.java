@@ -17,6 +17,8 @@
 //                 field equal to its default, which Kafka omits): "<line> <Kafka's hex>".
 // --mutants-out   3 damaged copies (cut short, a byte changed, a byte inserted) of each random
 //                 message with Kafka's verdict: "<line>\t<Kafka's hex or error <reason>>".
+// --json-out      for each line of --generate-out, Kafka's JSON of the body (the generated
+//                 *DataJsonConverter, records as their size), to check kproxy's field decoding.
 // --reencode-in   lines in the same format (e.g. made by kproxy's own random instances);
 // --reencode-out  for each, Kafka's re-encoding after reading it: "<hex>" or "error <reason>".
 //
@@ -294,8 +296,25 @@ public class KafkaCodecOracle {
     return buf.array();
   }
 
+  /** Kafka's JSON of a body (the generated *DataJsonConverter, records as their size). */
+  static String bodyJson(boolean request, short key, short version, byte[] frame) {
+    ApiMessage[] body = new ApiMessage[1];
+    reencode(request, key, version, frame, body);
+    try {
+      Class<?> conv = Class.forName(body[0].getClass().getName() + "JsonConverter");
+      Object node = conv.getMethod("write", body[0].getClass(), short.class, boolean.class).invoke(null, body[0], version, false);
+      return node.toString();
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("no JSON converter for " + body[0].getClass().getName() + ": " + e);
+    }
+  }
+
   /** Reads a whole frame (after the size prefix) and returns Kafka's re-encoding of it. */
   static byte[] reencode(boolean request, short key, short version, byte[] frame) {
+    return reencode(request, key, version, frame, null);
+  }
+
+  static byte[] reencode(boolean request, short key, short version, byte[] frame, ApiMessage[] bodyOut) {
     ApiMessageType type = ApiMessageType.fromApiKey(key);
     ByteBuffer buf = ByteBuffer.wrap(frame);
     ByteBufferAccessor acc = new ByteBufferAccessor(buf);
@@ -316,6 +335,7 @@ public class KafkaCodecOracle {
     }
     body.read(acc, version);
     if (buf.hasRemaining()) throw new IllegalArgumentException(buf.remaining() + " bytes left after the body");
+    if (bodyOut != null) bodyOut[0] = body;
     return serialize(header, hv, body, version);
   }
 
@@ -397,7 +417,7 @@ public class KafkaCodecOracle {
     Map<String, String> opt = new HashMap<>();
     for (int i = 0; i + 1 < args.length; i += 2) opt.put(args[i], args[i + 1]);
     if (args.length % 2 != 0 || opt.isEmpty()) {
-      System.err.println("usage: KafkaCodecOracle --seed S --count N --pairs-out F --generate-out F [--raw-out F] [--mutants-out F] [--reencode-in F --reencode-out F]");
+      System.err.println("usage: KafkaCodecOracle --seed S --count N --pairs-out F --generate-out F [--raw-out F] [--mutants-out F] [--json-out F] [--reencode-in F --reencode-out F]");
       System.exit(2);
     }
     long seed = Long.parseLong(opt.getOrDefault("--seed", "1"));
@@ -407,6 +427,7 @@ public class KafkaCodecOracle {
       int pairs = 0, lines = 0, skips = 0;
       BufferedWriter pw = opt.containsKey("--pairs-out") ? Files.newBufferedWriter(Path.of(opt.get("--pairs-out"))) : null;
       BufferedWriter gw = opt.containsKey("--generate-out") ? Files.newBufferedWriter(Path.of(opt.get("--generate-out"))) : null;
+      BufferedWriter jw = opt.containsKey("--json-out") ? Files.newBufferedWriter(Path.of(opt.get("--json-out"))) : null;
       BufferedWriter mw = opt.containsKey("--mutants-out") ? Files.newBufferedWriter(Path.of(opt.get("--mutants-out"))) : null;
       BufferedWriter rw_ = opt.containsKey("--raw-out") ? Files.newBufferedWriter(Path.of(opt.get("--raw-out"))) : null;
       for (ApiMessageType type : ApiMessageType.values()) {
@@ -450,6 +471,7 @@ public class KafkaCodecOracle {
                   rw_.write(dir + " " + type.apiKey() + " " + v + " " + hex(raw) + " " + hex(canon) + "\n");
                 made++;
                 lines++;
+                if (jw != null) jw.write(bodyJson(request, type.apiKey(), v, canon) + "\n");
                 if (mw != null) {
                   for (int m = 0; m < 3; m++) {
                     byte[] mutant = mutate(mutationRnd, canon);
@@ -474,6 +496,7 @@ public class KafkaCodecOracle {
       if (gw != null) gw.close();
       if (rw_ != null) rw_.close();
       if (mw != null) mw.close();
+      if (jw != null) jw.close();
       System.out.println("oracle: seed " + seed + ", " + pairs + " pairs defined, " + lines + " messages written, " + skips + " random frames Kafka refused");
     }
 

@@ -6,6 +6,8 @@ For every API key, every version and both directions that kafka-clients 4.4.0 de
   forward   Kafka writes N random messages (KafkaCodecOracle.java, fixed printed seed)
             -> `kproxy-codec roundtrip` decodes and re-encodes each -> bytes must be identical;
             `kproxy-codec decode` must decode each to JSON without an error.
+  fields    `kproxy-codec decode` of each must equal Kafka's own JSON of the body
+            (*DataJsonConverter), field by field: proves fields land in the right members.
   reverse   kproxy writes N random messages (`kproxy-codec random`) -> Kafka reads and re-writes
             each -> bytes must be identical.
   normalise Kafka's raw random bytes that Kafka re-encodes differently (tagged fields written with
@@ -112,6 +114,66 @@ MUTANT_DIVERGENCES = [
          re.search(r"negative (string|bytes|array) length -(?!1\b)\d+", ours)
          or any(int(n) >= 2**31 for n in re.findall(r"(?:count|length) (\d{10}) exceeds", ours)))),
 ]
+
+
+def lower_first(name):
+    return name[:1].lower() + name[1:]
+
+
+def normalise_json(o):
+    """kproxy's decode JSON in the shape of Kafka's JsonConverter output: camelCase field names,
+    no unknown tagged fields, records {"bytes": N} as <name>SizeInBytes."""
+    if isinstance(o, dict):
+        out = {}
+        for k, v in o.items():
+            if k == "_unknown_tagged_fields":
+                continue
+            if isinstance(v, dict) and list(v) == ["bytes"] and isinstance(v["bytes"], int):
+                out[lower_first(k) + "SizeInBytes"] = v["bytes"]
+            else:
+                out[lower_first(k)] = normalise_json(v)
+        return out
+    if isinstance(o, list):
+        return [normalise_json(x) for x in o]
+    return o
+
+
+def compare_json(theirs, ours, path, diffs):
+    """Appends to `diffs` every place where kproxy's value differs from Kafka's."""
+    if len(diffs) > 5:
+        return
+    if isinstance(theirs, dict):
+        if not isinstance(ours, dict):
+            diffs.append(f"{path or '/'}: Kafka has an object, kproxy {json.dumps(ours)[:60]}")
+            return
+        for k, v in theirs.items():
+            if k not in ours:
+                diffs.append(f"{path}.{k}: missing in kproxy's JSON")
+            else:
+                compare_json(v, ours[k], f"{path}.{k}", diffs)
+    elif isinstance(theirs, list):
+        if not isinstance(ours, list) or len(ours) != len(theirs):
+            diffs.append(f"{path}: Kafka has {len(theirs)} elements, kproxy {json.dumps(ours)[:60]}")
+            return
+        for i, (a, b) in enumerate(zip(theirs, ours)):
+            compare_json(a, b, f"{path}[{i}]", diffs)
+    elif isinstance(theirs, float) and not isinstance(ours, bool) and isinstance(ours, (int, float)):
+        if float(ours) != theirs:
+            diffs.append(f"{path}: Kafka {theirs!r}, kproxy {ours!r}")
+    elif isinstance(theirs, float) and ours is None and (theirs != theirs or theirs in (float("inf"), float("-inf"))):
+        pass  # JSON has no Infinity/NaN: kproxy prints null
+    elif isinstance(theirs, bool) != isinstance(ours, bool) or theirs != ours:
+        diffs.append(f"{path}: Kafka {json.dumps(theirs)[:60]}, kproxy {json.dumps(ours)[:60]}")
+
+
+def collect_paths(o, path, into):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            into.add(f"{path}.{k}")
+            collect_paths(v, f"{path}.{k}", into)
+    elif isinstance(o, list):
+        for x in o:
+            collect_paths(x, path + "[]", into)
 
 
 def uvarint_hex(v):
@@ -246,8 +308,9 @@ def main():
     java_reencoded_path = os.path.join(work, "java_reencoded.txt")
     raw_path = os.path.join(work, "java_raw.txt")
     mutants_path = os.path.join(work, "java_mutants.txt")
+    json_path = os.path.join(work, "java_json.txt")
     cmd = [args.java, "-cp", os.path.join(KAFKA_LIBS, "*"), ORACLE, "--seed", str(args.seed), "--count", str(args.count),
-           "--pairs-out", pairs_path, "--generate-out", java_gen_path, "--raw-out", raw_path, "--mutants-out", mutants_path,
+           "--pairs-out", pairs_path, "--generate-out", java_gen_path, "--raw-out", raw_path, "--mutants-out", mutants_path, "--json-out", json_path,
            "--reencode-in", cpp_random_path, "--reencode-out", java_reencoded_path]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     for l in proc.stdout.splitlines():
@@ -281,7 +344,14 @@ def main():
     decoded = run_codec(codec, ["decode"], java_input, "forward decode")
     if len(roundtrip) != len(java_lines) or len(decoded) != len(java_lines):
         sys.exit(f"run_differential: kproxy-codec printed {len(roundtrip)}/{len(decoded)} lines for {len(java_lines)} frames")
-    for line, out, dec in zip(java_lines, roundtrip, decoded):
+    with open(json_path) as f:
+        kafka_json = [l.rstrip("\n") for l in f if l.strip()]
+    if len(kafka_json) != len(java_lines):
+        sys.exit(f"run_differential: the oracle printed {len(kafka_json)} JSON bodies for {len(java_lines)} frames")
+    json_ok = 0
+    kafka_paths = collections.defaultdict(set)   # pair -> field paths Kafka's JSON ever showed
+    our_paths = collections.defaultdict(set)     # pair -> field paths kproxy's JSON ever showed
+    for line, out, dec, kj in zip(java_lines, roundtrip, decoded, kafka_json):
         pair, hexin = parse_line_key(line)
         if out.startswith("error"):
             mismatches.append(("forward", pair, out, line))
@@ -301,6 +371,17 @@ def main():
         if j.get("version") != pair.version or j.get("api_key") != pair.api_key or "body" not in j:
             mismatches.append(("forward", pair, "decode printed the wrong api/version or no body", line))
             continue
+        # Field by field against Kafka's own JSON of the same body.
+        ours = normalise_json(j["body"])
+        theirs = json.loads(kj)
+        diffs = []
+        compare_json(theirs, ours, "", diffs)
+        collect_paths(theirs, "", kafka_paths[pair])
+        collect_paths(ours, "", our_paths[pair])
+        if diffs:
+            mismatches.append(("fields", pair, f"decode differs from Kafka's JSON: {'; '.join(diffs[:3])}", line))
+            continue
+        json_ok += 1
         fwd_ok[pair] += 1
 
     # Reverse: kproxy writes, Kafka reads and re-writes.
@@ -351,6 +432,13 @@ def main():
             mutant_stats[verdict] += 1
             if verdict.startswith("UNEXPLAINED"):
                 mismatches.append(("damaged", pair, f"{verdict}: Kafka: {kafka[:160]} / kproxy: {ours[:160]}", line))
+
+    # Fields kproxy prints that Kafka's JSON never showed for that pair (Kafka omits tagged
+    # fields at their default, so these are reported, not failed).
+    only_ours = collections.Counter()
+    for pair, paths in our_paths.items():
+        for pth in paths - kafka_paths[pair]:
+            only_ours[(label(pair), pth)] += 1
 
     # Hand-written edge cases: each must end as expected (see edge_cases()).
     edge_report = []
@@ -431,6 +519,12 @@ def main():
             f"{sum(rev_ok.values())}/{len(cpp_random)} messages")
     else:
         say("reverse (kproxy writes, Kafka re-encodes): NOT RUN - kproxy-codec has no random instances")
+    say(f"fields (kproxy's decode JSON = Kafka's *DataJsonConverter JSON, field by field): "
+        f"{json_ok}/{len(java_lines)} messages")
+    if only_ours:
+        say(f"  fields kproxy printed that Kafka's JSON never showed (tagged defaults?): {len(only_ours)}")
+        for (lbl, pth), _ in sorted(only_ours.items())[:10]:
+            say(f"    {lbl}: {pth}")
     say(f"ApiVersions v0 fallback: {fallback_ok}/{len(fallback_lines)} frames")
     say(f"normalising (Kafka's raw random bytes with default-valued tagged fields, kproxy re-encodes "
         f"like Kafka): {normalise_ok}/{len(raw_rows)} frames")

@@ -59,6 +59,7 @@ def test_codec_matches_kafka_for_every_api_version_and_direction():
     assert int(fwd.group(1)) == int(fwd.group(2)), "forward coverage is not complete"
     assert int(rev.group(1)) == int(rev.group(2)), "reverse coverage is not complete"
     assert re.search(r"ApiVersions v0 fallback: (\d+)/\1 frames", out), "ApiVersions v0 fallback failed"
+    assert re.search(r"^fields .*: (\d+)/\1 messages", out, re.M), "decode JSON differs from Kafka's JSON"
     assert proc.returncode == 0
 
 
