@@ -333,8 +333,20 @@ public class KafkaCodecOracle {
       header = new ResponseHeaderData(acc, hv);
       body = type.newResponse();
     }
-    body.read(acc, version);
-    if (buf.hasRemaining()) throw new IllegalArgumentException(buf.remaining() + " bytes left after the body");
+    int bodyStart = buf.position();
+    try {
+      body.read(acc, version);
+      if (buf.hasRemaining()) throw new IllegalArgumentException(buf.remaining() + " bytes left after the body");
+    } catch (RuntimeException e) {
+      // As ApiVersionsResponse.parse: a broker that does not support the requested version
+      // answers in v0 format, so a response that fails at its version is read again as v0.
+      if (request || key != ApiMessageType.API_VERSIONS.apiKey() || version == 0) throw e;
+      buf.position(bodyStart);
+      body = type.newResponse();
+      body.read(acc, (short) 0);
+      if (buf.hasRemaining()) throw e;
+      version = 0;
+    }
     if (bodyOut != null) bodyOut[0] = body;
     return serialize(header, hv, body, version);
   }

@@ -108,6 +108,8 @@ MUTANT_DIVERGENCES = [
     ("diverges (explained): a tag known only in other versions: kproxy keeps it as unknown "
      "(PROTOCOL.md 20), Kafka refuses it",
      lambda hexin, kafka, ours: re.search(r"Tag \d+ is not valid for version", kafka) and not ours.startswith("error")),
+    ("diverges (explained): Kafka drops the bits above 32 of a 5-byte varint, kproxy refuses it",
+     lambda hexin, kafka, ours: not kafka.startswith("error") and "varint longer than 5 bytes or above 32 bits" in ours),
     ("diverges (reported): Kafka reads a classic length below -1 (or a compact one of 2^31 and up) "
      "as null, kproxy refuses it",
      lambda hexin, kafka, ours: not kafka.startswith("error") and (
