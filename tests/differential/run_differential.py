@@ -45,6 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ORACLE = os.path.join(ROOT, "tests", "differential", "KafkaCodecOracle.java")
 KAFKA_LIBS = os.path.join(ROOT, ".cache", "kafka-4.4.0", "libs")
 DEFAULT_SEED = 20251129
+CHILD_TIMEOUT_S = 600  # one JVM or kproxy-codec run; subprocess.run kills the child on expiry
 
 # (direction, api_key, version) -> why the pair is not compared. Keep empty unless a pair cannot
 # be compared for a reason outside kproxy's control; every entry is printed in the report.
@@ -256,14 +257,14 @@ def classify_mutant(hexin, kafka, ours):
 
 
 def run_codec(codec, args, input_text, what):
-    proc = subprocess.run([codec] + args, input=input_text, capture_output=True, text=True)
+    proc = subprocess.run([codec] + args, input=input_text, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     if proc.returncode != 0:
         sys.exit(f"run_differential: kproxy-codec {' '.join(args)} ({what}) exited {proc.returncode}: {proc.stderr.strip()}")
     return proc.stdout.splitlines()
 
 
 def codec_has_random(codec):
-    proc = subprocess.run([codec, "random", "request", "18", "0", "1"], capture_output=True, text=True)
+    proc = subprocess.run([codec, "random", "request", "18", "0", "1"], capture_output=True, text=True, timeout=60)
     return proc.returncode == 0 and proc.stdout.startswith("request 18 0 ")
 
 
@@ -315,7 +316,7 @@ def main():
     cmd = [args.java, "-cp", os.path.join(KAFKA_LIBS, "*"), ORACLE, "--seed", str(args.seed), "--count", str(args.count),
            "--pairs-out", pairs_path, "--generate-out", java_gen_path, "--raw-out", raw_path, "--mutants-out", mutants_path, "--json-out", json_path,
            "--reencode-in", cpp_random_path, "--reencode-out", java_reencoded_path]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     for l in proc.stdout.splitlines():
         say("  " + l)
     if proc.returncode != 0:
