@@ -5,7 +5,8 @@
 //   listeners:                       # at least one
 //     - name: kafka                  # unique; used in logs and metric labels
 //       listen: 0.0.0.0:9092         # bootstrap port for clients
-//       upstream: broker-1:9092      # bootstrap of the real cluster
+//       upstream: broker-1:9092      # bootstrap of the real cluster ("a:9092,b:9092" or a
+//                                    # YAML list: tried in turn when one is unreachable)
 //       advertise: localhost         # host written into rewritten broker addresses
 //       broker_ports: 9093           # node id N is reached at 9093 + N, or instead:
 //       # broker_port_range: 9100-9131   # ports handed out in order of discovery
@@ -44,7 +45,11 @@ struct BrokerPorts {
 struct ListenerConfig {
   std::string name;
   HostPort listen;
+  /// The first bootstrap server (= upstreams[0]).
   HostPort upstream;
+  /// Every bootstrap server, in the order given. New client connections go to the one that last
+  /// worked; a refused or timed-out connect moves on to the next for later connections.
+  std::vector<HostPort> upstreams;
   /// Host clients are told to connect to for a broker (default: the listen host, when specific).
   std::string advertise;
   BrokerPorts broker_ports;

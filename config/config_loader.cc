@@ -118,6 +118,34 @@ class Loader {
     return hp;
   }
 
+  // "host:port", "a:1,b:2" or a YAML list of "host:port".
+  std::vector<HostPort> upstream_list(const YAML::Node& node, const std::string& path) {
+    std::vector<HostPort> out;
+    auto add = [&](const YAML::Node& at, std::string_view text, const std::string& where) {
+      std::string why;
+      if (auto hp = parse_host_port(text, &why)) out.push_back(*hp);
+      else error(at, where + ": " + why);
+    };
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        std::string where = path + "[" + std::to_string(i) + "]";
+        if (auto s = scalar(node[i], where)) add(node[i], *s, where);
+      }
+    } else if (auto s = scalar(node, path)) {
+      std::string_view rest = *s;
+      while (!rest.empty()) {
+        size_t comma = rest.find(',');
+        std::string_view one = rest.substr(0, comma);
+        while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+        while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+        add(node, one, path);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+    }
+    if (out.empty() && errors_.empty()) error(node, path + ": no bootstrap server given");
+    return out;
+  }
+
   std::optional<uint16_t> port(const YAML::Node& node, const std::string& path) {
     auto text = scalar(node, path);
     if (!text) return std::nullopt;
@@ -249,9 +277,13 @@ class Loader {
         return std::nullopt;
       };
       auto listen = required_host_port("listen");
-      auto upstream = required_host_port("upstream");
       if (listen) l.listen = *listen;
-      if (upstream) l.upstream = *upstream;
+      if (auto v = item["upstream"]) {
+        l.upstreams = upstream_list(v, path + ".upstream");
+        if (!l.upstreams.empty()) l.upstream = l.upstreams.front();
+      } else {
+        error(item, path + ".upstream: missing");
+      }
       if (auto v = item["advertise"]) {
         if (auto s = scalar(v, path + ".advertise")) {
           l.advertise = *s;

@@ -272,6 +272,7 @@ void ClientConnection::on_upstream_connected() {
 
 void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
   bump(counters().upstream_connect_failures);
+  if (!listener_.is_broker_port()) worker_.proxy().bootstrap_unreachable(listener_.listener_index, upstream_.target());
   close("upstream unavailable: " + reason);
 }
 

@@ -7,7 +7,9 @@
 
 namespace kproxy::proxy {
 
-Proxy::Proxy(std::shared_ptr<const config::Config> config) : config_(std::move(config)) {
+Proxy::Proxy(std::shared_ptr<const config::Config> config)
+    : config_(std::move(config)), preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
+  for (size_t i = 0; i < config_->listeners.size(); ++i) preferred_upstream_[i] = 0;
   for (const auto& listener : config_->listeners) {
     directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports));
     rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise));
@@ -29,7 +31,9 @@ std::string Proxy::start() {
       std::string error = w->open_listener(spec);
       if (!error.empty()) return "listener '" + l.name + "': " + error;
     }
-    spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, l.listen.to_string(), l.upstream.to_string(),
+    std::string bootstrap;
+    for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
+    spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, l.listen.to_string(), bootstrap,
                  l.advertise,
                  l.broker_ports.scheme == config::BrokerPorts::Scheme::kNodeIdOffset
                      ? "port " + std::to_string(l.broker_ports.base) + " + node id"
@@ -108,6 +112,24 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
       std::string e = worker->open_listener(spec);
       if (!e.empty()) spdlog::error("listener={} worker {} cannot open port {}: {}", spec.label(), worker->index(), spec.port, e);
     });
+  }
+}
+
+config::HostPort Proxy::bootstrap_target(const config::Config& config, size_t listener_index) const {
+  const auto& upstreams = config.listeners[listener_index].upstreams;
+  if (upstreams.empty()) return config.listeners[listener_index].upstream;
+  return upstreams[preferred_upstream_[listener_index].load(std::memory_order_relaxed) % upstreams.size()];
+}
+
+void Proxy::bootstrap_unreachable(size_t listener_index, const config::HostPort& target) {
+  auto cfg = config();
+  const auto& upstreams = cfg->listeners[listener_index].upstreams;
+  if (upstreams.size() < 2) return;
+  uint32_t current = preferred_upstream_[listener_index].load();
+  if (!(upstreams[current % upstreams.size()] == target)) return;  // someone moved on already
+  if (preferred_upstream_[listener_index].compare_exchange_strong(current, current + 1)) {
+    spdlog::warn("listener={} bootstrap {} unreachable: new connections go to {}", cfg->listeners[listener_index].name,
+                 target.to_string(), upstreams[(current + 1) % upstreams.size()].to_string());
   }
 }
 

@@ -56,6 +56,10 @@ class Proxy {
   /// A response named a broker that has no port yet: open its port on every worker, on the
   /// calling worker right away so the client can connect as soon as it reads the response.
   void open_broker_port(Worker& caller, size_t listener_index, int32_t node_id, uint16_t port);
+  /// The bootstrap server a new connection on listener `listener_index` goes to under `config`.
+  config::HostPort bootstrap_target(const config::Config& config, size_t listener_index) const;
+  /// A connect to bootstrap server `target` failed: later connections try the next one.
+  void bootstrap_unreachable(size_t listener_index, const config::HostPort& target);
   /// Reserves a connection slot under limits.max_connections; false when full.
   bool reserve_connection();
   void release_connection();
@@ -68,6 +72,8 @@ class Proxy {
   std::vector<std::unique_ptr<BrokerDirectory>> directories_;
   std::vector<std::unique_ptr<BrokerAddressRewrite>> rewrites_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  /// Per listener: index (modulo the list size) of the bootstrap server new connections use.
+  std::unique_ptr<std::atomic<uint32_t>[]> preferred_upstream_;
   std::atomic<uint64_t> next_connection_id_{1};
   std::atomic<int64_t> open_connections_{0};
   std::atomic<unsigned> running_workers_{0};

@@ -112,7 +112,7 @@ void Worker::accept(uv_stream_t* server, const ListenerSpec& spec) {
     }
     upstream = route->real;
   } else {
-    upstream = config->listeners[spec.listener_index].upstream;
+    upstream = proxy_.bootstrap_target(*config, spec.listener_index);
   }
   connection->start(upstream);
 }

@@ -585,6 +585,7 @@ class KafkaCluster:
 
     def _prepare(self) -> None:
         kafka_classpath()
+        self.nodes = []
         _remove_stale_data_dirs()
         self._tmp = Path(tempfile.mkdtemp(prefix=f"kproxy-kafka-{os.getpid()}-"))
         self.log_root.mkdir(parents=True, exist_ok=True)

@@ -192,3 +192,18 @@ TEST_CASE("durations and sizes") {
   CHECK_FALSE(parse_byte_size("lots").has_value());
   CHECK_FALSE(parse_byte_size("5PiB").has_value());
 }
+
+TEST_CASE("several bootstrap servers") {
+  auto r = load_config_string("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: a:9092, b:9093\n    broker_ports: 9100\n", "t.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  REQUIRE(r.config->listeners[0].upstreams.size() == 2);
+  CHECK(r.config->listeners[0].upstreams[1] == HostPort{"b", 9093});
+  CHECK(r.config->listeners[0].upstream == HostPort{"a", 9092});
+  auto list = load_config_string("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: [a:9092, c:1]\n    broker_ports: 9100\n", "t.yaml");
+  REQUIRE(list.ok());
+  CHECK(list.config->listeners[0].upstreams.size() == 2);
+  auto bad = load_config_string("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: [a:9092, nope]\n    broker_ports: 9100\n", "t.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.errors[0].reason.find("upstream[1]") != std::string::npos);
+  CHECK(bad.errors[0].line == 3);
+}

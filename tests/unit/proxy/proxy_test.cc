@@ -370,3 +370,28 @@ TEST_CASE("reload refuses listener changes and accepts the rest") {
   CHECK(kp.proxy->reload(limits) == "");
   CHECK(kp.proxy->config()->limits.max_connections == 3);
 }
+
+TEST_CASE("an unreachable bootstrap server sends later connections to the next one") {
+  FakeBroker broker;
+  uint16_t dead = free_port();
+  uint16_t port = free_port();
+  std::string yaml = "listeners:\n  - name: unit\n    listen: 127.0.0.1:" + std::to_string(port) + "\n    upstream: 127.0.0.1:" +
+                     std::to_string(dead) + ",127.0.0.1:" + std::to_string(broker.port()) +
+                     "\n    broker_ports: " + std::to_string(free_port()) + "\nworkers: 1\nlog: { level: off }\n";
+  auto loaded = config::load_config_string(yaml, "unit.yaml");
+  REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
+  proxy::Proxy p(loaded.config);
+  REQUIRE(p.start() == "");
+  int first = connect_to(port);
+  write_all(first, request(18, 0, 1));
+  CHECK(closed_by_peer(first));  // the first bootstrap is down: this client is closed promptly
+  ::close(first);
+  int second = connect_to(port);
+  write_all(second, request(18, 0, 2));
+  auto response = read_frame(second);
+  REQUIRE(response.has_value());
+  CHECK(cid_of(*response) == 2);
+  ::close(second);
+  p.drain(0ms);
+  p.join();
+}
