@@ -30,7 +30,16 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
       client_(worker.loop(), *this, "client"),
       upstream_(worker.loop(), *this, *this),
       requests_(config_->limits.max_request_frame_bytes),
-      responses_(config_->limits.max_response_frame_bytes) {}
+      responses_(config_->limits.max_response_frame_bytes),
+      pipeline_(worker.loop(), worker.proxy().chaos(), ConnectionInfo{id, listener.name, "", "", ""},
+                Pipeline::Sink{
+                    [this](codec::Bytes f, const codec::RequestHeader& h, bool expects) { forward_request(f, h, expects); },
+                    [this](codec::Bytes b) { client_.append(b); },
+                    [this] {
+                      if (closing_) return;
+                      if (upstream_.stream().flush()) client_.flush();
+                    },
+                    [this](const std::string& reason) { close(reason); }}) {}
 
 ClientConnection::~ClientConnection() {
   worker_.proxy().release_connection();
@@ -52,6 +61,7 @@ void ClientConnection::close(std::string_view reason) {
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
   spdlog::info("conn={} closed: {} (client {}, {} requests forwarded, {} in flight, open {} ms)", id_, reason, peer_, requests_forwarded_,
                inflight_.size(), lived.count());
+  pipeline_.shutdown();
   client_.close();
   upstream_.close(/*flush_first=*/false);
 }
@@ -86,6 +96,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       return;
     }
     if (!upstream_.stream().flush()) return;
+    if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
     apply_backpressure(client_, upstream_.stream());
   } else {
     bump(counters().response_bytes, data.size());
@@ -161,14 +172,24 @@ bool ClientConnection::on_request_frame(codec::Bytes frame) {
       sasl_.begin(*mechanism);
     }
   }
+  switch (pipeline_.on_request(header, frame, expects_response)) {
+    case RequestVerdict::kForward: break;
+    case RequestVerdict::kHeld:
+    case RequestVerdict::kAnswered: return true;
+    case RequestVerdict::kClose: close(pipeline_.close_reason()); return false;
+  }
+  forward_request(frame, header, expects_response);
+  return true;
+}
+
+void ClientConnection::forward_request(codec::Bytes frame, const codec::RequestHeader& header, bool expects_response) {
   if (expects_response) {
     inflight_.push(InflightRequest{InflightRequest::Kind::kKafka, header.api_key, header.api_version, header.correlation_id,
                                    static_cast<int8_t>(codec::response_header_version(header.api_key, header.api_version)),
                                    std::chrono::steady_clock::now()});
   }
-  upstream.append(frame);
+  upstream_.stream().append(frame);
   ++requests_forwarded_;
-  return true;
 }
 
 bool ClientConnection::on_response_frame(codec::Bytes frame) {
@@ -219,12 +240,12 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
     }
     if (outcome == BrokerAddressRewrite::Outcome::kRewritten) {
       bump(counters().responses_rewritten);
-      client_.append(rewritten);
-      return true;
+      pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, rewritten, request.sent_at);
+      return !closing_;
     }
   }
-  client_.append(frame);
-  return true;
+  pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, frame, request.sent_at);
+  return !closing_;
 }
 
 void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {

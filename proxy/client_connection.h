@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "proxy/inflight_requests.h"
 #include "proxy/listener.h"
+#include "proxy/pipeline.h"
 #include "proxy/sasl_raw_tokens.h"
 #include "proxy/tcp_stream.h"
 #include "proxy/upstream_connection.h"
@@ -58,6 +59,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
 
  private:
   bool on_request_frame(codec::Bytes frame);
+  /// Pushes the in-flight entry (when a response is expected) and queues `frame` for the broker.
+  void forward_request(codec::Bytes frame, const codec::RequestHeader& header, bool expects_response);
   bool on_response_frame(codec::Bytes frame);
   /// Stops reading `from` while `to` has too much queued.
   void apply_backpressure(TcpStream& from, TcpStream& to);
@@ -78,6 +81,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   codec::FrameReader responses_;
   InflightRequests inflight_;
   SaslRawTokens sasl_;
+  /// ApiVersions rewrite, fault rules, observer (proxy/pipeline.h); keeps responses in request order.
+  Pipeline pipeline_;
   /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
   bool unanswered_sasl_tokens_ = false;
   bool draining_ = false;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "proxy/chaos/config_sections.h"
 #include "proxy/counters.h"
 #include "proxy/logging.h"
 
@@ -22,6 +23,11 @@ Proxy::~Proxy() {
 }
 
 std::string Proxy::start() {
+  {
+    chaos::ChaosConfig faults;
+    if (std::string error = chaos::load_chaos_config(*config_, faults); !error.empty()) return error;
+    chaos_.replace(std::move(faults.rules), std::move(faults.api_versions));
+  }
   unsigned n = config_->worker_count();
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
@@ -76,6 +82,9 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
     }
   }
   if (next->worker_count() != workers_.size()) return "the worker count changed: restart kproxy to apply";
+  chaos::ChaosConfig faults;
+  if (std::string error = chaos::load_chaos_config(*next, faults); !error.empty()) return error;
+  chaos_.replace(std::move(faults.rules), std::move(faults.api_versions));
   {
     std::lock_guard lock(config_mutex_);
     config_ = next;

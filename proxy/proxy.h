@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "proxy/broker_address_rewrite.h"
 #include "proxy/broker_directory.h"
+#include "proxy/chaos/rule_set.h"
 #include "proxy/worker.h"
 
 namespace kproxy::proxy {
@@ -51,6 +52,9 @@ class Proxy {
   size_t worker_count() const { return workers_.size(); }
   BrokerDirectory& directory(size_t listener_index) { return *directories_[listener_index]; }
   const BrokerAddressRewrite& rewrite(size_t listener_index) const { return *rewrites_[listener_index]; }
+  /// Fault rules and ApiVersions policy (from the config's faults:/api_versions:, changed at run
+  /// time through the admin API); every connection reads its current snapshot per frame.
+  chaos::ChaosControl& chaos() { return chaos_; }
 
   // For workers and connections.
   /// A response named a broker that has no port yet: open its port on every worker, on the
@@ -71,6 +75,7 @@ class Proxy {
   std::shared_ptr<const config::Config> config_;
   std::vector<std::unique_ptr<BrokerDirectory>> directories_;
   std::vector<std::unique_ptr<BrokerAddressRewrite>> rewrites_;
+  chaos::ChaosControl chaos_;
   std::vector<std::unique_ptr<Worker>> workers_;
   /// Per listener: index (modulo the list size) of the bootstrap server new connections use.
   std::unique_ptr<std::atomic<uint32_t>[]> preferred_upstream_;

@@ -1,0 +1,116 @@
+#include "proxy/chaos/rule_set.h"
+
+#include "codec/api_keys.h"
+
+namespace kproxy::chaos {
+
+void RuleSet::index() {
+  api_has_rules.fill(false);
+  any_api_rules = false;
+  for (const auto& r : rules) {
+    if (r->match.apis.empty()) any_api_rules = true;
+    for (int16_t k : r->match.apis) {
+      if (k >= 0 && k < kApiSlots) api_has_rules[static_cast<size_t>(k)] = true;
+    }
+  }
+}
+
+ChaosControl::ChaosControl() : current_(std::make_shared<RuleSet>()) {}
+
+std::shared_ptr<const RuleSet> ChaosControl::current() const {
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
+void ChaosControl::publish(std::shared_ptr<RuleSet> next) {
+  next->index();
+  current_ = std::move(next);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json& spec) {
+  std::string error;
+  auto rule = parse_fault_rule(spec, error, name);
+  if (!rule) return error;
+  std::lock_guard lock(mutex_);
+  auto next = std::make_shared<RuleSet>(*current_);
+  bool replaced = false;
+  for (auto& r : next->rules) {
+    if (r->name != name) continue;
+    if (r->spec == rule->spec) return "";  // unchanged: keep counters and window start
+    r = rule;
+    replaced = true;
+  }
+  if (!replaced) next->rules.push_back(rule);
+  publish(std::move(next));
+  return "";
+}
+
+bool ChaosControl::delete_rule(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto next = std::make_shared<RuleSet>(*current_);
+  auto before = next->rules.size();
+  std::erase_if(next->rules, [&](const auto& r) { return r->name == name; });
+  if (next->rules.size() == before) return false;
+  publish(std::move(next));
+  return true;
+}
+
+void ChaosControl::reset_rules() {
+  std::lock_guard lock(mutex_);
+  auto next = std::make_shared<RuleSet>(*current_);
+  next->rules.clear();
+  publish(std::move(next));
+}
+
+std::string ChaosControl::set_api_versions(const nlohmann::json& list) {
+  std::string error;
+  auto policy = parse_api_versions_policy(list, error);
+  if (!policy) return error;
+  std::lock_guard lock(mutex_);
+  auto next = std::make_shared<RuleSet>(*current_);
+  next->api_versions = std::move(*policy);
+  publish(std::move(next));
+  return "";
+}
+
+void ChaosControl::replace(std::vector<std::shared_ptr<FaultRule>> rules, ApiVersionsPolicy policy) {
+  std::lock_guard lock(mutex_);
+  auto next = std::make_shared<RuleSet>();
+  for (auto& r : rules) {
+    for (const auto& old : current_->rules) {
+      if (old->name == r->name && old->spec == r->spec) {
+        r->stats = old->stats;  // unchanged rule: its counters survive the reload
+        r->installed_at = old->installed_at;
+      }
+    }
+    next->rules.push_back(std::move(r));
+  }
+  next->api_versions = std::move(policy);
+  publish(std::move(next));
+}
+
+std::shared_ptr<const FaultRule> ChaosControl::rule(const std::string& name) const {
+  auto set = current();
+  for (const auto& r : set->rules) {
+    if (r->name == name) return r;
+  }
+  return nullptr;
+}
+
+std::vector<RuleCounters> ChaosControl::counters() const {
+  auto set = current();
+  std::vector<RuleCounters> out;
+  for (const auto& r : set->rules) {
+    RuleCounters c;
+    c.rule = r->name;
+    for (int16_t k : r->match.apis) c.apis.push_back(codec::api_name(k));
+    c.action = action_name(r->action.kind);
+    c.hits = r->stats->hits.load(std::memory_order_relaxed);
+    c.injected = r->stats->injected.load(std::memory_order_relaxed);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace kproxy::chaos

@@ -1,0 +1,79 @@
+// RuleSet and ChaosControl: the immutable snapshot of fault rules + ApiVersions policy that the
+// workers read, and the one place (admin API, config load/reload) that changes it.
+//
+//   admin thread ── PUT/DELETE/reset/reload ──► ChaosControl (mutex) ──► new RuleSet ──┐
+//                                                                                      │ generation++
+//   worker loop ── per frame: generation() changed? ──► current() (shared_ptr copy) ◄──┘
+//
+// A change applies from the next frame on every connection, without reconnecting. A rule whose
+// definition is unchanged keeps its RuleStats (hit/injection counters) across a replace.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/chaos/fault_rule.h"
+
+namespace kproxy::chaos {
+
+struct RuleSet {
+  std::vector<std::shared_ptr<const FaultRule>> rules;  ///< in order; the first matching rule of each action wins
+  ApiVersionsPolicy api_versions;
+  /// Per api key: some rule names it (or matches any API). Index 0..kApiSlots-1.
+  static constexpr int kApiSlots = 128;
+  std::array<bool, kApiSlots> api_has_rules{};
+  bool any_api_rules = false;  ///< a rule without `api` (matches everything)
+
+  bool may_match(int16_t api_key) const {
+    if (any_api_rules) return true;
+    return api_key >= 0 && api_key < kApiSlots && api_has_rules[static_cast<size_t>(api_key)];
+  }
+  void index();
+};
+
+/// Counters of one rule for export (kproxy_faults_injected_total{rule,api,action}).
+struct RuleCounters {
+  std::string rule;
+  std::vector<std::string> apis;  ///< API names the rule matches; empty = any
+  std::string action;
+  uint64_t hits = 0;
+  uint64_t injected = 0;
+};
+
+class ChaosControl {
+ public:
+  ChaosControl();
+
+  /// The snapshot to use. Cheap to call when generation() has not changed since the last copy.
+  std::shared_ptr<const RuleSet> current() const;
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+  /// Adds or replaces the rule `name` with `spec` (JSON). "" or why it was refused (nothing changed).
+  std::string put_rule(const std::string& name, const nlohmann::json& spec);
+  /// False when there is no such rule.
+  bool delete_rule(const std::string& name);
+  /// Removes every rule (the ApiVersions policy stays).
+  void reset_rules();
+  /// Replaces the ApiVersions policy. "" or why refused.
+  std::string set_api_versions(const nlohmann::json& list);
+  /// Replaces everything at once (config load / reload): rules already parsed, policy parsed.
+  void replace(std::vector<std::shared_ptr<FaultRule>> rules, ApiVersionsPolicy policy);
+
+  std::shared_ptr<const FaultRule> rule(const std::string& name) const;
+  std::vector<RuleCounters> counters() const;
+
+ private:
+  void publish(std::shared_ptr<RuleSet> next);
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<const RuleSet> current_;
+  std::atomic<uint64_t> generation_{1};
+};
+
+}  // namespace kproxy::chaos

@@ -1,0 +1,217 @@
+// Pipeline: the per-connection chain of stages every Kafka frame goes through, and the hook the
+// observability side (metrics, tap) plugs into.
+//
+//  client ─► ClientConnection ─► header parsed ─► Pipeline::on_request ──────────────────────────┐
+//                                                   1. ApiVersions: too-new request → own v0 answer; KIP-511 name/version
+//                                                   2. fault rules: match (header, then lazily the body's entities),
+//                                                      trigger, then answer | close before | delay request | mark the
+//                                                      response side (error, throttle, delay, drop, close after, reset)
+//                                                   3. observer.on_request
+//            requests leave in arrival order (a delayed one holds those behind it) ──► upstream
+//
+//  client ◄── ordered slots ◄── Pipeline::on_response ◄── broker-address rewrite ◄── FIFO match ◄── upstream
+//             (one per request    1. ApiVersions rewrite (clamp/hide, decode limits)
+//              expecting an       2. fault actions marked on the slot: error codes, throttle, delay, drop, close after
+//              answer; synthetic  3. observer.on_response (latency = broker round trip)
+//              answers take their
+//              place, so order holds)
+//
+// Bodies are decoded lazily, once: RequestContext/ResponseContext::message() decodes on first use
+// (codec make_request/make_response) and keeps a shared_ptr that observers may keep too. A stage
+// that changes a body calls mark_dirty(); the frame is then re-encoded with a patched size prefix.
+// A frame nobody changed leaves as its original bytes.
+//
+// drop_response (blackhole): the response is swallowed and so is every later response on that
+// connection, as if the broker had hung. Delivering later ones would break clients that match
+// responses to requests in order (Java's NetworkClient fails the connection on a correlation id
+// mismatch); a real client times the request out (request.timeout.ms), closes the connection and
+// retries on a new one, which is the behaviour under test.
+//
+// close after: the request is forwarded (the broker does the work); when its response arrives it
+// is swallowed and the client connection closed: the outcome is unknown to the client.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <uv.h>
+
+#include "codec/message.h"
+#include "codec/request_header.h"
+#include "proxy/chaos/rule_set.h"
+
+namespace kproxy::proxy {
+
+/// What the pipeline knows of its connection; observers receive it with every frame.
+struct ConnectionInfo {
+  uint64_t id = 0;
+  std::string listener;
+  std::string peer;
+  /// KIP-511, from ApiVersions v3+ ("" until seen).
+  std::string client_software_name;
+  std::string client_software_version;
+};
+
+/// A request frame in flight through the pipeline.
+class RequestContext {
+ public:
+  RequestContext(const codec::RequestHeader& header, codec::Bytes frame, const ConnectionInfo& connection)
+      : header_(header), frame_(frame), connection_(connection) {}
+
+  const codec::RequestHeader& header() const { return header_; }
+  /// The original frame, size prefix included.
+  codec::Bytes frame() const { return frame_; }
+  const ConnectionInfo& connection() const { return connection_; }
+  /// The decoded body (decoded on first call), or nullptr when the version is unknown or the body
+  /// does not decode (then decode_error() says why). Views point into frame().
+  std::shared_ptr<codec::Message> message() const;
+  const std::string& decode_error() const { return decode_error_; }
+
+ private:
+  const codec::RequestHeader& header_;
+  codec::Bytes frame_;
+  const ConnectionInfo& connection_;
+  mutable std::shared_ptr<codec::Message> message_;
+  mutable bool decoded_ = false;
+  mutable std::string decode_error_;
+};
+
+/// A response frame (after broker-address rewriting) about to go to the client.
+class ResponseContext {
+ public:
+  ResponseContext(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, const ConnectionInfo& connection)
+      : api_key_(api_key), api_version_(api_version), header_version_(header_version), frame_(frame), connection_(connection) {}
+
+  int16_t api_key() const { return api_key_; }
+  int16_t api_version() const { return api_version_; }
+  /// The version the body decodes at (ApiVersions' v0 fallback may differ from api_version()).
+  int16_t body_version() const { return body_version_; }
+  int header_version() const { return header_version_; }
+  codec::Bytes frame() const { return frame_; }
+  const ConnectionInfo& connection() const { return connection_; }
+  /// True for answers kproxy built itself (the broker never saw the request).
+  bool synthetic() const { return synthetic_; }
+  std::shared_ptr<codec::Message> message() const;
+  const std::string& decode_error() const { return decode_error_; }
+  void mark_dirty() { dirty_ = true; }
+  bool dirty() const { return dirty_; }
+  /// The frame to send: the original bytes, or the re-encoded body with a patched size prefix.
+  std::vector<uint8_t> encode() const;
+
+ private:
+  friend class Pipeline;
+  int16_t api_key_, api_version_;
+  int16_t body_version_ = -1;
+  int header_version_;
+  codec::Bytes frame_;
+  const ConnectionInfo& connection_;
+  bool synthetic_ = false;
+  bool dirty_ = false;
+  mutable std::shared_ptr<codec::Message> message_;
+  mutable bool decoded_ = false;
+  mutable std::string decode_error_;
+};
+
+/// A rule fired on a frame.
+struct FaultEvent {
+  const chaos::FaultRule& rule;
+  int16_t api_key;
+  int16_t api_version;
+  const ConnectionInfo& connection;
+};
+
+/// Observes every frame (metrics, tap). Called on the worker's loop thread: must be quick and must
+/// not block. Install one process-wide with set_frame_observer() before connections open.
+class FrameObserver {
+ public:
+  virtual ~FrameObserver() = default;
+  /// A request as it leaves for the broker (or is answered by kproxy).
+  virtual void on_request(const RequestContext&) {}
+  /// A response as it goes to the client; `latency` = broker round trip seen by kproxy (0 for
+  /// synthetic answers).
+  virtual void on_response(const ResponseContext&, std::chrono::nanoseconds /*latency*/) {}
+  /// A fault rule injected its action on a frame.
+  virtual void on_fault_injected(const FaultEvent&) {}
+};
+
+/// Sets the process-wide observer (nullptr = none). Connections opened afterwards use it.
+void set_frame_observer(std::shared_ptr<FrameObserver> observer);
+std::shared_ptr<FrameObserver> frame_observer();
+
+/// What ClientConnection does with a request after Pipeline::on_request.
+enum class RequestVerdict : uint8_t {
+  kForward,  ///< forward now (push the in-flight entry, send the frame)
+  kHeld,     ///< the pipeline holds it (delay) and forwards it later through the sink
+  kAnswered, ///< kproxy answered; do not forward
+  kClose,    ///< close the connection (reason in close_reason())
+};
+
+class Pipeline {
+ public:
+  /// The connection's side of things, called by the pipeline.
+  struct Sink {
+    /// Forward a request now: push its in-flight entry (when `expects_response`), send the bytes.
+    std::function<void(codec::Bytes frame, const codec::RequestHeader& header, bool expects_response)> forward_request;
+    /// Append bytes for the client.
+    std::function<void(codec::Bytes bytes)> send_client;
+    /// Flush both directions (after timer-driven sends).
+    std::function<void()> flush;
+    std::function<void(const std::string& reason)> close;
+  };
+
+  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, Sink sink);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  /// A parsed request. `expects_response` false for Produce acks=0.
+  RequestVerdict on_request(const codec::RequestHeader& header, codec::Bytes frame, bool expects_response);
+  /// A broker response to the oldest forwarded request (`api_key` v`api_version`, response header
+  /// `header_version`, `sent_at` when forwarded). Sends, holds, or drops it; may close.
+  void on_response(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::chrono::steady_clock::time_point sent_at);
+
+  const std::string& close_reason() const { return close_reason_; }
+  const ConnectionInfo& info() const { return info_; }
+  /// Stops timers; nothing is sent afterwards.
+  void shutdown();
+
+ private:
+  struct ResponseActions;
+  struct Slot;
+  struct HeldRequest;
+  struct Timer;
+
+  const chaos::RuleSet& rules();
+  bool matches(const chaos::FaultRule& rule, const codec::RequestHeader& header, RequestContext& ctx) const;
+  void fired(const chaos::FaultRule& rule, const codec::RequestHeader& header);
+  void apply_response_actions(Slot& slot, ResponseContext& ctx);
+  /// Sends what is ready, in order; arms the timer for what is not.
+  void pump();
+  void arm_timer(std::chrono::steady_clock::time_point at);
+  void send_client(codec::Bytes bytes);
+  std::chrono::milliseconds jittered(const chaos::RuleAction& a);
+
+  uv_loop_t* loop_;
+  const chaos::ChaosControl& chaos_;
+  uint64_t generation_ = 0;
+  std::shared_ptr<const chaos::RuleSet> rules_;
+  std::shared_ptr<FrameObserver> observer_;
+  ConnectionInfo info_;
+  Sink sink_;
+  std::deque<Slot> slots_;           ///< client-bound, in request order
+  std::deque<HeldRequest> held_;     ///< broker-bound requests waiting for a delay
+  Timer* timer_ = nullptr;
+  bool blackholed_ = false;
+  bool closed_ = false;
+  std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close
+  uint64_t jitter_state_;
+  std::string close_reason_;
+};
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,123 @@
+#include "proxy/chaos/fault_rule.h"
+
+#include <doctest/doctest.h>
+
+using kproxy::chaos::FaultRule;
+using kproxy::chaos::parse_fault_rule;
+using nlohmann::json;
+
+namespace {
+std::shared_ptr<FaultRule> parse_ok(const char* text) {
+  std::string error;
+  auto r = parse_fault_rule(json::parse(text), error);
+  INFO(error);
+  REQUIRE(r);
+  return r;
+}
+std::string parse_error(const char* text) {
+  std::string error;
+  auto r = parse_fault_rule(json::parse(text), error);
+  CHECK(!r);
+  return error;
+}
+}  // namespace
+
+TEST_CASE("glob matching") {
+  using kproxy::chaos::glob_match;
+  CHECK(glob_match("orders-*", "orders-1"));
+  CHECK(glob_match("*", ""));
+  CHECK(!glob_match("orders-*", "order"));
+  CHECK(glob_match("a?c", "abc"));
+  CHECK(glob_match("t[0-9]", "t7"));
+  CHECK(!glob_match("t[!0-9]", "t7"));
+  CHECK(glob_match("a\\*", "a*"));
+  CHECK(!glob_match("a\\*", "ab"));
+  CHECK(glob_match("*-*-x", "a-b-c-x"));
+  CHECK(kproxy::chaos::glob_error("t[0-9").find("unclosed") != std::string::npos);
+  CHECK(kproxy::chaos::glob_error("x\\").find("lone") != std::string::npos);
+}
+
+TEST_CASE("a rule parses match, action and trigger") {
+  auto r = parse_ok(R"({"name":"fence","match":{"api":"AddPartitionsToTxn","versions":"0-3","transactional_id":"orders-*"},
+                        "action":{"error":"PRODUCER_FENCED"},"trigger":{"times":2}})");
+  CHECK(r->name == "fence");
+  REQUIRE(r->match.apis.size() == 1);
+  CHECK(r->match.apis[0] == 24);
+  CHECK(r->match.versions.max == 3);
+  CHECK(r->action.kind == kproxy::chaos::ActionKind::kError);
+  CHECK(r->action.error_code == 90);
+  CHECK(r->match.needs_body());
+  // v0-1 get INVALID_PRODUCER_EPOCH, as the broker sends (KIP-588)
+  REQUIRE(r->notes.size() == 1);
+  CHECK(r->notes[0].find("INVALID_PRODUCER_EPOCH") != std::string::npos);
+  CHECK(r->matches_header(24, 3, "kafka", std::nullopt));
+  CHECK(!r->matches_header(24, 4, "kafka", std::nullopt));
+  CHECK(!r->matches_header(26, 3, "kafka", std::nullopt));
+}
+
+TEST_CASE("invalid rules are refused with the path of the bad key") {
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxnn"},"action":{"error":"NOT_COORDINATOR"}})").rfind("match.api: unknown API 'EndTxnn'", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":"NOT_A_CODE"}})").rfind("action.error: unknown error", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn","topic":"a[b"},"action":{"error":16}})").rfind("match.topic: glob", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"FindCoordinator"},"action":{"error":"TRANSACTION_ABORTABLE"}})").find("not a valid error for FindCoordinator") !=
+        std::string::npos);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn","versions":"9-12"},"action":{"error":16}})").rfind("match.versions", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16},"trigger":{"probability":0.5}})").rfind("trigger.seed", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16},"trigger":{"once":true,"times":2}})").rfind("trigger", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16,"delay":5}})").rfind("action", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"apis":"EndTxn"},"action":{"error":16}})").rfind("match.apis: unknown key", 0) == 0);
+  CHECK(parse_error(R"({"name":"bad name","action":{"drop_response":true}})").rfind("name:", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","action":{"error":16}})").rfind("match.api", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"Metadata"},"action":{"answer":"UNKNOWN_SERVER_ERROR"}})").find("cannot build an answer") !=
+        std::string::npos);
+}
+
+TEST_CASE("triggers: once, nth, times, after, probability with a seed") {
+  auto once = parse_ok(R"({"name":"a","action":{"drop_response":true},"trigger":"once"})");
+  CHECK(once->decide(1));
+  CHECK(!once->decide(2));
+  auto nth = parse_ok(R"({"name":"a","action":{"drop_response":true},"trigger":{"nth":3}})");
+  CHECK(!nth->decide(2));
+  CHECK(nth->decide(3));
+  CHECK(!nth->decide(4));
+  auto times = parse_ok(R"({"name":"a","action":{"drop_response":true},"trigger":{"after":1,"times":2}})");
+  CHECK(!times->decide(1));
+  CHECK(times->decide(2));
+  CHECK(times->decide(3));
+  CHECK(!times->decide(4));
+  auto always = parse_ok(R"({"name":"a","action":{"drop_response":true}})");
+  CHECK(always->decide(1000));
+  auto p = parse_ok(R"({"name":"a","action":{"drop_response":true},"trigger":{"probability":0.25,"seed":7}})");
+  auto p2 = parse_ok(R"({"name":"b","action":{"drop_response":true},"trigger":{"probability":0.25,"seed":7}})");
+  int injected = 0;
+  for (uint64_t n = 1; n <= 4000; ++n) {
+    CHECK(p->decide(n) == p2->decide(n));  // reproducible
+    injected += p->decide(n) ? 1 : 0;
+  }
+  CHECK(injected > 800);
+  CHECK(injected < 1200);
+}
+
+TEST_CASE("fire counts hits and injections atomically, honours the window") {
+  auto r = parse_ok(R"({"name":"a","action":{"drop_response":true},"trigger":{"times":2}})");
+  auto now = std::chrono::steady_clock::now();
+  CHECK(r->fire(now));
+  CHECK(r->fire(now));
+  CHECK(!r->fire(now));
+  CHECK(r->stats->hits == 3);
+  CHECK(r->stats->injected == 2);
+  auto w = parse_ok(R"({"name":"a","action":{"drop_response":true},"window":{"after":"1s","for":"2s"}})");
+  CHECK(!w->fire(w->installed_at));
+  CHECK(w->fire(w->installed_at + std::chrono::milliseconds(1500)));
+  CHECK(!w->fire(w->installed_at + std::chrono::seconds(4)));
+  CHECK(w->stats->hits == 1);
+}
+
+TEST_CASE("durations") {
+  using kproxy::chaos::parse_duration;
+  CHECK(parse_duration(json(250))->count() == 250);
+  CHECK(parse_duration(json("2s"))->count() == 2000);
+  CHECK(parse_duration(json("15ms"))->count() == 15);
+  CHECK(!parse_duration(json("2h")));
+  CHECK(!parse_duration(json(-1)));
+}

@@ -1,0 +1,102 @@
+#include "proxy/chaos/rule_set.h"
+
+#include <doctest/doctest.h>
+
+#include "proxy/chaos/admin_routes.h"
+#include "proxy/chaos/config_sections.h"
+
+using namespace kproxy::chaos;
+using nlohmann::json;
+
+TEST_CASE("put, replace, delete, reset; counters survive an unchanged put") {
+  ChaosControl c;
+  auto g0 = c.generation();
+  CHECK(c.put_rule("a", json::parse(R"({"match":{"api":"EndTxn"},"action":{"error":"NOT_COORDINATOR"},"trigger":{"times":1}})")) == "");
+  CHECK(c.generation() > g0);
+  auto rule = c.rule("a");
+  REQUIRE(rule);
+  CHECK(c.current()->may_match(26));
+  CHECK(!c.current()->may_match(0));
+  rule->fire(std::chrono::steady_clock::now());
+  CHECK(c.put_rule("a", json::parse(R"({"match":{"api":"EndTxn"},"action":{"error":"NOT_COORDINATOR"},"trigger":{"times":1}})")) == "");
+  CHECK(c.rule("a")->stats->hits == 1);
+  CHECK(c.put_rule("a", json::parse(R"({"match":{"api":"EndTxn"},"action":{"error":"NOT_COORDINATOR"},"trigger":{"times":2}})")) == "");
+  CHECK(c.rule("a")->stats->hits == 0);
+  CHECK(c.put_rule("b", json::parse(R"({"match":{"api":"Nope"},"action":{"error":16}})")) != "");
+  CHECK(c.current()->rules.size() == 1);
+  auto counters = c.counters();
+  REQUIRE(counters.size() == 1);
+  CHECK(counters[0].apis == std::vector<std::string>{"EndTxn"});
+  CHECK(counters[0].action == "error");
+  CHECK(c.delete_rule("a"));
+  CHECK(!c.delete_rule("a"));
+  c.put_rule("x", json::parse(R"({"action":{"drop_response":true}})"));
+  CHECK(c.current()->may_match(0));
+  c.reset_rules();
+  CHECK(c.current()->rules.empty());
+}
+
+TEST_CASE("admin handlers: status codes and JSON bodies; invalid input changes nothing") {
+  ChaosControl c;
+  ChaosAdmin admin(c, [] { return std::string("kproxy.yaml:3:5: faults[0].match.api: unknown API 'X'"); });
+  auto r = admin.put_fault("fence", R"({"match":{"api":"InitProducerId"},"action":{"error":"PRODUCER_FENCED"},"trigger":"once"})");
+  CHECK(r.status == 200);
+  CHECK(json::parse(r.body)["rule"]["notes"].size() == 1);
+  CHECK(admin.put_fault("fence2", "{not json").status == 400);
+  auto bad = admin.put_fault("fence3", R"({"match":{"api":"InitProducerId"},"action":{"error":"NOPE"}})");
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body)["error"].get<std::string>().rfind("action.error", 0) == 0);
+  CHECK(admin.put_fault("x", R"({"name":"y","action":{"drop_response":true}})").status == 400);
+  auto list = json::parse(admin.list_faults().body);
+  CHECK(list["faults"].size() == 1);
+  CHECK(list["faults"][0]["hits"] == 0);
+  CHECK(admin.get_fault("fence").status == 200);
+  CHECK(admin.get_fault("nope").status == 404);
+  CHECK(admin.put_api_versions(R"([{"api":"Produce","max":9}])").status == 200);
+  CHECK(json::parse(admin.get_api_versions().body)["api_versions"][0]["max"] == 9);
+  CHECK(admin.put_api_versions(R"([{"api":"Produce","max":-1}])").status == 400);
+  CHECK(json::parse(admin.get_api_versions().body)["api_versions"][0]["max"] == 9);
+  CHECK(admin.reload().status == 400);
+  CHECK(admin.delete_fault("fence").status == 204);
+  CHECK(admin.delete_fault("fence").status == 404);
+  admin.put_fault("a", R"({"action":{"drop_response":true}})");
+  CHECK(json::parse(admin.reset_faults().body)["removed"] == 1);
+}
+
+TEST_CASE("config sections: rules from YAML with file:line errors") {
+  ChaosConfig out;
+  auto errors = load_chaos_yaml(R"(listeners: []
+api_versions:
+  - { api: Produce, max: 9 }
+faults:
+  - name: fence-orders
+    match:   { api: AddPartitionsToTxn, transactional_id: "orders-*" }
+    action:  { error: PRODUCER_FENCED }
+    trigger: { times: 1 }
+  - name: slow
+    match: { api: [EndTxn, 25] }
+    action: { delay: 200ms, jitter: 20ms }
+)", "k.yaml", out);
+  CHECK(errors == "");
+  REQUIRE(out.rules.size() == 2);
+  CHECK(out.rules[0]->match.transactional_id == "orders-*");
+  CHECK(out.rules[1]->action.delay.count() == 200);
+  CHECK(out.api_versions.apis.at(0).max == 9);
+
+  ChaosConfig bad;
+  errors = load_chaos_yaml(R"(faults:
+  - name: a
+    match: { api: EndTxnn }
+    action: { error: NOT_COORDINATOR }
+  - name: b
+    action: { drop_response: true }
+  - name: b
+    action: { drop_response: true }
+api_versions:
+  - { api: Produce, max: x }
+)", "k.yaml", bad);
+  INFO(errors);
+  CHECK(errors.find("k.yaml:3:14: faults[0].match.api: unknown API 'EndTxnn'") != std::string::npos);
+  CHECK(errors.find("k.yaml:7:5: faults[2].name: 'b' is used") != std::string::npos);
+  CHECK(errors.find("k.yaml:10:21: api_versions[0].max") != std::string::npos);
+}
