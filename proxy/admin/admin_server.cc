@@ -1,0 +1,377 @@
+#include "proxy/admin/admin_server.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include <civetweb.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kproxy::admin {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> segments;
+  size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '/') { ++i; continue; }
+    size_t end = path.find('/', i);
+    if (end == std::string_view::npos) end = path.size();
+    segments.emplace_back(path.substr(i, end - i));
+    i = end;
+  }
+  return segments;
+}
+
+bool is_param(const std::string& segment) {
+  return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+/// civetweb wants numeric addresses; "localhost" and wildcards are spelled out here.
+std::string civetweb_listen(const std::string& listen, std::string* error) {
+  std::string host, port;
+  if (!listen.empty() && listen.front() == '[') {
+    size_t close = listen.find(']');
+    if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':') {
+      *error = "bad admin listen address '" + listen + "'";
+      return "";
+    }
+    host = listen.substr(1, close - 1);
+    port = listen.substr(close + 2);
+    return "[" + (host.empty() ? std::string("::") : host) + "]:" + port;
+  }
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    *error = "bad admin listen address '" + listen + "' (want host:port)";
+    return "";
+  }
+  host = listen.substr(0, colon);
+  port = listen.substr(colon + 1);
+  if (host == "localhost") host = "127.0.0.1";
+  if (host.empty()) host = "0.0.0.0";
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + port;
+  return host + ":" + port;
+}
+
+class CivetStreamWriter final : public StreamWriter {
+ public:
+  CivetStreamWriter(mg_connection* conn, const std::atomic<bool>& stopping) : conn_(conn), stopping_(stopping) {}
+  bool write(std::string_view data) override {
+    if (failed_) return false;
+    if (data.empty()) return true;
+    if (mg_send_chunk(conn_, data.data(), static_cast<unsigned>(data.size())) <= 0) failed_ = true;
+    return !failed_;
+  }
+  bool stopping() const override { return stopping_.load(std::memory_order_relaxed); }
+
+ private:
+  mg_connection* conn_;
+  const std::atomic<bool>& stopping_;
+  bool failed_ = false;
+};
+
+int send_response(mg_connection* conn, const HttpResponse& response) {
+  mg_response_header_start(conn, response.status);
+  mg_response_header_add(conn, "Content-Type", response.content_type.c_str(), -1);
+  std::string length = std::to_string(response.body.size());
+  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
+  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  if (response.status == 401) mg_response_header_add(conn, "WWW-Authenticate", "Bearer", -1);
+  mg_response_header_send(conn);
+  if (!response.body.empty()) mg_write(conn, response.body.data(), response.body.size());
+  return response.status;
+}
+
+}  // namespace
+
+std::string HttpRequest::header(std::string_view name) const {
+  auto it = headers.find(lower(name));
+  return it == headers.end() ? std::string() : it->second;
+}
+
+std::string HttpRequest::query_param(const std::string& name, std::string fallback) const {
+  auto it = query_params.find(name);
+  return it == query_params.end() ? fallback : it->second;
+}
+
+HttpResponse json_error(int status, std::string_view message) {
+  nlohmann::json body = {{"error", std::string(message)}};
+  return HttpResponse{status, "application/json", body.dump() + "\n"};
+}
+
+bool url_decode(std::string_view text, std::string& out, bool plus_is_space) {
+  out.clear();
+  out.reserve(text.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '%') {
+      if (i + 2 >= text.size()) return false;
+      int hi = hex(text[i + 1]), lo = hex(text[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return true;
+}
+
+bool parse_query(std::string_view query, std::map<std::string, std::string>& out) {
+  size_t i = 0;
+  while (i <= query.size()) {
+    size_t end = query.find('&', i);
+    if (end == std::string_view::npos) end = query.size();
+    std::string_view pair = query.substr(i, end - i);
+    if (!pair.empty()) {
+      size_t eq = pair.find('=');
+      std::string key, value;
+      if (!url_decode(pair.substr(0, eq), key, true)) return false;
+      if (eq != std::string_view::npos && !url_decode(pair.substr(eq + 1), value, true)) return false;
+      if (key.empty()) return false;
+      out[key] = value;
+    }
+    i = end + 1;
+  }
+  return true;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  // Walks the expected value's full length whatever the input, so timing says nothing about
+  // how much of a guess was right.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(options)) {
+  static const unsigned init = mg_init_library(0);
+  (void)init;
+  if (options_.max_connections < 2) options_.max_connections = 2;
+  if (options_.max_streams >= options_.max_connections) options_.max_streams = options_.max_connections - 1;
+}
+
+AdminServer::~AdminServer() { stop(); }
+
+void AdminServer::route(std::string method, std::string pattern, Handler handler) {
+  auto r = std::make_shared<Route>();
+  r->method = std::move(method);
+  r->segments = split_path(pattern);
+  r->handler = std::move(handler);
+  std::lock_guard lock(routes_mutex_);
+  for (auto& existing : routes_) {
+    if (existing->method == r->method && existing->segments == r->segments) {
+      existing = std::move(r);
+      return;
+    }
+  }
+  routes_.push_back(std::move(r));
+}
+
+void AdminServer::stream_route(std::string pattern, std::string content_type, StreamPrecheck precheck, StreamHandler handler) {
+  auto r = std::make_shared<Route>();
+  r->method = "GET";
+  r->segments = split_path(pattern);
+  r->streaming = true;
+  r->content_type = std::move(content_type);
+  r->precheck = std::move(precheck);
+  r->stream = std::move(handler);
+  std::lock_guard lock(routes_mutex_);
+  for (auto& existing : routes_) {
+    if (existing->method == r->method && existing->segments == r->segments) {
+      existing = std::move(r);
+      return;
+    }
+  }
+  routes_.push_back(std::move(r));
+}
+
+std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& method, const std::string& path,
+                                                            std::map<std::string, std::string>& params,
+                                                            bool* method_mismatch) const {
+  auto segments = split_path(path);
+  std::lock_guard lock(routes_mutex_);
+  std::shared_ptr<const Route> best;
+  int best_literals = -1;
+  *method_mismatch = false;
+  for (const auto& r : routes_) {
+    if (r->segments.size() != segments.size()) continue;
+    int literals = 0;
+    bool match = true;
+    for (size_t i = 0; i < segments.size() && match; ++i) {
+      if (is_param(r->segments[i])) continue;
+      if (r->segments[i] != segments[i]) match = false;
+      else ++literals;
+    }
+    if (!match) continue;
+    if (r->method != method && !(method == "HEAD" && r->method == "GET")) {
+      *method_mismatch = true;
+      continue;
+    }
+    if (literals > best_literals) {
+      best = r;
+      best_literals = literals;
+    }
+  }
+  if (best) {
+    params.clear();
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const auto& s = best->segments[i];
+      if (is_param(s)) params[s.substr(1, s.size() - 2)] = segments[i];
+    }
+    *method_mismatch = false;
+  }
+  return best;
+}
+
+bool AdminServer::authorized(const HttpRequest& request) const {
+  if (options_.bearer_token.empty()) return true;
+  std::string auth = request.header("authorization");
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (auth.size() < kPrefix.size() || lower(auth.substr(0, kPrefix.size())) != lower(kPrefix)) return false;
+  return constant_time_equal(std::string_view(auth).substr(kPrefix.size()), options_.bearer_token);
+}
+
+HttpResponse AdminServer::handle(HttpRequest request) const {
+  if (!authorized(request)) return json_error(401, "missing or wrong bearer token");
+  bool mismatch = false;
+  auto r = find(request.method, request.path, request.path_params, &mismatch);
+  if (!r) {
+    if (mismatch) return json_error(405, "method " + request.method + " not allowed on " + request.path);
+    return json_error(404, "no such endpoint: " + request.path);
+  }
+  if (r->streaming) return json_error(404, "streaming endpoint: " + request.path);
+  try {
+    return r->handler(request);
+  } catch (const std::exception& e) {
+    spdlog::error("admin: {} {} failed: {}", request.method, request.path, e.what());
+    return json_error(500, std::string("internal error: ") + e.what());
+  }
+}
+
+std::string AdminServer::start() {
+  if (context_) return "admin server already started";
+  std::string error;
+  std::string listen = civetweb_listen(options_.listen, &error);
+  if (!error.empty()) return error;
+  std::string threads = std::to_string(options_.max_connections);
+  const char* civet_options[] = {
+      "listening_ports", listen.c_str(),
+      "num_threads", threads.c_str(),
+      "enable_keep_alive", "no",
+      "request_timeout_ms", "30000",
+      nullptr,
+  };
+  mg_callbacks callbacks;
+  std::memset(&callbacks, 0, sizeof callbacks);
+  callbacks.log_message = [](const mg_connection*, const char* message) {
+    spdlog::debug("admin http: {}", message);
+    return 1;
+  };
+  mg_init_data init;
+  std::memset(&init, 0, sizeof init);
+  init.callbacks = &callbacks;
+  init.user_data = this;
+  init.configuration_options = civet_options;
+  mg_error_data error_data;
+  std::memset(&error_data, 0, sizeof error_data);
+  char error_text[256] = {0};
+  error_data.text = error_text;
+  error_data.text_buffer_size = sizeof error_text;
+  stopping_ = false;
+  context_ = mg_start2(&init, &error_data);
+  if (!context_) {
+    return "admin listener " + options_.listen + ": " + (error_text[0] ? std::string(error_text) : std::string("cannot start"));
+  }
+  mg_set_request_handler(context_, "/", &AdminServer::on_request, this);
+  mg_server_port ports[4];
+  int n = mg_get_server_ports(context_, 4, ports);
+  port_ = n > 0 ? static_cast<uint16_t>(ports[0].port) : 0;
+  return "";
+}
+
+void AdminServer::stop() {
+  if (!context_) return;
+  stopping_ = true;
+  mg_stop(context_);
+  context_ = nullptr;
+  port_ = 0;
+}
+
+int AdminServer::on_request(mg_connection* conn, void* self) { return static_cast<AdminServer*>(self)->serve(conn); }
+
+int AdminServer::serve(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  HttpRequest request;
+  request.method = info->request_method ? info->request_method : "";
+  request.path = info->local_uri ? info->local_uri : "/";
+  request.query = info->query_string ? info->query_string : "";
+  for (int i = 0; i < info->num_headers; ++i) request.headers[lower(info->http_headers[i].name)] = info->http_headers[i].value;
+
+  if (!parse_query(request.query, request.query_params)) return send_response(conn, json_error(400, "malformed query string"));
+
+  // The token is checked before the body is read, so an anonymous client cannot make us buffer.
+  if (!authorized(request)) return send_response(conn, json_error(401, "missing or wrong bearer token"));
+  if (info->content_length > 0 && static_cast<unsigned long long>(info->content_length) > options_.max_body_bytes) {
+    return send_response(conn, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
+  }
+  char buffer[8192];
+  for (;;) {
+    int n = mg_read(conn, buffer, sizeof buffer);
+    if (n <= 0) break;
+    request.body.append(buffer, static_cast<size_t>(n));
+    if (request.body.size() > options_.max_body_bytes) {
+      return send_response(conn, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
+    }
+  }
+
+  bool mismatch = false;
+  auto r = find(request.method, request.path, request.path_params, &mismatch);
+  if (!r || !r->streaming) return send_response(conn, handle(std::move(request)));
+
+  if (r->precheck) {
+    HttpResponse pre = r->precheck(request);
+    if (pre.status != 200) return send_response(conn, pre);
+  }
+  unsigned open = open_streams_.fetch_add(1) + 1;
+  if (open > options_.max_streams) {
+    open_streams_.fetch_sub(1);
+    return send_response(conn, json_error(503, "too many streams open (limit " + std::to_string(options_.max_streams) + ")"));
+  }
+  mg_response_header_start(conn, 200);
+  mg_response_header_add(conn, "Content-Type", r->content_type.c_str(), -1);
+  mg_response_header_add(conn, "Transfer-Encoding", "chunked", -1);
+  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  mg_response_header_send(conn);
+  CivetStreamWriter writer(conn, stopping_);
+  try {
+    r->stream(request, writer);
+  } catch (const std::exception& e) {
+    spdlog::error("admin: stream {} failed: {}", request.path, e.what());
+  }
+  mg_send_chunk(conn, "", 0);
+  open_streams_.fetch_sub(1);
+  return 200;
+}
+
+}  // namespace kproxy::admin

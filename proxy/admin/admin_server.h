@@ -1,0 +1,154 @@
+// AdminServer: kproxy's admin HTTP API (JSON), /metrics, /healthz, /readyz and the /tap stream.
+//
+//   client ──HTTP──► civetweb thread pool ──► AdminServer::dispatch ──► bearer check
+//                                                   │                        │
+//                                                   ▼                        ▼
+//                                            route table (method, /a/{b}) ─► Handler | StreamHandler
+//
+// Served by civetweb (C API) on its own threads, never on a worker loop: a handler may take locks
+// and read the Proxy's snapshots, but must not touch a worker's handles (use Worker::post).
+//
+// Limits (AdminServerOptions): `max_connections` requests served at once (civetweb threads; more
+// wait in the accept queue), `max_streams` streaming subscribers at once (more get 503), request
+// bodies above `max_body_bytes` get 413. Requests without the configured bearer token get 401.
+//
+// Other modules register their routes before or after start():
+//
+//   server.route("PUT", "/faults/{name}", [](const HttpRequest& r) {
+//     return HttpResponse{200, "application/json", "{\"name\":\"" + r.path_params.at("name") + "\"}"};
+//   });
+//
+// A route's pattern is a path whose segments are literal or `{param}` (one whole segment). An
+// exact literal route wins over a parameterised one. A path that matches but with another method
+// gets 405; no match gets 404.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct mg_context;
+struct mg_connection;
+
+namespace kproxy::admin {
+
+struct HttpRequest {
+  std::string method;  ///< "GET", "PUT", ...
+  std::string path;    ///< URL-decoded path, without the query
+  std::string query;   ///< raw query string (after '?'), "" when none
+  std::string body;
+  std::map<std::string, std::string> path_params;   ///< from `{name}` segments
+  std::map<std::string, std::string> query_params;  ///< URL-decoded; a repeated key keeps the last
+  std::map<std::string, std::string> headers;       ///< names lower-cased
+
+  /// Header value by case-insensitive name, "" when absent.
+  std::string header(std::string_view name) const;
+  /// Query parameter or `fallback`.
+  std::string query_param(const std::string& name, std::string fallback = "") const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+/// `{"error": message}` with `status` (400, 404, ...).
+HttpResponse json_error(int status, std::string_view message);
+
+using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+/// The writing end of a streaming response (chunked transfer encoding). Blocking, on the
+/// civetweb thread that serves the request.
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  /// Sends `data` as one chunk; false once the client is gone (stop streaming then).
+  virtual bool write(std::string_view data) = 0;
+  /// True once the server is stopping: return from the stream handler.
+  virtual bool stopping() const = 0;
+};
+
+/// Streams until the client goes away or the server stops. The status line and headers (200,
+/// `content_type`) are sent before the handler runs; to refuse a request, return a response from
+/// the route's `precheck` instead.
+using StreamHandler = std::function<void(const HttpRequest&, StreamWriter&)>;
+/// Runs before the stream starts; a response with status != 200 is sent instead of streaming.
+using StreamPrecheck = std::function<HttpResponse(const HttpRequest&)>;
+
+struct AdminServerOptions {
+  std::string listen = "127.0.0.1:9644";  ///< "host:port" or "[v6]:port"; port 0 = any free port
+  std::string bearer_token;               ///< "" = no authentication
+  unsigned max_connections = 16;          ///< requests served at once
+  unsigned max_streams = 4;               ///< streaming subscribers at once (< max_connections)
+  size_t max_body_bytes = 1 << 20;        ///< larger request bodies get 413
+};
+
+class AdminServer {
+ public:
+  explicit AdminServer(AdminServerOptions options = {});
+  ~AdminServer();  ///< stops
+  AdminServer(const AdminServer&) = delete;
+  AdminServer& operator=(const AdminServer&) = delete;
+
+  /// Registers (or replaces) the handler for `method` + `pattern`. Safe from any thread, at any time.
+  void route(std::string method, std::string pattern, Handler handler);
+  /// Registers a streaming GET route (e.g. /tap).
+  void stream_route(std::string pattern, std::string content_type, StreamPrecheck precheck, StreamHandler handler);
+
+  /// Starts listening. Returns "" or the error (then nothing listens).
+  std::string start();
+  /// Stops: ends streams, waits for the threads serving requests. Idempotent.
+  void stop();
+
+  /// The port actually bound (useful with port 0), 0 when not started.
+  uint16_t port() const { return port_; }
+  const AdminServerOptions& options() const { return options_; }
+  /// Streams open now.
+  unsigned open_streams() const { return open_streams_.load(); }
+
+  /// Dispatches one request as if it had arrived over HTTP (tests; also used by the server).
+  /// Streaming routes are not served here (404).
+  HttpResponse handle(HttpRequest request) const;
+
+ private:
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;
+    bool streaming = false;
+    std::string content_type;
+    Handler handler;
+    StreamPrecheck precheck;
+    StreamHandler stream;
+  };
+  /// Finds the route; fills path params. Sets *method_mismatch when only the method differs.
+  std::shared_ptr<const Route> find(const std::string& method, const std::string& path,
+                                    std::map<std::string, std::string>& params, bool* method_mismatch) const;
+  bool authorized(const HttpRequest& request) const;
+  static int on_request(mg_connection* conn, void* self);
+  int serve(mg_connection* conn);
+
+  AdminServerOptions options_;
+  mutable std::mutex routes_mutex_;
+  std::vector<std::shared_ptr<const Route>> routes_;
+  mg_context* context_ = nullptr;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<unsigned> open_streams_{0};
+};
+
+/// Parses "a=1&b=x%20y" into a map (URL-decoded, '+' = space). Returns false on a bad escape.
+bool parse_query(std::string_view query, std::map<std::string, std::string>& out);
+/// Percent-decodes `text` ('+' as space when `plus_is_space`). nullopt-like: false on a bad escape.
+bool url_decode(std::string_view text, std::string& out, bool plus_is_space);
+/// Equal strings, compared in time that does not depend on where they differ.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace kproxy::admin

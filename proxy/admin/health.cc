@@ -1,0 +1,178 @@
+#include "proxy/admin/health.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+namespace kproxy::admin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool split_host_port(const std::string& text, std::string& host, std::string& port) {
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos || close + 2 > text.size()) return false;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+    return true;
+  }
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return false;
+  host = text.substr(0, colon);
+  port = text.substr(colon + 1);
+  return true;
+}
+
+/// Waits for `events` on `fd` until `deadline`; false on timeout or error.
+bool wait_fd(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+std::string probe_kafka(const std::string& host_port, std::chrono::milliseconds timeout) {
+  std::string host, port;
+  if (!split_host_port(host_port, host, port)) return "bad address " + host_port;
+  auto deadline = Clock::now() + timeout;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) return "resolve " + host + ": " + gai_strerror(rc);
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(found, ::freeaddrinfo);
+  std::string last_error = "no address";
+  for (addrinfo* ai = found; ai; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    std::unique_ptr<int, void (*)(int*)> close_fd(&fd, [](int* f) { ::close(*f); });
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      last_error = std::string("connect: ") + std::strerror(errno);
+      continue;
+    }
+    if (!wait_fd(fd, POLLOUT, deadline)) { last_error = "connect timed out"; continue; }
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) { last_error = std::string("connect: ") + std::strerror(err); continue; }
+    // ApiVersions v0, request header v1: size, api key 18, version 0, correlation id, client id.
+    const std::string client_id = "kproxy-readyz";
+    const int32_t correlation_id = 0x6b707278;
+    std::string frame;
+    auto put16 = [&](int16_t v) { uint16_t n = htons(static_cast<uint16_t>(v)); frame.append(reinterpret_cast<char*>(&n), 2); };
+    auto put32 = [&](int32_t v) { uint32_t n = htonl(static_cast<uint32_t>(v)); frame.append(reinterpret_cast<char*>(&n), 4); };
+    put32(static_cast<int32_t>(2 + 2 + 4 + 2 + client_id.size()));
+    put16(18);
+    put16(0);
+    put32(correlation_id);
+    put16(static_cast<int16_t>(client_id.size()));
+    frame += client_id;
+    size_t sent = 0;
+    while (sent < frame.size()) {
+      if (!wait_fd(fd, POLLOUT, deadline)) break;
+      ssize_t n = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0 && errno != EAGAIN) break;
+      if (n > 0) sent += static_cast<size_t>(n);
+    }
+    if (sent < frame.size()) { last_error = "send failed"; continue; }
+    char head[8];
+    size_t got = 0;
+    while (got < sizeof head) {
+      if (!wait_fd(fd, POLLIN, deadline)) break;
+      ssize_t n = ::recv(fd, head + got, sizeof head - got, 0);
+      if (n == 0) break;
+      if (n < 0 && errno != EAGAIN) break;
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+    if (got < sizeof head) { last_error = "no answer"; continue; }
+    uint32_t cid = 0;
+    std::memcpy(&cid, head + 4, 4);
+    if (static_cast<int32_t>(ntohl(cid)) != correlation_id) { last_error = "answer with a wrong correlation id"; continue; }
+    return "";
+  }
+  return last_error;
+}
+
+Health::Health(HealthHooks hooks, std::chrono::milliseconds ping_timeout, std::chrono::milliseconds probe_timeout)
+    : hooks_(std::move(hooks)), ping_timeout_(ping_timeout), probe_timeout_(probe_timeout) {}
+
+HealthReport Health::liveness() {
+  size_t n = hooks_.worker_count ? hooks_.worker_count() : 0;
+  struct Pongs {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::vector<bool> answered;
+    size_t count = 0;
+  };
+  auto pongs = std::make_shared<Pongs>();
+  pongs->answered.assign(n, false);
+  auto start = Clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    hooks_.post(i, [pongs, i] {
+      std::lock_guard lock(pongs->mutex);
+      if (!pongs->answered[i]) {
+        pongs->answered[i] = true;
+        ++pongs->count;
+      }
+      pongs->done.notify_all();
+    });
+  }
+  std::unique_lock lock(pongs->mutex);
+  pongs->done.wait_for(lock, ping_timeout_, [&] { return pongs->count == n; });
+  nlohmann::json workers = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) workers.push_back({{"worker", i}, {"alive", static_cast<bool>(pongs->answered[i])}});
+  bool ok = pongs->count == n && n > 0;
+  auto ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  nlohmann::json body = {{"status", ok ? "ok" : "unhealthy"}, {"workers", workers}, {"ping_ms", ms}};
+  return {ok, body.dump() + "\n"};
+}
+
+HealthReport Health::readiness() {
+  auto upstreams = hooks_.upstreams ? hooks_.upstreams() : std::vector<std::string>{};
+  bool draining = hooks_.draining && hooks_.draining();
+  nlohmann::json list = nlohmann::json::array();
+  bool ok = !draining && !upstreams.empty();
+  for (size_t i = 0; i < upstreams.size(); ++i) {
+    bool answered;
+    {
+      std::lock_guard lock(mutex_);
+      if (answered_.size() < upstreams.size()) answered_.resize(upstreams.size(), false);
+      answered = answered_[i];
+    }
+    std::string error;
+    if (!answered) {
+      error = probe_kafka(upstreams[i], probe_timeout_);
+      if (error.empty()) upstream_answered(i);
+      answered = error.empty();
+    }
+    nlohmann::json entry = {{"upstream", upstreams[i]}, {"answered", answered}};
+    if (!error.empty()) entry["error"] = error;
+    list.push_back(entry);
+    ok = ok && answered;
+  }
+  nlohmann::json body = {{"status", ok ? "ready" : "not ready"}, {"draining", draining}, {"upstreams", list}};
+  return {ok, body.dump() + "\n"};
+}
+
+void Health::upstream_answered(size_t listener) {
+  std::lock_guard lock(mutex_);
+  if (answered_.size() <= listener) answered_.resize(listener + 1, false);
+  answered_[listener] = true;
+}
+
+}  // namespace kproxy::admin

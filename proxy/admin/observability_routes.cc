@@ -1,0 +1,99 @@
+#include "proxy/admin/observability_routes.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kproxy::admin {
+namespace {
+
+constexpr auto kTapPoll = std::chrono::milliseconds(250);
+constexpr auto kTapKeepAlive = std::chrono::seconds(2);
+
+}  // namespace
+
+void register_observability_routes(AdminServer& server, metrics::ProxyMetrics& metrics, tap::TapHub& hub, Health& health) {
+  metrics.add_collector([&hub](std::vector<prometheus::MetricFamily>& out) {
+    prometheus::MetricFamily dropped;
+    dropped.name = "kproxy_tap_events_dropped_total";
+    dropped.help = "Tap events not delivered because a subscriber could not keep up.";
+    dropped.type = prometheus::MetricType::Counter;
+    prometheus::ClientMetric m;
+    m.counter.value = static_cast<double>(hub.dropped_total());
+    dropped.metric.push_back(m);
+    out.push_back(std::move(dropped));
+    prometheus::MetricFamily subscribers;
+    subscribers.name = "kproxy_tap_subscribers";
+    subscribers.help = "Clients following GET /tap now.";
+    subscribers.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric g;
+    g.gauge.value = static_cast<double>(hub.subscriber_count());
+    subscribers.metric.push_back(g);
+    out.push_back(std::move(subscribers));
+  });
+
+  server.route("GET", "/metrics", [&metrics](const HttpRequest&) {
+    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics.render()};
+  });
+  server.route("GET", "/healthz", [&health](const HttpRequest&) {
+    HealthReport r = health.liveness();
+    return HttpResponse{r.ok ? 200 : 503, "application/json", r.json};
+  });
+  server.route("GET", "/readyz", [&health](const HttpRequest&) {
+    HealthReport r = health.readiness();
+    return HttpResponse{r.ok ? 200 : 503, "application/json", r.json};
+  });
+  server.route("GET", "/log-level", [](const HttpRequest&) {
+    auto level = spdlog::level::to_string_view(spdlog::get_level());
+    return HttpResponse{200, "application/json", nlohmann::json{{"level", std::string(level.data(), level.size())}}.dump() + "\n"};
+  });
+  server.route("PUT", "/log-level", [](const HttpRequest& r) {
+    std::string level = r.query_param("level");
+    if (level.empty()) {
+      auto body = nlohmann::json::parse(r.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object() || !body.contains("level") || !body["level"].is_string()) {
+        return json_error(400, "want {\"level\": \"trace|debug|info|warn|error|critical|off\"}");
+      }
+      level = body["level"].get<std::string>();
+    }
+    static const char* kLevels[] = {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"};
+    bool known = false;
+    for (const char* l : kLevels) known = known || level == l;
+    if (!known) return json_error(400, "unknown log level '" + level + "'");
+    spdlog::set_level(spdlog::level::from_str(level));
+    spdlog::info("admin: log level set to {}", level);
+    return HttpResponse{200, "application/json", nlohmann::json{{"level", level}}.dump() + "\n"};
+  });
+
+  server.stream_route(
+      "/tap", "application/x-ndjson",
+      [&hub](const HttpRequest& r) {
+        tap::TapFilter filter;
+        std::string error = tap::parse_filter(r.query_params, filter);
+        if (!error.empty()) return json_error(400, error);
+        if (hub.subscriber_count() >= hub.limits().max_subscribers) {
+          return json_error(503, "too many tap subscribers (limit " + std::to_string(hub.limits().max_subscribers) + ")");
+        }
+        return HttpResponse{};
+      },
+      [&hub](const HttpRequest& r, StreamWriter& out) {
+        tap::TapFilter filter;
+        tap::parse_filter(r.query_params, filter);
+        auto subscriber = hub.subscribe(filter);
+        if (!subscriber) {
+          out.write("{\"error\":\"too many tap subscribers\"}\n");
+          return;
+        }
+        auto last_write = std::chrono::steady_clock::now();
+        while (!out.stopping() && !subscriber->closed()) {
+          std::string lines = subscriber->next(kTapPoll);
+          auto now = std::chrono::steady_clock::now();
+          if (lines.empty() && now - last_write >= kTapKeepAlive) lines = "\n";  // finds a reader gone while idle
+          if (lines.empty()) continue;
+          if (!out.write(lines)) break;
+          last_write = now;
+        }
+        hub.unsubscribe(subscriber);
+      });
+}
+
+}  // namespace kproxy::admin

@@ -1,0 +1,405 @@
+#include "proxy/metrics/proxy_metrics.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "codec/api_keys.h"
+#include "codec/error_code.h"
+
+namespace kproxy::metrics {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+std::atomic<uint64_t> next_instance_id{1};
+
+struct ShardCache {
+  uint64_t owner = 0;
+  MetricsShard* shard = nullptr;
+};
+thread_local ShardCache tls_shard;
+
+uint64_t load(const Counter& c) { return c.load(std::memory_order_relaxed); }
+
+std::string api_label(size_t slot) {
+  if (slot == kApiSlots - 1) return "other";
+  const char* name = codec::api_name(static_cast<int16_t>(slot));
+  return name ? name : "unknown_" + std::to_string(slot);
+}
+
+std::string version_label(size_t slot) { return slot == kVersionSlots - 1 ? "other" : std::to_string(slot); }
+
+std::string error_label(size_t slot) {
+  if (slot == kErrorSlots - 1) return "OTHER";
+  int16_t code = static_cast<int16_t>(static_cast<int>(slot) - 1);
+  const char* name = codec::error_name(code);
+  return name ? name : "UNKNOWN_" + std::to_string(code);
+}
+
+MetricFamily family(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+ClientMetric sample(std::vector<ClientMetric::Label> labels, double value, MetricType type) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (type == MetricType::Counter) m.counter.value = value;
+  else m.gauge.value = value;
+  return m;
+}
+
+}  // namespace
+
+const char* undecoded_reason_name(UndecodedReason reason) {
+  switch (reason) {
+    case UndecodedReason::kUnknownApi: return "unknown_api";
+    case UndecodedReason::kUnknownVersion: return "unknown_version";
+    case UndecodedReason::kNotNeeded: return "not_needed";
+    case UndecodedReason::kSaslRawToken: return "sasl_raw_token";
+    default: return "other";
+  }
+}
+
+const char* decode_error_reason_name(DecodeErrorReason reason) {
+  switch (reason) {
+    case DecodeErrorReason::kHeader: return "header";
+    case DecodeErrorReason::kBody: return "body";
+    case DecodeErrorReason::kFraming: return "framing";
+    default: return "other";
+  }
+}
+
+size_t latency_bucket(std::chrono::nanoseconds latency) {
+  double seconds = std::chrono::duration<double>(latency).count();
+  auto it = std::lower_bound(kLatencyBuckets.begin(), kLatencyBuckets.end(), seconds);
+  return static_cast<size_t>(it - kLatencyBuckets.begin());
+}
+
+ProxyMetrics::ProxyMetrics(MetricsOptions options) : options_(options), id_(next_instance_id.fetch_add(1)) {
+  listener_names_ = {"default"};
+}
+
+ProxyMetrics::~ProxyMetrics() = default;
+
+ProxyMetrics& ProxyMetrics::instance() {
+  static ProxyMetrics metrics;
+  return metrics;
+}
+
+void ProxyMetrics::set_listener_names(std::vector<std::string> names) {
+  std::lock_guard lock(mutex_);
+  if (names.empty()) names = {"default"};
+  if (names.size() > kMaxListeners) names.resize(kMaxListeners);
+  // Shards created before keep their size; they count extra listeners in their last slot.
+  listener_names_ = std::move(names);
+}
+
+int ProxyMetrics::stage_id(std::string_view name) {
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < stage_names_.size(); ++i) {
+    if (stage_names_[i] == name) return static_cast<int>(i);
+  }
+  if (stage_names_.size() + 1 >= kMaxStages) {
+    if (stage_names_.size() + 1 == kMaxStages) stage_names_.emplace_back("other");
+    return kMaxStages - 1;
+  }
+  stage_names_.emplace_back(name);
+  return static_cast<int>(stage_names_.size() - 1);
+}
+
+MetricsShard& ProxyMetrics::shard() {
+  ShardCache& cache = tls_shard;
+  if (cache.owner == id_) return *cache.shard;
+  std::lock_guard lock(mutex_);
+  shards_.push_back(std::make_unique<MetricsShard>(std::max<size_t>(1, listener_names_.size())));
+  cache.owner = id_;
+  cache.shard = shards_.back().get();
+  return *cache.shard;
+}
+
+void ProxyMetrics::request(size_t listener, int16_t api, int16_t version, size_t bytes) {
+  MetricsShard& s = shard();
+  size_t a = api_slot(api);
+  add(s.listeners[std::min(listener, s.listener_count - 1)].requests[a][version_slot(version)]);
+  add(s.request_bytes[a], bytes);
+}
+
+void ProxyMetrics::response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency) {
+  MetricsShard& s = shard();
+  size_t a = api_slot(api);
+  add(s.listeners[std::min(listener, s.listener_count - 1)].responses[a][version_slot(version)]);
+  add(s.response_bytes[a], bytes);
+  add(s.latency_buckets[a][latency_bucket(latency)]);
+  add(s.latency_sum_ns[a], static_cast<uint64_t>(std::max<int64_t>(0, latency.count())));
+}
+
+void ProxyMetrics::response_error(int16_t api, int16_t error_code) {
+  if (error_code == 0) return;
+  add(shard().errors[api_slot(api)][error_slot(error_code)]);
+}
+
+void ProxyMetrics::undecoded(int16_t api, UndecodedReason reason) {
+  add(shard().undecoded[api_slot(api)][static_cast<size_t>(reason)]);
+}
+
+void ProxyMetrics::decode_error(int16_t api, Direction direction, DecodeErrorReason reason) {
+  add(shard().decode_errors[api_slot(api)][static_cast<size_t>(direction)][static_cast<size_t>(reason)]);
+}
+
+void ProxyMetrics::rewritten(int16_t api, int stage) {
+  if (stage < 0 || stage >= kMaxStages) stage = kMaxStages - 1;
+  add(shard().rewritten[api_slot(api)][static_cast<size_t>(stage)]);
+}
+
+void ProxyMetrics::inflight(int64_t delta) { add(shard().inflight, delta); }
+
+void ProxyMetrics::connection_opened(size_t listener, Side side) {
+  MetricsShard& s = shard();
+  auto& l = s.listeners[std::min(listener, s.listener_count - 1)];
+  add(l.connections[static_cast<size_t>(side)], 1);
+  add(l.opened[static_cast<size_t>(side)]);
+}
+
+void ProxyMetrics::connection_closed(size_t listener, Side side) {
+  MetricsShard& s = shard();
+  add(s.listeners[std::min(listener, s.listener_count - 1)].connections[static_cast<size_t>(side)], -1);
+}
+
+void ProxyMetrics::connection_close_reason(size_t listener, std::string_view reason) {
+  std::lock_guard lock(mutex_);
+  std::string name = listener < listener_names_.size() ? listener_names_[listener] : "other";
+  // Reasons come from a fixed set in the connection code; cap anyway.
+  std::string r(reason);
+  if (close_reasons_.size() >= 64 && !close_reasons_.count({name, r})) r = "other";
+  ++close_reasons_[{name, r}];
+}
+
+void ProxyMetrics::fault_injected(std::string_view rule, int16_t api, std::string_view action) {
+  std::lock_guard lock(mutex_);
+  std::string r(rule);
+  std::string a = api_label(api_slot(api));
+  std::string act(action);
+  auto key = std::make_tuple(r, a, act);
+  if (!faults_.count(key) && faults_.size() >= options_.max_fault_rules) key = std::make_tuple(std::string("other"), a, act);
+  ++faults_[key];
+}
+
+std::string ProxyMetrics::client_seen(std::string_view software_name, std::string_view software_version) {
+  std::lock_guard lock(mutex_);
+  std::string key = std::string(software_name) + '\0' + std::string(software_version);
+  if (!clients_.count(key) && clients_.size() >= options_.max_client_software) key = std::string("other") + '\0' + "other";
+  ++clients_[key];
+  return key;
+}
+
+void ProxyMetrics::client_gone(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  auto it = clients_.find(key);
+  if (it != clients_.end() && it->second > 0) --it->second;
+}
+
+void ProxyMetrics::add_collector(Collector collector) {
+  std::lock_guard lock(mutex_);
+  collectors_.push_back(std::move(collector));
+}
+
+std::vector<MetricFamily> ProxyMetrics::collect() const {
+  std::lock_guard lock(mutex_);
+  std::vector<MetricFamily> out;
+  const size_t listeners = listener_names_.size();
+
+  auto requests = family("kproxy_requests_total", "Requests received from clients, by listener, API and version.", MetricType::Counter);
+  auto responses = family("kproxy_responses_total", "Responses sent to clients, by listener, API and version.", MetricType::Counter);
+  auto connections = family("kproxy_connections", "Connections open now, by listener and side (client or upstream).", MetricType::Gauge);
+  auto opened = family("kproxy_connections_opened_total", "Connections opened, by listener and side.", MetricType::Counter);
+  for (size_t l = 0; l < listeners; ++l) {
+    for (size_t a = 0; a < kApiSlots; ++a) {
+      for (size_t v = 0; v < kVersionSlots; ++v) {
+        uint64_t req = 0, resp = 0;
+        for (const auto& s : shards_) {
+          if (l >= s->listener_count) continue;
+          req += load(s->listeners[l].requests[a][v]);
+          resp += load(s->listeners[l].responses[a][v]);
+        }
+        std::vector<ClientMetric::Label> labels = {{"listener", listener_names_[l]}, {"api", api_label(a)}, {"version", version_label(v)}};
+        if (req) requests.metric.push_back(sample(labels, static_cast<double>(req), MetricType::Counter));
+        if (resp) responses.metric.push_back(sample(labels, static_cast<double>(resp), MetricType::Counter));
+      }
+    }
+    for (size_t side = 0; side < 2; ++side) {
+      int64_t open = 0;
+      uint64_t total = 0;
+      for (const auto& s : shards_) {
+        if (l >= s->listener_count) continue;
+        open += s->listeners[l].connections[side].load(std::memory_order_relaxed);
+        total += load(s->listeners[l].opened[side]);
+      }
+      std::vector<ClientMetric::Label> labels = {{"listener", listener_names_[l]}, {"side", side == 0 ? "client" : "upstream"}};
+      connections.metric.push_back(sample(labels, static_cast<double>(open), MetricType::Gauge));
+      opened.metric.push_back(sample(labels, static_cast<double>(total), MetricType::Counter));
+    }
+  }
+  out.push_back(std::move(requests));
+  out.push_back(std::move(responses));
+  out.push_back(std::move(connections));
+  out.push_back(std::move(opened));
+
+  auto closed = family("kproxy_connections_closed_total", "Client connections closed, by listener and reason.", MetricType::Counter);
+  for (const auto& [key, n] : close_reasons_) closed.metric.push_back(sample({{"listener", key.first}, {"reason", key.second}}, static_cast<double>(n), MetricType::Counter));
+  out.push_back(std::move(closed));
+
+  auto req_bytes = family("kproxy_request_bytes_total", "Bytes of request frames received from clients, by API.", MetricType::Counter);
+  auto resp_bytes = family("kproxy_response_bytes_total", "Bytes of response frames sent to clients, by API.", MetricType::Counter);
+  auto errors = family("kproxy_response_errors_total", "Non-zero error codes seen in responses, by API and error name.", MetricType::Counter);
+  auto duration = family("kproxy_request_duration_seconds", "Broker round trip as seen by the proxy (request forwarded to response received), by API.", MetricType::Histogram);
+  auto undecoded = family("kproxy_frames_undecoded_total", "Frames passed through without decoding their body, by API and reason.", MetricType::Counter);
+  auto decode_errors = family("kproxy_decode_errors_total", "Frames that did not decode, by API, direction and reason.", MetricType::Counter);
+  auto rewritten = family("kproxy_frames_rewritten_total", "Frames changed by a pipeline stage, by API and stage.", MetricType::Counter);
+  for (size_t a = 0; a < kApiSlots; ++a) {
+    uint64_t rq = 0, rs = 0;
+    for (const auto& s : shards_) {
+      rq += load(s->request_bytes[a]);
+      rs += load(s->response_bytes[a]);
+    }
+    std::string api = api_label(a);
+    if (rq) req_bytes.metric.push_back(sample({{"api", api}}, static_cast<double>(rq), MetricType::Counter));
+    if (rs) resp_bytes.metric.push_back(sample({{"api", api}}, static_cast<double>(rs), MetricType::Counter));
+    for (size_t e = 0; e < kErrorSlots; ++e) {
+      uint64_t n = 0;
+      for (const auto& s : shards_) n += load(s->errors[a][e]);
+      if (n) errors.metric.push_back(sample({{"api", api}, {"error", error_label(e)}}, static_cast<double>(n), MetricType::Counter));
+    }
+    std::array<uint64_t, kLatencyBuckets.size() + 1> buckets{};
+    uint64_t sum_ns = 0;
+    for (const auto& s : shards_) {
+      for (size_t b = 0; b < buckets.size(); ++b) buckets[b] += load(s->latency_buckets[a][b]);
+      sum_ns += load(s->latency_sum_ns[a]);
+    }
+    uint64_t count = 0;
+    for (uint64_t b : buckets) count += b;
+    if (count) {
+      ClientMetric m;
+      m.label = {{"api", api}};
+      m.histogram.sample_count = count;
+      m.histogram.sample_sum = static_cast<double>(sum_ns) / 1e9;
+      uint64_t cumulative = 0;
+      for (size_t b = 0; b < kLatencyBuckets.size(); ++b) {
+        cumulative += buckets[b];
+        m.histogram.bucket.push_back({cumulative, kLatencyBuckets[b]});
+      }
+      m.histogram.bucket.push_back({count, std::numeric_limits<double>::infinity()});
+      duration.metric.push_back(std::move(m));
+    }
+    for (size_t r = 0; r < static_cast<size_t>(UndecodedReason::kCount); ++r) {
+      uint64_t n = 0;
+      for (const auto& s : shards_) n += load(s->undecoded[a][r]);
+      if (n) undecoded.metric.push_back(sample({{"api", api}, {"reason", undecoded_reason_name(static_cast<UndecodedReason>(r))}}, static_cast<double>(n), MetricType::Counter));
+    }
+    for (size_t d = 0; d < 2; ++d) {
+      for (size_t r = 0; r < static_cast<size_t>(DecodeErrorReason::kCount); ++r) {
+        uint64_t n = 0;
+        for (const auto& s : shards_) n += load(s->decode_errors[a][d][r]);
+        if (n) {
+          decode_errors.metric.push_back(sample({{"api", api}, {"direction", d == 0 ? "request" : "response"},
+                                                 {"reason", decode_error_reason_name(static_cast<DecodeErrorReason>(r))}},
+                                                static_cast<double>(n), MetricType::Counter));
+        }
+      }
+    }
+    for (size_t st = 0; st < kMaxStages; ++st) {
+      uint64_t n = 0;
+      for (const auto& s : shards_) n += load(s->rewritten[a][st]);
+      if (n) {
+        std::string stage = st < stage_names_.size() ? stage_names_[st] : "other";
+        rewritten.metric.push_back(sample({{"api", api}, {"stage", stage}}, static_cast<double>(n), MetricType::Counter));
+      }
+    }
+  }
+  out.push_back(std::move(req_bytes));
+  out.push_back(std::move(resp_bytes));
+  out.push_back(std::move(errors));
+  out.push_back(std::move(duration));
+  out.push_back(std::move(undecoded));
+  out.push_back(std::move(decode_errors));
+  out.push_back(std::move(rewritten));
+
+  auto inflight = family("kproxy_inflight_requests", "Requests forwarded to a broker and not yet answered.", MetricType::Gauge);
+  int64_t in = 0;
+  for (const auto& s : shards_) in += s->inflight.load(std::memory_order_relaxed);
+  inflight.metric.push_back(sample({}, static_cast<double>(std::max<int64_t>(0, in)), MetricType::Gauge));
+  out.push_back(std::move(inflight));
+
+  auto faults = family("kproxy_faults_injected_total", "Faults injected, by rule, API and action.", MetricType::Counter);
+  for (const auto& [key, n] : faults_) {
+    faults.metric.push_back(sample({{"rule", std::get<0>(key)}, {"api", std::get<1>(key)}, {"action", std::get<2>(key)}}, static_cast<double>(n), MetricType::Counter));
+  }
+  out.push_back(std::move(faults));
+
+  auto clients = family("kproxy_clients", "Client connections open now by the software they announced in ApiVersions (KIP-511).", MetricType::Gauge);
+  for (const auto& [key, n] : clients_) {
+    size_t nul = key.find('\0');
+    clients.metric.push_back(sample({{"software_name", key.substr(0, nul)}, {"software_version", key.substr(nul + 1)}}, static_cast<double>(n), MetricType::Gauge));
+  }
+  out.push_back(std::move(clients));
+
+  for (const auto& c : collectors_) c(out);
+  // Empty families are legal but noisy; drop them.
+  std::erase_if(out, [](const MetricFamily& f) { return f.metric.empty(); });
+  return out;
+}
+
+std::string ProxyMetrics::render() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, collect());
+  return out.str();
+}
+
+uint64_t ProxyMetrics::requests_total(int16_t api) const {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& s : shards_)
+    for (size_t l = 0; l < s->listener_count; ++l)
+      for (const auto& c : s->listeners[l].requests[api_slot(api)]) n += load(c);
+  return n;
+}
+
+uint64_t ProxyMetrics::responses_total(int16_t api) const {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& s : shards_)
+    for (size_t l = 0; l < s->listener_count; ++l)
+      for (const auto& c : s->listeners[l].responses[api_slot(api)]) n += load(c);
+  return n;
+}
+
+uint64_t ProxyMetrics::errors_total(int16_t api, int16_t error_code) const {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& s : shards_) n += load(s->errors[api_slot(api)][error_slot(error_code)]);
+  return n;
+}
+
+uint64_t ProxyMetrics::latency_count(int16_t api) const {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& s : shards_)
+    for (const auto& c : s->latency_buckets[api_slot(api)]) n += load(c);
+  return n;
+}
+
+uint64_t ProxyMetrics::fault_injections(std::string_view rule) const {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& [key, count] : faults_) if (std::get<0>(key) == rule) n += count;
+  return n;
+}
+
+}  // namespace kproxy::metrics

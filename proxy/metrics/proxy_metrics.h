@@ -1,0 +1,189 @@
+// ProxyMetrics: kproxy's per-API Prometheus metrics, counted without locks on the hot path.
+//
+//   worker thread ──► MetricsShard (its own; plain relaxed load+store, single writer)
+//   worker thread ──► MetricsShard                                  │
+//                                                                   ▼ sum at scrape time
+//   GET /metrics ──► ProxyMetrics::render() ──► prometheus::MetricFamily ──► TextSerializer
+//
+// Every thread that counts gets its own shard on first use (a thread_local pointer, resolved
+// once), so an increment is one load and one store to a cache line no other thread writes.
+// Tables are indexed by api key × version (and error code, latency bucket), so nothing is
+// looked up by name per frame. Scrapes read the shards with relaxed loads (a scrape may see a
+// request counted and its response not yet: fine for Prometheus).
+//
+// Rare events (fault injected, client software seen, connection closed) take a mutex.
+// prometheus-cpp's own Histogram::Observe takes a mutex per observation; ours does not.
+//
+// Metric names (all prefixed kproxy_):
+//   requests_total{listener,api,version}          responses_total{listener,api,version}
+//   response_errors_total{api,error}              request_duration_seconds{api} (histogram)
+//   request_bytes_total{api}                      response_bytes_total{api}
+//   connections{listener,side}                    connections_opened_total{listener,side}
+//   connections_closed_total{listener,reason}     inflight_requests
+//   frames_undecoded_total{api,reason}            decode_errors_total{api,direction,reason}
+//   frames_rewritten_total{api,stage}             faults_injected_total{rule,api,action}
+//   clients{software_name,software_version}       tap_events_dropped_total, tap_subscribers
+//   plus the process-wide ProxyCounters (proxy/counters.h) as kproxy_proxy_*_total.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+namespace kproxy::metrics {
+
+/// Api keys 0..kApiSlots-2 get their own slot; any other key counts in the last ("other") slot.
+inline constexpr int kApiSlots = 128;
+/// Versions 0..kVersionSlots-2 get their own slot; others (and negative) the last one.
+inline constexpr int kVersionSlots = 32;
+/// Error codes -1..kErrorSlots-2 get their own slot (index code + 1); others the last one.
+inline constexpr int kErrorSlots = 160;
+/// Latency bucket upper bounds in seconds: 100 µs to 30 s.
+inline constexpr std::array<double, 17> kLatencyBuckets = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0, 30.0};
+/// Listeners with their own slots (a config with more counts the rest in the last one).
+inline constexpr size_t kMaxListeners = 16;
+/// Pipeline stages that can rewrite frames (by name, registered once).
+inline constexpr int kMaxStages = 16;
+
+enum class Side : uint8_t { kClient = 0, kUpstream = 1 };
+enum class Direction : uint8_t { kRequest = 0, kResponse = 1 };
+
+/// Why a frame went through without its body being decoded (or why decoding failed).
+enum class UndecodedReason : uint8_t {
+  kUnknownApi = 0,      ///< api key the codec does not know
+  kUnknownVersion = 1,  ///< version outside the codec's range
+  kNotNeeded = 2,       ///< nobody needed the body (lazy decoding)
+  kSaslRawToken = 3,    ///< SASL v0 raw token frame
+  kCount = 4,
+};
+const char* undecoded_reason_name(UndecodedReason reason);
+
+enum class DecodeErrorReason : uint8_t {
+  kHeader = 0,     ///< the request or response header did not parse
+  kBody = 1,       ///< the body did not parse
+  kFraming = 2,    ///< bad size prefix
+  kCount = 3,
+};
+const char* decode_error_reason_name(DecodeErrorReason reason);
+
+using Counter = std::atomic<uint64_t>;
+
+/// One thread's counters. Only the owning thread writes; scrapes read.
+struct alignas(64) MetricsShard {
+  struct PerListener {
+    std::array<std::array<Counter, kVersionSlots>, kApiSlots> requests{};
+    std::array<std::array<Counter, kVersionSlots>, kApiSlots> responses{};
+    std::array<std::atomic<int64_t>, 2> connections{};  ///< by Side
+    std::array<Counter, 2> opened{};                     ///< by Side
+  };
+  explicit MetricsShard(size_t listener_count) : listeners(new PerListener[listener_count]), listener_count(listener_count) {}
+  std::unique_ptr<PerListener[]> listeners;  ///< one per configured listener (at shard creation)
+  size_t listener_count;
+  std::array<Counter, kApiSlots> request_bytes{};
+  std::array<Counter, kApiSlots> response_bytes{};
+  std::array<std::array<Counter, kErrorSlots>, kApiSlots> errors{};
+  /// Per api: counts per bucket (not cumulative), the +Inf overflow last, and the sum in ns.
+  std::array<std::array<Counter, kLatencyBuckets.size() + 1>, kApiSlots> latency_buckets{};
+  std::array<Counter, kApiSlots> latency_sum_ns{};
+  std::array<std::array<Counter, static_cast<size_t>(UndecodedReason::kCount)>, kApiSlots> undecoded{};
+  std::array<std::array<std::array<Counter, static_cast<size_t>(DecodeErrorReason::kCount)>, 2>, kApiSlots> decode_errors{};
+  std::array<std::array<Counter, kMaxStages>, kApiSlots> rewritten{};
+  std::atomic<int64_t> inflight{0};
+};
+
+/// Single-writer increment: the shard's owner is the only writer, so no locked instruction.
+inline void add(Counter& c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+inline void add(std::atomic<int64_t>& c, int64_t n) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+
+inline size_t api_slot(int16_t api_key) { return api_key >= 0 && api_key < kApiSlots - 1 ? static_cast<size_t>(api_key) : kApiSlots - 1; }
+inline size_t version_slot(int16_t version) { return version >= 0 && version < kVersionSlots - 1 ? static_cast<size_t>(version) : kVersionSlots - 1; }
+inline size_t error_slot(int16_t code) { return code >= -1 && code < kErrorSlots - 1 ? static_cast<size_t>(code + 1) : kErrorSlots - 1; }
+size_t latency_bucket(std::chrono::nanoseconds latency);
+
+/// Options for label values that could grow without bound.
+struct MetricsOptions {
+  /// Distinct (software name, version) pairs kept in kproxy_clients; more count as "other".
+  size_t max_client_software = 64;
+  /// Distinct fault rules kept in kproxy_faults_injected_total; more count as rule="other".
+  size_t max_fault_rules = 256;
+};
+
+class ProxyMetrics {
+ public:
+  explicit ProxyMetrics(MetricsOptions options = {});
+  ~ProxyMetrics();
+  ProxyMetrics(const ProxyMetrics&) = delete;
+  ProxyMetrics& operator=(const ProxyMetrics&) = delete;
+
+  /// The process's metrics (what the proxy and the admin server use).
+  static ProxyMetrics& instance();
+
+  /// Names listener slots (labels); index = position in the config's listeners.
+  void set_listener_names(std::vector<std::string> names);
+  /// The id of a rewriting stage by name (e.g. "api_versions", "broker_address"); resolve once.
+  int stage_id(std::string_view name);
+
+  /// The calling thread's shard (created on first use; stays valid for the object's life).
+  MetricsShard& shard();
+
+  // Hot path (calling thread's shard).
+  void request(size_t listener, int16_t api, int16_t version, size_t bytes);
+  void response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency);
+  void response_error(int16_t api, int16_t error_code);
+  void undecoded(int16_t api, UndecodedReason reason);
+  void decode_error(int16_t api, Direction direction, DecodeErrorReason reason);
+  void rewritten(int16_t api, int stage);
+  void inflight(int64_t delta);
+  void connection_opened(size_t listener, Side side);
+  void connection_closed(size_t listener, Side side);
+
+  // Rare events (mutex).
+  void connection_close_reason(size_t listener, std::string_view reason);
+  void fault_injected(std::string_view rule, int16_t api, std::string_view action);
+  /// A client announced its software (ApiVersions v3+); returns the key to pass to client_gone.
+  std::string client_seen(std::string_view software_name, std::string_view software_version);
+  void client_gone(const std::string& key);
+
+  /// Extra families appended to every scrape (e.g. the tap's counters). Called at scrape time.
+  using Collector = std::function<void(std::vector<prometheus::MetricFamily>&)>;
+  void add_collector(Collector collector);
+
+  /// Every family, summed over shards.
+  std::vector<prometheus::MetricFamily> collect() const;
+  /// The Prometheus text exposition (format 0.0.4).
+  std::string render() const;
+
+  /// Totals for tests: summed over shards and listeners.
+  uint64_t requests_total(int16_t api) const;
+  uint64_t responses_total(int16_t api) const;
+  uint64_t errors_total(int16_t api, int16_t error_code) const;
+  uint64_t latency_count(int16_t api) const;
+  uint64_t fault_injections(std::string_view rule) const;
+
+ private:
+  MetricsOptions options_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<MetricsShard>> shards_;
+  std::vector<std::string> listener_names_;
+  std::vector<std::string> stage_names_;
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> faults_;
+  std::map<std::string, int64_t> clients_;  ///< key "name\0version"
+  std::map<std::pair<std::string, std::string>, uint64_t> close_reasons_;
+  std::vector<Collector> collectors_;
+  const uint64_t id_;  ///< distinguishes instances for the thread_local shard cache
+};
+
+}  // namespace kproxy::metrics
