@@ -41,7 +41,7 @@ def test_scenarios_1_and_3_coordinator_moved_and_concurrent_txns_are_retried(kaf
         "    trigger: { times: 2 }\n")
     with Kproxy(kafka.bootstrap(), name="chaos13", extra_yaml=rules) as kp:
         prod = clients.txn_produce(kp.bootstrap, topic_name, records=300, transactions=3, key_prefix="s13-")
-        assert prod["ok"], prod
+        assert prod["ok"], prod.get("error")
         assert prod["records_committed"] == 300
         assert [a for a, _api, _v in _injections(kp, "init-not-coordinator")] == ["answer"]
         assert len(_injections(kp, "endtxn-concurrent")) == 2
@@ -94,20 +94,23 @@ def test_scenario_6_transaction_abortable_on_produce_then_continue(kafka, topic_
 
 
 def test_scenario_13_produce_capped_to_v9(kafka, topic_name):
-    """api_versions caps Produce at v9: the client negotiates down and only sends <= v9."""
+    """api_versions caps Produce at v9: the client negotiates down and only sends <= v9.
+
+    An idempotent (not transactional) producer: a Java 4.4 *transactional* producer keeps using
+    transaction.version 2 (from the finalized features) with Produce v9 and the broker rejects its
+    writes ("Partition was not added to the transaction"); a real TV1 downgrade also needs the
+    FinalizedFeatures rewritten, which kproxy does not do yet."""
     kafka.create_topic(topic_name, partitions=1)
     extra = ("api_versions:\n  - { api: Produce, max: 9 }\n" +
              _faults_yaml("  - name: produce-seen\n"
                           "    match: { api: Produce }\n"
                           "    action: { delay: 0 }\n"))
     with Kproxy(kafka.bootstrap(), name="chaos13v", extra_yaml=extra) as kp:
-        prod = clients.txn_produce(kp.bootstrap, topic_name, records=100, transactions=2, key_prefix="v9-")
-        assert prod["ok"], prod
+        prod = clients.rd_produce(kp.bootstrap, topic_name, 100, key_prefix="v9-")
+        assert prod["errors"] == [] and prod["delivered"] == 100, prod
         seen = _injections(kp, "produce-seen")
         assert seen, "no Produce went through kproxy"
         assert max(v for _a, _api, v in seen) <= 9, seen
-        cons = clients.read_committed(kp.bootstrap, topic_name, expect=100)
-        assert cons["count"] == 100, cons
         assert kp.stop() == 0
 
 
@@ -173,7 +176,7 @@ def test_scenario_16_describe_transactions_retries_load_in_progress_and_fails_cl
         "    action: { answer: TRANSACTIONAL_ID_NOT_FOUND }\n")
     with Kproxy(kafka.bootstrap(), name="chaos16", extra_yaml=rules) as kp:
         prod = clients.txn_produce(kp.bootstrap, topic_name, records=5, transactions=1, transactional_id=txn_id)
-        assert prod["ok"], prod
+        assert prod["ok"], prod.get("error")
         found = _describe_txn(kp.bootstrap, txn_id)
         assert found["ok"], found
         assert len(_injections(kp, "describe-loading")) == 2
