@@ -193,3 +193,25 @@ def test_scenario_13_hidden_describe_transactions_is_unsupported(kafka):
         assert not out["ok"]
         assert out["error_class"].endswith("UnsupportedVersionException"), out
         assert kp.stop() == 0
+
+
+def test_scenario_10_endtxn_response_dropped_once(kafka, topic_name):
+    """The broker commits but its EndTxn answer is blackholed: the Java producer times the request
+    out, reconnects and retries EndTxn; it reports success only once the retry is answered, and
+    the records are committed exactly once."""
+    kafka.create_topic(topic_name, partitions=1)
+    rules = _faults_yaml(
+        "  - name: drop-endtxn\n"
+        "    match: { api: EndTxn }\n"
+        "    action: { drop_response: true }\n"
+        "    trigger: once\n")
+    with Kproxy(kafka.bootstrap(), name="chaos10", extra_yaml=rules) as kp:
+        prod = clients.txn_produce(kp.bootstrap, topic_name, records=40, transactions=2, key_prefix="s10-",
+                                   property="request.timeout.ms=3000")
+        assert prod["ok"], prod.get("error")
+        assert prod["records_committed"] == 40
+        assert len(_injections(kp, "drop-endtxn")) == 1
+        assert prod["elapsed_ms"] >= 3000  # success was not reported before the retry was answered
+        cons = clients.read_committed(kp.bootstrap, topic_name, expect=40)
+        assert (cons["count"], cons["duplicates"]) == (40, 0), cons
+        assert kp.stop() == 0
