@@ -83,17 +83,20 @@ Bytes Reader::raw(size_t n) {
 }
 
 // Reads a length prefix. Returns nullopt for null (only when nullable) or on error.
+// Reads a length prefix. Returns nullopt for null (only when nullable) or on error. Like Kafka's
+// generated readers, any negative length is null (a compact uvarint of 2^31 and up wraps to a
+// negative int32), which only a nullable field accepts.
 std::optional<int64_t> Reader::length_prefix(bool compact, bool wide, bool nullable, const char* what) {
-  int64_t len;
+  int32_t len;
   if (compact) {
-    len = static_cast<int64_t>(uvarint()) - 1;
+    len = static_cast<int32_t>(uvarint() - 1u);
   } else {
     len = wide ? int32() : int16();
   }
   if (!ok()) return std::nullopt;
   if (len < 0) {
-    if (len == -1 && nullable) return std::nullopt;
-    fail(std::string("negative ") + what + " length " + std::to_string(len) + (len == -1 ? " (null in a non-nullable field)" : ""));
+    if (nullable) return std::nullopt;
+    fail(std::string("null ") + what + " (length " + std::to_string(len) + ") in a non-nullable field");
     return std::nullopt;
   }
   if (static_cast<uint64_t>(len) > remaining()) {
@@ -106,8 +109,8 @@ std::optional<int64_t> Reader::length_prefix(bool compact, bool wide, bool nulla
 std::string_view Reader::string(bool compact) {
   auto len = length_prefix(compact, false, false, "string");
   if (!len) return {};
-  if (!compact && *len > kMaxClassicStringLength) {
-    fail("string longer than 32767 bytes");
+  if (*len > kMaxStringLength) {
+    fail("string length " + std::to_string(*len) + " is above Kafka's limit of 32767 bytes");
     return {};
   }
   Bytes b = raw(static_cast<size_t>(*len));
@@ -118,6 +121,10 @@ std::optional<std::string_view> Reader::nullable_string(bool compact) {
   if (!ok()) return std::nullopt;
   auto len = length_prefix(compact, false, true, "string");
   if (!len) return std::nullopt;
+  if (*len > kMaxStringLength) {
+    fail("string length " + std::to_string(*len) + " is above Kafka's limit of 32767 bytes");
+    return std::nullopt;
+  }
   Bytes b = raw(static_cast<size_t>(*len));
   return std::string_view{reinterpret_cast<const char*>(b.data()), b.size()};
 }
@@ -137,17 +144,15 @@ std::optional<Bytes> Reader::nullable_bytes(bool compact) {
 
 int32_t Reader::array_length(bool compact) {
   if (!ok()) return 0;
-  int64_t n = compact ? static_cast<int64_t>(uvarint()) - 1 : static_cast<int64_t>(int32());
+  // Kafka's readers take any negative count as null (see length_prefix).
+  int32_t n = compact ? static_cast<int32_t>(uvarint() - 1u) : int32();
   if (!ok()) return 0;
-  if (n < -1) {
-    fail("negative array length " + std::to_string(n));
-    return 0;
-  }
-  if (n > static_cast<int64_t>(remaining())) {
+  if (n < 0) return -1;
+  if (static_cast<size_t>(n) > remaining()) {
     fail("array count " + std::to_string(n) + " exceeds the " + std::to_string(remaining()) + " bytes left");
     return 0;
   }
-  return static_cast<int32_t>(n);
+  return n;
 }
 
 }  // namespace kproxy::codec

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -24,8 +25,20 @@ using Bytes = std::span<const uint8_t>;
 /// A 16-byte Kafka UUID (topic ids, directory ids), as on the wire.
 using Uuid = std::array<uint8_t, 16>;
 
+static_assert(std::endian::native == std::endian::little, "kproxy assumes a little-endian host");
+
+/// Swaps between host order and the wire's big-endian order (C++20 has no std::byteswap yet).
+template <typename T>
+constexpr T swap_wire_order(T v) {
+  if constexpr (sizeof(T) == 2) return static_cast<T>(__builtin_bswap16(v));
+  else if constexpr (sizeof(T) == 4) return static_cast<T>(__builtin_bswap32(v));
+  else if constexpr (sizeof(T) == 8) return static_cast<T>(__builtin_bswap64(v));
+  else return v;
+}
+
 /// Caps on attacker-controlled sizes. Each is also bounded by the bytes left in the frame.
-inline constexpr int32_t kMaxClassicStringLength = 0x7fff;       // int16 length (Java rejects more)
+/// Longest string Kafka reads, classic or compact (its generated readers refuse longer ones).
+inline constexpr int32_t kMaxStringLength = 0x7fff;
 inline constexpr uint32_t kMaxTaggedFieldCount = 1u << 16;       // per struct
 inline constexpr uint32_t kMaxTaggedFieldSize = 1u << 30;        // bytes of one tagged field
 
@@ -83,13 +96,14 @@ class Reader {
  private:
   template <typename T>
   T fixed() {
-    if (!ok() || remaining() < sizeof(T)) {
+    if (remaining() < sizeof(T)) [[unlikely]] {
       if (ok()) fail("need " + std::to_string(sizeof(T)) + " bytes, " + std::to_string(remaining()) + " left");
       return T{};
     }
-    T v{};
-    for (size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>((v << 8) | data_[pos_ + i]);
+    T v;
+    std::memcpy(&v, data_.data() + pos_, sizeof(T));
     pos_ += sizeof(T);
+    v = swap_wire_order(v);  // the wire is big-endian
     return v;
   }
   std::optional<int64_t> length_prefix(bool compact, bool wide, bool nullable, const char* what);

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -99,7 +100,10 @@ class Writer {
  private:
   template <typename T>
   void fixed(T v) {
-    for (int i = sizeof(T) - 1; i >= 0; --i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    v = swap_wire_order(v);  // the wire is big-endian
+    size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &v, sizeof(T));
   }
   std::vector<uint8_t>& out_;
 };

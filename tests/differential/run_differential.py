@@ -193,9 +193,6 @@ def uvarint_hex(v):
 # here so the run stays green while they are open: name -> what differs. A fixed one shows up as
 # "no longer one" in the report (then delete it here).
 KNOWN_ISSUES = {
-    "compact string over 32767 bytes":
-        "known issue: Kafka refuses a compact string longer than 0x7fff (\"string field X had invalid "
-        "length\"); kproxy's Reader::string only caps classic strings (codec/reader.cc)",
 }
 
 
@@ -207,15 +204,14 @@ def edge_cases():
     h_md12 = "0003000c" "00000001" "0003636c69" "00"      # Metadata v12, header v2, no tags
     h_av3 = "00120003" "00000001" "0003636c69"            # ApiVersions v3, header v2 (tags follow)
     cases = [
-        ("classic array count -2 (Kafka: null)", f"request 3 4 {h_md4}fffffffe01", "diverges"),
-        ("compact array count 2^31 (uvarint 2^31+1; Kafka: null)", f"request 3 12 {h_md12}8180808008010000", "diverges"),
+        ("classic array count -2 (Kafka: null)", f"request 3 4 {h_md4}fffffffe01", "agree"),
+        ("compact array count 2^31 (uvarint 2^31+1; Kafka: null)", f"request 3 12 {h_md12}8180808008010000", "agree"),
         ("boolean byte 0x02 (both: true)", f"request 3 4 {h_md4}ffffffff02", "agree"),
         ("non-minimal uvarint 0x80 0x00 as a tag count", f"request 3 12 {h_md12}00" "01" "00" "8000", "agree"),
         ("uvarint of 6 bytes as a tag count", f"request 3 12 {h_md12}00" "01" "00" "808080808000", "agree"),
         ("compact null topics, then defaults (control)", f"request 3 12 {h_md12}00" "01" "00" "00", "agree"),
         ("classic string of exactly 32767 bytes", f"request 3 4 {h_md4}00000001" "7fff" + "61" * 0x7FFF + "01", "agree"),
-        ("compact string over 32767 bytes", f"request 18 3 {h_av3}00" + uvarint_hex(40001) + "6b" * 40000 + "0231" "00",
-         KNOWN_ISSUES["compact string over 32767 bytes"]),
+        ("compact string over 32767 bytes", f"request 18 3 {h_av3}00" + uvarint_hex(40001) + "6b" * 40000 + "0231" "00", "agree"),
         ("header tags out of order (5 then 2)", f"request 18 3 {h_av3}02" "0501aa" "0201bb" "026b" "0231" "00", "diverges"),
         ("the same unknown tag twice", f"request 18 3 {h_av3}00" "026b" "0231" "02" "0901aa" "0901bb", "diverges"),
         ("a tag known only in later versions (ProduceResponse v9, tag 0)", "response 0 9 00000001" "00" "01" "00000000" "01" "00" "01" "01", "diverges"),
