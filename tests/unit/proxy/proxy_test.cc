@@ -119,7 +119,8 @@ int32_t cid_of(const std::vector<uint8_t>& response) { return codec::peek_respon
 
 /// A scripted broker on its own threads. Every request gets a response "cid + 'ok' + api key",
 /// except: Metadata (a real MetadataResponse naming node 1 at this broker), Produce acks=0
-/// (nothing), api key 998 (wrong correlation id), 997 (answered after 300 ms).
+/// (nothing), api key 998 (wrong correlation id), 997 (answered after 300 ms), 996 (a 64 KiB
+/// response).
 class FakeBroker {
  public:
   FakeBroker() {
@@ -135,6 +136,7 @@ class FakeBroker {
   }
   uint16_t port() const { return port_; }
   int accepted() const { return accepted_; }
+  size_t bytes_sent() const { return bytes_sent_; }
 
  private:
   void accept_loop() {
@@ -172,9 +174,11 @@ class FakeBroker {
         w.raw(std::string_view("ok"));
         w.int16(key);
         if (key == 997) std::this_thread::sleep_for(300ms);
+        if (key == 996) out.resize(out.size() + (64 << 10), 0x42);
       }
       w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
       write_all(c, out);
+      bytes_sent_ += out.size();
     }
     ::close(c);
   }
@@ -183,6 +187,7 @@ class FakeBroker {
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> accepted_{0};
+  std::atomic<size_t> bytes_sent_{0};
   std::thread acceptor_;
   std::vector<std::thread> connections_;
 };
@@ -394,4 +399,31 @@ TEST_CASE("an unreachable bootstrap server sends later connections to the next o
   ::close(second);
   p.drain(0ms);
   p.join();
+}
+
+TEST_CASE("backpressure: a client that does not read stops kproxy reading the broker") {
+  FakeBroker broker;
+  RunningProxy kp(broker.port());
+  int c = connect_to(kp.port);
+  constexpr int kRequests = 2000;  // 2000 x 64 KiB = 125 MiB of responses
+  std::vector<uint8_t> batch;
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = request(996, 0, i);
+    batch.insert(batch.end(), r.begin(), r.end());
+  }
+  write_all(c, batch);
+  std::this_thread::sleep_for(1500ms);
+  // Kernel socket buffers on both sides plus kproxy's bounded queue: far less than everything.
+  size_t stalled_at = broker.bytes_sent();
+  MESSAGE("the broker got ", stalled_at >> 20, " MiB out before kproxy stopped reading it");
+  CHECK(stalled_at < (48u << 20));
+  // Reading resumes the flow; every response arrives, in order.
+  for (int i = 0; i < kRequests; ++i) {
+    auto response = read_frame(c);
+    REQUIRE(response.has_value());
+    REQUIRE(cid_of(*response) == i);
+    CHECK(response->size() == 4 + 2 + 2 + (64 << 10));
+  }
+  CHECK(broker.bytes_sent() == size_t{kRequests} * (4 + 4 + 2 + 2 + (64 << 10)));
+  ::close(c);
 }
