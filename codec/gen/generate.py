@@ -1270,7 +1270,7 @@ def gen_messages(out, msgs, chunks):
         b[0] += w
         b[1].append(n)
     for i, (_, ns) in enumerate(bins):
-        c = ["#include <bit>", "#include <nlohmann/json.hpp>", "", '#include "codec/message_support.h"']
+        c = ["#include <bit>", "#include <memory>", "#include <nlohmann/json.hpp>", "", '#include "codec/message_support.h"']
         c += [f'#include "codec/messages/{n}.h"' for n in sorted(ns)]
         c += ["", "namespace kproxy::codec {", ""]
         for n in sorted(ns):
@@ -1278,15 +1278,38 @@ def gen_messages(out, msgs, chunks):
                 depths = struct_depths(m)
                 for s in m.order:
                     c += struct_defs(m, s, depths[s.name])
+        # Factories for this chunk's messages: instantiating every message's destructor in one
+        # file would cost as much as a chunk, here it is already instantiated.
+        for kind in ("request", "response"):
+            c.append(f"std::unique_ptr<Message> make_{kind}_{i}(int16_t api_key) {{")
+            c.append("  switch (api_key) {")
+            for n in sorted(ns):
+                for m in groups[n]:
+                    if m.kind == kind:
+                        c.append(f"    case {m.api_key}: return std::make_unique<{m.cpp_name}>();")
+            c.append("    default: return nullptr;")
+            c.append("  }")
+            c.append("}")
+            c.append("")
         c.append("}  // namespace kproxy::codec")
         out.add(f"codec/messages_{i}.cc", c)
-    # Factories
-    c = ['#include <memory>', "", '#include "codec/messages.h"', "", "namespace kproxy::codec {", ""]
+    # Factories: dispatch to the chunk that holds the key.
+    chunk_of = {}
+    for i, (_, ns) in enumerate(bins):
+        for n in ns:
+            for m in groups[n]:
+                if m.kind in ("request", "response"):
+                    chunk_of[m.api_key] = i
+    c = ['#include <memory>', "", '#include "codec/message.h"', "", "namespace kproxy::codec {", ""]
+    for kind in ("request", "response"):
+        for i in range(chunks):
+            c.append(f"std::unique_ptr<Message> make_{kind}_{i}(int16_t api_key);")
+    c.append("")
     for kind in ("request", "response"):
         c.append(f"std::unique_ptr<Message> make_{kind}(int16_t api_key) {{")
         c.append("  switch (api_key) {")
-        for m in sorted((m for m in msgs if m.kind == kind), key=lambda m: m.api_key):
-            c.append(f"    case {m.api_key}: return std::make_unique<{m.cpp_name}>();")
+        for k in sorted(chunk_of):
+            c.append(f"    case {k}: return make_{kind}_{chunk_of[k]}(api_key);")
         c.append("    default: return nullptr;")
         c.append("  }")
         c.append("}")
