@@ -104,6 +104,8 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   const auto& l = cfg->listeners[listener_index];
   ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id};
   auto route = directories_[listener_index]->route_for_port(port);
+  // A draining worker has closed its listeners and must not open new ones (its loop would never end).
+  if (caller.draining()) return;
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec);
   if (!error.empty()) {
     bump(counters().broker_port_failures);
