@@ -1,0 +1,81 @@
+// Fuzz target: the ApiVersions rewrite (proxy/chaos/api_versions_rewrite.h) on decoded responses.
+//
+// Input: [requested version][policy length n] then n policy bytes (groups of 4: api selector,
+// min, max, flags), then the ApiVersions response body. The policy goes through
+// parse_api_versions_policy as JSON (as the config and PUT /api-versions give it); the body is
+// decoded with the v0 fallback, rewritten, and checked:
+//   - no range is widened beyond the broker's, no range is empty, hidden APIs are gone;
+//   - known APIs never go beyond the versions kproxy decodes (Produce keeps the broker's minimum);
+//   - the rewritten response round-trips, and a second rewrite changes nothing.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "codec/api_keys.h"
+#include "codec/api_versions.h"
+#include "proxy/chaos/api_versions_rewrite.h"
+#include "tests/fuzz/fuzz_common.h"
+
+using namespace kproxy;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  int16_t requested = static_cast<int16_t>(fuzz::take_byte(data, size) % 8);
+  size_t n = fuzz::take_byte(data, size) % 64;
+  auto keys = codec::all_api_keys();
+  nlohmann::json spec = nlohmann::json::array();
+  for (size_t i = 0; i + 4 <= n && size >= 4; i += 4) {
+    uint8_t a = fuzz::take_byte(data, size), lo = fuzz::take_byte(data, size), hi = fuzz::take_byte(data, size), fl = fuzz::take_byte(data, size);
+    nlohmann::json e;
+    if (fl & 8) e["api"] = static_cast<int>(keys[a % keys.size()]);
+    else e["api"] = codec::api_name(keys[a % keys.size()]);
+    if (fl & 1) e["min"] = static_cast<int>(lo % 24) - 2;
+    if (fl & 2) e["max"] = static_cast<int>(hi % 24) - 2;
+    if (fl & 4) e["hide"] = true;
+    spec.push_back(e);
+  }
+  std::string error;
+  auto policy = chaos::parse_api_versions_policy(spec, error);
+  if (!policy) {
+    fuzz::check(!error.empty(), "parse_api_versions_policy refused without a reason");
+    policy = chaos::ApiVersionsPolicy{};
+  }
+
+  codec::ApiVersionsResponse resp;
+  int16_t at = codec::decode_api_versions_response(codec::Bytes(data, size), requested, resp, &error);
+  if (at < 0) return 0;
+  const codec::ApiVersionsResponse before = resp;
+  bool changed = chaos::rewrite_api_versions(resp, *policy);
+  fuzz::check_round_trip(resp, at, [] { return std::make_unique<codec::ApiVersionsResponse>(); });
+  if (!changed) {
+    fuzz::check(fuzz::encode(resp, at, "unchanged") == fuzz::encode(before, at, "before"), "rewrite said unchanged but the response differs");
+    return 0;
+  }
+  fuzz::check(before.error_code != 35, "an UNSUPPORTED_VERSION fallback body was rewritten");
+  const int16_t produce = static_cast<int16_t>(codec::ApiKey::kProduce);
+  // Walk the input and output lists together: the output is the input minus removed entries.
+  size_t j = 0;
+  for (const auto& out : resp.api_keys) {
+    while (j < before.api_keys.size() && before.api_keys[j].api_key != out.api_key) ++j;
+    fuzz::check(j < before.api_keys.size(), "rewritten list has an entry not in the broker's (or out of order)");
+    const auto& in = before.api_keys[j++];
+    std::string label = "api " + std::to_string(out.api_key) + ": ";
+    fuzz::check(out.min_version <= out.max_version, label + "empty range kept");
+    fuzz::check(out.max_version <= in.max_version, label + "max widened");
+    if (out.api_key == produce) fuzz::check(out.min_version == in.min_version, label + "Produce minimum changed");
+    else fuzz::check(out.min_version >= in.min_version, label + "min widened");
+    if (codec::api_name(out.api_key) != nullptr) {
+      fuzz::check(out.max_version <= codec::request_versions(out.api_key).max, label + "max beyond what kproxy decodes");
+    }
+    auto it = policy->apis.find(out.api_key);
+    if (it != policy->apis.end()) {
+      fuzz::check(!it->second.hide, label + "hidden API still listed");
+      if (it->second.max) fuzz::check(out.max_version <= *it->second.max, label + "policy max ignored");
+    }
+  }
+  codec::ApiVersionsResponse again = resp;
+  fuzz::check(!chaos::rewrite_api_versions(again, *policy), "a second rewrite changed the response again");
+  return 0;
+}
