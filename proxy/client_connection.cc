@@ -49,6 +49,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
   opened_at_ = std::chrono::steady_clock::now();
   peer_ = client_.peer_address();
   client_.set_connected();
+  metrics_.opened();
   uv_tcp_nodelay(client_.handle(), 1);
   spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_.label(), listener_.port, upstream.to_string());
   client_.start_reading();
@@ -59,8 +60,9 @@ void ClientConnection::close(std::string_view reason) {
   if (closing_) return;
   closing_ = true;
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
-  spdlog::info("conn={} closed: {} (client {}, {} requests forwarded, {} in flight, open {} ms)", id_, reason, peer_, requests_forwarded_,
-               inflight_.size(), lived.count());
+  spdlog::info("conn={} closed: {} (client {}, {} requests forwarded, {} in flight, {} bytes in, {} bytes out, open {} ms)", id_, reason,
+               peer_, requests_forwarded_, inflight_.size(), metrics_.bytes_in(), metrics_.bytes_out(), lived.count());
+  metrics_.closed(reason, pipeline_.info().client_software_name, pipeline_.info().client_software_version);
   pipeline_.shutdown();
   client_.close();
   upstream_.close(/*flush_first=*/false);
@@ -70,8 +72,9 @@ void ClientConnection::finish(std::string_view reason) {
   if (closing_) return;
   closing_ = true;
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
-  spdlog::info("conn={} closing after queued responses: {} (client {}, {} requests forwarded, {} in flight, open {} ms)", id_, reason,
-               peer_, requests_forwarded_, inflight_.size(), lived.count());
+  spdlog::info("conn={} closing after queued responses: {} (client {}, {} requests forwarded, {} in flight, {} bytes in, {} bytes out, open {} ms)",
+               id_, reason, peer_, requests_forwarded_, inflight_.size(), metrics_.bytes_in(), metrics_.bytes_out(), lived.count());
+  metrics_.closed(reason, pipeline_.info().client_software_name, pipeline_.info().client_software_version);
   upstream_.close(/*flush_first=*/true);
   client_.shutdown_and_close();
 }
@@ -87,6 +90,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   if (closing_) return;
   if (&s == &client_) {
     bump(counters().request_bytes, data.size());
+    metrics_.bytes_in(data.size());
     bool ok = requests_.feed(data, [this](codec::Bytes frame) { return on_request_frame(frame); });
     if (closing_) return;
     if (!ok) {
@@ -100,6 +104,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     apply_backpressure(client_, upstream_.stream());
   } else {
     bump(counters().response_bytes, data.size());
+    metrics_.bytes_out(data.size());
     bool ok = responses_.feed(data, [this](codec::Bytes frame) { return on_response_frame(frame); });
     if (closing_) return;
     if (!ok) {
@@ -187,6 +192,7 @@ void ClientConnection::forward_request(codec::Bytes frame, const codec::RequestH
     inflight_.push(InflightRequest{InflightRequest::Kind::kKafka, header.api_key, header.api_version, header.correlation_id,
                                    static_cast<int8_t>(codec::response_header_version(header.api_key, header.api_version)),
                                    std::chrono::steady_clock::now()});
+    metrics_.request_pushed();
   }
   upstream_.stream().append(frame);
   ++requests_forwarded_;
@@ -204,6 +210,7 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
     return false;
   }
   InflightRequest request = inflight_.pop();
+  metrics_.response_popped();
   if (request.kind == InflightRequest::Kind::kSaslToken) {
     client_.append(frame);
     return true;
@@ -286,6 +293,7 @@ void ClientConnection::on_stream_closed(TcpStream&) { maybe_destroy(); }
 void ClientConnection::on_upstream_connected() {
   if (closing_) return;
   spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
+  metrics_.upstream_connected();
   if (!upstream_.stream().flush()) return;
   upstream_.stream().start_reading();
   apply_backpressure(client_, upstream_.stream());

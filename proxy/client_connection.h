@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "proxy/inflight_requests.h"
 #include "proxy/listener.h"
+#include "proxy/metrics/frame_metrics.h"
 #include "proxy/pipeline.h"
 #include "proxy/sasl_raw_tokens.h"
 #include "proxy/tcp_stream.h"
@@ -90,6 +91,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   bool destroyed_ = false;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_forwarded_ = 0;
+  metrics::ConnectionMetrics metrics_{listener_.listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
 };
 
 }  // namespace kproxy::proxy

@@ -2,6 +2,7 @@
 //
 //   kproxy --config FILE        run
 //   kproxy check-config FILE    validate a config and exit (0 = fine, 2 = errors, listed)
+//   kproxy tap [options]        follow a running kproxy's decoded traffic (proxy/tap/tap_client.h)
 //   kproxy --help | --version
 //
 // The main thread loads the config, starts the workers and then runs a small control loop for
@@ -16,8 +17,10 @@
 #include <uv.h>
 
 #include "config/config_loader.h"
+#include "proxy/admin/admin_runtime.h"
 #include "proxy/logging.h"
 #include "proxy/proxy.h"
+#include "proxy/tap/tap_client.h"
 
 namespace {
 
@@ -27,6 +30,7 @@ void print_usage(FILE* out) {
   std::fprintf(out,
                "usage: kproxy --config FILE      run the proxy\n"
                "       kproxy check-config FILE  validate a config file and exit\n"
+               "       kproxy tap [--admin HOST:PORT] [--api NAME] [--errors] ...  follow decoded traffic\n"
                "       kproxy --help | --version\n"
                "\n"
                "Signals: SIGTERM/SIGINT drain and exit (again: exit now), SIGHUP reloads the config file.\n");
@@ -88,14 +92,26 @@ int run(const std::string& path) {
   uv_signal_start(&control.sigint, on_stop_signal, SIGINT);
   uv_signal_start(&control.sighup, on_reload_signal, SIGHUP);
 
+  // Admin API, metrics and tap: the observer is installed before connections open.
+  kproxy::admin::AdminRuntime admin(proxy, [&proxy, &path]() -> std::string {
+    auto reloaded = kproxy::config::load_config_file(path);
+    if (!reloaded.ok()) return reloaded.error_text();
+    return proxy.reload(reloaded.config);
+  });
+
   std::string error = proxy.start();
   int status = 0;
   if (!error.empty()) {
     spdlog::critical("cannot start: {}", error);
     status = 1;
     on_workers_stopped(&control.stopped);
+  } else if (std::string admin_error = admin.start(); !admin_error.empty()) {
+    spdlog::critical("cannot start the admin API: {}", admin_error);
+    status = 1;
+    proxy.drain(std::chrono::milliseconds(0));
   }
   uv_run(&control.loop, UV_RUN_DEFAULT);
+  admin.stop();
   proxy.join();
   if (uv_loop_close(&control.loop) != 0) spdlog::error("control loop did not close cleanly");
   if (status == 0) spdlog::info("kproxy stopped");
@@ -122,6 +138,7 @@ int main(int argc, char** argv) {
     std::printf("%s: OK (%zu listeners, %u workers)\n", argv[2], loaded.config->listeners.size(), loaded.config->worker_count());
     return 0;
   }
+  if (argc >= 2 && std::strcmp(argv[1], "tap") == 0) return kproxy::tap::run_tap_command(argc - 2, argv + 2);
   if (argc == 3 && std::strcmp(argv[1], "--config") == 0) return run(argv[2]);
   if (argc == 2 && std::strncmp(argv[1], "--config=", 9) == 0) return run(argv[1] + 9);
   print_usage(stderr);

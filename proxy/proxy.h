@@ -50,6 +50,8 @@ class Proxy {
   std::shared_ptr<const config::Config> config() const;
 
   size_t worker_count() const { return workers_.size(); }
+  /// Worker `index` (admin health checks post pings to its loop).
+  Worker& worker(size_t index) { return *workers_[index]; }
   BrokerDirectory& directory(size_t listener_index) { return *directories_[listener_index]; }
   const BrokerAddressRewrite& rewrite(size_t listener_index) const { return *rewrites_[listener_index]; }
   /// Fault rules and ApiVersions policy (from the config's faults:/api_versions:, changed at run

@@ -132,11 +132,12 @@ void ProxyMetrics::request(size_t listener, int16_t api, int16_t version, size_t
   add(s.request_bytes[a], bytes);
 }
 
-void ProxyMetrics::response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency) {
+void ProxyMetrics::response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency, bool observe_latency) {
   MetricsShard& s = shard();
   size_t a = api_slot(api);
   add(s.listeners[std::min(listener, s.listener_count - 1)].responses[a][version_slot(version)]);
   add(s.response_bytes[a], bytes);
+  if (!observe_latency) return;
   add(s.latency_buckets[a][latency_bucket(latency)]);
   add(s.latency_sum_ns[a], static_cast<uint64_t>(std::max<int64_t>(0, latency.count())));
 }
@@ -192,17 +193,21 @@ void ProxyMetrics::fault_injected(std::string_view rule, int16_t api, std::strin
   ++faults_[key];
 }
 
-std::string ProxyMetrics::client_seen(std::string_view software_name, std::string_view software_version) {
+namespace {
+std::string client_key(std::string_view name, std::string_view version) { return std::string(name) + '\0' + std::string(version); }
+}  // namespace
+
+void ProxyMetrics::client_seen(std::string_view software_name, std::string_view software_version) {
   std::lock_guard lock(mutex_);
-  std::string key = std::string(software_name) + '\0' + std::string(software_version);
-  if (!clients_.count(key) && clients_.size() >= options_.max_client_software) key = std::string("other") + '\0' + "other";
+  std::string key = client_key(software_name, software_version);
+  if (!clients_.count(key) && clients_.size() >= options_.max_client_software) key = client_key("other", "other");
   ++clients_[key];
-  return key;
 }
 
-void ProxyMetrics::client_gone(const std::string& key) {
+void ProxyMetrics::client_gone(std::string_view software_name, std::string_view software_version) {
   std::lock_guard lock(mutex_);
-  auto it = clients_.find(key);
+  auto it = clients_.find(client_key(software_name, software_version));
+  if (it == clients_.end()) it = clients_.find(client_key("other", "other"));
   if (it != clients_.end() && it->second > 0) --it->second;
 }
 

@@ -141,7 +141,8 @@ class ProxyMetrics {
 
   // Hot path (calling thread's shard).
   void request(size_t listener, int16_t api, int16_t version, size_t bytes);
-  void response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency);
+  /// `observe_latency` false for answers kproxy gave itself (no broker round trip).
+  void response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency, bool observe_latency = true);
   void response_error(int16_t api, int16_t error_code);
   void undecoded(int16_t api, UndecodedReason reason);
   void decode_error(int16_t api, Direction direction, DecodeErrorReason reason);
@@ -153,9 +154,9 @@ class ProxyMetrics {
   // Rare events (mutex).
   void connection_close_reason(size_t listener, std::string_view reason);
   void fault_injected(std::string_view rule, int16_t api, std::string_view action);
-  /// A client announced its software (ApiVersions v3+); returns the key to pass to client_gone.
-  std::string client_seen(std::string_view software_name, std::string_view software_version);
-  void client_gone(const std::string& key);
+  /// A client announced its software (ApiVersions v3+); client_gone when its connection closes.
+  void client_seen(std::string_view software_name, std::string_view software_version);
+  void client_gone(std::string_view software_name, std::string_view software_version);
 
   /// Extra families appended to every scrape (e.g. the tap's counters). Called at scrape time.
   using Collector = std::function<void(std::vector<prometheus::MetricFamily>&)>;

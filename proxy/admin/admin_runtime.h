@@ -1,0 +1,44 @@
+// AdminRuntime: everything the running daemon serves on its admin listener, wired together.
+//
+//   main ──► AdminRuntime(proxy) ──► FrameMetrics installed as the pipeline's FrameObserver
+//                                ──► AdminServer: /metrics /healthz /readyz /tap /log-level
+//                                                 + chaos routes (/faults..., /api-versions, /reload)
+//
+// Create it before Proxy::start() (connections must see the observer), start() it after.
+// The bearer token comes from the environment variable KPROXY_ADMIN_TOKEN (unset = no token);
+// KPROXY_FRAME_METRICS=off leaves the observer out (per-frame metrics and tap off; for benchmarks).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "proxy/admin/admin_server.h"
+#include "proxy/admin/health.h"
+#include "proxy/proxy.h"
+
+namespace kproxy::chaos {
+class ChaosAdmin;
+}
+
+namespace kproxy::admin {
+
+class AdminRuntime {
+ public:
+  /// `reload` re-reads the config file and applies it; returns "" or the errors.
+  AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> reload);
+  ~AdminRuntime();
+
+  /// Starts the admin listener if the config has admin.listen. Returns "" or the error.
+  std::string start();
+  void stop();
+  uint16_t port() const { return server_ ? server_->port() : 0; }
+
+ private:
+  proxy::Proxy& proxy_;
+  std::unique_ptr<chaos::ChaosAdmin> chaos_admin_;
+  std::unique_ptr<Health> health_;
+  std::unique_ptr<AdminServer> server_;
+};
+
+}  // namespace kproxy::admin

@@ -1,0 +1,117 @@
+#include "proxy/metrics/frame_metrics.h"
+
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "codec/api_keys.h"
+#include "proxy/chaos/fault_rule.h"
+#include "proxy/tap/tap_event.h"
+
+namespace kproxy::metrics {
+namespace {
+
+/// Client id of each connection seen on this thread while the tap is on (responses carry none).
+/// Bounded: cleared when it grows past kMaxRemembered.
+thread_local std::unordered_map<uint64_t, std::string> tls_client_ids;
+constexpr size_t kMaxRemembered = 10000;
+
+}  // namespace
+
+FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names)
+    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)) {}
+
+size_t FrameMetrics::listener_index(const std::string& name) const {
+  for (size_t i = 0; i < listener_names_.size(); ++i) {
+    if (listener_names_[i] == name) return i;
+  }
+  return 0;
+}
+
+void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
+  const auto& h = ctx.header();
+  metrics_.request(listener_index(ctx.connection().listener), h.api_key, h.api_version, ctx.frame().size());
+  if (h.api_key == 18 && h.api_version >= 3 && !ctx.connection().client_software_name.empty()) {
+    metrics_.client_seen(ctx.connection().client_software_name, ctx.connection().client_software_version);
+  }
+  if (!hub_.active()) return;
+  std::string_view client_id = h.client_id ? *h.client_id : std::string_view();
+  if (tls_client_ids.size() > kMaxRemembered) tls_client_ids.clear();
+  auto& remembered = tls_client_ids[ctx.connection().id];
+  if (remembered != client_id) remembered.assign(client_id);
+  tap::TapEventMeta meta{h.api_key, false, ctx.connection().id, client_id, false};
+  if (!hub_.wants(meta)) return;
+  hub_.publish(meta, tap::request_line(ctx, hub_.limits()));
+}
+
+void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) {
+  size_t listener = listener_index(ctx.connection().listener);
+  int16_t api = ctx.api_key();
+  metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
+  bool has_error = false;
+  if (auto message = ctx.message()) {
+    message->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) {
+      if (code != 0) {
+        metrics_.response_error(api, code);
+        has_error = true;
+      }
+    });
+  } else if (ctx.decode_error().empty() || ctx.decode_error().find("unknown to kproxy") != std::string::npos) {
+    metrics_.undecoded(api, codec::api_name(api) ? UndecodedReason::kUnknownVersion : UndecodedReason::kUnknownApi);
+  } else {
+    metrics_.decode_error(api, Direction::kResponse, DecodeErrorReason::kBody);
+  }
+  if (!hub_.active()) return;
+  auto known = tls_client_ids.find(ctx.connection().id);
+  std::string_view client_id = known == tls_client_ids.end() ? std::string_view() : std::string_view(known->second);
+  tap::TapEventMeta meta{api, true, ctx.connection().id, client_id, has_error};
+  if (!hub_.wants(meta)) return;
+  hub_.publish(meta, tap::response_line(ctx, latency, client_id, hub_.limits()));
+}
+
+void FrameMetrics::on_fault_injected(const proxy::FaultEvent& event) {
+  metrics_.fault_injected(event.rule.name, event.api_key, chaos::action_name(event.rule.action.kind));
+}
+
+ConnectionMetrics::ConnectionMetrics(size_t listener_index) : listener_(listener_index) {}
+
+ConnectionMetrics::~ConnectionMetrics() {
+  if (!closed_) closed("destroyed", "", "");
+}
+
+void ConnectionMetrics::opened() {
+  client_open_ = true;
+  ProxyMetrics::instance().connection_opened(listener_, Side::kClient);
+}
+
+void ConnectionMetrics::upstream_connected() {
+  if (upstream_open_) return;
+  upstream_open_ = true;
+  ProxyMetrics::instance().connection_opened(listener_, Side::kUpstream);
+}
+
+void ConnectionMetrics::closed(std::string_view reason, const std::string& software_name, const std::string& software_version) {
+  if (closed_) return;
+  closed_ = true;
+  auto& m = ProxyMetrics::instance();
+  if (client_open_) m.connection_closed(listener_, Side::kClient);
+  if (upstream_open_) m.connection_closed(listener_, Side::kUpstream);
+  if (inflight_) m.inflight(-inflight_);
+  inflight_ = 0;
+  if (client_open_) m.connection_close_reason(listener_, close_reason_label(reason));
+  if (!software_name.empty()) m.client_gone(software_name, software_version);
+}
+
+std::string close_reason_label(std::string_view reason) {
+  auto has = [&](std::string_view s) { return reason.find(s) != std::string_view::npos; };
+  if (has("shutting down")) return "shutdown";
+  if (has("fault") || has("rule")) return "fault";
+  if (has("framing") || has("malformed")) return "protocol_error";
+  if (has("connect")) return "upstream_connect_failed";
+  if (has("broker") || has("upstream")) return "upstream_closed";
+  if (has("client")) return "client_closed";
+  if (has("destroyed")) return "other";
+  return "other";
+}
+
+}  // namespace kproxy::metrics

@@ -1,0 +1,73 @@
+// FrameMetrics: the pipeline's FrameObserver that feeds ProxyMetrics and the tap, and
+// ConnectionMetrics, the per-connection part (gauges that must come down when it closes).
+//
+//   Pipeline ──on_request/on_response/on_fault_injected──► FrameMetrics ──► ProxyMetrics (shard)
+//                                                                   └─────► TapHub (only when someone listens)
+//   ClientConnection ──opened/upstream_connected/inflight/closed──► ConnectionMetrics ──► ProxyMetrics
+//
+// Responses are decoded (lazily, once per frame, shared with the other stages) to count their
+// error codes; requests only when the tap wants them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/pipeline.h"
+#include "proxy/tap/tap_hub.h"
+
+namespace kproxy::metrics {
+
+class FrameMetrics final : public proxy::FrameObserver {
+ public:
+  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names);
+
+  // proxy::FrameObserver
+  void on_request(const proxy::RequestContext& ctx) override;
+  void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
+  void on_fault_injected(const proxy::FaultEvent& event) override;
+
+ private:
+  size_t listener_index(const std::string& name) const;
+
+  ProxyMetrics& metrics_;
+  tap::TapHub& hub_;
+  std::vector<std::string> listener_names_;
+};
+
+/// Per-connection gauges; a member of ClientConnection. Loop thread only.
+class ConnectionMetrics {
+ public:
+  explicit ConnectionMetrics(size_t listener_index);
+  ~ConnectionMetrics();  ///< takes back whatever the connection still counts in the gauges
+  ConnectionMetrics(const ConnectionMetrics&) = delete;
+  ConnectionMetrics& operator=(const ConnectionMetrics&) = delete;
+
+  void opened();
+  void upstream_connected();
+  void request_pushed() { ++inflight_; ProxyMetrics::instance().inflight(1); }
+  void response_popped() { if (inflight_ > 0) { --inflight_; ProxyMetrics::instance().inflight(-1); } }
+  void bytes_in(size_t n) { bytes_in_ += n; }
+  void bytes_out(size_t n) { bytes_out_ += n; }
+  uint64_t bytes_in() const { return bytes_in_; }
+  uint64_t bytes_out() const { return bytes_out_; }
+  /// The connection closes: `reason` is bucketed into a few labels; `software` from KIP-511.
+  void closed(std::string_view reason, const std::string& software_name, const std::string& software_version);
+
+ private:
+  size_t listener_;
+  bool client_open_ = false;
+  bool upstream_open_ = false;
+  bool closed_ = false;
+  int64_t inflight_ = 0;
+  uint64_t bytes_in_ = 0;
+  uint64_t bytes_out_ = 0;
+};
+
+/// A bounded label for a close reason ("client closed", "broker closed", "fault", ...).
+std::string close_reason_label(std::string_view reason);
+
+}  // namespace kproxy::metrics

@@ -1,0 +1,177 @@
+#include "proxy/tap/tap_client.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kproxy::tap {
+namespace {
+
+std::string url_encode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out.push_back(static_cast<char>(c));
+    else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+void print_readable(const std::string& line) {
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    std::printf("%s\n", line.c_str());
+    return;
+  }
+  if (j.contains("dropped")) {
+    std::printf("... %s events dropped (reader too slow)\n", j["dropped"].dump().c_str());
+    return;
+  }
+  std::string ts = j.value("ts", "");
+  if (ts.size() > 11) ts = ts.substr(11);  // time of day
+  bool response = j.value("direction", "") == "response";
+  std::printf("%s conn=%s client=%s %s %s v%d corr=%d", ts.c_str(), j["connection"].dump().c_str(), j.value("client_id", "").c_str(),
+              response ? "<-" : "->", j.value("api", "?").c_str(), j.value("version", -1), j.value("correlation_id", -1));
+  if (response) std::printf(" %.3fms", j.value("latency_ms", 0.0));
+  if (j.contains("client_software")) {
+    std::printf(" [%s %s]", j["client_software"].value("name", "").c_str(), j["client_software"].value("version", "").c_str());
+  }
+  if (j.contains("body")) std::printf(" %s", j["body"].dump().c_str());
+  if (j.contains("decode_error")) std::printf(" decode error: %s", j["decode_error"].get<std::string>().c_str());
+  std::printf("\n");
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: kproxy tap [--admin HOST:PORT] [--token TOKEN] [--json] [--api NAME] [--client-id ID]\n"
+               "                  [--connection N] [--direction request|response] [--errors]\n");
+}
+
+}  // namespace
+
+int run_tap_command(int argc, char** argv) {
+  std::string admin = "127.0.0.1:9644";
+  std::string token = std::getenv("KPROXY_ADMIN_TOKEN") ? std::getenv("KPROXY_ADMIN_TOKEN") : "";
+  bool raw = false;
+  std::string query;
+  auto add = [&](const char* key, const std::string& value) { query += (query.empty() ? "?" : "&") + std::string(key) + "=" + url_encode(value); };
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) { usage(); std::exit(2); }
+      return argv[++i];
+    };
+    if (a == "--admin") admin = value();
+    else if (a == "--token") token = value();
+    else if (a == "--json") raw = true;
+    else if (a == "--api") add("api", value());
+    else if (a == "--client-id") add("client_id", value());
+    else if (a == "--connection") add("connection", value());
+    else if (a == "--direction") add("direction", value());
+    else if (a == "--errors") add("errors", "true");
+    else { usage(); return 2; }
+  }
+  std::string host = admin, port;
+  if (!admin.empty() && admin.front() == '[') {
+    size_t close = admin.find(']');
+    host = admin.substr(1, close - 1);
+    port = close + 2 <= admin.size() ? admin.substr(close + 2) : "";
+  } else if (size_t colon = admin.rfind(':'); colon != std::string::npos) {
+    host = admin.substr(0, colon);
+    port = admin.substr(colon + 1);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || !found) {
+    std::fprintf(stderr, "kproxy tap: cannot resolve %s\n", admin.c_str());
+    return 1;
+  }
+  int fd = ::socket(found->ai_family, SOCK_STREAM, 0);
+  if (fd < 0 || ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
+    std::fprintf(stderr, "kproxy tap: cannot connect to %s: %s\n", admin.c_str(), std::strerror(errno));
+    freeaddrinfo(found);
+    return 1;
+  }
+  freeaddrinfo(found);
+  std::string request = "GET /tap" + query + " HTTP/1.1\r\nHost: " + admin + "\r\nConnection: close\r\n";
+  if (!token.empty()) request += "Authorization: Bearer " + token + "\r\n";
+  request += "\r\n";
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) return 1;
+
+  std::string buffer, body_lines;
+  bool headers_done = false, chunked = false;
+  char chunk[65536];
+  auto emit_lines = [&] {
+    size_t nl;
+    while ((nl = body_lines.find('\n')) != std::string::npos) {
+      std::string line = body_lines.substr(0, nl);
+      body_lines.erase(0, nl + 1);
+      if (line.empty()) continue;  // keep-alive
+      if (raw) std::printf("%s\n", line.c_str());
+      else print_readable(line);
+      std::fflush(stdout);
+    }
+  };
+  for (;;) {
+    ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) break;
+    buffer.append(chunk, static_cast<size_t>(n));
+    if (!headers_done) {
+      size_t end = buffer.find("\r\n\r\n");
+      if (end == std::string::npos) continue;
+      std::string head = buffer.substr(0, end);
+      buffer.erase(0, end + 4);
+      headers_done = true;
+      int status = head.size() > 12 ? std::atoi(head.c_str() + 9) : 0;
+      for (auto& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      chunked = head.find("transfer-encoding: chunked") != std::string::npos;
+      if (status != 200) {
+        // Read the rest of the error body and show it.
+        for (;;) {
+          ssize_t m = ::recv(fd, chunk, sizeof chunk, 0);
+          if (m <= 0) break;
+          buffer.append(chunk, static_cast<size_t>(m));
+        }
+        std::fprintf(stderr, "kproxy tap: HTTP %d: %s\n", status, buffer.c_str());
+        ::close(fd);
+        return 1;
+      }
+    }
+    if (!chunked) {
+      body_lines += buffer;
+      buffer.clear();
+    } else {
+      for (;;) {
+        size_t crlf = buffer.find("\r\n");
+        if (crlf == std::string::npos) break;
+        size_t size = std::strtoul(buffer.c_str(), nullptr, 16);
+        if (size == 0) {
+          emit_lines();
+          ::close(fd);
+          return 0;
+        }
+        if (buffer.size() < crlf + 2 + size + 2) break;
+        body_lines += buffer.substr(crlf + 2, size);
+        buffer.erase(0, crlf + 2 + size + 2);
+      }
+    }
+    emit_lines();
+  }
+  emit_lines();
+  ::close(fd);
+  return 0;
+}
+
+}  // namespace kproxy::tap

@@ -1,0 +1,329 @@
+"""Observability (issue #6): /metrics, dashboards, Prometheus, /tap and `kproxy tap` against a real
+Kafka 4.4.0 broker with the Java transactional producer running through kproxy.
+
+- exact counts after a scrape (EndTxn requests == committed transactions; a fault injected N times
+  shows N times in kproxy_faults_injected_total and in kproxy_response_errors_total);
+- `promtool check metrics` finds nothing wrong in a real scrape;
+- every metric a dashboard panel queries exists in a real scrape;
+- a real Prometheus (Debian's `prometheus`, started here on loopback) scrapes kproxy while the
+  workload runs and every panel's query returns data;
+- the tap shows a Produce request and its response with the same correlation id, and the client's
+  software name from ApiVersions (KIP-511); `kproxy tap` prints the stream.
+"""
+
+import http.client
+import json
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import clients
+import kafka_harness as kh
+from test_proxy_support import Kproxy, kproxy_binary
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
+
+
+def _admin_yaml(port: int) -> str:
+    return f"admin: {{ listen: 127.0.0.1:{port} }}\n"
+
+
+def _get(port: int, path: str, method: str = "GET", body: str = None, timeout: float = 10.0):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+    resp = conn.getresponse()
+    data = resp.read().decode()
+    conn.close()
+    return resp.status, data
+
+
+def _scrape(port: int) -> str:
+    status, text = _get(port, "/metrics")
+    assert status == 200, text
+    return text
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$')
+
+
+def _samples(text: str):
+    """[(name, {label: value}, float)] of a text exposition."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"unparsable sample line: {line!r}"
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+def _value(text: str, name: str, **labels) -> float:
+    """Sum of the samples of `name` whose labels include `labels`."""
+    return sum(v for n, l, v in _samples(text) if n == name and all(l.get(k) == str(x) for k, x in labels.items()))
+
+
+def _panel_queries():
+    for path in DASHBOARDS:
+        dash = json.loads(path.read_text())
+        for panel in dash["panels"]:
+            for target in panel["targets"]:
+                yield path.name, panel["title"], target["expr"]
+
+
+def _concrete(expr: str) -> str:
+    return expr.replace("$__rate_interval", "1m").replace("$listener", ".*")
+
+
+def _metric_names(expr: str):
+    return set(re.findall(r"\b(kproxy_[a-z_]+)", expr))
+
+
+def _family(name: str) -> str:
+    for suffix in ("_bucket", "_sum", "_count"):
+        if name.endswith(suffix) and name.startswith("kproxy_request_duration_seconds"):
+            return name[: -len(suffix)]
+    return name
+
+
+@pytest.fixture
+def observed_kproxy(kafka, topic_name):
+    admin_port = kh.free_ports(1)[0]
+    kafka.create_topic(topic_name, partitions=2)
+    with Kproxy(kafka.bootstrap(), name="obs", extra_yaml=_admin_yaml(admin_port), log_level="info") as kp:
+        kp.admin_port = admin_port
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if _get(admin_port, "/healthz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield kp
+
+
+def test_dashboards_are_valid_and_cover_the_issue():
+    assert {p.name for p in DASHBOARDS} >= {"kproxy-overview.json", "kproxy-transactions.json"}
+    exprs = " ".join(e for _f, _t, e in _panel_queries())
+    for metric in ("kproxy_requests_total", "kproxy_request_duration_seconds_bucket", "kproxy_response_errors_total",
+                   "kproxy_request_bytes_total", "kproxy_response_bytes_total", "kproxy_connections", "kproxy_clients",
+                   "kproxy_faults_injected_total"):
+        assert metric in exprs, metric
+    txn = json.loads((REPO / "dashboards" / "kproxy-transactions.json").read_text())
+    txn_exprs = " ".join(t["expr"] for p in txn["panels"] for t in p["targets"])
+    for api in ("InitProducerId", "AddPartitionsToTxn", "EndTxn", "WriteTxnMarkers"):
+        assert api in txn_exprs, api
+
+
+def test_health_ready_log_level_and_auth_errors(observed_kproxy):
+    kp = observed_kproxy
+    status, body = _get(kp.admin_port, "/healthz")
+    assert status == 200 and json.loads(body)["status"] == "ok", body
+    status, body = _get(kp.admin_port, "/readyz")
+    assert status == 200, body
+    assert _get(kp.admin_port, "/log-level")[1].strip() == '{"level":"info"}'
+    status, body = _get(kp.admin_port, "/log-level", "PUT", '{"level":"debug"}')
+    assert status == 200, body
+    assert json.loads(_get(kp.admin_port, "/log-level")[1])["level"] == "debug"
+    assert _get(kp.admin_port, "/log-level", "PUT", '{"level":"loud"}')[0] == 400
+    assert _get(kp.admin_port, "/nope")[0] == 404
+    assert _get(kp.admin_port, "/tap?direction=sideways")[0] == 400
+
+
+def test_exact_counts_after_a_transactional_workload_and_a_fault(observed_kproxy, topic_name):
+    kp = observed_kproxy
+    first = clients.txn_produce(kp.bootstrap, topic_name, records=500, transactions=5, key_prefix="obs-a-")
+    assert first["ok"], first
+    text = _scrape(kp.admin_port)
+    assert _value(text, "kproxy_requests_total", api="EndTxn") == 5
+    assert _value(text, "kproxy_responses_total", api="EndTxn") == 5
+    assert _value(text, "kproxy_requests_total", api="InitProducerId") == 1
+    assert _value(text, "kproxy_request_duration_seconds_count", api="EndTxn") == 5
+    assert _value(text, "kproxy_request_bytes_total", api="Produce") > 500 * 10
+    assert _value(text, "kproxy_clients", software_name="apache-kafka-java") >= 0
+    assert _value(text, "kproxy_connections_opened_total", side="client") >= 2
+    assert _value(text, "kproxy_inflight_requests") == 0
+
+    rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 2}}
+    status, body = _get(kp.admin_port, "/faults/obs-endtxn", "PUT", json.dumps(rule))
+    assert status == 200, body
+    second = clients.txn_produce(kp.bootstrap, topic_name, records=300, transactions=3, key_prefix="obs-b-")
+    assert second["ok"], second
+    text = _scrape(kp.admin_port)
+    assert _value(text, "kproxy_faults_injected_total", rule="obs-endtxn", api="EndTxn") == 2
+    assert _value(text, "kproxy_response_errors_total", api="EndTxn", error="CONCURRENT_TRANSACTIONS") == 2
+    # 5 + 3 committed, plus the 2 attempts kproxy answered itself.
+    assert _value(text, "kproxy_requests_total", api="EndTxn") == 5 + 3 + 2
+    # Synthetic answers have no broker round trip: the histogram counts only the 8 real ones.
+    assert _value(text, "kproxy_request_duration_seconds_count", api="EndTxn") == 8
+    assert _get(kp.admin_port, "/faults/obs-endtxn", "DELETE")[0] in (200, 204)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs Debian's prometheus package (promtool)")
+def test_promtool_finds_nothing_and_dashboards_query_existing_metrics(observed_kproxy, topic_name):
+    kp = observed_kproxy
+    rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 1}}
+    assert _get(kp.admin_port, "/faults/obs-one", "PUT", json.dumps(rule))[0] == 200
+    prod = clients.txn_produce(kp.bootstrap, topic_name, records=100, transactions=2, key_prefix="obs-p-")
+    assert prod["ok"], prod
+    text = _scrape(kp.admin_port)
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0 and check.stdout.strip() == "" and check.stderr.strip() == "", (check.stdout, check.stderr)
+    families = {n for n, _l, _v in _samples(text)}
+    families |= {_family(n) for n in families}
+    families |= {re.sub(r"_(bucket|sum|count)$", "", n) for n in families}
+    for dashboard, title, expr in _panel_queries():
+        for metric in _metric_names(expr):
+            assert metric in families or _family(metric) in families, f"{dashboard} / {title}: {metric} not in a real scrape"
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs Debian's prometheus package")
+def test_real_prometheus_scrapes_and_every_panel_returns_data(observed_kproxy, topic_name):
+    kp = observed_kproxy
+    prom_port = kh.free_ports(1)[0]
+    work = Path(tempfile.mkdtemp(prefix="kproxy-prom-"))
+    (work / "prometheus.yml").write_text(
+        "global: { scrape_interval: 1s, evaluation_interval: 1s }\n"
+        "scrape_configs:\n"
+        "  - job_name: kproxy\n"
+        f"    static_configs: [ {{ targets: ['127.0.0.1:{kp.admin_port}'] }} ]\n")
+    log = open(work / "prometheus.log", "wb")
+    prom = subprocess.Popen(["prometheus", f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
+                             f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=kh._child_setup)
+    try:
+        def query(expr):
+            url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+            with urllib.request.urlopen(url, timeout=10) as r:
+                body = json.loads(r.read())
+            assert body["status"] == "success", body
+            return body["data"]["result"]
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if query('up{job="kproxy"}') and query('up{job="kproxy"}')[0]["value"][1] == "1":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("Prometheus never scraped kproxy: " + (work / "prometheus.log").read_text()[-2000:])
+
+        rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 1}}
+        assert _get(kp.admin_port, "/faults/prom-endtxn", "PUT", json.dumps(rule))[0] == 200
+        # A client that stays connected while Prometheus scrapes (clients gauge, connections, in-flight).
+        rounds = [clients.txn_produce(kp.bootstrap, topic_name, records=200, transactions=4, key_prefix=f"prom-{i}-")
+                  for i in range(2)]
+        assert all(r["ok"] for r in rounds), rounds
+        time.sleep(3)  # two more scrapes after the workload
+        empty = []
+        for dashboard, title, expr in _panel_queries():
+            result = query(_concrete(expr))
+            if not result:
+                empty.append(f"{dashboard} / {title}: {expr}")
+        assert not empty, "panels without data:\n" + "\n".join(empty)
+    finally:
+        prom.terminate()
+        try:
+            prom.wait(10)
+        except subprocess.TimeoutExpired:
+            prom.kill()
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class _TapReader(threading.Thread):
+    """Follows GET /tap (chunked JSON lines) until stopped."""
+
+    def __init__(self, port: int, query: str = ""):
+        super().__init__(daemon=True)
+        self.port, self.query = port, query
+        self.lines = []
+        self.sock = None
+        self.connected = threading.Event()
+
+    def run(self):
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=60)
+        self.sock.sendall(f"GET /tap{self.query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        f = self.sock.makefile("rb")
+        status = f.readline()
+        assert b" 200 " in status, status
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        self.connected.set()
+        buf = b""
+        try:
+            while True:
+                size_line = f.readline()
+                if not size_line:
+                    break
+                size = int(size_line.strip() or b"0", 16)
+                if size == 0:
+                    break
+                buf += f.read(size)
+                f.readline()
+                *complete, buf = buf.split(b"\n")
+                self.lines.extend(json.loads(l) for l in complete if l.strip())
+        except (OSError, ValueError):
+            pass
+
+    def stop(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.join(10)
+
+
+def test_tap_shows_produce_request_and_response_and_client_software(observed_kproxy, topic_name):
+    kp = observed_kproxy
+    tap = _TapReader(kp.admin_port)
+    produce_only = _TapReader(kp.admin_port, "?api=Produce&direction=response")
+    tap.start()
+    produce_only.start()
+    assert tap.connected.wait(10) and produce_only.connected.wait(10)
+    cli_out = tempfile.TemporaryFile()
+    cli = subprocess.Popen([kproxy_binary(), "tap", "--admin", f"127.0.0.1:{kp.admin_port}", "--api", "Produce"], stdout=cli_out,
+                           stderr=subprocess.STDOUT)
+    time.sleep(1.0)
+    prod = clients.txn_produce(kp.bootstrap, topic_name, records=100, transactions=1, key_prefix="tap-")
+    assert prod["ok"], prod
+    time.sleep(1.5)
+    tap.stop()
+    produce_only.stop()
+    cli.terminate()
+    cli.wait(10)
+    cli_out.seek(0)
+    cli_text = cli_out.read().decode(errors="replace")
+
+    requests = {(l["connection"], l["correlation_id"]): l for l in tap.lines if l["api"] == "Produce" and l["direction"] == "request"}
+    responses = [l for l in tap.lines if l["api"] == "Produce" and l["direction"] == "response"]
+    assert requests and responses, [(l["api"], l["direction"]) for l in tap.lines][:50]
+    matched = [r for r in responses if (r["connection"], r["correlation_id"]) in requests]
+    assert matched, "no Produce response matched a request by connection and correlation id"
+    req = requests[(matched[0]["connection"], matched[0]["correlation_id"])]
+    assert req["client_id"] == "kproxy-txn-producer"
+    assert req["client_software"]["name"] == "apache-kafka-java", req
+    assert matched[0]["latency_ms"] > 0
+    records = req["body"]["TopicData"][0]["PartitionData"][0]["Records"]
+    assert records["batches"] >= 1 and records["records"] >= 1 and records["bytes"] > 0, records
+    assert "tap-" not in json.dumps(req), "record contents leaked into the tap"
+    api_versions = [l for l in tap.lines if l["api"] == "ApiVersions" and l["direction"] == "request"]
+    assert any(l["body"].get("ClientSoftwareName") == "apache-kafka-java" for l in api_versions), api_versions[:2]
+
+    assert produce_only.lines and all(l["api"] == "Produce" and l["direction"] == "response" for l in produce_only.lines)
+    assert "Produce" in cli_text and "corr=" in cli_text, cli_text[-2000:]
+    text = _scrape(kp.admin_port)
+    assert _value(text, "kproxy_tap_subscribers") == 0

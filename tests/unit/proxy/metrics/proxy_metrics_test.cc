@@ -1,0 +1,119 @@
+#include "proxy/metrics/proxy_metrics.h"
+
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "codec/api_keys.h"
+#include "codec/error_code.h"
+
+using namespace kproxy::metrics;
+using namespace std::chrono_literals;
+
+namespace {
+constexpr int16_t kProduce = 0;
+constexpr int16_t kEndTxn = 26;
+
+bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("metrics: latency buckets run from 100 us to 30 s") {
+  CHECK(latency_bucket(50us) == 0);
+  CHECK(latency_bucket(100us) == 0);
+  CHECK(latency_bucket(101us) == 1);
+  CHECK(latency_bucket(30s) == kLatencyBuckets.size() - 1);
+  CHECK(latency_bucket(31s) == kLatencyBuckets.size());
+}
+
+TEST_CASE("metrics: slots bound api keys, versions and error codes") {
+  CHECK(api_slot(0) == 0);
+  CHECK(api_slot(-1) == kApiSlots - 1);
+  CHECK(api_slot(10001) == kApiSlots - 1);
+  CHECK(version_slot(99) == kVersionSlots - 1);
+  CHECK(error_slot(-1) == 0);
+  CHECK(error_slot(16) == 17);
+  CHECK(error_slot(30000) == kErrorSlots - 1);
+}
+
+TEST_CASE("metrics: counts from several threads add up in the exposition") {
+  ProxyMetrics m;
+  m.set_listener_names({"kafka", "other"});
+  auto work = [&m] {
+    for (int i = 0; i < 1000; ++i) {
+      m.request(0, kProduce, 11, 100);
+      m.inflight(1);
+      m.response(0, kProduce, 11, 50, 300us);
+      m.inflight(-1);
+    }
+    m.request(1, kEndTxn, 4, 10);
+    m.response(1, kEndTxn, 4, 10, 2ms);
+    m.response_error(kEndTxn, static_cast<int16_t>(kproxy::codec::ErrorCode::kProducerFenced));
+    m.response_error(kEndTxn, 0);  // not an error
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  CHECK(m.requests_total(kProduce) == 2000);
+  CHECK(m.responses_total(kProduce) == 2000);
+  CHECK(m.latency_count(kProduce) == 2000);
+  CHECK(m.errors_total(kEndTxn, 90) == 2);
+  std::string text = m.render();
+  CHECK(contains(text, "kproxy_requests_total{listener=\"kafka\",api=\"Produce\",version=\"11\"} 2000"));
+  CHECK(contains(text, "kproxy_requests_total{listener=\"other\",api=\"EndTxn\",version=\"4\"} 2"));
+  CHECK(contains(text, "kproxy_response_errors_total{api=\"EndTxn\",error=\"PRODUCER_FENCED\"} 2"));
+  CHECK(contains(text, "kproxy_request_duration_seconds_bucket{api=\"Produce\",le=\"0.0005\"} 2000"));
+  CHECK(contains(text, "kproxy_request_duration_seconds_bucket{api=\"Produce\",le=\"0.00025\"} 0"));
+  CHECK(contains(text, "kproxy_request_duration_seconds_count{api=\"Produce\"} 2000"));
+  CHECK(contains(text, "kproxy_request_bytes_total{api=\"Produce\"} 200000"));
+  CHECK(contains(text, "kproxy_inflight_requests 0"));
+  CHECK(contains(text, "# TYPE kproxy_request_duration_seconds histogram"));
+  CHECK_FALSE(contains(text, "error=\"NONE\""));
+}
+
+TEST_CASE("metrics: rare events, stages, connections, clients") {
+  ProxyMetrics m(MetricsOptions{2, 1});
+  m.set_listener_names({"kafka"});
+  m.connection_opened(0, Side::kClient);
+  m.connection_opened(0, Side::kUpstream);
+  m.connection_opened(0, Side::kClient);
+  m.connection_closed(0, Side::kClient);
+  m.connection_close_reason(0, "client closed");
+  int stage = m.stage_id("broker_address");
+  CHECK(m.stage_id("broker_address") == stage);
+  m.rewritten(3, stage);
+  m.undecoded(12345, UndecodedReason::kUnknownApi);
+  m.decode_error(3, Direction::kResponse, DecodeErrorReason::kBody);
+  m.fault_injected("fence", kEndTxn, "error");
+  m.fault_injected("fence", kEndTxn, "error");
+  m.fault_injected("second-rule", kEndTxn, "error");  // over max_fault_rules: counted as "other"
+  CHECK(m.fault_injections("fence") == 2);
+  CHECK(m.fault_injections("other") == 1);
+  m.client_seen("apache-kafka-java", "4.4.0");
+  m.client_seen("librdkafka", "2.3.0");
+  m.client_seen("another", "1");  // over the cap
+  m.client_gone("apache-kafka-java", "4.4.0");
+  std::string text = m.render();
+  CHECK(contains(text, "kproxy_connections{listener=\"kafka\",side=\"client\"} 1"));
+  CHECK(contains(text, "kproxy_connections_opened_total{listener=\"kafka\",side=\"client\"} 2"));
+  CHECK(contains(text, "kproxy_connections_closed_total{listener=\"kafka\",reason=\"client closed\"} 1"));
+  CHECK(contains(text, "kproxy_frames_rewritten_total{api=\"Metadata\",stage=\"broker_address\"} 1"));
+  CHECK(contains(text, "kproxy_frames_undecoded_total{api=\"other\",reason=\"unknown_api\"} 1"));
+  CHECK(contains(text, "kproxy_decode_errors_total{api=\"Metadata\",direction=\"response\",reason=\"body\"} 1"));
+  CHECK(contains(text, "kproxy_faults_injected_total{rule=\"fence\",api=\"EndTxn\",action=\"error\"} 2"));
+  CHECK(contains(text, "kproxy_clients{software_name=\"apache-kafka-java\",software_version=\"4.4.0\"} 0"));
+  CHECK(contains(text, "kproxy_clients{software_name=\"other\",software_version=\"other\"} 1"));
+}
+
+TEST_CASE("metrics: collectors add families at scrape time") {
+  ProxyMetrics m;
+  m.add_collector([](std::vector<prometheus::MetricFamily>& out) {
+    prometheus::MetricFamily f;
+    f.name = "kproxy_test_gauge";
+    f.help = "test";
+    f.type = prometheus::MetricType::Gauge;
+    f.metric.emplace_back();
+    f.metric.back().gauge.value = 7;
+    out.push_back(f);
+  });
+  CHECK(contains(m.render(), "kproxy_test_gauge 7"));
+}
