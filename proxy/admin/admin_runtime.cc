@@ -6,12 +6,44 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/admin/observability_routes.h"
+#include "proxy/counters.h"
 #include "proxy/chaos/admin_registration.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/pipeline.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::admin {
+namespace {
+
+/// The process-wide ProxyCounters (proxy/counters.h) as kproxy_proxy_*_total counters.
+void export_proxy_counters(std::vector<prometheus::MetricFamily>& out) {
+  const auto& c = proxy::counters();
+  auto counter = [&out](const char* name, const char* help, const std::atomic<uint64_t>& value) {
+    prometheus::MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = prometheus::MetricType::Counter;
+    f.metric.emplace_back();
+    f.metric.back().counter.value = static_cast<double>(value.load(std::memory_order_relaxed));
+    out.push_back(std::move(f));
+  };
+  counter("kproxy_proxy_connections_accepted_total", "Client connections accepted.", c.connections_accepted);
+  counter("kproxy_proxy_connections_refused_total", "Client connections refused over limits.max_connections.", c.connections_refused);
+  counter("kproxy_proxy_upstream_connect_failures_total", "Upstream connects that failed or timed out.", c.upstream_connect_failures);
+  counter("kproxy_proxy_upstream_disconnects_total", "Brokers that closed while their client was connected.", c.upstream_disconnects);
+  counter("kproxy_proxy_framing_errors_total", "Frames with a negative or oversized size prefix.", c.framing_errors);
+  counter("kproxy_proxy_tls_on_plaintext_total", "TLS ClientHellos received on a plaintext port.", c.tls_on_plaintext);
+  counter("kproxy_proxy_malformed_requests_total", "Requests whose header or needed fields did not parse.", c.malformed_requests);
+  counter("kproxy_proxy_malformed_responses_total", "Responses that had to be decoded and did not parse.", c.malformed_responses);
+  counter("kproxy_proxy_unexpected_responses_total", "Responses with nothing in flight.", c.unexpected_responses);
+  counter("kproxy_proxy_correlation_mismatches_total", "Responses whose correlation id did not match the oldest request.", c.correlation_mismatches);
+  counter("kproxy_proxy_responses_rewritten_total", "Responses whose broker addresses were replaced.", c.responses_rewritten);
+  counter("kproxy_proxy_requests_unknown_version_total", "Requests of an api key or version unknown to kproxy, forwarded untouched.", c.requests_unknown_version);
+  counter("kproxy_proxy_requests_without_response_total", "Produce requests with acks=0.", c.requests_without_response);
+  counter("kproxy_proxy_sasl_raw_tokens_total", "SaslHandshake v0 raw-token frames passed through.", c.sasl_raw_tokens);
+}
+
+}  // namespace
 
 AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> reload) : proxy_(proxy) {
   auto config = proxy_.config();
@@ -23,6 +55,7 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   if (!knob || std::string_view(knob) != "off") {
     proxy::set_frame_observer(std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names));
   }
+  metrics::ProxyMetrics::instance().add_collector(export_proxy_counters);
   chaos_admin_ = std::make_unique<chaos::ChaosAdmin>(proxy_.chaos(), std::move(reload));
 
   HealthHooks hooks;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <thread>
 
 #include <civetweb.h>
 #include <nlohmann/json.hpp>
@@ -318,7 +319,15 @@ void AdminServer::stop() {
   port_ = 0;
 }
 
-int AdminServer::on_request(mg_connection* conn, void* self) { return static_cast<AdminServer*>(self)->serve(conn); }
+int AdminServer::on_request(mg_connection* conn, void* self) {
+  // civetweb's worker threads have small stacks (Debian's build): JSON, Prometheus serialisation
+  // and logging overflow them. Each request is served on a thread with the default stack, while
+  // the civetweb thread waits; admin traffic is light, so a thread per request is fine.
+  int status = 500;
+  std::thread serving([&] { status = static_cast<AdminServer*>(self)->serve(conn); });
+  serving.join();
+  return status;
+}
 
 int AdminServer::serve(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);

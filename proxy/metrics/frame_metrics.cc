@@ -48,6 +48,12 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   size_t listener = listener_index(ctx.connection().listener);
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
+  if (ctx.dirty()) {
+    // The pipeline's response stages that change bodies: ApiVersions rewrite, fault rules.
+    static thread_local int api_versions_stage = metrics_.stage_id("api_versions");
+    static thread_local int fault_stage = metrics_.stage_id("fault_rules");
+    metrics_.rewritten(api, api == 18 ? api_versions_stage : fault_stage);
+  }
   bool has_error = false;
   if (auto message = ctx.message()) {
     message->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) {
