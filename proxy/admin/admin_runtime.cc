@@ -50,10 +50,13 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   std::vector<std::string> names;
   for (const auto& l : config->listeners) names.push_back(l.name);
   metrics::ProxyMetrics::instance().set_listener_names(names);
-  // KPROXY_FRAME_METRICS=off: no per-frame metrics or tap (bench/metrics measures their cost).
+  // KPROXY_FRAME_METRICS=off: no per-frame metrics or tap; =no-errors: no response decoding for
+  // error codes (bench/metrics attributes the cost with these).
   const char* knob = std::getenv("KPROXY_FRAME_METRICS");
   if (!knob || std::string_view(knob) != "off") {
-    proxy::set_frame_observer(std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names));
+    bool count_errors = !knob || std::string_view(knob) != "no-errors";
+    proxy::set_frame_observer(
+        std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors));
   }
   metrics::ProxyMetrics::instance().add_collector(export_proxy_counters);
   chaos_admin_ = std::make_unique<chaos::ChaosAdmin>(proxy_.chaos(), std::move(reload));

@@ -18,8 +18,8 @@ constexpr size_t kMaxRemembered = 10000;
 
 }  // namespace
 
-FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names)
-    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)) {}
+FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors)
+    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {}
 
 size_t FrameMetrics::listener_index(const std::string& name) const {
   for (size_t i = 0; i < listener_names_.size(); ++i) {
@@ -55,6 +55,7 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
     metrics_.rewritten(api, api == 18 ? api_versions_stage : fault_stage);
   }
   bool has_error = false;
+  if (!count_errors_ && !hub_.active()) return;
   if (auto message = ctx.message()) {
     message->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) {
       if (code != 0) {

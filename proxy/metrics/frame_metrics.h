@@ -23,7 +23,9 @@ namespace kproxy::metrics {
 
 class FrameMetrics final : public proxy::FrameObserver {
  public:
-  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names);
+  /// `count_errors` false skips decoding responses for their error codes (cost attribution in
+  /// bench/metrics: KPROXY_FRAME_METRICS=no-errors).
+  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors = true);
 
   // proxy::FrameObserver
   void on_request(const proxy::RequestContext& ctx) override;
@@ -36,6 +38,7 @@ class FrameMetrics final : public proxy::FrameObserver {
   ProxyMetrics& metrics_;
   tap::TapHub& hub_;
   std::vector<std::string> listener_names_;
+  bool count_errors_;
 };
 
 /// Per-connection gauges; a member of ClientConnection. Loop thread only.
