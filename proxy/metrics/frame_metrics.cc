@@ -6,6 +6,7 @@
 
 #include "codec/api_keys.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/metrics/response_errors.h"
 #include "proxy/tap/tap_event.h"
 
 namespace kproxy::metrics {
@@ -56,7 +57,14 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   }
   bool has_error = false;
   if (!count_errors_ && !hub_.active()) return;
-  if (auto message = ctx.message()) {
+  codec::Bytes body;
+  ScannedErrors scanned;
+  if (api == 0 && !ctx.dirty() && response_body(ctx.frame(), ctx.header_version(), body) &&
+      scan_produce_response_errors(body, ctx.api_version(), scanned)) {
+    // Produce: the hot path, scanned without decoding (response_errors.h).
+    for (size_t i = 0; i < scanned.count; ++i) metrics_.response_error(api, scanned.codes[i]);
+    has_error = scanned.count > 0;
+  } else if (auto message = ctx.message()) {
     message->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) {
       if (code != 0) {
         metrics_.response_error(api, code);
