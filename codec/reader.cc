@@ -96,7 +96,7 @@ std::optional<int64_t> Reader::length_prefix(bool compact, bool wide, bool nulla
   if (!ok()) return std::nullopt;
   if (len < 0) {
     if (nullable) return std::nullopt;
-    fail(std::string("null ") + what + " (length " + std::to_string(len) + ") in a non-nullable field");
+    fail(std::string("null in a non-nullable field (") + what + " length " + std::to_string(len) + ")");
     return std::nullopt;
   }
   if (static_cast<uint64_t>(len) > remaining()) {

@@ -101,9 +101,9 @@ class Writer {
   template <typename T>
   void fixed(T v) {
     v = swap_wire_order(v);  // the wire is big-endian
-    uint8_t bytes[sizeof(T)];
-    std::memcpy(bytes, &v, sizeof(T));
-    out_.insert(out_.end(), bytes, bytes + sizeof(T));
+    size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &v, sizeof(T));
   }
   std::vector<uint8_t>& out_;
 };

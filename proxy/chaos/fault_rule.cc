@@ -107,20 +107,32 @@ const char* action_name(ActionKind k) {
   return "?";
 }
 
+// Durations in rules (delay, jitter, throttle, windows) are at most a day: a longer one is a typo,
+// and bounding it keeps float-to-integer conversion and the unit multiplications defined.
+constexpr int64_t kMaxDurationMs = 24LL * 3600 * 1000;
+
 std::optional<std::chrono::milliseconds> parse_duration(const nlohmann::json& v) {
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) return std::chrono::milliseconds(v.get<int64_t>());
-  if (v.is_number_float() && v.get<double>() >= 0) return std::chrono::milliseconds(static_cast<int64_t>(v.get<double>()));
-  if (!v.is_string()) return std::nullopt;
-  std::string s = v.get<std::string>();
-  size_t i = 0;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-  if (i == 0 || i > 12) return std::nullopt;
-  int64_t n = std::stoll(s.substr(0, i));
-  std::string unit = s.substr(i);
-  if (unit == "ms" || unit.empty()) return std::chrono::milliseconds(n);
-  if (unit == "s") return std::chrono::milliseconds(n * 1000);
-  if (unit == "m") return std::chrono::milliseconds(n * 60000);
-  return std::nullopt;
+  int64_t ms = -1;
+  if (v.is_number_integer()) {
+    ms = v.get<int64_t>();
+  } else if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (!(d >= 0 && d <= static_cast<double>(kMaxDurationMs))) return std::nullopt;  // also NaN
+    ms = static_cast<int64_t>(d);
+  } else if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    size_t i = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    if (i == 0 || i > 12) return std::nullopt;
+    int64_t n = std::stoll(s.substr(0, i));
+    std::string unit = s.substr(i);
+    if (unit == "ms" || unit.empty()) ms = n;
+    else if (unit == "s") ms = n * 1000;
+    else if (unit == "m") ms = n * 60000;
+    else return std::nullopt;
+  }
+  if (ms < 0 || ms > kMaxDurationMs) return std::nullopt;
+  return std::chrono::milliseconds(ms);
 }
 
 // ---- matching and triggers ----

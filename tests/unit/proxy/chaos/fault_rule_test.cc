@@ -121,3 +121,14 @@ TEST_CASE("durations") {
   CHECK(!parse_duration(json("2h")));
   CHECK(!parse_duration(json(-1)));
 }
+
+TEST_CASE("durations are bounded: huge, negative or NaN-like values are refused, not converted") {
+  // Found by the admin_json fuzzer: a float delay of 1e30 overflowed the conversion to milliseconds.
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":1e30}})").rfind("action.delay", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":-5}})").rfind("action.delay", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":"99999999999m"}})").rfind("action.delay", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":"250ms","jitter":90000000}})").rfind("action.jitter", 0) == 0);
+  auto ok = parse_ok(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":"2s","jitter":12.5}})");
+  CHECK(ok->action.delay == std::chrono::milliseconds(2000));
+  CHECK(ok->action.jitter == std::chrono::milliseconds(12));
+}
