@@ -3,6 +3,8 @@
 // touched by another thread; other threads talk to it only through post().
 #pragma once
 
+#include <atomic>
+
 #include <chrono>
 #include <functional>
 #include <mutex>
@@ -46,7 +48,8 @@ class Worker {
   /// Stops accepting, lets connections finish what is in flight, closes the rest after `deadline`.
   /// Loop thread only. The loop ends once everything is closed.
   void begin_drain(std::chrono::milliseconds deadline);
-  bool draining() const { return draining_; }
+  /// Safe from any thread (the admin API's /readyz reads it).
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
 
   // For Listener and ClientConnection.
   void accept(uv_stream_t* server, const ListenerSpec& spec);
@@ -70,7 +73,7 @@ class Worker {
   bool accepting_tasks_ = true;  ///< false once the wakeup handle is closed (under tasks_mutex_)
   std::vector<Listener*> listeners_;
   std::unordered_set<ClientConnection*> connections_;
-  bool draining_ = false;
+  std::atomic<bool> draining_{false};
   bool finished_ = false;
 };
 
