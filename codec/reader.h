@@ -16,6 +16,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 namespace kproxy::codec {
 
@@ -82,6 +84,24 @@ class Reader {
   /// Takes n raw bytes as a view; fails if fewer remain.
   Bytes raw(size_t n);
   void skip(size_t n) { (void)raw(n); }
+
+  /// Replaces `out` with `count` big-endian integers read as one block (int16/32/64 arrays).
+  template <typename T>
+  void fixed_array(std::vector<T>& out, size_t count) {
+    if (!ok()) return;
+    if (count > remaining() / sizeof(T)) {
+      fail("array of " + std::to_string(count) + " x " + std::to_string(sizeof(T)) + " bytes exceeds the " + std::to_string(remaining()) + " bytes left");
+      return;
+    }
+    out.resize(count);
+    const uint8_t* p = data_.data() + pos_;
+    for (size_t i = 0; i < count; ++i) {
+      std::make_unsigned_t<T> v;
+      std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+      out[i] = static_cast<T>(swap_wire_order(v));
+    }
+    pos_ += count * sizeof(T);
+  }
 
   /// Non-nullable string: int16 length (classic) or uvarint length+1 (compact).
   std::string_view string(bool compact);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <string_view>
 #include <vector>
 
@@ -64,6 +65,18 @@ class Writer {
     uint64_t u = zigzag64(v);
     while (u >= 0x80) { out_.push_back(static_cast<uint8_t>(u | 0x80)); u >>= 7; }
     out_.push_back(static_cast<uint8_t>(u));
+  }
+
+  /// Appends big-endian integers as one block (int16/32/64 arrays; the count is written apart).
+  template <typename T>
+  void fixed_array(const std::vector<T>& items) {
+    size_t at = out_.size();
+    out_.resize(at + items.size() * sizeof(T));
+    uint8_t* p = out_.data() + at;
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto v = swap_wire_order(static_cast<std::make_unsigned_t<T>>(items[i]));
+      std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+    }
   }
 
   void raw(Bytes b) { out_.insert(out_.end(), b.begin(), b.end()); }

@@ -40,6 +40,9 @@ SCALARS = {
     "bool": ("bool", 1, "r.boolean()", "w.boolean", "f.boolean()"),
     "uuid": ("Uuid", 16, "r.uuid()", "w.uuid", "f.uuid()"),
 }
+# Arrays of these are read and written as one block (Reader/Writer::fixed_array).
+FIXED_WIDTH_ARRAY_BASES = ("int16", "int32", "int64")
+
 INT_RANGES = {"int8": (-2**7, 2**7 - 1), "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1),
               "int64": (-2**63, 2**63 - 1), "uint16": (0, 2**16 - 1), "uint32": (0, 2**32 - 1)}
 VARIABLE = {"string", "bytes", "records"}
@@ -506,6 +509,12 @@ class Gen:
                 out.append("  } else {")
                 out.append(f"    auto& items_ = {x};")
                 out.append("    items_.clear();")
+            if not f.is_struct and f.base in FIXED_WIDTH_ARRAY_BASES:
+                # One bounds check and one allocation for the whole block (partition lists).
+                out.append("    r.fixed_array(items_, static_cast<size_t>(count_));")
+                out.append("  }")
+                out.append("}")
+                return out
             out.append("    items_.reserve(reserve_hint(count_));")
             out.append("    for (int32_t i_ = 0; i_ < count_ && r.ok(); ++i_) {")
             if f.is_struct:
@@ -556,11 +565,17 @@ class Gen:
                 out.append(f"  w.array_length({'-1' if nv == 'true' else f'({nv}) ? -1 : 0'}, {flex});")
                 out.append("} else {")
                 out.append(f"  w.array_length(static_cast<int32_t>({x}->size()), {flex});")
-                out.append(f"  for (const auto& item_ : *{x}) {elem}")
+                if not f.is_struct and f.base in FIXED_WIDTH_ARRAY_BASES:
+                    out.append(f"  w.fixed_array(*{x});")
+                else:
+                    out.append(f"  for (const auto& item_ : *{x}) {elem}")
                 out.append("}")
             else:
                 out.append(f"w.array_length(static_cast<int32_t>({x}.size()), {flex});")
-                out.append(f"for (const auto& item_ : {x}) {elem}")
+                if not f.is_struct and f.base in FIXED_WIDTH_ARRAY_BASES:
+                    out.append(f"w.fixed_array({x});")
+                else:
+                    out.append(f"for (const auto& item_ : {x}) {elem}")
             return out
         if f.is_struct:
             if f.optional():
