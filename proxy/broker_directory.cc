@@ -9,6 +9,7 @@ uint16_t BrokerDirectory::offset_port(uint16_t base, int32_t node_id) {
 }
 
 BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_view host, int32_t port) {
+  if (port < 0 || port > 65535) return {0, false};  // not an address: never store a truncated port
   std::lock_guard lock(mutex_);
   auto it = by_node_.find(node_id);
   if (it != by_node_.end()) {
@@ -29,7 +30,7 @@ BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_vie
       ++next_in_order_;
     }
   }
-  if (proxy_port == 0 || port < 0 || port > 65535) return {0, false};
+  if (proxy_port == 0) return {0, false};
   BrokerRoute route{node_id, config::HostPort{std::string(host), static_cast<uint16_t>(port)}, proxy_port};
   by_node_.emplace(node_id, route);
   node_by_port_.emplace(proxy_port, node_id);

@@ -19,6 +19,9 @@ TEST_CASE("base + node id") {
   d.learn(3, "10.0.0.33", 9094);
   CHECK(d.route_for_port(9103)->real == config::HostPort{"10.0.0.33", 9094});
   CHECK_FALSE(d.route_for_port(9104).has_value());
+  // A known node named with a port outside 0-65535 is refused, and its address stays as it was.
+  CHECK(d.learn(3, "10.0.0.34", 70000).proxy_port == 0);
+  CHECK(d.route_for_port(9103)->real == config::HostPort{"10.0.0.33", 9094});
   CHECK(d.learn(-1, "x", 1).proxy_port == 0);
   CHECK(d.learn(70000, "x", 1).proxy_port == 0);
   CHECK(BrokerDirectory::offset_port(65535, 1) == 0);
