@@ -174,11 +174,8 @@ AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(option
 
 AdminServer::~AdminServer() { stop(); }
 
-void AdminServer::route(std::string method, std::string pattern, Handler handler) {
-  auto r = std::make_shared<Route>();
-  r->method = std::move(method);
-  r->segments = split_path(pattern);
-  r->handler = std::move(handler);
+// Adds `r`, or replaces the route with the same method and pattern.
+void AdminServer::add_route(std::shared_ptr<Route> r) {
   std::lock_guard lock(routes_mutex_);
   for (auto& existing : routes_) {
     if (existing->method == r->method && existing->segments == r->segments) {
@@ -189,6 +186,14 @@ void AdminServer::route(std::string method, std::string pattern, Handler handler
   routes_.push_back(std::move(r));
 }
 
+void AdminServer::route(std::string method, std::string pattern, Handler handler) {
+  auto r = std::make_shared<Route>();
+  r->method = std::move(method);
+  r->segments = split_path(pattern);
+  r->handler = std::move(handler);
+  add_route(std::move(r));
+}
+
 void AdminServer::stream_route(std::string pattern, std::string content_type, StreamPrecheck precheck, StreamHandler handler) {
   auto r = std::make_shared<Route>();
   r->method = "GET";
@@ -197,14 +202,7 @@ void AdminServer::stream_route(std::string pattern, std::string content_type, St
   r->content_type = std::move(content_type);
   r->precheck = std::move(precheck);
   r->stream = std::move(handler);
-  std::lock_guard lock(routes_mutex_);
-  for (auto& existing : routes_) {
-    if (existing->method == r->method && existing->segments == r->segments) {
-      existing = std::move(r);
-      return;
-    }
-  }
-  routes_.push_back(std::move(r));
+  add_route(std::move(r));
 }
 
 std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& method, const std::string& path,

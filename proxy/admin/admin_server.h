@@ -128,6 +128,8 @@ class AdminServer {
     StreamPrecheck precheck;
     StreamHandler stream;
   };
+  /// Adds a route, replacing one with the same method and pattern.
+  void add_route(std::shared_ptr<Route> r);
   /// Finds the route; fills path params. Sets *method_mismatch when only the method differs.
   std::shared_ptr<const Route> find(const std::string& method, const std::string& path,
                                     std::map<std::string, std::string>& params, bool* method_mismatch) const;
