@@ -82,6 +82,101 @@ def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
     return summary
 
 
+class JavaRun:
+    """A Java client running in the background (start_java): its stdout goes to a file, so a test
+    can wait for a progress line while it runs, then collect the JSON summary like run_java."""
+
+    def __init__(self, program: str, args: Iterable[str], log_dir: Optional[Path] = None):
+        src = JAVA_DIR / f"{program}.java"
+        if not src.exists():
+            raise ClientError(f"no such Java client: {src}")
+        self.program = program
+        log_dir = Path(log_dir or (kh.REPO_ROOT / "build" / "test-logs" / "java"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{program}-{time.monotonic_ns() % 10**6}"
+        self.stdout_path = log_dir / f"{stem}.out"
+        self.stderr_path = log_dir / f"{stem}.err"
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
+        cmd = [kh.java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+               f"-Dlog4j2.configurationFile={CLIENT_LOG4J}", "-cp", kh.kafka_classpath(), str(src)]
+        cmd += [str(a) for a in args]
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL,
+                                     preexec_fn=kh._child_setup)
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def wait_for_line(self, pattern: str, timeout: float = 60.0) -> "re.Match":
+        """Waits for a stdout line matching `pattern` (re.search); ClientError if the program
+        exits or the time runs out first."""
+        import re
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.stdout().splitlines():
+                m = rx.search(line)
+                if m:
+                    return m
+            if self.proc.poll() is not None:
+                raise ClientError(f"{self.program} exited (rc={self.proc.returncode}) before printing /{pattern}/\n"
+                                  f"stdout:\n{self.stdout()[-2000:]}\nstderr:\n{self.stderr_path.read_text(errors='replace')[-3000:]}")
+            if time.monotonic() > deadline:
+                raise ClientError(f"{self.program} did not print /{pattern}/ within {timeout}s")
+            time.sleep(0.1)
+
+    def result(self, timeout: float = 180.0) -> Dict:
+        """Waits for the program to exit (killing it after `timeout`) and returns its JSON summary
+        plus _rc, _stderr, _elapsed_s (as run_java)."""
+        try:
+            self.proc.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            self.kill()
+        out = self.stdout()
+        err = self.stderr_path.read_text(errors="replace")
+        if timed_out:
+            raise ClientError(f"{self.program} timed out after {timeout}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+        summary = _last_json(out)
+        if summary is None:
+            raise ClientError(f"{self.program} printed no JSON summary (rc={self.proc.returncode})\n"
+                              f"stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+        summary["_rc"] = self.proc.returncode
+        summary["_stderr"] = err
+        summary["_elapsed_s"] = round(time.monotonic() - self.t0, 2)
+        return summary
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        for f in (self._out, self._err):
+            if not f.closed:
+                f.close()
+
+
+def start_java(program: str, args: Iterable[str], log_dir: Optional[Path] = None) -> JavaRun:
+    """Starts java/<program>.java in the background (see JavaRun)."""
+    return JavaRun(program, args, log_dir)
+
+
+def _last_json(out: str) -> Optional[Dict]:
+    for line in reversed(out.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    return None
+
+
 def txn_produce(bootstrap: str, topic: str, records: int = 1000, transactions: int = 10,
                 *extra: str, timeout: float = 180.0, **opts) -> Dict:
     """TxnProducer; opts become --key-with-dashes value (e.g. key_prefix='a-', abort_every=3)."""

@@ -559,6 +559,43 @@ class KafkaCluster:
             time.sleep(0.25)
         raise KafkaHarnessError(f"node {node_id} did not come back within {timeout}s; log {n.log_path}")
 
+    def kill_node(self, node_id: int) -> int:
+        """`kill -9` of one node's JVM, as a crash would do it: no shutdown hook, no flush, no
+        controlled leader hand-over. Ports, data dir and logs are kept, so start_node() brings the
+        same node back (same listeners, log recovery from the unclean shutdown). Returns the pid."""
+        n = self.node(node_id)
+        if not n.alive():
+            raise KafkaHarnessError(f"node {node_id} is not running")
+        pid = n.proc.pid
+        with contextlib.suppress(Exception):
+            n.log_file.write(f"\n[kafka-harness] SIGKILL node {node_id} (pid {pid})\n".encode())
+            n.log_file.flush()
+        self._kill(n, graceful=False)  # SIGKILL to the process group, then reaps the JVM
+        return pid
+
+    def wait_in_sync(self, topic: str, timeout: float = 60.0) -> TopicMeta:
+        """Waits until every partition of `topic` has a leader and its ISR is all of its
+        replicas, as every live node reports it (e.g. after a killed node came back)."""
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                ok = True
+                for node in self.nodes:
+                    if not node.alive():
+                        continue
+                    t = metadata(node.host, node.ports["PLAINTEXT"], [topic], 5.0).topics.get(topic)
+                    if t is None or t.error_code != 0 or not t.partitions or any(
+                            p.leader < 0 or sorted(p.isr) != sorted(p.replicas) for p in t.partitions.values()):
+                        ok, last = False, t
+                        break
+                if ok:
+                    return self.metadata([topic]).topics[topic]
+            except (OSError, KafkaHarnessError) as e:
+                last = e
+            time.sleep(0.25)
+        raise KafkaHarnessError(f"topic {topic} not fully in sync within {timeout}s (last: {last})")
+
     def __enter__(self) -> "KafkaCluster":
         return self.start()
 

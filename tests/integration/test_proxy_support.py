@@ -66,8 +66,11 @@ class Kproxy:
 
     def __init__(self, upstream: str, *, name: str = "kproxy", advertise: str = "127.0.0.1", workers: int = 2,
                  max_node_id: int = 8, port_range: bool = False, drain_timeout: str = "10s", log_level: str = "debug",
-                 log_format: str = "text", limits: Optional[Dict[str, str]] = None, extra_yaml: str = ""):
-        self.upstream = upstream.split(",")[0]
+                 log_format: str = "text", limits: Optional[Dict[str, str]] = None, extra_yaml: str = "",
+                 all_upstreams: bool = False):
+        # all_upstreams: give kproxy every bootstrap address ("a:1,b:2"; tried in turn when one is
+        # unreachable) instead of only the first.
+        self.upstream = upstream if all_upstreams else upstream.split(",")[0]
         self.name = name
         self.port = kh.free_ports(1)[0]
         self.base = free_port_block(max_node_id + 1)
@@ -102,8 +105,8 @@ class Kproxy:
     def broker_port(self, node_id: int) -> int:
         return self.base + node_id
 
-    def start(self, timeout: float = 10.0) -> "Kproxy":
-        self._log_file = open(self.log_path, "wb")
+    def start(self, timeout: float = 10.0, append_log: bool = False) -> "Kproxy":
+        self._log_file = open(self.log_path, "ab" if append_log else "wb")
         self.proc = subprocess.Popen([kproxy_binary(), "--config", str(self.config_path)], stdout=self._log_file,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=kh._child_setup)
         deadline = time.monotonic() + timeout
@@ -140,6 +143,36 @@ class Kproxy:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> int:
+        """`kill -9` (no drain, no cleanup); returns the pid. restart() brings kproxy back on the
+        same ports with the same config, appending to the same log."""
+        assert self.proc is not None and self.proc.poll() is None, "kproxy is not running"
+        pid = self.proc.pid
+        self.proc.send_signal(signals.SIGKILL)
+        self.proc.wait()
+        if self._log_file:
+            self._log_file.write(f"\n[test] SIGKILL kproxy pid {pid}\n".encode())
+            self._log_file.close()
+            self._log_file = None
+        return pid
+
+    def restart(self, timeout: float = 10.0) -> "Kproxy":
+        return self.start(timeout, append_log=True)
+
+    def fd_count(self) -> int:
+        """Open file descriptors of the running kproxy (/proc/<pid>/fd)."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+    def rss_kib(self) -> int:
+        """VmRSS of the running kproxy, KiB (/proc/<pid>/status)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS in /proc/<pid>/status")
 
     def log_text(self) -> str:
         try:

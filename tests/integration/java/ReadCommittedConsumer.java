@@ -11,9 +11,20 @@
 // content_mismatches, partitions {partition: count}, timed_out, elapsed_ms, error.
 // Exit code 0 only when ok (count == expect, no duplicates, no mismatches).
 //
-// Options: --bootstrap --topic --expect --timeout-ms --linger-ms --group
+// --to-end (no group): reads up to the end offsets taken at start instead of up to --expect (under
+// read_committed the end is the last stable offset); --expect is then optional (checked if given).
+// --dump FILE writes every counted record as "partition<TAB>offset<TAB>key<TAB>value" lines, so a
+// test can compare exact multisets. The summary also has the client's connection counters
+// (connection_creation_total, connection_close_total) and "progress count=N" lines come once a
+// second while it reads.
+//
+// Options: --bootstrap --topic --expect --timeout-ms --linger-ms --group --to-end --dump
 //          --isolation (read_committed|read_uncommitted) --key-prefix (only count such keys)
 //          --security-protocol --sasl-mechanism --sasl-user --sasl-password --property key=value
+import java.io.BufferedWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -26,6 +37,8 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -35,12 +48,15 @@ public class ReadCommittedConsumer {
         Map<String, List<String>> a = Args.parse(argv);
         String bootstrap = Args.req(a, "bootstrap");
         String topic = Args.req(a, "topic");
-        long expect = Long.parseLong(Args.req(a, "expect"));
+        boolean toEnd = Boolean.parseBoolean(Args.opt(a, "to-end", "false"));
+        long expect = Long.parseLong(toEnd ? Args.opt(a, "expect", "-1") : Args.req(a, "expect"));
+        String dump = Args.opt(a, "dump", null);
         long timeoutMs = Long.parseLong(Args.opt(a, "timeout-ms", "60000"));
         long lingerMs = Long.parseLong(Args.opt(a, "linger-ms", "1000"));
         String group = Args.opt(a, "group", null);
         String isolation = Args.opt(a, "isolation", "read_committed");
         String keyPrefix = Args.opt(a, "key-prefix", "");
+        if (toEnd && group != null) Args.die("--to-end reads assigned partitions: no --group");
 
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -61,9 +77,14 @@ public class ReadCommittedConsumer {
         List<String> badExamples = new ArrayList<>();
         Map<Integer, Long> perPartition = new TreeMap<>();
         boolean timedOut = false;
+        boolean reachedEnd = false;
+        Map<TopicPartition, Long> endOffsets = new HashMap<>();
+        Map<String, Double> conn = new HashMap<>();
         String error = null;
+        long lastProgress = t0;
         try (KafkaConsumer<String, String> c =
-                 new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer())) {
+                 new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+             BufferedWriter out = dump == null ? null : Files.newBufferedWriter(Paths.get(dump), StandardCharsets.UTF_8)) {
             if (group != null) {
                 c.subscribe(List.of(topic));
             } else {
@@ -77,12 +98,19 @@ public class ReadCommittedConsumer {
                 }
                 c.assign(tps);
                 c.seekToBeginning(tps);
+                if (toEnd) endOffsets = c.endOffsets(tps, Duration.ofMillis(Math.max(1000, (deadline - System.nanoTime()) / 1_000_000L)));
             }
             long lingerUntil = Long.MAX_VALUE;
             while (true) {
                 long now = System.nanoTime();
+                if (toEnd && atEnd(c, endOffsets)) { reachedEnd = true; break; }
                 if (now >= lingerUntil) break;
-                if (now >= deadline) { timedOut = count < expect; break; }
+                if (now >= deadline) { timedOut = toEnd || count < expect; break; }
+                if (now - lastProgress >= 1_000_000_000L) {
+                    lastProgress = now;
+                    System.out.println("progress count=" + count);
+                    System.out.flush();
+                }
                 ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<String, String> r : recs) {
                     String k = r.key() == null ? "" : r.key();
@@ -95,21 +123,24 @@ public class ReadCommittedConsumer {
                         if (dupExamples.size() < 5) dupExamples.add(k + "@" + r.partition() + ":" + r.offset());
                     }
                     String v = r.value() == null ? "" : r.value();
+                    if (out != null) out.write(r.partition() + "\t" + r.offset() + "\t" + k + "\t" + v + "\n");
                     if (!v.startsWith(k + "|")) {
                         mismatches++;
                         if (badExamples.size() < 5) badExamples.add(k + "@" + r.partition() + ":" + r.offset());
                     }
                 }
-                if (count >= expect && lingerUntil == Long.MAX_VALUE) {
+                if (!toEnd && count >= expect && lingerUntil == Long.MAX_VALUE) {
                     lingerUntil = System.nanoTime() + lingerMs * 1_000_000L;
                 }
             }
             if (group != null) c.commitSync(Duration.ofMillis(15000));
+            conn = LoadMetrics.connectionCounters(c.metrics(), "consumer-metrics");
         } catch (Exception e) {
             error = e.getClass().getName() + ": " + e.getMessage();
         }
         long elapsedMs = (System.nanoTime() - t0) / 1_000_000;
-        boolean ok = error == null && count == expect && duplicates == 0 && mismatches == 0;
+        boolean ok = error == null && (toEnd ? reachedEnd && (expect < 0 || count == expect) : count == expect)
+                     && duplicates == 0 && mismatches == 0;
 
         StringBuilder js = new StringBuilder("{");
         js.append("\"ok\":").append(ok);
@@ -124,12 +155,44 @@ public class ReadCommittedConsumer {
         js.append(",\"mismatch_examples\":").append(Args.strList(badExamples));
         js.append(",\"partitions\":").append(Args.longMap(perPartition));
         js.append(",\"timed_out\":").append(timedOut);
+        if (toEnd) {
+            js.append(",\"reached_end\":").append(reachedEnd);
+            Map<Integer, Long> ends = new TreeMap<>();
+            endOffsets.forEach((tp, off) -> ends.put(tp.partition(), off));
+            js.append(",\"end_offsets\":").append(Args.longMap(ends));
+        }
+        js.append(",\"connection_creation_total\":").append(conn.getOrDefault("connection-creation-total", -1.0).longValue());
+        js.append(",\"connection_close_total\":").append(conn.getOrDefault("connection-close-total", -1.0).longValue());
         js.append(",\"elapsed_ms\":").append(elapsedMs);
         js.append(",\"error\":").append(error == null ? "null" : Args.q(error));
         js.append("}");
         System.out.println(js);
         System.out.flush();
         System.exit(ok ? 0 : 1);
+    }
+
+    /** True once the position of every partition reached its end offset taken at start. */
+    static boolean atEnd(KafkaConsumer<String, String> c, Map<TopicPartition, Long> ends) {
+        for (Map.Entry<TopicPartition, Long> e : ends.entrySet()) {
+            if (c.position(e.getKey(), Duration.ofMillis(5000)) < e.getValue()) return false;
+        }
+        return true;
+    }
+}
+
+/** The client's selector counters (connections opened / closed over its whole life). */
+final class LoadMetrics {
+    static Map<String, Double> connectionCounters(Map<MetricName, ? extends Metric> metrics, String group) {
+        Map<String, Double> out = new HashMap<>();
+        for (Map.Entry<MetricName, ? extends Metric> e : metrics.entrySet()) {
+            MetricName n = e.getKey();
+            if (!n.group().equals(group)) continue;
+            if (n.name().equals("connection-close-total") || n.name().equals("connection-creation-total")) {
+                Object v = e.getValue().metricValue();
+                if (v instanceof Number) out.merge(n.name(), ((Number) v).doubleValue(), Double::sum);
+            }
+        }
+        return out;
     }
 }
 
