@@ -22,6 +22,10 @@ all on free loopback ports found by binding to port 0:
 
 The address a client-facing listener advertises can be set per node and listener
 (`advertise=`), e.g. to make brokers advertise addresses only kproxy can reach.
+`internal_advertise={node_id: (host, port)}` makes a node advertise another address for its
+INTERNAL (inter-broker) listener, e.g. a kproxy port forwarding to the real one, so that
+broker-to-broker requests (replica fetches, the transaction coordinator's WriteTxnMarkers) pass
+through kproxy; the real port stays in `node.ports["INTERNAL"]`.
 
 Cleanup is guaranteed as far as a process can guarantee it: context manager,
 atexit, SIGTERM/SIGHUP turned into SystemExit, and every JVM is started in its own
@@ -409,13 +413,15 @@ class KafkaCluster:
                  advertise: AdvertiseSpec = None, first_node_id: int = 1,
                  internal_replication_factor: Optional[int] = None,
                  extra_properties: Optional[Dict[str, str]] = None, heap: str = "512m",
-                 name: str = "kafka", log_root: Optional[Path] = None, verbose: bool = False):
+                 name: str = "kafka", log_root: Optional[Path] = None, verbose: bool = False,
+                 internal_advertise: Optional[Dict[int, Tuple[str, int]]] = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         self.n = nodes
         self.sasl = sasl
         self.host = host
         self.advertise_spec = advertise
+        self.internal_advertise = dict(internal_advertise or {})
         self.first_node_id = first_node_id
         self.internal_rf = internal_replication_factor or min(nodes, 3)
         self.extra_properties = dict(extra_properties or {})
@@ -644,7 +650,8 @@ class KafkaCluster:
     def _properties(self, n: KafkaNode, voters: str) -> str:
         rf = str(self.internal_rf)
         listeners = [f"{name}://{n.host}:{port}" for name, port in n.ports.items()]
-        advertised = [f"INTERNAL://{n.host}:{n.ports['INTERNAL']}"] + [
+        internal_host, internal_port = self.internal_advertise.get(n.node_id, (n.host, n.ports["INTERNAL"]))
+        advertised = [f"INTERNAL://{internal_host}:{internal_port}"] + [
             f"{name}://{h}:{p}" for name, (h, p) in n.advertised.items()]
         props: Dict[str, str] = {
             "process.roles": "broker,controller",
