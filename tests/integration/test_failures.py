@@ -17,6 +17,7 @@ What is asserted, and how:
 from __future__ import annotations
 
 import collections
+import re
 import time
 import uuid
 from pathlib import Path
@@ -184,3 +185,121 @@ def _wait_leaders_without(cluster: kh.KafkaCluster, topic: str, node: int, timeo
 
 def _brief(summary: Dict) -> Dict:
     return {k: v for k, v in summary.items() if not k.startswith("_") and k not in ("attempts", "duplicate_examples", "mismatch_examples")}
+
+
+# ---------------------------------------------------------------------------------------------
+# kill -9 kproxy under a running transactional producer
+# ---------------------------------------------------------------------------------------------
+
+def read_committed_dump(bootstrap: str, topic: str, dump: Path, timeout_ms: int = 60000) -> Tuple[Dict, List[Tuple[int, int, str, str]]]:
+    """Every record of `topic` a read_committed Java consumer sees from the beginning up to the
+    last stable offset: (summary, [(partition, offset, key, value)])."""
+    out = clients.run_java("ReadCommittedConsumer", [
+        "--bootstrap", bootstrap, "--topic", topic, "--to-end", "true", "--dump", dump,
+        "--timeout-ms", timeout_ms], timeout=timeout_ms / 1000 + 60)
+    assert out.get("reached_end") and out.get("error") is None, out
+    rows = []
+    for line in dump.read_text().splitlines():
+        part, off, key, value = line.split("\t", 3)
+        rows.append((int(part), int(off), key, value))
+    return out, rows
+
+
+def check_txn_outcomes(summary: Dict, rows: List[Tuple[int, int, str, str]]) -> Dict[str, int]:
+    """TxnOutcomeProducer's outcomes against what read_committed returned: every record of a
+    committed attempt exactly once (with its value), nothing of an aborted one, each attempt of
+    unknown outcome all or nothing; nothing else. Returns counts per outcome as read."""
+    prefix, per = summary["key_prefix"], summary["records_per_txn"]
+    outcomes = summary["outcomes"]
+    seen: Dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    for _p, _o, key, value in rows:
+        assert key.startswith(prefix), f"foreign record {key!r}"
+        attempt = int(key[len(prefix):].split("-", 1)[0])
+        assert 1 <= attempt <= len(outcomes), f"record {key!r} of no attempt"
+        assert value == f"{key}|{attempt}|", f"{key!r} has value {value!r}"
+        seen[attempt][key] += 1
+    read = collections.Counter()
+    for n, o in enumerate(outcomes, start=1):
+        want = {f"{prefix}{n}-{i}" for i in range(per)}
+        got = seen.get(n, collections.Counter())
+        if o == "C" or (o == "U" and got):
+            assert set(got) == want and max(got.values()) == 1, \
+                f"attempt {n} ({o}): {len(got)} of {per} keys read, max copies {max(got.values(), default=0)}"
+            read[o + "-visible"] += 1
+        else:
+            assert not got, f"attempt {n} ({o}) is not committed, yet {sum(got.values())} of its records are readable"
+            read[o + "-invisible"] += 1
+    return dict(read)
+
+
+def _outcome_producer(bootstrap: str, topic: str, transactions: int, **opts) -> clients.JavaRun:
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--transactions", transactions,
+            "--records-per-txn", 40, "--pause-ms", 250, "--key-prefix", "t",
+            "--transactional-id", f"kill-kproxy-{uuid.uuid4().hex[:8]}"]
+    for k, v in opts.items():
+        args += [f"--{k.replace('_', '-')}", v]
+    return clients.start_java("TxnOutcomeProducer", args)
+
+
+def test_kproxy_kill9_and_restart_under_txn_producer_retries_within_its_timeouts(kafka, topic_name, tmp_path):
+    """kproxy is SIGKILLed between transactions of a running Java transactional producer and
+    restarted on the same ports 4 s later; delivery.timeout.ms and max.block.ms (30 s) outlast the
+    gap, so the producer just reconnects and retries: every transaction commits, none aborts, and
+    read_committed sees each record once."""
+    kafka.create_topic(topic_name, partitions=3)
+    with Kproxy(kafka.bootstrap(), name="kill-kproxy-a", log_level="info") as kp:
+        prod = _outcome_producer(kp.bootstrap, topic_name, 16, delivery_timeout_ms=30000, max_block_ms=30000,
+                                 request_timeout_ms=10000)
+        prod.wait_for_line(r"^txn 4 C", timeout=90)
+        pid = kp.kill()
+        time.sleep(4)
+        kp.restart()
+        s = prod.result(150)
+        print(f"[failures] kproxy pid {pid} killed for 4 s: producer {_brief(s)}")
+        assert s["ok"] and s["outcomes"] == "C" * 16, s
+        assert (s["aborted"], s["unknown"], s["producer_restarts"]) == (0, 0, 0), s
+        cons, rows = read_committed_dump(kp.bootstrap, topic_name, tmp_path / "read.tsv")
+        assert check_txn_outcomes(s, rows) == {"C-visible": 16}
+        assert len(rows) == 16 * 40
+        assert kp.stop() == 0
+
+
+def test_kproxy_kill9_longer_than_delivery_timeout_fails_then_new_txns_commit(kafka, topic_name, tmp_path):
+    """kproxy stays down 15 s, longer than the producer's delivery.timeout.ms / max.block.ms (5 s)
+    and its transaction.timeout.ms (10 s): the transaction in progress fails, and the root cause
+    is the client's TimeoutException naming the configured 5 s (a batch expired after
+    delivery.timeout.ms, or send() waited max.block.ms for metadata: which one depends on where
+    the kill caught the client; in the second case send() blocks per call, so the application
+    may only learn it once kproxy is back). The application aborts (abortTransaction itself
+    retried on max.block.ms timeouts) and once kproxy is back on the same ports new transactions
+    commit. read_committed then holds every committed attempt once and nothing of the failed ones."""
+    kafka.create_topic(topic_name, partitions=3)
+    want = 12
+    with Kproxy(kafka.bootstrap(), name="kill-kproxy-b", log_level="info") as kp:
+        prod = _outcome_producer(kp.bootstrap, topic_name, want, delivery_timeout_ms=5000, max_block_ms=5000,
+                                 request_timeout_ms=2000, transaction_timeout_ms=10000)
+        prod.wait_for_line(r"^txn 3 C", timeout=90)
+        pid = kp.kill()
+        t_kill = time.monotonic()
+        first_error_s = None
+        while time.monotonic() - t_kill < 15:
+            if first_error_s is None and "\nerror txn " in "\n" + prod.stdout():
+                first_error_s = time.monotonic() - t_kill
+            time.sleep(0.1)
+        kp.restart()
+        s = prod.result(150)
+        seen = f"{first_error_s:.1f}s after the kill" if first_error_s is not None else "only after the restart"
+        print(f"[failures] kproxy pid {pid} killed for 15 s: the application saw the first error {seen}; producer {_brief(s)}")
+        assert s["ok"] and s["committed"] == want, s
+        failed = [a for a in s["attempts"] if a["o"] != "C"]
+        assert failed, "no transaction failed although kproxy was down 3x delivery.timeout.ms"
+        m = re.search(r"TimeoutException: (?:Expiring \d+ record\(s\) for \S+:(\d+) ms has passed since batch creation"
+                      r"|Topic \S+ not present in metadata after (\d+) ms)", failed[0]["cause"] or "")
+        assert m, failed[0]
+        assert 5000 <= int(m.group(1) or m.group(2)) < 6000, failed[0]  # the configured 5 s, not another timeout
+        assert s["outcomes"].endswith("CCC"), s["outcomes"]  # kproxy back: transactions commit again
+        cons, rows = read_committed_dump(kp.bootstrap, topic_name, tmp_path / "read.tsv")
+        read = check_txn_outcomes(s, rows)
+        print(f"[failures] read_committed: {len(rows)} records, attempts {read}")
+        assert read.get("C-visible") == want and len(rows) >= want * 40
+        assert kp.stop() == 0
