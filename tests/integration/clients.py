@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import kafka_harness as kh
 
@@ -191,6 +191,21 @@ def read_committed(bootstrap: str, topic: str, expect: int, *extra: str, timeout
     args = ["--bootstrap", bootstrap, "--topic", topic, "--expect", expect, "--timeout-ms", timeout_ms]
     args += _opts(opts) + list(extra)
     return run_java("ReadCommittedConsumer", args, timeout or timeout_ms / 1000.0 + 90.0)
+
+
+def read_committed_dump(bootstrap: str, topic: str, dump: Path, timeout_ms: int = 60000) -> Tuple[Dict, List[Tuple[int, int, str, str]]]:
+    """Every record of `topic` a read_committed Java consumer sees from the beginning up to the
+    last stable offset: (summary, [(partition, offset, key, value)])."""
+    out = run_java("ReadCommittedConsumer", [
+        "--bootstrap", bootstrap, "--topic", topic, "--to-end", "true", "--dump", dump,
+        "--timeout-ms", timeout_ms], timeout=timeout_ms / 1000 + 60)
+    if not out.get("reached_end") or out.get("error") is not None:
+        raise ClientError(f"read_committed dump of {topic} failed: {out}")
+    rows = []
+    for line in dump.read_text().splitlines():
+        part, off, key, value = line.split("\t", 3)
+        rows.append((int(part), int(off), key, value))
+    return out, rows
 
 
 def _opts(opts: Dict) -> List[str]:
