@@ -1,5 +1,7 @@
 #include "proxy/client_connection.h"
 
+#include <sys/socket.h>
+
 #include <spdlog/spdlog.h>
 
 #include "codec/api_keys.h"
@@ -39,7 +41,16 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
                       if (closing_) return;
                       if (upstream_.stream().flush()) client_.flush();
                     },
-                    [this](const std::string& reason) { close(reason); }}) {}
+                    [this](const std::string& reason) { close(reason); },
+                    [this](codec::Bytes b) { upstream_.stream().append(b); },
+                    [this] {
+                      // SO_LINGER 0: close() sends RST (a reset_after_bytes fault rule).
+                      uv_os_fd_t fd;
+                      if (uv_fileno(reinterpret_cast<uv_handle_t*>(client_.handle()), &fd) == 0) {
+                        struct linger l{1, 0};
+                        setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+                      }
+                    }}) {}
 
 ClientConnection::~ClientConnection() {
   worker_.proxy().release_connection();
@@ -194,7 +205,7 @@ void ClientConnection::forward_request(codec::Bytes frame, const codec::RequestH
                                    std::chrono::steady_clock::now()});
     metrics_.request_pushed();
   }
-  upstream_.stream().append(frame);
+  pipeline_.send_broker(frame);  // transport fault rules may shape it (proxy/chaos/transport_shaper.h)
   ++requests_forwarded_;
 }
 

@@ -121,7 +121,8 @@ struct Pipeline::ResponseActions {
   bool drop = false;
   bool close_after = false;
   std::optional<uint64_t> reset_after_bytes;
-  bool any() const { return !error_rules.empty() || throttle_ms || delay.count() > 0 || drop || close_after || reset_after_bytes; }
+  std::optional<chaos::TransportToxic> toxic;  ///< bandwidth / slice of the response
+  bool any() const { return !error_rules.empty() || throttle_ms || delay.count() > 0 || drop || close_after || reset_after_bytes || toxic; }
 };
 
 struct Pipeline::Slot {
@@ -139,6 +140,7 @@ struct Pipeline::HeldRequest {
   codec::RequestHeader header;  ///< views cleared: only api key, version, correlation id are used
   bool expects_response = true;
   std::chrono::steady_clock::time_point release_at;
+  std::optional<chaos::TransportToxic> toxic;  ///< bandwidth / slice of the request
 };
 
 struct Pipeline::Timer {
@@ -148,7 +150,9 @@ struct Pipeline::Timer {
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, Sink sink)
     : loop_(loop), chaos_(chaos), observer_(frame_observer()), info_(std::move(info)), sink_(std::move(sink)),
-      jitter_state_(0x9e3779b97f4a7c15ULL ^ info_.id) {}
+      jitter_state_(0x9e3779b97f4a7c15ULL ^ info_.id),
+      to_client_(loop, [this](codec::Bytes b) { sink_.send_client(b); }, [this] { sink_.flush(); }),
+      to_broker_(loop, [this](codec::Bytes b) { sink_.send_broker(b); }, [this] { sink_.flush(); }) {}
 
 Pipeline::~Pipeline() { shutdown(); }
 
@@ -162,6 +166,14 @@ void Pipeline::shutdown() {
   }
   slots_.clear();
   held_.clear();
+  to_client_.shutdown();
+  to_broker_.shutdown();
+}
+
+void Pipeline::send_broker(codec::Bytes bytes) {
+  if (closed_) return;
+  to_broker_.send(bytes, request_toxic_ ? &*request_toxic_ : nullptr);
+  request_toxic_.reset();
 }
 
 const chaos::RuleSet& Pipeline::rules() {
@@ -215,6 +227,7 @@ RequestVerdict Pipeline::on_request(const codec::RequestHeader& header, codec::B
   const chaos::RuleSet& set = rules();
   ResponseActions actions;
   std::chrono::milliseconds request_delay{0};
+  std::optional<chaos::TransportToxic> request_toxic;
   std::vector<uint8_t> synthetic;
   bool answered = false;
 
@@ -285,6 +298,23 @@ RequestVerdict Pipeline::on_request(const codec::RequestHeader& header, codec::B
           fired(*rule, header);
           actions.reset_after_bytes = a.bytes;
           break;
+        case chaos::ActionKind::kBandwidth:
+        case chaos::ActionKind::kSlice: {
+          fired(*rule, header);
+          // Several transport rules on one exchange combine (a slicer behind a bandwidth limit).
+          auto add = [&](std::optional<chaos::TransportToxic>& t) {
+            if (!t) t.emplace();
+            if (a.kind == chaos::ActionKind::kBandwidth) {
+              t->bytes_per_second = a.bytes;
+            } else {
+              t->slice_bytes = a.bytes;
+              t->slice_delay = a.slice_delay;
+            }
+          };
+          if (a.to_client) add(actions.toxic);
+          if (a.to_broker) add(request_toxic);
+          break;
+        }
       }
     }
   }
@@ -302,6 +332,7 @@ RequestVerdict Pipeline::on_request(const codec::RequestHeader& header, codec::B
     slot.actions.drop = actions.drop;
     slot.actions.close_after = actions.close_after;
     slot.actions.reset_after_bytes = actions.reset_after_bytes;
+    slot.actions.toxic = actions.toxic;
     if (observer_) {
       ResponseContext rctx(header.api_key, header.api_version, codec::response_header_version(header.api_key, header.api_version),
                            codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_);
@@ -327,10 +358,12 @@ RequestVerdict Pipeline::on_request(const codec::RequestHeader& header, codec::B
     h.header.tagged_fields.clear();
     h.expects_response = expects_response;
     h.release_at = std::max(now + request_delay, held_.empty() ? now : held_.back().release_at);
+    h.toxic = request_toxic;
     held_.push_back(std::move(h));
     arm_timer(held_.front().release_at);
     return RequestVerdict::kHeld;
   }
+  request_toxic_ = request_toxic;  // for the send_broker() the forward that follows makes
   return RequestVerdict::kForward;
 }
 
@@ -412,21 +445,22 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
   pump();
 }
 
-void Pipeline::send_client(codec::Bytes bytes) {
+void Pipeline::send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
   if (closed_) return;
   if (reset_budget_) {
     if (bytes.size() >= *reset_budget_) {
-      sink_.send_client(bytes.subspan(0, *reset_budget_));
+      to_client_.send(bytes.subspan(0, *reset_budget_), nullptr);
       reset_budget_.reset();
       close_reason_ = "fault rule: reset after the configured number of response bytes";
       closed_ = true;
       sink_.flush();
+      if (sink_.reset_client) sink_.reset_client();
       sink_.close(close_reason_);
       return;
     }
     *reset_budget_ -= bytes.size();
   }
-  sink_.send_client(bytes);
+  to_client_.send(bytes, toxic);
 }
 
 void Pipeline::pump() {
@@ -436,7 +470,9 @@ void Pipeline::pump() {
   while (!held_.empty() && held_.front().release_at <= now) {
     HeldRequest h = std::move(held_.front());
     held_.pop_front();
+    request_toxic_ = h.toxic;
     sink_.forward_request(codec::Bytes(h.frame.data(), h.frame.size()), h.header, h.expects_response);
+    request_toxic_.reset();
     sent = true;
   }
   while (!slots_.empty() && slots_.front().ready) {
@@ -462,8 +498,9 @@ void Pipeline::pump() {
     }
     if (s.actions.reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions.reset_after_bytes;
     std::vector<uint8_t> bytes = std::move(s.bytes);
+    std::optional<chaos::TransportToxic> toxic = s.actions.toxic;
     slots_.pop_front();
-    send_client(codec::Bytes(bytes.data(), bytes.size()));
+    send_client(codec::Bytes(bytes.data(), bytes.size()), toxic ? &*toxic : nullptr);
     if (closed_) return;
     sent = true;
   }

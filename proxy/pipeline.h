@@ -5,7 +5,8 @@
 //                                                   1. ApiVersions: too-new request → own v0 answer; KIP-511 name/version
 //                                                   2. fault rules: match (header, then lazily the body's entities),
 //                                                      trigger, then answer | close before | delay request | mark the
-//                                                      response side (error, throttle, delay, drop, close after, reset)
+//                                                      response side (error, throttle, delay, drop, close after, reset,
+//                                                      bandwidth/slice of the response)
 //                                                   3. observer.on_request
 //            requests leave in arrival order (a delayed one holds those behind it) ──► upstream
 //
@@ -29,6 +30,12 @@
 //
 // close after: the request is forwarded (the broker does the work); when its response arrives it
 // is swallowed and the client connection closed: the outcome is unknown to the client.
+//
+// Transport toxics (bandwidth, slice) shape the bytes of the exchange a rule matched: the request
+// on its way to the broker (send_broker) and/or the response on its way to the client, through one
+// chaos::TransportShaper per direction (proxy/chaos/transport_shaper.h). reset_after_bytes sends
+// the next N response bytes, then resets the client connection (RST, like Toxiproxy's reset_peer);
+// bytes a shaper still holds at that moment are lost with the connection, as on a real reset.
 #pragma once
 
 #include <chrono>
@@ -45,6 +52,7 @@
 #include "codec/message.h"
 #include "codec/request_header.h"
 #include "proxy/chaos/rule_set.h"
+#include "proxy/chaos/transport_shaper.h"
 
 namespace kproxy::proxy {
 
@@ -163,6 +171,10 @@ class Pipeline {
     /// Flush both directions (after timer-driven sends).
     std::function<void()> flush;
     std::function<void(const std::string& reason)> close;
+    /// Append bytes for the broker (what forward_request sends goes through Pipeline::send_broker).
+    std::function<void(codec::Bytes bytes)> send_broker;
+    /// Make the next close of the client socket a reset (RST) instead of an orderly FIN.
+    std::function<void()> reset_client;
   };
 
   Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, Sink sink);
@@ -175,6 +187,10 @@ class Pipeline {
   /// A broker response to the oldest forwarded request (`api_key` v`api_version`, response header
   /// `header_version`, `sent_at` when forwarded). Sends, holds, or drops it; may close.
   void on_response(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::chrono::steady_clock::time_point sent_at);
+
+  /// The way a forwarded request's bytes reach the broker (Sink::forward_request implementations
+  /// call it): shaped when a transport rule fired on that request, else passed to Sink::send_broker.
+  void send_broker(codec::Bytes bytes);
 
   const std::string& close_reason() const { return close_reason_; }
   const ConnectionInfo& info() const { return info_; }
@@ -194,7 +210,7 @@ class Pipeline {
   /// Sends what is ready, in order; arms the timer for what is not.
   void pump();
   void arm_timer(std::chrono::steady_clock::time_point at);
-  void send_client(codec::Bytes bytes);
+  void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   std::chrono::milliseconds jittered(const chaos::RuleAction& a);
 
   uv_loop_t* loop_;
@@ -212,6 +228,9 @@ class Pipeline {
   std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close
   uint64_t jitter_state_;
   std::string close_reason_;
+  chaos::TransportShaper to_client_, to_broker_;
+  /// The toxic of the request being forwarded right now (set around Sink::forward_request).
+  std::optional<chaos::TransportToxic> request_toxic_;
 };
 
 }  // namespace kproxy::proxy

@@ -103,6 +103,8 @@ const char* action_name(ActionKind k) {
     case ActionKind::kClose: return "close";
     case ActionKind::kThrottle: return "throttle";
     case ActionKind::kResetAfterBytes: return "reset_after_bytes";
+    case ActionKind::kBandwidth: return "bandwidth";
+    case ActionKind::kSlice: return "slice";
   }
   return "?";
 }
@@ -337,10 +339,11 @@ struct Parser {
 
   bool action(const nlohmann::json& a, const RuleMatch& m, RuleAction& out, std::vector<std::string>& notes) {
     if (!a.is_object()) return fail("action", "expected an object");
-    static const char* kinds[] = {"error", "answer", "delay", "drop_response", "close", "throttle", "reset_after_bytes"};
+    static const char* kinds[] = {"error", "answer", "delay", "drop_response", "close", "throttle", "reset_after_bytes", "bandwidth", "slice"};
     int found = 0;
     for (const char* k : kinds) found += a.contains(k) ? 1 : 0;
-    if (found != 1) return fail("action", "expected exactly one of error, answer, delay, drop_response, close, throttle, reset_after_bytes");
+    if (found != 1)
+      return fail("action", "expected exactly one of error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth, slice");
     if (a.contains("error") || a.contains("answer")) {
       bool is_error = a.contains("error");
       const char* key = is_error ? "error" : "answer";
@@ -416,6 +419,26 @@ struct Parser {
       if (!d || d->count() > INT32_MAX) return fail("action.throttle", "expected a duration");
       out.kind = ActionKind::kThrottle;
       out.throttle = *d;
+      return true;
+    }
+    if (a.contains("bandwidth") || a.contains("slice")) {
+      bool bandwidth = a.contains("bandwidth");
+      if (bandwidth ? !only_keys(a, "action", {"bandwidth", "direction"}) : !only_keys(a, "action", {"slice", "slice_delay", "direction"})) return false;
+      out.kind = bandwidth ? ActionKind::kBandwidth : ActionKind::kSlice;
+      const char* key = bandwidth ? "bandwidth" : "slice";
+      if (!count(a[key], std::string("action.") + key, out.bytes, false)) return false;
+      if (a.contains("slice_delay")) {
+        auto d = parse_duration(a["slice_delay"]);
+        if (!d) return fail("action.slice_delay", "expected a duration (5, \"5ms\", \"1s\")");
+        out.slice_delay = *d;
+      }
+      if (a.contains("direction")) {
+        std::string s = a["direction"].is_string() ? a["direction"].get<std::string>() : "";
+        if (s != "to_client" && s != "to_broker" && s != "both")
+          return fail("action.direction", "expected to_client (responses), to_broker (requests) or both");
+        out.to_client = s != "to_broker";
+        out.to_broker = s != "to_client";
+      }
       return true;
     }
     if (!only_keys(a, "action", {"reset_after_bytes"})) return false;
@@ -510,7 +533,7 @@ std::shared_ptr<FaultRule> parse_fault_rule(const nlohmann::json& spec_in, std::
     return nullptr;
   }
   if (!spec_in.contains("action")) {
-    p.fail("action", "missing (error, answer, delay, drop_response, close, throttle or reset_after_bytes)");
+    p.fail("action", "missing (error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth or slice)");
     return nullptr;
   }
   if (spec_in.contains("match") && !p.match(spec_in["match"], rule->match)) return nullptr;

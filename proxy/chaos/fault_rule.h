@@ -14,7 +14,9 @@
 //             | {"drop_response": true}                  // blackhole (see pipeline.h)
 //             | {"close": "before" | "after"}
 //             | {"throttle": "500ms"}                     // ThrottleTimeMs in the response
-//             | {"reset_after_bytes": 1000}               // transport: close after N more response bytes
+//             | {"reset_after_bytes": 1000}               // transport: reset (RST) after N more response bytes
+//             | {"bandwidth": 65536, "direction": "to_client" | "to_broker" | "both"}   // bytes per second
+//             | {"slice": 64, "slice_delay": "5ms", "direction": ...}                  // split writes into N-byte pieces
 //    "trigger": {"once": true} | {"nth": 3} | {"times": 2} | {"after": 1, "times": 2}
 //             | {"probability": 0.3, "seed": 42} | {"always": true},
 //    "window":  {"after": "1s", "for": "10s"}}          // optional, relative to when the rule was set
@@ -59,7 +61,7 @@ struct RuleMatch {
   bool needs_body() const { return transactional_id || topic || group_id || !partitions.empty() || producer_id; }
 };
 
-enum class ActionKind : uint8_t { kError, kAnswer, kDelay, kDropResponse, kClose, kThrottle, kResetAfterBytes };
+enum class ActionKind : uint8_t { kError, kAnswer, kDelay, kDropResponse, kClose, kThrottle, kResetAfterBytes, kBandwidth, kSlice };
 const char* action_name(ActionKind k);
 
 enum class ErrorScopeKind : uint8_t {
@@ -75,7 +77,11 @@ struct RuleAction {
   std::chrono::milliseconds delay{0}, jitter{0};  ///< kDelay
   bool on_request = false;                         ///< kDelay side; kClose: before forwarding
   std::chrono::milliseconds throttle{0};           ///< kThrottle
-  uint64_t bytes = 0;                              ///< kResetAfterBytes
+  uint64_t bytes = 0;                              ///< kResetAfterBytes; kSlice: piece size; kBandwidth: bytes per second
+  std::chrono::milliseconds slice_delay{0};        ///< kSlice: between pieces
+  /// kBandwidth, kSlice: which bytes of the matched exchange are shaped (the request on its way to
+  /// the broker, the response on its way to the client).
+  bool to_client = true, to_broker = false;
 };
 
 struct RuleTrigger {

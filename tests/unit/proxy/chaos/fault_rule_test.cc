@@ -132,3 +132,22 @@ TEST_CASE("durations are bounded: huge, negative or NaN-like values are refused,
   CHECK(ok->action.delay == std::chrono::milliseconds(2000));
   CHECK(ok->action.jitter == std::chrono::milliseconds(12));
 }
+
+TEST_CASE("transport toxics parse: bandwidth and slice with a direction") {
+  auto bw = parse_ok(R"({"name":"slow","action":{"bandwidth":65536,"direction":"both"}})");
+  CHECK(bw->action.kind == kproxy::chaos::ActionKind::kBandwidth);
+  CHECK(bw->action.bytes == 65536);
+  CHECK((bw->action.to_client && bw->action.to_broker));
+  auto sl = parse_ok(R"({"name":"cut","match":{"api":"Fetch"},"action":{"slice":7,"slice_delay":"3ms"}})");
+  CHECK(sl->action.kind == kproxy::chaos::ActionKind::kSlice);
+  CHECK(sl->action.bytes == 7);
+  CHECK(sl->action.slice_delay.count() == 3);
+  CHECK((sl->action.to_client && !sl->action.to_broker));  // responses by default
+  auto up = parse_ok(R"({"name":"up","action":{"slice":1,"direction":"to_broker"}})");
+  CHECK((!up->action.to_client && up->action.to_broker));
+  CHECK(parse_error(R"({"name":"x","action":{"bandwidth":0}})").rfind("action.bandwidth: expected an integer >= 1", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","action":{"slice":8,"direction":"up"}})").rfind("action.direction:", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","action":{"slice":8,"slice_delay":"fast"}})").rfind("action.slice_delay:", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","action":{"bandwidth":8,"slice_delay":"1ms"}})").rfind("action.slice_delay: unknown key", 0) == 0);
+  CHECK(std::string(kproxy::chaos::action_name(kproxy::chaos::ActionKind::kSlice)) == "slice");
+}

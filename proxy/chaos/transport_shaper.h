@@ -1,0 +1,83 @@
+// TransportShaper: the byte-stream toxics of fault rules (FAULTS.md scenario 14, as Toxiproxy's
+// `bandwidth` and `slicer`), for one direction of one connection.
+//
+//   Pipeline ──send(bytes, toxic?)──► TransportShaper ──write(piece); flush()──► TcpStream
+//                                        │ queue of pieces with release times (one uv_timer)
+//
+// Bytes sent without a toxic while nothing is queued go straight to `write` (no copy, no timer):
+// the shaper costs nothing when no transport rule fires. Bytes with a toxic are cut into pieces:
+//   - slicer: pieces of `slice_bytes`, at least `slice_delay` apart (counted from the previous
+//     piece's actual write); each piece is its own write + flush, so the peer's reads see the
+//     frame arrive in small parts;
+//   - bandwidth: the connection's direction is a link of `bytes_per_second`: a piece may start
+//     only when the previous one has "finished" (size / rate later); pieces are at most 1/50 s of
+//     traffic so the rate holds at a 20 ms granularity.
+// Both may apply at once. Bytes that arrive while pieces are queued wait behind them (order holds).
+// The queue is not counted by the stream's backpressure marks: a rule that slows a direction to
+// a crawl keeps what the other side sends in memory (clients bound it with their in-flight limits).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include <uv.h>
+
+#include "codec/reader.h"
+
+namespace kproxy::chaos {
+
+/// One transport toxic; a field at 0 is off.
+struct TransportToxic {
+  uint64_t bytes_per_second = 0;
+  uint64_t slice_bytes = 0;
+  std::chrono::milliseconds slice_delay{0};
+  bool any() const { return bytes_per_second > 0 || slice_bytes > 0; }
+};
+
+class TransportShaper {
+ public:
+  /// `write` appends bytes to the stream; `flush` hands what was appended to the kernel. Both are
+  /// called on the loop thread; `flush` may end up calling shutdown() (a failed write closes).
+  TransportShaper(uv_loop_t* loop, std::function<void(codec::Bytes)> write, std::function<void()> flush);
+  ~TransportShaper();
+  TransportShaper(const TransportShaper&) = delete;
+  TransportShaper& operator=(const TransportShaper&) = delete;
+
+  /// Sends `bytes` shaped by `toxic` (nullptr or !any(): as they are, behind anything queued).
+  /// What is due now is written at once and not flushed (the caller flushes, as for a plain write).
+  void send(codec::Bytes bytes, const TransportToxic* toxic);
+  /// Bytes waiting for their release time.
+  size_t queued_bytes() const { return queued_bytes_; }
+  bool idle() const { return pieces_.empty(); }
+  /// Drops what is queued and stops the timer; nothing is written afterwards.
+  void shutdown();
+
+ private:
+  struct Piece {
+    std::vector<uint8_t> bytes;
+    std::chrono::steady_clock::time_point release_at;
+    bool flush_after = false;  ///< a slice: its own write
+    /// A slice's delay after the previous piece's actual write (a late timer does not let two
+    /// slices go out together).
+    std::chrono::milliseconds gap{0};
+  };
+  struct Timer;
+  void pump();
+  void arm(std::chrono::steady_clock::time_point at);
+
+  uv_loop_t* loop_;
+  std::function<void(codec::Bytes)> write_;
+  std::function<void()> flush_;
+  std::deque<Piece> pieces_;
+  size_t queued_bytes_ = 0;
+  /// When the simulated link is free again (bandwidth), or the last slice's release (slicer).
+  std::chrono::steady_clock::time_point next_free_{};
+  Timer* timer_ = nullptr;
+  bool stopped_ = false;
+  bool pumping_ = false;
+};
+
+}  // namespace kproxy::chaos
