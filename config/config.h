@@ -10,6 +10,8 @@
 //       advertise: localhost         # host written into rewritten broker addresses
 //       broker_ports: 9093           # node id N is reached at 9093 + N, or instead:
 //       # broker_port_range: 9100-9131   # ports handed out in order of discovery
+//       tls: {...}                   # TLS for clients (config/tls_config.h)
+//       upstream_tls: {...}          # TLS to the brokers (config/tls_config.h)
 //   admin: { listen: 127.0.0.1:9644 }
 //   limits: { max_request_frame_bytes: 100MiB, max_response_frame_bytes: 256MiB,
 //             max_connections: 10000, connect_timeout: 10s }
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "config/host_port.h"
+#include "config/tls_config.h"
 
 namespace kproxy::config {
 
@@ -53,6 +56,10 @@ struct ListenerConfig {
   /// Host clients are told to connect to for a broker (default: the listen host, when specific).
   std::string advertise;
   BrokerPorts broker_ports;
+  /// Clients speak TLS to kproxy on this listener's ports (bootstrap and broker ports).
+  std::optional<ServerTlsConfig> tls;
+  /// kproxy speaks TLS to the bootstrap servers and every broker of this cluster.
+  std::optional<UpstreamTlsConfig> upstream_tls;
 };
 
 struct AdminConfig {

@@ -260,7 +260,9 @@ class Loader {
     for (size_t i = 0; i < n.size(); ++i) {
       const YAML::Node& item = n[i];
       std::string path = "listeners[" + std::to_string(i) + "]";
-      if (!check_map(item, path, {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range"})) continue;
+      if (!check_map(item, path, {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "tls", "upstream_tls"})) {
+        continue;
+      }
       ListenerConfig l;
       if (auto v = item["name"]) {
         if (auto s = scalar(v, path + ".name")) {
@@ -311,6 +313,8 @@ class Loader {
       } else {
         error(item, path + ": missing broker_ports (base port: node N at base + N) or broker_port_range (first-last, assigned in order)");
       }
+      if (auto v = item["tls"]) l.tls = server_tls(v, path + ".tls");
+      if (auto v = item["upstream_tls"]) l.upstream_tls = upstream_tls(v, path + ".upstream_tls");
       c.listeners.push_back(std::move(l));
     }
     // Two listeners on one port would split clients between them.
@@ -322,6 +326,82 @@ class Loader {
         }
       }
     }
+  }
+
+  TlsFile tls_file(const YAML::Node& node, const std::string& key_path) {
+    TlsFile f;
+    f.key_path = key_path;
+    f.line = node.Mark().line + 1;
+    f.column = node.Mark().column + 1;
+    if (auto s = scalar(node, key_path)) {
+      f.path = *s;
+      if (f.path.empty()) error(node, key_path + ": must name a PEM file");
+    }
+    return f;
+  }
+
+  std::optional<TlsVersion> tls_version(const YAML::Node& node, const std::string& path) {
+    auto text = scalar(node, path);
+    if (!text) return std::nullopt;
+    if (*text == "1.2" || *text == "TLSv1.2") return TlsVersion::kTls12;
+    if (*text == "1.3" || *text == "TLSv1.3") return TlsVersion::kTls13;
+    error(node, path + ": '" + *text + "' is not a TLS version (\"1.2\" or \"1.3\")");
+    return std::nullopt;
+  }
+
+  std::optional<bool> boolean(const YAML::Node& node, const std::string& path) {
+    auto text = scalar(node, path);
+    if (!text) return std::nullopt;
+    if (*text == "true" || *text == "yes" || *text == "on") return true;
+    if (*text == "false" || *text == "no" || *text == "off") return false;
+    error(node, path + ": '" + *text + "' is not true or false");
+    return std::nullopt;
+  }
+
+  ServerTlsConfig server_tls(const YAML::Node& n, const std::string& path) {
+    ServerTlsConfig t;
+    if (!check_map(n, path, {"cert", "key", "client_ca", "client_auth", "min_version"})) return t;
+    if (auto v = n["cert"]) t.cert = tls_file(v, path + ".cert");
+    else error(n, path + ".cert: missing (the PEM certificate kproxy presents to clients)");
+    if (auto v = n["key"]) t.key = tls_file(v, path + ".key");
+    else error(n, path + ".key: missing (the PEM private key of " + path + ".cert)");
+    if (auto v = n["client_ca"]) {
+      t.client_ca = tls_file(v, path + ".client_ca");
+      t.client_auth = ClientAuth::kRequired;
+    }
+    if (auto v = n["client_auth"]) {
+      auto text = scalar(v, path + ".client_auth");
+      if (text && *text == "none") t.client_auth = ClientAuth::kNone;
+      else if (text && *text == "requested") t.client_auth = ClientAuth::kRequested;
+      else if (text && *text == "required") t.client_auth = ClientAuth::kRequired;
+      else if (text) error(v, path + ".client_auth: '" + *text + "' is not one of none, requested, required");
+      if (t.client_auth != ClientAuth::kNone && !t.client_ca.given()) {
+        error(v, path + ".client_auth: verifying client certificates needs " + path + ".client_ca");
+      }
+    }
+    if (auto v = n["min_version"]) {
+      if (auto ver = tls_version(v, path + ".min_version")) t.min_version = *ver;
+    }
+    return t;
+  }
+
+  UpstreamTlsConfig upstream_tls(const YAML::Node& n, const std::string& path) {
+    UpstreamTlsConfig t;
+    if (n.IsNull()) return t;  // `upstream_tls:` alone: TLS with the system trust store
+    if (!check_map(n, path, {"ca", "cert", "key", "verify_hostname", "min_version"})) return t;
+    if (auto v = n["ca"]) t.ca = tls_file(v, path + ".ca");
+    if (auto v = n["cert"]) t.cert = tls_file(v, path + ".cert");
+    if (auto v = n["key"]) t.key = tls_file(v, path + ".key");
+    if (t.cert.given() != t.key.given()) {
+      error(n, path + ": give both cert and key (a client certificate for mTLS), or neither");
+    }
+    if (auto v = n["verify_hostname"]) {
+      if (auto b = boolean(v, path + ".verify_hostname")) t.verify_hostname = *b;
+    }
+    if (auto v = n["min_version"]) {
+      if (auto ver = tls_version(v, path + ".min_version")) t.min_version = *ver;
+    }
+    return t;
   }
 
   void load_port_range(const YAML::Node& v, const std::string& path, const std::optional<HostPort>& listen, BrokerPorts& out) {

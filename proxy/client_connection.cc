@@ -11,6 +11,7 @@
 #include "proxy/counters.h"
 #include "proxy/proxy.h"
 #include "proxy/request_fields.h"
+#include "proxy/tls/tls_session.h"
 #include "proxy/worker.h"
 
 namespace kproxy::proxy {
@@ -63,6 +64,12 @@ void ClientConnection::start(const config::HostPort& upstream) {
   metrics_.opened();
   uv_tcp_nodelay(client_.handle(), 1);
   spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_.label(), listener_.port, upstream.to_string());
+  // TLS contexts as of now: a reload with renewed certificates applies to later connections.
+  // The upstream session verifies the broker's certificate against the host it is reached by:
+  // the bootstrap host, or the host the broker advertises.
+  tls::ListenerTls tls = worker_.proxy().listener_tls(listener_.listener_index);
+  if (tls.clients) client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
+  if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
   client_.start_reading();
   upstream_.connect(upstream, config_->limits.connect_timeout);
 }
@@ -120,6 +127,14 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     if (closing_) return;
     if (!ok) {
       bump(counters().framing_errors);
+      // The first bytes a TLS listener sends a plaintext client are a TLS record (an alert,
+      // content type 21, or a handshake, 22; RFC 8446 5.1), read as a size of ~350 MB.
+      bool first_bytes = metrics_.bytes_out() == data.size();
+      if (first_bytes && data.size() >= 2 && (data[0] == 0x15 || data[0] == 0x16) && data[1] == 0x03) {
+        close("protocol mismatch: broker " + upstream_peer() + " answered with TLS (a TLS listener? set upstream_tls): " +
+              responses_.error());
+        return;
+      }
       close("bad response framing from broker: " + responses_.error());
       return;
     }
@@ -300,6 +315,34 @@ void ClientConnection::on_stream_writable(TcpStream& s) {
 }
 
 void ClientConnection::on_stream_closed(TcpStream&) { maybe_destroy(); }
+
+std::string ClientConnection::upstream_peer() {
+  std::string resolved = upstream_.stream().peer_address();
+  std::string target = upstream_.target().to_string();
+  return resolved.empty() || resolved == target ? target : target + " (" + resolved + ")";
+}
+
+void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& reason) {
+  if (closing_) {
+    s.close();
+    return;
+  }
+  bump(counters().tls_failures);
+  if (&s == &client_) {
+    close("TLS with client " + peer_ + " failed: " + reason);
+    return;
+  }
+  bump(counters().upstream_connect_failures);
+  close("TLS with broker " + upstream_peer() + " failed: " + reason);
+}
+
+void ClientConnection::on_stream_tls_established(TcpStream& s) {
+  if (&s == &client_) {
+    spdlog::debug("conn={} TLS with client {}: {}", id_, peer_, s.tls()->protocol_and_cipher());
+  } else {
+    spdlog::debug("conn={} TLS with broker {}: {}", id_, upstream_peer(), s.tls()->protocol_and_cipher());
+  }
+}
 
 void ClientConnection::on_upstream_connected() {
   if (closing_) return;

@@ -52,6 +52,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void on_stream_error(TcpStream& s, int status, const char* during) override;
   void on_stream_writable(TcpStream& s) override;
   void on_stream_closed(TcpStream& s) override;
+  void on_stream_tls_failed(TcpStream& s, const std::string& reason) override;
+  void on_stream_tls_established(TcpStream& s) override;
 
   // UpstreamConnectionEvents
   void on_upstream_connected() override;
@@ -76,6 +78,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   const BrokerAddressRewrite& rewrite_;
   uint64_t id_;
   std::string peer_;
+  /// "127.0.0.1:9093 (10.0.0.5:9093)": the broker as configured or advertised, and where it resolved.
+  std::string upstream_peer();
   TcpStream client_;
   UpstreamConnection upstream_;
   codec::FrameReader requests_;

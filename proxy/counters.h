@@ -35,6 +35,7 @@ struct ProxyCounters {
 
   Counter framing_errors{0};           ///< negative or oversized size prefix
   Counter tls_on_plaintext{0};         ///< TLS ClientHello on a plaintext port
+  Counter tls_failures{0};             ///< TLS handshakes or records that failed (either leg)
   Counter malformed_requests{0};       ///< header or needed body fields do not parse
   Counter malformed_responses{0};      ///< response that had to be decoded and did not parse
   Counter unexpected_responses{0};     ///< response with nothing in flight

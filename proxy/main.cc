@@ -20,6 +20,7 @@
 #include "proxy/admin/admin_runtime.h"
 #include "proxy/logging.h"
 #include "proxy/proxy.h"
+#include "proxy/tls/listener_tls.h"
 #include "proxy/tap/tap_client.h"
 
 namespace {
@@ -133,6 +134,11 @@ int main(int argc, char** argv) {
     auto loaded = kproxy::config::load_config_file(argv[2]);
     if (!loaded.ok()) {
       std::fputs(loaded.error_text().c_str(), stderr);
+      return 2;
+    }
+    std::vector<kproxy::proxy::tls::ListenerTls> tls;
+    if (std::string error = kproxy::proxy::tls::build_listener_tls(*loaded.config, tls); !error.empty()) {
+      std::fprintf(stderr, "%s\n", error.c_str());
       return 2;
     }
     std::printf("%s: OK (%zu listeners, %u workers)\n", argv[2], loaded.config->listeners.size(), loaded.config->worker_count());

@@ -28,6 +28,12 @@ std::string Proxy::start() {
     if (std::string error = chaos::load_chaos_config(*config_, faults); !error.empty()) return error;
     chaos_.replace(std::move(faults.rules), std::move(faults.api_versions));
   }
+  {
+    std::vector<tls::ListenerTls> tls;
+    if (std::string error = tls::build_listener_tls(*config_, tls); !error.empty()) return error;
+    std::lock_guard lock(config_mutex_);
+    tls_ = std::move(tls);
+  }
   unsigned n = config_->worker_count();
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
@@ -39,6 +45,8 @@ std::string Proxy::start() {
     }
     std::string bootstrap;
     for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
+    if (const auto& t = tls_[li].clients) spdlog::info("listener={} clients speak TLS: {}", l.name, t->summary());
+    if (const auto& t = tls_[li].upstream) spdlog::info("listener={} brokers are reached over TLS: {}", l.name, t->summary());
     spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, l.listen.to_string(), bootstrap,
                  l.advertise,
                  l.broker_ports.scheme == config::BrokerPorts::Scheme::kNodeIdOffset
@@ -84,19 +92,30 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   if (next->worker_count() != workers_.size()) return "the worker count changed: restart kproxy to apply";
   chaos::ChaosConfig faults;
   if (std::string error = chaos::load_chaos_config(*next, faults); !error.empty()) return error;
+  // Certificates and keys are read again: renewed files apply to new connections; a file that
+  // does not load refuses the reload before anything changed.
+  std::vector<tls::ListenerTls> tls;
+  if (std::string error = tls::build_listener_tls(*next, tls); !error.empty()) return error;
   chaos_.replace(std::move(faults.rules), std::move(faults.api_versions));
   {
     std::lock_guard lock(config_mutex_);
     config_ = next;
+    tls_ = std::move(tls);
   }
   configure_logging(next->log);
-  spdlog::info("config reloaded from {} (upstreams, limits, timeouts and logging apply to new connections)", next->source);
+  spdlog::info("config reloaded from {} (upstreams, limits, timeouts, logging and TLS certificates apply to new connections)",
+               next->source);
   return "";
 }
 
 std::shared_ptr<const config::Config> Proxy::config() const {
   std::lock_guard lock(config_mutex_);
   return config_;
+}
+
+tls::ListenerTls Proxy::listener_tls(size_t listener_index) const {
+  std::lock_guard lock(config_mutex_);
+  return listener_index < tls_.size() ? tls_[listener_index] : tls::ListenerTls{};
 }
 
 void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node_id, uint16_t port) {

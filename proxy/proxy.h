@@ -21,6 +21,7 @@
 #include "proxy/broker_address_rewrite.h"
 #include "proxy/broker_directory.h"
 #include "proxy/chaos/rule_set.h"
+#include "proxy/tls/listener_tls.h"
 #include "proxy/worker.h"
 
 namespace kproxy::proxy {
@@ -48,6 +49,9 @@ class Proxy {
   /// Changing the listeners or the worker count needs a restart and is refused.
   std::string reload(std::shared_ptr<const config::Config> next);
   std::shared_ptr<const config::Config> config() const;
+  /// The TLS contexts of listener `listener_index`, as of the last start or reload (the
+  /// certificate files are read again on every reload). Safe from any thread.
+  tls::ListenerTls listener_tls(size_t listener_index) const;
 
   size_t worker_count() const { return workers_.size(); }
   /// Worker `index` (admin health checks post pings to its loop).
@@ -75,6 +79,7 @@ class Proxy {
  private:
   mutable std::mutex config_mutex_;
   std::shared_ptr<const config::Config> config_;
+  std::vector<tls::ListenerTls> tls_;  ///< under config_mutex_, swapped with config_
   std::vector<std::unique_ptr<BrokerDirectory>> directories_;
   std::vector<std::unique_ptr<BrokerAddressRewrite>> rewrites_;
   chaos::ChaosControl chaos_;

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "proxy/tls/tls_session.h"
+
 namespace kproxy::proxy {
 
 namespace {
@@ -17,6 +19,8 @@ TcpStream::TcpStream(uv_loop_t* loop, TcpStreamEvents& events, const char* name)
   uv_tcp_init(loop, &handle_);
   handle_.data = this;
 }
+
+TcpStream::~TcpStream() = default;
 
 void TcpStream::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
   static thread_local std::array<char, kReadBufferSize> buffer;
@@ -37,6 +41,10 @@ void TcpStream::stop_reading() {
 void TcpStream::after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
   auto* self = static_cast<TcpStream*>(s->data);
   if (self->closing_) return;
+  if (self->tls_) {
+    self->read_tls(nread, buf);
+    return;
+  }
   if (nread > 0) {
     self->events_.on_stream_read(*self, codec::Bytes(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread)));
   } else if (nread < 0) {
@@ -46,10 +54,16 @@ void TcpStream::after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 }
 
 void TcpStream::append(codec::Bytes bytes) {
+  if (tls_) {
+    tls_->send(bytes);  // a failure surfaces at the next flush()
+    move_tls_output();
+    return;
+  }
   pending_.insert(pending_.end(), bytes.begin(), bytes.end());
 }
 
 bool TcpStream::flush() {
+  if (tls_ && !closing_ && !encrypt_tls()) return false;
   if (!connected_ || closing_ || pending_.empty()) return true;
   if (writing_bytes_ == 0) {
     uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(pending_.data()), static_cast<unsigned>(pending_.size()));
@@ -105,6 +119,10 @@ void TcpStream::shutdown_and_close() {
   if (closing_) return;
   shutdown_wanted_ = true;
   stop_reading();
+  if (tls_) {
+    tls_->close_notify();
+    move_tls_output();
+  }
   if (!connected_) {
     close();
     return;
@@ -155,6 +173,84 @@ std::string TcpStream::peer_address() const {
     return "[" + std::string(ip) + "]:" + std::to_string(port);
   }
   return "";
+}
+
+// ---- TLS filter ----------------------------------------------------------------------------
+
+void TcpStream::use_tls(std::unique_ptr<tls::TlsSession> session) {
+  tls_ = std::move(session);
+  tls_->start();  // a failure to write the ClientHello surfaces at the first flush()
+  move_tls_output();
+}
+
+size_t TcpStream::tls_held_bytes() const { return tls_ ? tls_->held_plaintext() : 0; }
+
+void TcpStream::move_tls_output() {
+  tls_->take_output([this](codec::Bytes ciphertext) { pending_.insert(pending_.end(), ciphertext.begin(), ciphertext.end()); });
+}
+
+void TcpStream::send_tls_alert() {
+  // Best effort, since the owner closes the stream next: the alert tells the peer why the
+  // handshake failed ("unknown ca" in its log rather than a bare disconnect).
+  if (!connected_ || pending_.empty() || writing_bytes_ > 0) return;
+  uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(pending_.data()), static_cast<unsigned>(pending_.size()));
+  (void)uv_try_write(stream(), &b, 1);
+  pending_.clear();
+}
+
+bool TcpStream::encrypt_tls() {
+  if (tls_->failed()) {
+    stop_reading();
+    events_.on_stream_tls_failed(*this, tls_->failure().message);
+    return false;
+  }
+  if (tls_->encrypt() == tls::TlsSession::Status::kFailed) {
+    move_tls_output();
+    stop_reading();
+    send_tls_alert();
+    events_.on_stream_tls_failed(*this, tls_->failure().message);
+    return false;
+  }
+  move_tls_output();
+  return true;
+}
+
+void TcpStream::read_tls(ssize_t nread, const uv_buf_t* buf) {
+  if (nread < 0) {
+    stop_reading();
+    // A close before the handshake is a TLS failure once the handshake began: we sent a
+    // ClientHello, or the client sent one. A client that connects and closes without a byte (a
+    // TCP health check) just closed.
+    if (nread == UV_EOF && !tls_->established() && !tls_->failed() && (tls_->is_client() || tls_->received_any())) {
+      events_.on_stream_tls_failed(*this, tls::closed_during_handshake(tls_->peer_role(), tls_->is_client()).message);
+    } else {
+      events_.on_stream_error(*this, static_cast<int>(nread), "read");
+    }
+    return;
+  }
+  if (nread == 0) return;
+  codec::Bytes ciphertext(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread));
+  auto status = tls_->receive(ciphertext, [this](codec::Bytes plaintext) {
+    events_.on_stream_read(*this, plaintext);
+    return !closing_;
+  });
+  if (closing_) return;
+  move_tls_output();  // handshake messages, session tickets, an alert
+  if (status == tls::TlsSession::Status::kFailed) {
+    stop_reading();
+    send_tls_alert();
+    events_.on_stream_tls_failed(*this, tls_->failure().message);
+    return;
+  }
+  if (tls_->take_just_established()) {
+    events_.on_stream_tls_established(*this);
+    if (closing_) return;
+  }
+  if (!flush()) return;
+  if (status == tls::TlsSession::Status::kPeerClosed) {
+    stop_reading();
+    events_.on_stream_error(*this, UV_EOF, "read");
+  }
 }
 
 }  // namespace kproxy::proxy

@@ -6,9 +6,13 @@
 // request embeds its buffer). queued_bytes() is what the owner checks against the high-water mark
 // to stop reading the other side; on_stream_writable fires when the queue drains below the
 // low-water mark. When idle, a stream holds no buffer of its own.
+//
+// With use_tls(), a TlsSession (proxy/tls/tls_session.h) sits between the owner and the socket:
+// on_stream_read delivers decrypted bytes, append() takes plaintext and flush() encrypts it first.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,10 @@
 #include "codec/reader.h"
 
 namespace kproxy::proxy {
+
+namespace tls {
+class TlsSession;
+}
 
 /// Stop reading the other side above this many queued bytes...
 inline constexpr size_t kWriteQueueHighWater = 1 << 20;
@@ -37,12 +45,21 @@ class TcpStreamEvents {
   virtual void on_stream_writable(TcpStream& s) = 0;
   /// The handle is closed; the stream may be destroyed now.
   virtual void on_stream_closed(TcpStream& s) = 0;
+  /// TLS failed (handshake, certificate, or a bad record); `reason` says what. The stream has
+  /// stopped reading. By default reported as a failed read.
+  virtual void on_stream_tls_failed(TcpStream& s, const std::string& reason) {
+    (void)reason;
+    on_stream_error(s, UV_EPROTO, "TLS");
+  }
+  /// The TLS handshake completed (s.tls() says with what).
+  virtual void on_stream_tls_established(TcpStream& s) { (void)s; }
 };
 
 class TcpStream {
  public:
   /// `name` ("client", "upstream") appears in log lines.
   TcpStream(uv_loop_t* loop, TcpStreamEvents& events, const char* name);
+  ~TcpStream();
   TcpStream(const TcpStream&) = delete;
   TcpStream& operator=(const TcpStream&) = delete;
 
@@ -63,7 +80,7 @@ class TcpStream {
   /// Sends what was appended. Returns false if the socket failed (on_stream_error was called).
   bool flush();
   /// Bytes appended but not yet written to the kernel.
-  size_t queued_bytes() const { return pending_.size() + writing_bytes_; }
+  size_t queued_bytes() const { return pending_.size() + writing_bytes_ + tls_held_bytes(); }
   bool above_high_water() const { return queued_bytes() > kWriteQueueHighWater; }
 
   /// Closes now; queued writes are cancelled.
@@ -75,6 +92,12 @@ class TcpStream {
 
   /// "ip:port" of the peer, "" if unknown.
   std::string peer_address() const;
+
+  /// Speaks TLS over this socket from now on (before any byte is read or appended). A client
+  /// session's ClientHello goes out with the first flush() after connecting.
+  void use_tls(std::unique_ptr<tls::TlsSession> session);
+  /// The TLS session, nullptr on a plaintext stream.
+  const tls::TlsSession* tls() const { return tls_.get(); }
 
  private:
   struct WriteRequest {
@@ -89,6 +112,12 @@ class TcpStream {
   static void after_shutdown(uv_shutdown_t* req, int status);
   static void on_close(uv_handle_t* h);
   void begin_shutdown();
+  // TLS filter (tcp_stream.cc, end): decrypt in the read path, encrypt before a flush.
+  void read_tls(ssize_t nread, const uv_buf_t* buf);
+  bool encrypt_tls();
+  void move_tls_output();
+  void send_tls_alert();
+  size_t tls_held_bytes() const;
 
   uv_tcp_t handle_;
   uv_shutdown_t shutdown_req_{};
@@ -102,6 +131,7 @@ class TcpStream {
   bool shutdown_wanted_ = false;
   bool closing_ = false;
   bool closed_ = false;
+  std::unique_ptr<tls::TlsSession> tls_;
 };
 
 }  // namespace kproxy::proxy

@@ -33,6 +33,7 @@ void export_proxy_counters(std::vector<prometheus::MetricFamily>& out) {
   counter("kproxy_proxy_upstream_disconnects_total", "Brokers that closed while their client was connected.", c.upstream_disconnects);
   counter("kproxy_proxy_framing_errors_total", "Frames with a negative or oversized size prefix.", c.framing_errors);
   counter("kproxy_proxy_tls_on_plaintext_total", "TLS ClientHellos received on a plaintext port.", c.tls_on_plaintext);
+  counter("kproxy_proxy_tls_failures_total", "TLS handshakes or records that failed, on either leg (see the log for why).", c.tls_failures);
   counter("kproxy_proxy_malformed_requests_total", "Requests whose header or needed fields did not parse.", c.malformed_requests);
   counter("kproxy_proxy_malformed_responses_total", "Responses that had to be decoded and did not parse.", c.malformed_responses);
   counter("kproxy_proxy_unexpected_responses_total", "Responses with nothing in flight.", c.unexpected_responses);

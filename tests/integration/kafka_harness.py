@@ -19,6 +19,9 @@ all on free loopback ports found by binding to port 0:
                     replication works whatever the client-facing listeners advertise)
     PLAINTEXT       client listener
     SASL_PLAINTEXT  client listener with SASL PLAIN and SCRAM-SHA-256 (sasl=True only)
+    SSL             client listener over TLS (tls=BrokerTls(...) only)
+    SASL_SSL        client listener with SASL over TLS, PLAIN + SCRAM-SHA-256/512 (tls and sasl)
+    <extra>         more SSL listeners with their own certificate (BrokerTls.extra_listeners)
 
 The address a client-facing listener advertises can be set per node and listener
 (`advertise=`), e.g. to make brokers advertise addresses only kproxy can reach.
@@ -67,7 +70,9 @@ PLAIN_USERS: Dict[str, str] = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USERS: Dict[str, str] = {"scram-admin": "scram-admin-secret", "bob": "bob-secret"}
 SCRAM_MECHANISM = "SCRAM-SHA-256"
 
-CLIENT_LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT")
+CLIENT_LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+# Extra SCRAM mechanism registered for the SASL_SSL listener (tls and sasl).
+SCRAM_SSL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 # Advertised address override: {node_id: {listener: (host, port)}} or
 # {node_id: (host, port)} (PLAINTEXT only) or a callable
@@ -81,6 +86,22 @@ AdvertiseSpec = Union[
 
 class KafkaHarnessError(RuntimeError):
     pass
+
+
+@dataclass
+class BrokerTls:
+    """TLS for the SSL and SASL_SSL client listeners, all in PEM files: Kafka 4.x reads PEM key and
+    trust stores itself (ssl.keystore.type=PEM, KIP-651), so no keytool is needed.
+
+    keystore:   one PEM file: the broker's unencrypted PKCS#8 private key, then its certificate chain
+    truststore: PEM CA certificates that client certificates must chain to
+    client_auth: ssl.client.auth (none, requested, required)
+    extra_listeners: more SSL listeners, name -> keystore PEM (e.g. one serving an expired certificate)
+    """
+    keystore: Path
+    truststore: Path
+    client_auth: str = "none"
+    extra_listeners: Dict[str, Path] = field(default_factory=dict)
 
 
 # =============================================================================================
@@ -414,11 +435,13 @@ class KafkaCluster:
                  internal_replication_factor: Optional[int] = None,
                  extra_properties: Optional[Dict[str, str]] = None, heap: str = "512m",
                  name: str = "kafka", log_root: Optional[Path] = None, verbose: bool = False,
-                 internal_advertise: Optional[Dict[int, Tuple[str, int]]] = None):
+                 internal_advertise: Optional[Dict[int, Tuple[str, int]]] = None,
+                 tls: Optional[BrokerTls] = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         self.n = nodes
         self.sasl = sasl
+        self.tls = tls
         self.host = host
         self.advertise_spec = advertise
         self.internal_advertise = dict(internal_advertise or {})
@@ -634,11 +657,13 @@ class KafkaCluster:
         self.log_root.mkdir(parents=True, exist_ok=True)
         _prune_logs()
         listeners = ["CONTROLLER", "INTERNAL", "PLAINTEXT"] + (["SASL_PLAINTEXT"] if self.sasl else [])
+        listeners += self._tls_listener_names()
         ports = free_ports(len(listeners) * self.n, self.host)
         for i in range(self.n):
             node_id = self.first_node_id + i
             p = {name: ports[i * len(listeners) + j] for j, name in enumerate(listeners)}
-            adv = {name: self._advertised_for(node_id, name, p[name]) for name in listeners if name in CLIENT_LISTENERS}
+            adv = {name: self._advertised_for(node_id, name, p[name]) for name in listeners
+                   if name in CLIENT_LISTENERS or (self.tls and name in self.tls.extra_listeners)}
             log_dir = self.log_root / f"node-{node_id}"
             log_dir.mkdir(parents=True, exist_ok=True)
             self.nodes.append(KafkaNode(node_id, self.host, p, adv, self._tmp / f"node-{node_id}", log_dir))
@@ -698,6 +723,8 @@ class KafkaCluster:
                 f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config":
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             })
+        if self.tls:
+            props.update(self._tls_properties(props["listener.security.protocol.map"]))
         props.update(self.extra_properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -715,6 +742,9 @@ class KafkaCluster:
             if self.sasl:
                 for user, pw in SCRAM_USERS.items():
                     cmd += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={pw}]"]
+                    if self.tls:
+                        cmd += [arg for m in SCRAM_SSL_MECHANISMS if m != SCRAM_MECHANISM
+                                for arg in ("--add-scram", f"{m}=[name={user},password={pw}]")]
             out = open(n.log_dir / "format.log", "wb")
             procs.append((n, out, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                                    stdin=subprocess.DEVNULL, preexec_fn=_child_setup)))
@@ -784,11 +814,44 @@ class KafkaCluster:
                         continue
                     if self.sasl:
                         api_versions(n.host, n.ports["SASL_PLAINTEXT"], 2.0)
+                    for name in self._tls_listener_names():
+                        socket.create_connection((n.host, n.ports[name]), 2.0).close()
                     pending.remove(n)
                 except (OSError, KafkaHarnessError) as e:
                     last[n.node_id] = f"{type(e).__name__}: {e}"
             if pending:
                 time.sleep(0.25)
+
+    def _tls_listener_names(self) -> List[str]:
+        if not self.tls:
+            return []
+        return ["SSL"] + (["SASL_SSL"] if self.sasl else []) + list(self.tls.extra_listeners)
+
+    def _tls_properties(self, protocol_map: str) -> Dict[str, str]:
+        """SSL listeners on PEM stores; SASL_SSL with the SASL_PLAINTEXT users and SCRAM-SHA-512 too."""
+        assert self.tls is not None
+        t = self.tls
+        props = {
+            "listener.security.protocol.map":
+                protocol_map + ",SSL:SSL,SASL_SSL:SASL_SSL" + "".join(f",{n}:SSL" for n in t.extra_listeners),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(t.keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(t.truststore),
+            "ssl.client.auth": t.client_auth,
+        }
+        for n, keystore in t.extra_listeners.items():
+            props[f"listener.name.{n.lower()}.ssl.keystore.type"] = "PEM"
+            props[f"listener.name.{n.lower()}.ssl.keystore.location"] = str(keystore)
+        if self.sasl:
+            plain_users = " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items())
+            props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = "PLAIN," + ",".join(SCRAM_SSL_MECHANISMS)
+            props["listener.name.sasl_ssl.plain.sasl.jaas.config"] = \
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            for m in SCRAM_SSL_MECHANISMS:
+                props[f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config"] = \
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return props
 
     def _port_clash(self) -> bool:
         return any("Address already in use" in tail(n.log_path, 200) for n in self.nodes)

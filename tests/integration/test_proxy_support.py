@@ -7,6 +7,8 @@ SASL v0 raw tokens, bad input). No tests live here.
         kp.broker_port(1)              # kproxy port standing for broker node 1 (base + node id)
         kp.log_text()                  # everything kproxy logged
 
+`listener_yaml` adds keys to the listener (indented by 4, e.g. "    upstream_tls:\n      ca: /ca.pem\n").
+
 The binary is $KPROXY_BIN, else build/proxy/kproxy, else the newest build-*/proxy/kproxy.
 """
 
@@ -67,7 +69,7 @@ class Kproxy:
     def __init__(self, upstream: str, *, name: str = "kproxy", advertise: str = "127.0.0.1", workers: int = 2,
                  max_node_id: int = 8, port_range: bool = False, drain_timeout: str = "10s", log_level: str = "debug",
                  log_format: str = "text", limits: Optional[Dict[str, str]] = None, extra_yaml: str = "",
-                 all_upstreams: bool = False):
+                 all_upstreams: bool = False, listener_yaml: str = ""):
         # all_upstreams: give kproxy every bootstrap address ("a:1,b:2"; tried in turn when one is
         # unreachable) instead of only the first.
         self.upstream = upstream if all_upstreams else upstream.split(",")[0]
@@ -85,7 +87,7 @@ class Kproxy:
             f"  - name: {name}\n"
             f"    listen: 127.0.0.1:{self.port}\n"
             f"    upstream: {self.upstream}\n"
-            f"    advertise: {advertise}\n" + ports_yaml +
+            f"    advertise: {advertise}\n" + ports_yaml + listener_yaml +
             f"workers: {workers}\n"
             f"drain_timeout: {drain_timeout}\n"
             f"log: {{ format: {log_format}, level: {log_level} }}\n" + limits_yaml + extra_yaml)

@@ -207,3 +207,68 @@ TEST_CASE("several bootstrap servers") {
   CHECK(bad.errors[0].reason.find("upstream[1]") != std::string::npos);
   CHECK(bad.errors[0].line == 3);
 }
+
+TEST_CASE("tls and upstream_tls sections") {
+  auto r = load_config_string(R"(listeners:
+  - name: kafka
+    listen: 127.0.0.1:9092
+    upstream: broker-1:9093
+    broker_ports: 9100
+    tls:
+      cert: /etc/kproxy/server.pem
+      key: /etc/kproxy/server.key
+      client_ca: /etc/kproxy/clients.pem
+      min_version: "1.3"
+    upstream_tls:
+      ca: /etc/kproxy/ca.pem
+      cert: /etc/kproxy/client.pem
+      key: /etc/kproxy/client.key
+      verify_hostname: false
+  - name: system-cas
+    listen: 127.0.0.1:9093
+    upstream: broker-2:9093
+    broker_ports: 9200
+    upstream_tls:
+)",
+                              "tls.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const auto& l = r.config->listeners[0];
+  REQUIRE(l.tls.has_value());
+  CHECK(l.tls->cert.path == "/etc/kproxy/server.pem");
+  CHECK(l.tls->cert.key_path == "listeners[0].tls.cert");
+  CHECK(l.tls->cert.line == 7);
+  CHECK(l.tls->cert.column == 13);
+  CHECK(l.tls->key.path == "/etc/kproxy/server.key");
+  CHECK(l.tls->client_ca.path == "/etc/kproxy/clients.pem");
+  CHECK(l.tls->client_auth == ClientAuth::kRequired);  // the default once client_ca is given
+  CHECK(l.tls->min_version == TlsVersion::kTls13);
+  REQUIRE(l.upstream_tls.has_value());
+  CHECK(l.upstream_tls->ca.path == "/etc/kproxy/ca.pem");
+  CHECK(l.upstream_tls->cert.path == "/etc/kproxy/client.pem");
+  CHECK(l.upstream_tls->key.path == "/etc/kproxy/client.key");
+  CHECK_FALSE(l.upstream_tls->verify_hostname);
+  CHECK(l.upstream_tls->min_version == TlsVersion::kTls12);
+  const auto& s = r.config->listeners[1];
+  CHECK_FALSE(s.tls.has_value());
+  REQUIRE(s.upstream_tls.has_value());
+  CHECK_FALSE(s.upstream_tls->ca.given());
+  CHECK(s.upstream_tls->verify_hostname);
+}
+
+TEST_CASE("tls errors name the file, line and column") {
+  auto listener = [](const std::string& extra) {
+    return "listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9093\n    broker_ports: 9100\n" + extra;
+  };
+  auto e = first_error(listener("    tls:\n      cert: /c.pem\n"));
+  CHECK(e.to_string() == "test.yaml:6:7: listeners[0].tls.key: missing (the PEM private key of listeners[0].tls.cert)");
+  e = first_error(listener("    upstream_tls:\n      cert: /c.pem\n"));
+  CHECK(e.to_string() == "test.yaml:6:7: listeners[0].upstream_tls: give both cert and key (a client certificate for mTLS), or neither");
+  e = first_error(listener("    upstream_tls:\n      min_version: \"1.1\"\n"));
+  CHECK(e.to_string() == "test.yaml:6:20: listeners[0].upstream_tls.min_version: '1.1' is not a TLS version (\"1.2\" or \"1.3\")");
+  e = first_error(listener("    upstream_tls:\n      verify_hostname: maybe\n"));
+  CHECK(e.to_string() == "test.yaml:6:24: listeners[0].upstream_tls.verify_hostname: 'maybe' is not true or false");
+  e = first_error(listener("    tls:\n      cert: /c.pem\n      key: /k.pem\n      client_auth: required\n"));
+  CHECK(e.to_string() == "test.yaml:8:20: listeners[0].tls.client_auth: verifying client certificates needs listeners[0].tls.client_ca");
+  e = first_error(listener("    upstream_tls:\n      cafile: /ca.pem\n"));
+  CHECK(e.reason.find("listeners[0].upstream_tls.cafile: unknown key") == 0);
+}

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "proxy/tls/tls_session.h"
+#include "tests/unit/proxy/tls/test_pki.h"
+
 using namespace kproxy;
 using proxy::TcpStream;
 
@@ -16,6 +19,8 @@ namespace {
 struct Recorder final : proxy::TcpStreamEvents {
   std::string read;
   std::vector<int> errors;
+  std::vector<std::string> tls_failures;
+  int tls_established = 0;
   int writable = 0;
   int closed = 0;
   TcpStream* echo_to = nullptr;
@@ -30,6 +35,11 @@ struct Recorder final : proxy::TcpStreamEvents {
     errors.push_back(status);
     s.close();
   }
+  void on_stream_tls_failed(TcpStream& s, const std::string& reason) override {
+    tls_failures.push_back(reason);
+    s.close();
+  }
+  void on_stream_tls_established(TcpStream&) override { ++tls_established; }
   void on_stream_writable(TcpStream&) override { ++writable; }
   void on_stream_closed(TcpStream&) override { ++closed; }
 };
@@ -46,8 +56,11 @@ struct Pair {
   Recorder server_events, client_events;
   std::unique_ptr<TcpStream> accepted, client;
   uv_connect_t connect_req;
+  /// Called on each new stream before it reads or sends anything (TLS tests install sessions).
+  std::function<void(TcpStream&)> setup_server, setup_client;
 
-  Pair() {
+  explicit Pair(std::function<void(TcpStream&)> server_setup = {}, std::function<void(TcpStream&)> client_setup = {})
+      : setup_server(std::move(server_setup)), setup_client(std::move(client_setup)) {
     uv_loop_init(&loop);
     uv_tcp_init(&loop, &server);
     server.data = this;
@@ -58,6 +71,7 @@ struct Pair {
     int len = sizeof(addr);
     uv_tcp_getsockname(&server, reinterpret_cast<sockaddr*>(&addr), &len);
     client = std::make_unique<TcpStream>(&loop, client_events, "client");
+    if (setup_client) setup_client(*client);
     connect_req.data = this;
     uv_tcp_connect(&connect_req, client->handle(), reinterpret_cast<sockaddr*>(&addr), after_connect);
     while (!accepted || !client->connected()) uv_run(&loop, UV_RUN_ONCE);
@@ -66,6 +80,7 @@ struct Pair {
     auto* self = static_cast<Pair*>(s->data);
     self->accepted = std::make_unique<TcpStream>(&self->loop, self->server_events, "server");
     REQUIRE(uv_accept(s, self->accepted->stream()) == 0);
+    if (self->setup_server) self->setup_server(*self->accepted);
     self->accepted->set_connected();
     self->accepted->start_reading();
   }
@@ -73,6 +88,7 @@ struct Pair {
     REQUIRE(status == 0);
     auto* self = static_cast<Pair*>(req->data);
     self->client->set_connected();
+    self->client->flush();  // a TLS client's ClientHello
     self->client->start_reading();
   }
   void run_until(const std::function<bool()>& done) {
@@ -126,4 +142,98 @@ TEST_CASE("shutdown_and_close delivers queued bytes, then the peer sees EOF") {
   CHECK(p.client_events.errors[0] == UV_EOF);
   CHECK(p.server_events.closed == 1);
   close_all_and_check(&p.loop);
+}
+
+namespace {
+
+// TLS on both streams of a Pair: kproxy's code on both ends of a loopback socket.
+struct TlsPair {
+  testing::TestPki pki;
+  std::shared_ptr<const proxy::tls::TlsContext> server_ctx, client_ctx;
+
+  explicit TlsPair(const std::string& sans = "IP:127.0.0.1", long not_after_s = 3600) {
+    auto id = pki.issue("server", sans, not_after_s < 0 ? not_after_s - 3600 : -60, not_after_s);
+    config::ServerTlsConfig s;
+    s.cert = config::TlsFile{id.cert, "cert", 0, 0};
+    s.key = config::TlsFile{id.key, "key", 0, 0};
+    config::UpstreamTlsConfig c;
+    c.ca = config::TlsFile{pki.ca_file(), "ca", 0, 0};
+    std::string error;
+    server_ctx = proxy::tls::TlsContext::for_clients(s, "test", &error);
+    client_ctx = proxy::tls::TlsContext::for_upstream(c, "test", &error);
+    REQUIRE_MESSAGE((server_ctx && client_ctx), error);
+  }
+  std::function<void(TcpStream&)> server_setup() {
+    return [this](TcpStream& s) { s.use_tls(std::make_unique<proxy::tls::TlsSession>(*server_ctx, "")); };
+  }
+  std::function<void(TcpStream&)> client_setup() {
+    return [this](TcpStream& s) { s.use_tls(std::make_unique<proxy::tls::TlsSession>(*client_ctx, "127.0.0.1")); };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("TLS streams: bytes flow both ways in order, large writes included, then close_notify reads as EOF") {
+  TlsPair tls;
+  Pair p(tls.server_setup(), tls.client_setup());
+  p.server_events.echo_to = p.accepted.get();
+  std::string sent;
+  for (int i = 0; i < 200; ++i) {
+    std::string chunk = "frame-" + std::to_string(i) + ";";
+    sent += chunk;
+    p.client->append(codec::Bytes(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size()));
+    if (i % 7 == 0) CHECK(p.client->flush());
+  }
+  std::string big(3 << 20, 'b');
+  sent += big;
+  p.client->append(codec::Bytes(reinterpret_cast<const uint8_t*>(big.data()), big.size()));
+  CHECK(p.client->flush());
+  p.run_until([&] { return p.client_events.read.size() >= sent.size(); });
+  CHECK(p.server_events.read == sent);
+  CHECK(p.client_events.read == sent);
+  CHECK(p.client_events.tls_established == 1);
+  CHECK(p.server_events.tls_established == 1);
+  REQUIRE(p.client->tls() != nullptr);
+  CHECK(p.client->tls()->established());
+  p.accepted->shutdown_and_close();
+  p.run_until([&] { return !p.client_events.errors.empty(); });
+  REQUIRE(p.client_events.errors.size() == 1);
+  CHECK(p.client_events.errors[0] == UV_EOF);
+  CHECK(p.client_events.tls_failures.empty());
+  close_all_and_check(&p.loop);
+}
+
+TEST_CASE("TLS streams: a certificate failure is reported with its reason on both sides") {
+  TlsPair tls("DNS:wrong.example");
+  Pair p(tls.server_setup(), tls.client_setup());
+  p.run_until([&] { return !p.client_events.tls_failures.empty() && !p.server_events.tls_failures.empty(); });
+  REQUIRE(p.client_events.tls_failures.size() == 1);
+  CHECK(p.client_events.tls_failures[0].find("hostname mismatch: the broker's certificate (CN=server) is not valid for '127.0.0.1'") == 0);
+  REQUIRE(p.server_events.tls_failures.size() == 1);
+  CHECK_MESSAGE(p.server_events.tls_failures[0].find("the client rejected the handshake") == 0, p.server_events.tls_failures[0]);
+  close_all_and_check(&p.loop);
+}
+
+TEST_CASE("TLS streams: plaintext bytes to a TLS server, and a close during the handshake") {
+  TlsPair tls;
+  SUBCASE("plaintext client") {
+    Pair p(tls.server_setup());
+    std::string request("\0\0\0\x0e\0\x12\0\x03\0\0\0\x01\0\0\0\0\0\0", 18);
+    p.client->append(codec::Bytes(reinterpret_cast<const uint8_t*>(request.data()), request.size()));
+    CHECK(p.client->flush());
+    p.run_until([&] { return !p.server_events.tls_failures.empty(); });
+    REQUIRE(p.server_events.tls_failures.size() == 1);
+    CHECK(p.server_events.tls_failures[0].find("protocol mismatch: the client does not speak TLS (first byte 0x00") == 0);
+    close_all_and_check(&p.loop);
+  }
+  SUBCASE("the server closes without answering the ClientHello") {
+    Pair p({}, tls.client_setup());
+    p.run_until([&] { return !p.server_events.read.empty(); });  // the ClientHello arrived
+    CHECK(static_cast<uint8_t>(p.server_events.read[0]) == 0x16);
+    p.accepted->shutdown_and_close();
+    p.run_until([&] { return !p.client_events.tls_failures.empty() || !p.client_events.errors.empty(); });
+    REQUIRE(p.client_events.tls_failures.size() == 1);
+    CHECK(p.client_events.tls_failures[0].find("the broker closed the connection during the TLS handshake") == 0);
+    close_all_and_check(&p.loop);
+  }
 }

@@ -1,0 +1,93 @@
+// TlsSession: one connection's TLS state, an OpenSSL SSL whose network side is a pair of memory
+// BIOs, so the ciphertext travels over libuv like any other bytes and nothing blocks.
+//
+//   socket bytes ──► receive() ──► read BIO ──► SSL ──► plaintext callback
+//   send(plaintext) ──► (held until established, small writes batched until encrypt())
+//                       ──► SSL ──► write BIO ──► take_output() ──► socket
+//
+// The handshake runs inside receive(): handshake messages the peer must get appear in the output.
+// Plaintext sent before the handshake completes is held and encrypted as soon as it does.
+// A failure leaves failure() set; the output may still hold an alert for the peer.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <openssl/ssl.h>
+
+#include "codec/reader.h"
+#include "proxy/tls/tls_context.h"
+#include "proxy/tls/tls_failure.h"
+
+namespace kproxy::proxy::tls {
+
+class TlsSession {
+ public:
+  enum class Status : uint8_t {
+    kOk,          ///< nothing wrong (the handshake may still be running)
+    kPeerClosed,  ///< the peer sent close_notify: treat like a TCP EOF
+    kFailed,      ///< see failure()
+  };
+
+  /// `server_name`: in a client session, the host connected to. It is sent as SNI (unless it is
+  /// an IP address, RFC 6066 section 3) and, when the context verifies hostnames, the peer's
+  /// certificate must be issued for it. Ignored in a server session.
+  TlsSession(const TlsContext& context, std::string server_name);
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  /// A client session writes its ClientHello to the output; a server session waits for one.
+  Status start();
+  /// Feeds bytes read from the socket. Each decrypted run of bytes goes to `on_plaintext` (valid
+  /// during the call only); when it returns false, receive() stops (the owner is closing).
+  Status receive(codec::Bytes ciphertext, const std::function<bool(codec::Bytes)>& on_plaintext);
+  /// Queues plaintext for the peer. Large writes are encrypted at once, small ones on encrypt().
+  Status send(codec::Bytes plaintext);
+  /// Encrypts the plaintext queued by send() (when established).
+  Status encrypt();
+  /// Queues a close_notify alert (after encrypting what is queued), if the handshake finished.
+  void close_notify();
+
+  /// Encrypted bytes waiting to be written to the socket.
+  size_t output_size() const;
+  /// Hands the waiting encrypted bytes to `sink` (contiguous, valid during the call) and forgets them.
+  void take_output(const std::function<void(codec::Bytes)>& sink);
+  /// Plaintext queued and not encrypted yet.
+  size_t held_plaintext() const { return held_.size(); }
+
+  bool is_client() const { return is_client_; }
+  bool established() const { return established_; }
+  /// True once any byte arrived from the peer.
+  bool received_any() const { return received_any_; }
+  /// True once after the handshake completes (reading it clears it).
+  bool take_just_established();
+  bool failed() const { return failed_; }
+  const TlsFailure& failure() const { return failure_; }
+  /// "TLSv1.3 TLS_AES_256_GCM_SHA384" once established.
+  std::string protocol_and_cipher() const;
+  /// The peer as the failure messages name it: "broker" or "client".
+  const char* peer_role() const { return is_client_ ? "broker" : "client"; }
+
+ private:
+  Status handshake();
+  Status fail(TlsFailure failure);
+  Status fail_from_openssl();
+  Status write_encrypted(codec::Bytes plaintext);
+
+  SSL* ssl_ = nullptr;
+  BIO* network_in_ = nullptr;   ///< ciphertext from the socket (owned by ssl_)
+  BIO* network_out_ = nullptr;  ///< ciphertext for the socket (owned by ssl_)
+  std::string server_name_;
+  RejectedCertificate rejected_;  ///< filled by the verify callback (SSL_get_app_data)
+  std::vector<uint8_t> held_;
+  bool is_client_;
+  bool established_ = false;
+  bool just_established_ = false;
+  bool received_any_ = false;
+  bool failed_ = false;
+  TlsFailure failure_;
+};
+
+}  // namespace kproxy::proxy::tls

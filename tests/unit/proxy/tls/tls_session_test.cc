@@ -1,0 +1,260 @@
+#include "proxy/tls/tls_session.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/unit/proxy/tls/test_pki.h"
+
+using namespace kproxy;
+using proxy::tls::TlsContext;
+using proxy::tls::TlsFailure;
+using proxy::tls::TlsSession;
+
+namespace {
+
+codec::Bytes bytes_of(const std::string& s) { return codec::Bytes(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
+
+config::TlsFile file(const std::string& path, const char* key) { return config::TlsFile{path, key, 1, 1}; }
+
+std::shared_ptr<const TlsContext> server_context(const testing::TestPki::Identity& id, const std::string& client_ca = "",
+                                                 config::ClientAuth auth = config::ClientAuth::kNone) {
+  config::ServerTlsConfig c;
+  c.cert = file(id.cert, "tls.cert");
+  c.key = file(id.key, "tls.key");
+  if (!client_ca.empty()) c.client_ca = file(client_ca, "tls.client_ca");
+  c.client_auth = auth;
+  std::string error;
+  auto ctx = TlsContext::for_clients(c, "test.yaml", &error);
+  REQUIRE_MESSAGE(ctx, error);
+  return ctx;
+}
+
+std::shared_ptr<const TlsContext> client_context(const std::string& ca, const testing::TestPki::Identity* id = nullptr,
+                                                 config::TlsVersion min = config::TlsVersion::kTls12) {
+  config::UpstreamTlsConfig c;
+  c.ca = file(ca, "upstream_tls.ca");
+  if (id) {
+    c.cert = file(id->cert, "upstream_tls.cert");
+    c.key = file(id->key, "upstream_tls.key");
+  }
+  c.min_version = min;
+  std::string error;
+  auto ctx = TlsContext::for_upstream(c, "test.yaml", &error);
+  REQUIRE_MESSAGE(ctx, error);
+  return ctx;
+}
+
+// Two sessions wired back to back through their BIOs, as two sockets would be.
+struct Wire {
+  TlsSession client;
+  TlsSession server;
+  std::string client_got, server_got;
+  TlsSession::Status client_status = TlsSession::Status::kOk;
+  TlsSession::Status server_status = TlsSession::Status::kOk;
+
+  Wire(const TlsContext& client_ctx, const TlsContext& server_ctx, const std::string& host) : client(client_ctx, host), server(server_ctx, "") {
+    client_status = client.start();
+  }
+
+  // Moves ciphertext both ways until neither side has anything to send.
+  void pump() {
+    for (int round = 0; round < 50; ++round) {
+      bool moved = false;
+      std::vector<uint8_t> to_server, to_client;
+      client.take_output([&](codec::Bytes b) { to_server.assign(b.begin(), b.end()); });
+      if (!to_server.empty() && server_status == TlsSession::Status::kOk) {
+        moved = true;
+        server_status = server.receive(to_server, [&](codec::Bytes b) {
+          server_got.append(reinterpret_cast<const char*>(b.data()), b.size());
+          return true;
+        });
+      }
+      server.take_output([&](codec::Bytes b) { to_client.assign(b.begin(), b.end()); });
+      if (!to_client.empty() && client_status == TlsSession::Status::kOk) {
+        moved = true;
+        client_status = client.receive(to_client, [&](codec::Bytes b) {
+          client_got.append(reinterpret_cast<const char*>(b.data()), b.size());
+          return true;
+        });
+      }
+      if (!moved) return;
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("two sessions handshake through memory BIOs and carry bytes both ways") {
+  testing::TestPki pki;
+  auto server_id = pki.issue("broker", "DNS:localhost,IP:127.0.0.1");
+  auto server_ctx = server_context(server_id);
+  auto client_ctx = client_context(pki.ca_file());
+  Wire w(*client_ctx, *server_ctx, "localhost");
+  // Sent before the handshake: held, then encrypted once it completes.
+  CHECK(w.client.send(bytes_of("early request")) == TlsSession::Status::kOk);
+  CHECK(w.client.held_plaintext() == 13);
+  w.pump();
+  REQUIRE(w.client.established());
+  REQUIRE(w.server.established());
+  CHECK(w.client.take_just_established());
+  CHECK_FALSE(w.client.take_just_established());
+  CHECK(w.client.protocol_and_cipher().rfind("TLSv1.3 ", 0) == 0);
+  CHECK(w.client.encrypt() == TlsSession::Status::kOk);
+  w.pump();
+  CHECK(w.server_got == "early request");
+
+  // A large write (encrypted at once, many records) and small batched ones keep their order.
+  std::string big(1 << 20, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  CHECK(w.server.send(bytes_of("small-1;")) == TlsSession::Status::kOk);
+  CHECK(w.server.send(bytes_of(big)) == TlsSession::Status::kOk);
+  CHECK(w.server.send(bytes_of(";small-2")) == TlsSession::Status::kOk);
+  CHECK(w.server.encrypt() == TlsSession::Status::kOk);
+  CHECK(w.server.held_plaintext() == 0);
+  CHECK(w.server.output_size() > big.size());
+  w.pump();
+  CHECK(w.client_got == "small-1;" + big + ";small-2");
+
+  // close_notify reads as the peer closing.
+  w.client.close_notify();
+  w.pump();
+  CHECK(w.server_status == TlsSession::Status::kPeerClosed);
+}
+
+TEST_CASE("TLS 1.2 works when the server allows no more") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("broker", "IP:127.0.0.1"));
+  SSL_CTX_set_max_proto_version(server_ctx->native(), TLS1_2_VERSION);
+  auto client_ctx = client_context(pki.ca_file());
+  Wire w(*client_ctx, *server_ctx, "127.0.0.1");
+  w.pump();
+  REQUIRE(w.client.established());
+  CHECK(w.client.protocol_and_cipher().rfind("TLSv1.2 ", 0) == 0);
+}
+
+TEST_CASE("a broker certificate from an unknown CA is refused with 'unknown CA'") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("broker", "DNS:localhost", -60, 3600, /*by_unrelated_ca=*/true));
+  auto client_ctx = client_context(pki.ca_file());
+  Wire w(*client_ctx, *server_ctx, "localhost");
+  w.pump();
+  CHECK(w.client_status == TlsSession::Status::kFailed);
+  CHECK(w.client.failure().kind == TlsFailure::Kind::kUnknownCa);
+  CHECK_MESSAGE(w.client.failure().message.find("unknown CA: the broker's certificate (CN=broker) is not signed by a trusted CA") == 0,
+                w.client.failure().message);
+  // The client's alert reaches the server, which sees itself rejected.
+  CHECK(w.server_status == TlsSession::Status::kFailed);
+  CHECK(w.server.failure().kind == TlsFailure::Kind::kRejectedByPeer);
+  CHECK_MESSAGE(w.server.failure().message.find("unknown ca") != std::string::npos, w.server.failure().message);
+}
+
+TEST_CASE("a certificate for another host is refused with 'hostname mismatch'") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("broker", "DNS:wrong.example"));
+  auto client_ctx = client_context(pki.ca_file());
+  SUBCASE("a DNS name") {
+    Wire w(*client_ctx, *server_ctx, "localhost");
+    w.pump();
+    CHECK(w.client.failure().kind == TlsFailure::Kind::kHostnameMismatch);
+    CHECK_MESSAGE(w.client.failure().message.find("hostname mismatch: the broker's certificate (CN=broker) is not valid for 'localhost'") == 0,
+                  w.client.failure().message);
+  }
+  SUBCASE("an IP address") {
+    Wire w(*client_ctx, *server_ctx, "127.0.0.1");
+    w.pump();
+    CHECK(w.client.failure().kind == TlsFailure::Kind::kHostnameMismatch);
+    CHECK(w.client.failure().message.find("not valid for '127.0.0.1'") != std::string::npos);
+  }
+}
+
+TEST_CASE("hostname verification can be turned off, the CA check stays") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("broker", "DNS:wrong.example"));
+  config::UpstreamTlsConfig c;
+  c.ca = file(pki.ca_file(), "ca");
+  c.verify_hostname = false;
+  std::string error;
+  auto client_ctx = TlsContext::for_upstream(c, "test.yaml", &error);
+  REQUIRE(client_ctx);
+  Wire w(*client_ctx, *server_ctx, "localhost");
+  w.pump();
+  CHECK(w.client.established());
+}
+
+TEST_CASE("an expired certificate is refused with 'certificate expired' and its end date") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("broker", "DNS:localhost", -7200, -3600));
+  auto client_ctx = client_context(pki.ca_file());
+  Wire w(*client_ctx, *server_ctx, "localhost");
+  w.pump();
+  CHECK(w.client.failure().kind == TlsFailure::Kind::kCertificateExpired);
+  CHECK_MESSAGE(w.client.failure().message.find("certificate expired: the broker's certificate (CN=broker) expired on ") == 0,
+                w.client.failure().message);
+  CHECK(w.client.failure().message.find("GMT") != std::string::npos);
+}
+
+TEST_CASE("a plaintext Kafka request on a TLS server session is a protocol mismatch") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("kproxy", "DNS:localhost"));
+  TlsSession server(*server_ctx, "");
+  const uint8_t api_versions_request[] = {0x00, 0x00, 0x00, 0x0e, 0x00, 0x12, 0x00, 0x03, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  auto status = server.receive(codec::Bytes(api_versions_request, sizeof(api_versions_request)), [](codec::Bytes) { return true; });
+  CHECK(status == TlsSession::Status::kFailed);
+  CHECK(server.failure().kind == TlsFailure::Kind::kNotTls);
+  CHECK(server.failure().message.find("the client does not speak TLS (first byte 0x00") != std::string::npos);
+}
+
+TEST_CASE("a plaintext answer to a client session is a protocol mismatch") {
+  testing::TestPki pki;
+  auto client_ctx = client_context(pki.ca_file());
+  TlsSession client(*client_ctx, "localhost");
+  client.start();
+  CHECK(client.output_size() > 0);  // the ClientHello
+  const uint8_t kafka_response[] = {0x00, 0x00, 0x00, 0x0a, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  auto status = client.receive(codec::Bytes(kafka_response, sizeof(kafka_response)), [](codec::Bytes) { return true; });
+  CHECK(status == TlsSession::Status::kFailed);
+  CHECK(client.failure().kind == TlsFailure::Kind::kNotTls);
+  CHECK_MESSAGE(client.failure().message.find("protocol mismatch: the broker does not speak TLS") == 0, client.failure().message);
+}
+
+TEST_CASE("mutual TLS: a client certificate is required, checked, and accepted") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("kproxy", "DNS:localhost"), pki.ca_file(), config::ClientAuth::kRequired);
+  SUBCASE("without a certificate the server refuses") {
+    auto client_ctx = client_context(pki.ca_file());
+    Wire w(*client_ctx, *server_ctx, "localhost");
+    w.pump();
+    CHECK(w.server.failure().kind == TlsFailure::Kind::kNoPeerCertificate);
+    CHECK(w.server.failure().message == "no certificate: the client sent none and one is required");
+  }
+  SUBCASE("a certificate from an unrelated CA is refused as unknown CA") {
+    auto id = pki.issue("app", "DNS:app", -60, 3600, /*by_unrelated_ca=*/true);
+    auto client_ctx = client_context(pki.ca_file(), &id);
+    Wire w(*client_ctx, *server_ctx, "localhost");
+    w.pump();
+    CHECK(w.server.failure().kind == TlsFailure::Kind::kUnknownCa);
+    CHECK(w.server.failure().message.find("the client's certificate (CN=app)") != std::string::npos);
+  }
+  SUBCASE("a certificate from the CA is accepted") {
+    auto id = pki.issue("app", "DNS:app");
+    auto client_ctx = client_context(pki.ca_file(), &id);
+    Wire w(*client_ctx, *server_ctx, "localhost");
+    w.client.send(bytes_of("hello"));
+    w.pump();
+    CHECK(w.server.established());
+    CHECK(w.server_got == "hello");
+  }
+}
+
+TEST_CASE("no TLS version in common is a version mismatch") {
+  testing::TestPki pki;
+  auto server_ctx = server_context(pki.issue("broker", "DNS:localhost"));
+  SSL_CTX_set_max_proto_version(server_ctx->native(), TLS1_2_VERSION);
+  auto client_ctx = client_context(pki.ca_file(), nullptr, config::TlsVersion::kTls13);
+  Wire w(*client_ctx, *server_ctx, "localhost");
+  w.pump();
+  CHECK(w.server.failure().kind == TlsFailure::Kind::kVersionMismatch);
+  CHECK(w.client.failure().kind == TlsFailure::Kind::kVersionMismatch);
+}
