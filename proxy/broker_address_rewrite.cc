@@ -4,6 +4,7 @@
 #include "codec/frame_reader.h"
 #include "codec/messages.h"
 #include "codec/response_header.h"
+#include "codec/response_scan.h"
 
 namespace kproxy::proxy {
 
@@ -112,9 +113,30 @@ bool BrokerAddressRewrite::applies_to(int16_t api_key) {
   }
 }
 
+namespace {
+
+// True when the body of `frame` scans and lacks the NodeEndpoints tag: nothing to rewrite. False
+// when it carries the tag or does not scan (the decoder then rewrites it or says what is wrong).
+bool scanned_without_node_endpoints(int16_t api_key, int16_t v, int header_version, codec::Bytes frame,
+                                    std::optional<codec::ResponseScan>* scanned) {
+  codec::ResponseHeader header;
+  codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
+  if (!codec::read_response_header(message, header_version, header, nullptr)) return false;
+  codec::ResponseScan local;
+  codec::ResponseScan& scan = scanned ? scanned->emplace() : local;
+  if (!codec::scan_response(api_key, v, message.subspan(header.size), scan) ||
+      scan.has_top_level_tag(BrokerAddressRewrite::kNodeEndpointsTag)) {
+    if (scanned) scanned->reset();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 BrokerAddressRewrite::Outcome BrokerAddressRewrite::rewrite(int16_t api_key, int16_t v, int header_version, codec::Bytes frame,
                                                             std::vector<uint8_t>& out, std::vector<NewBrokerPort>& added,
-                                                            std::string& error) const {
+                                                            std::string& error, std::optional<codec::ResponseScan>* scanned) const {
   Rewriting rw(directory_, advertise_, added, error);
   switch (static_cast<ApiKey>(api_key)) {
     case ApiKey::kMetadata:
@@ -134,9 +156,11 @@ BrokerAddressRewrite::Outcome BrokerAddressRewrite::rewrite(int16_t api_key, int
     case ApiKey::kProduce:
       // NodeEndpoints exist from v10 (KIP-951); older bodies name no brokers.
       if (v < 10) return Outcome::kUnchanged;
+      if (scanned_without_node_endpoints(api_key, v, header_version, frame, scanned)) return Outcome::kUnchanged;
       return rw.run<codec::ProduceResponse>(v, header_version, frame, out, [&](auto& m) { return rw.replace_all(m.node_endpoints); });
     case ApiKey::kFetch:
       if (v < 16) return Outcome::kUnchanged;
+      if (scanned_without_node_endpoints(api_key, v, header_version, frame, scanned)) return Outcome::kUnchanged;
       return rw.run<codec::FetchResponse>(v, header_version, frame, out, [&](auto& m) { return rw.replace_all(m.node_endpoints); });
     case ApiKey::kShareFetch:
       return rw.run<codec::ShareFetchResponse>(v, header_version, frame, out, [&](auto& m) { return rw.replace_all(m.node_endpoints); });

@@ -13,13 +13,21 @@
 // Each real address is recorded in the listener's BrokerDirectory, which gives the node its
 // kproxy port. A response without addresses (e.g. a Produce without NodeEndpoints) is left alone
 // and forwarded as its original bytes.
+//
+// Produce and Fetch are the hot path, and their NodeEndpoints (a tagged field, tag 0: KIP-951,
+// ProduceResponse.json / FetchResponse.json) are only sent when the broker redirects a client to a
+// new leader. Their bodies are first walked with codec::scan_response (no allocation); only a body
+// that does carry tag 0 is decoded and rewritten. The scan (error codes and their offsets) is
+// handed back so that later stages (metrics) need not walk the body again.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "codec/reader.h"
+#include "codec/response_scan.h"
 #include "proxy/broker_directory.h"
 
 namespace kproxy::proxy {
@@ -47,8 +55,14 @@ class BrokerAddressRewrite {
 
   /// Rewrites the response `frame` (size prefix included) of `api_key` at `api_version`, whose
   /// header has version `header_version` (0 or 1). Newly numbered brokers are appended to `added`.
+  /// When the body was scanned instead of decoded and left unchanged, its scan is stored in
+  /// `*scanned` (if given): valid for `frame`, for the pipeline's later stages.
   Outcome rewrite(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::vector<uint8_t>& out,
-                  std::vector<NewBrokerPort>& added, std::string& error) const;
+                  std::vector<NewBrokerPort>& added, std::string& error,
+                  std::optional<codec::ResponseScan>* scanned = nullptr) const;
+
+  /// The tag of KIP-951's NodeEndpoints in ProduceResponse (v10+) and FetchResponse (v16+).
+  static constexpr uint32_t kNodeEndpointsTag = 0;
 
   const std::string& advertise() const { return advertise_; }
 

@@ -34,7 +34,7 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
       upstream_(worker.loop(), *this, *this),
       requests_(config_->limits.max_request_frame_bytes),
       responses_(config_->limits.max_response_frame_bytes),
-      pipeline_(worker.loop(), worker.proxy().chaos(), ConnectionInfo{id, listener.name, "", "", ""},
+      pipeline_(worker.loop(), worker.proxy().chaos(), ConnectionInfo{id, listener.name, listener.listener_index, "", "", ""},
                 Pipeline::Sink{
                     [this](codec::Bytes f, const codec::RequestHeader& h, bool expects) { forward_request(f, h, expects); },
                     [this](codec::Bytes b) { client_.append(b); },
@@ -263,7 +263,9 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
     std::vector<uint8_t> rewritten;
     std::vector<BrokerAddressRewrite::NewBrokerPort> added;
     std::string error;
-    auto outcome = rewrite_.rewrite(request.api_key, request.api_version, request.response_header_version, frame, rewritten, added, error);
+    std::optional<codec::ResponseScan> scanned;  // the body walked once, for the pipeline's stages too
+    auto outcome =
+        rewrite_.rewrite(request.api_key, request.api_version, request.response_header_version, frame, rewritten, added, error, &scanned);
     for (const auto& a : added) worker_.proxy().open_broker_port(worker_, listener_.listener_index, a.node_id, a.port);
     if (outcome == BrokerAddressRewrite::Outcome::kFailed) {
       bump(counters().malformed_responses);
@@ -276,6 +278,9 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
       pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, rewritten, request.sent_at);
       return !closing_;
     }
+    pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, frame, request.sent_at,
+                          scanned ? &*scanned : nullptr);
+    return !closing_;
   }
   pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, frame, request.sent_at);
   return !closing_;

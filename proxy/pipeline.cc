@@ -97,6 +97,20 @@ std::shared_ptr<codec::Message> ResponseContext::message() const {
   return message_;
 }
 
+const codec::ResponseScan* ResponseContext::scan() const {
+  if (scanned_) return scan_;
+  scanned_ = true;
+  codec::ResponseHeader h;
+  codec::Bytes after_prefix = frame_.subspan(codec::kFrameSizePrefix);
+  if (header_version_ < 0 || !codec::read_response_header(after_prefix, header_version_, h, nullptr)) return nullptr;
+  if (!codec::scan_response(api_key_, api_version_, after_prefix.subspan(h.size), own_scan_.emplace())) {
+    own_scan_.reset();
+    return nullptr;
+  }
+  scan_ = &*own_scan_;
+  return scan_;
+}
+
 std::vector<uint8_t> ResponseContext::encode() const {
   if (!dirty_ || !message_) return std::vector<uint8_t>(frame_.begin(), frame_.end());
   codec::ResponseHeader h;
@@ -407,7 +421,7 @@ void Pipeline::apply_response_actions(Slot& slot, ResponseContext& ctx) {
 }
 
 void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame,
-                           std::chrono::steady_clock::time_point sent_at) {
+                           std::chrono::steady_clock::time_point sent_at, const codec::ResponseScan* scan) {
   if (closed_) return;
   auto it = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.synthetic && !s.ready; });
   if (it == slots_.end()) {  // no slot (should not happen): pass through
@@ -417,6 +431,10 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
   Slot& slot = *it;
   auto now = std::chrono::steady_clock::now();
   ResponseContext ctx(api_key, api_version, header_version, frame, info_);
+  if (scan) {
+    ctx.scan_ = scan;
+    ctx.scanned_ = true;
+  }
   bool changed = false;
   if (api_key == kApiVersionsKey) {
     if (auto m = ctx.message()) {

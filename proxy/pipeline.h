@@ -20,7 +20,9 @@
 // Bodies are decoded lazily, once: RequestContext/ResponseContext::message() decodes on first use
 // (codec make_request/make_response) and keeps a shared_ptr that observers may keep too. A stage
 // that changes a body calls mark_dirty(); the frame is then re-encoded with a patched size prefix.
-// A frame nobody changed leaves as its original bytes.
+// A frame nobody changed leaves as its original bytes. Stages that only need a response's error
+// codes use ResponseContext::scan() (codec::scan_response: no decode, no allocation), made once
+// per frame, or handed in by the broker-address rewrite that already walked the body.
 //
 // drop_response (blackhole): the response is swallowed and so is every later response on that
 // connection, as if the broker had hung. Delivering later ones would break clients that match
@@ -51,6 +53,7 @@
 
 #include "codec/message.h"
 #include "codec/request_header.h"
+#include "codec/response_scan.h"
 #include "proxy/chaos/rule_set.h"
 #include "proxy/chaos/transport_shaper.h"
 
@@ -60,6 +63,8 @@ namespace kproxy::proxy {
 struct ConnectionInfo {
   uint64_t id = 0;
   std::string listener;
+  /// The listener's position in the config (metrics slots), resolved once per connection.
+  size_t listener_index = 0;
   std::string peer;
   /// KIP-511, from ApiVersions v3+ ("" until seen).
   std::string client_software_name;
@@ -107,6 +112,10 @@ class ResponseContext {
   bool synthetic() const { return synthetic_; }
   std::shared_ptr<codec::Message> message() const;
   const std::string& decode_error() const { return decode_error_; }
+  /// The body's error codes (with their offsets) and top-level tags, scanned without decoding on
+  /// first call (or given by an earlier stage), or nullptr when the body does not scan. Describes
+  /// the original frame(): once a stage has changed the body (dirty()), use message() instead.
+  const codec::ResponseScan* scan() const;
   void mark_dirty() { dirty_ = true; }
   bool dirty() const { return dirty_; }
   /// The frame to send: the original bytes, or the re-encoded body with a patched size prefix.
@@ -121,6 +130,9 @@ class ResponseContext {
   const ConnectionInfo& connection_;
   bool synthetic_ = false;
   bool dirty_ = false;
+  mutable const codec::ResponseScan* scan_ = nullptr;
+  mutable bool scanned_ = false;
+  mutable std::optional<codec::ResponseScan> own_scan_;
   mutable std::shared_ptr<codec::Message> message_;
   mutable bool decoded_ = false;
   mutable std::string decode_error_;
@@ -185,8 +197,10 @@ class Pipeline {
   /// A parsed request. `expects_response` false for Produce acks=0.
   RequestVerdict on_request(const codec::RequestHeader& header, codec::Bytes frame, bool expects_response);
   /// A broker response to the oldest forwarded request (`api_key` v`api_version`, response header
-  /// `header_version`, `sent_at` when forwarded). Sends, holds, or drops it; may close.
-  void on_response(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::chrono::steady_clock::time_point sent_at);
+  /// `header_version`, `sent_at` when forwarded). Sends, holds, or drops it; may close. `scan`:
+  /// the body of `frame` already scanned by an earlier stage (nullptr: scanned when needed).
+  void on_response(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::chrono::steady_clock::time_point sent_at,
+                   const codec::ResponseScan* scan = nullptr);
 
   /// The way a forwarded request's bytes reach the broker (Sink::forward_request implementations
   /// call it): shaped when a transport rule fired on that request, else passed to Sink::send_broker.

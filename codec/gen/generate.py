@@ -13,6 +13,7 @@ Writes, under <out>/codec/:
   messages/request_header_data.h, messages/response_header_data.h
   messages_<i>.cc         the method bodies, several APIs per file (compile time on 2 cores)
   message_factory.cc      make_request / make_response
+  response_scan.h/.cc     scan_response: a response's error codes and top-level tags, nothing decoded
   testing/fill.h, testing/fill_<i>.cc   smallest and random instances (unit tests only)
 
 Naming (see codec/gen/README.md): a message is a struct named as in Kafka (`MetadataResponse`);
@@ -1377,6 +1378,177 @@ def gen_testing(out, msgs, chunks):
     out.add("codec/testing/make_instance.cc", c)
 
 
+# ---------------------------------------------------------------------------------------------
+# Response scanner: error codes and top-level tags without decoding (codec/response_scan.h)
+
+class ScanGen:
+    """Emits, per response struct, a function that walks its wire form without building it:
+    every field is skipped as the decoder would read it (same nullability and bounds checks), an
+    error-code field's non-zero value is reported with its offset, and the tags of the top-level
+    tagged fields present are collected."""
+
+    def __init__(self, msg):
+        self.msg = msg
+
+    def fn(self, s):
+        return f"scan_{self.msg.cpp_name}_{s.name}"
+
+    def scan_value(self, s, f, flex):
+        msg = self.msg
+        nv = cond(f.nullable, intersect(f.versions, msg.valid)) if f.nullable_any else "false"
+        if f.is_array:
+            out = ["{", f"  const int32_t count_ = r.array_length({flex});"]
+            if not f.optional():
+                out.append("  if (count_ < 0) r.fail(\"null array in a non-nullable field\");")
+            elif nv != "true":
+                out.append(f"  if (count_ < 0 && !({nv})) r.fail(\"null array in a non-nullable field\");")
+            if f.is_struct:
+                out.append(f"  for (int32_t i_ = 0; i_ < count_ && r.ok(); ++i_) {self.fn(msg.structs[f.base])}(r, version, depth + 1, out);")
+            elif f.base == "string":
+                out.append(f"  for (int32_t i_ = 0; i_ < count_ && r.ok(); ++i_) r.string({flex});")
+            else:
+                out.append(f"  if (count_ > 0) r.skip(static_cast<size_t>(count_) * {SCALARS[f.base][1]});")
+            out.append("}")
+            return out
+        if f.is_struct:
+            call = f"{self.fn(msg.structs[f.base])}(r, version, depth + 1, out);"
+            if f.optional():
+                if nv == "true":
+                    return [f"if (r.int8() >= 0) {call}"]
+                return [f"if (!({nv}) || r.int8() >= 0) {call}"]
+            return [call]
+        if f.base == "records":
+            return [f"r.nullable_bytes({flex});"]
+        if f.base in ("string", "bytes"):
+            fn = "string" if f.base == "string" else "bytes"
+            if f.optional():
+                if nv == "true":
+                    return [f"r.nullable_{fn}({flex});"]
+                return [f"if ({nv}) r.nullable_{fn}({flex}); else r.{fn}({flex});"]
+            return [f"r.{fn}({flex});"]
+        if f.is_error_code():
+            return ["{", "  const size_t at_ = r.offset();", "  const int16_t code_ = r.int16();",
+                    "  if (code_ != 0 && r.ok()) out.add_error(code_, at_, depth);", "}"]
+        return [f"r.skip({SCALARS[f.base][1]});"]
+
+    def scans_inside(self, f):
+        """A tagged field worth walking (it holds error codes); others are skipped by size."""
+        return f.is_error_code() or (f.is_struct and self.msg.structs[f.base].has_errors)
+
+    def walked_structs(self):
+        """The structs a scan enters (in msg.order): those under regular fields, and those under
+        tagged fields that hold error codes; any other tagged field is skipped by its size."""
+        seen, todo = {self.msg.top.name}, [self.msg.top]
+        while todo:
+            s = todo.pop()
+            for f in s.fields:
+                if f.is_struct and (not f.tagged or self.scans_inside(f)) and f.base not in seen:
+                    seen.add(f.base)
+                    todo.append(self.msg.structs[f.base])
+        return [s for s in self.msg.order if s.name in seen]
+
+    def body(self, s):
+        msg = self.msg
+        top = s is msg.top
+        flex = msg.flexible_cond()
+        out = [f"[[maybe_unused]] const bool flexible_ = {flex};"]
+        for f in s.regular:
+            out += when(cond(f.versions, msg.valid), self.scan_value(s, f, "false" if f.flexible_override == "none" else "flexible_"), "")
+        if flex != "false":
+            b = ["const uint32_t tag_count_ = read_tag_count(r);",
+                 "for (uint32_t i_ = 0; i_ < tag_count_ && r.ok(); ++i_) {",
+                 "  uint32_t tag_ = 0;",
+                 "  uint32_t tag_size_ = 0;",
+                 "  if (!read_tag_header(r, tag_, tag_size_)) break;"]
+            if top:
+                b.append("  if (tag_ < 64) out.top_level_tags |= uint64_t{1} << tag_;")
+            walked = [f for f in s.tagged if self.scans_inside(f)]
+            if walked:
+                b.append("  const size_t tag_end_ = r.offset() + tag_size_;")
+                b.append("  switch (tag_) {")
+                for f in walked:
+                    inner = self.scan_value(s, f, "true") + ["check_tag_end(r, tag_end_);", "continue;"]
+                    b.append(f"    case {f.tag}:")
+                    b += when(cond(f.tagged_versions, msg.valid), inner, "      ")
+                    if cond(f.tagged_versions, msg.valid) != "true":
+                        b.append("      break;")
+                b.append("    default:")
+                b.append("      break;")
+                b.append("  }")
+            b.append("  r.skip(tag_size_);")
+            b.append("}")
+            out += when(flex, b, "")
+        return out
+
+
+def gen_response_scan(out, msgs):
+    resps = sorted((m for m in msgs if m.kind == "response"), key=lambda m: m.api_key)
+    h = ["// Error codes and top-level tagged fields of a response, found without decoding it.",
+         "//",
+         "// scan_response() walks a response body exactly as the generated decoder reads it (same",
+         "// nullability and bounds checks) but builds nothing and allocates nothing: every field is",
+         "// skipped, each non-zero error-code field (the fields for_each_error_code visits) is reported",
+         "// with its offset in the body, and the tags of the top-level tagged fields present are",
+         "// collected (e.g. KIP-951's NodeEndpoints, tag 0 of Produce v10+ and Fetch v16+ responses).",
+         "// The hot path uses it to count errors and to know whether a body names brokers before",
+         "// paying for a decode.",
+         "#pragma once", "", "#include <array>", "#include <cstddef>", "#include <cstdint>", "",
+         '#include "codec/reader.h"', "", "namespace kproxy::codec {", "",
+         "/// One non-zero error code in a scanned response.",
+         "struct ScannedError {",
+         "  int16_t code = 0;",
+         "  uint32_t offset = 0;  ///< of the int16 in the body (after the response header)",
+         "  uint16_t depth = 0;   ///< 0 = a field of the top-level struct, 1 = one struct down, ...",
+         "};", "",
+         "/// What scan_response() found.",
+         "struct ResponseScan {",
+         "  static constexpr size_t kMaxErrors = 32;",
+         "  std::array<ScannedError, kMaxErrors> errors;  ///< the first error_count are set",
+         "  size_t error_count = 0;",
+         "  bool errors_overflow = false;  ///< more than kMaxErrors non-zero codes: errors holds the first ones",
+         "  uint64_t top_level_tags = 0;  ///< bit t: top-level tagged field t (< 64) is present",
+         "",
+         "  bool has_top_level_tag(uint32_t tag) const { return tag < 64 && (top_level_tags >> tag & 1) != 0; }",
+         "  void add_error(int16_t code, size_t offset, int depth) {",
+         "    if (error_count == kMaxErrors) {",
+         "      errors_overflow = true;",
+         "      return;",
+         "    }",
+         "    errors[error_count++] = ScannedError{code, static_cast<uint32_t>(offset), static_cast<uint16_t>(depth)};",
+         "  }",
+         "};", "",
+         "/// Scans the response body `body` of `api_key` at `version` into `out` (reset first). False",
+         "/// when the API or version is unknown or the body does not parse to its last byte; `out` is",
+         "/// then incomplete and the caller decodes instead.",
+         "bool scan_response(int16_t api_key, int16_t version, Bytes body, ResponseScan& out);", "",
+         "}  // namespace kproxy::codec"]
+    out.add("codec/response_scan.h", h)
+    c = ['#include "codec/response_scan.h"', "", '#include "codec/message_support.h"', "", "namespace kproxy::codec {",
+         "namespace {", ""]
+    for m in resps:
+        g = ScanGen(m)
+        for s in g.walked_structs():
+            c.append(f"void {g.fn(s)}(Reader& r, int16_t version, int depth, ResponseScan& out);")
+    c.append("")
+    for m in resps:
+        g = ScanGen(m)
+        for s in g.walked_structs():
+            c += func(f"void {g.fn(s)}([[maybe_unused]] Reader& r, [[maybe_unused]] int16_t version, [[maybe_unused]] int depth, "
+                      f"[[maybe_unused]] ResponseScan& out)", g.body(s))
+    c += ["}  // namespace", "",
+          "bool scan_response(int16_t api_key, int16_t version, Bytes body, ResponseScan& out) {",
+          "  out.error_count = 0;", "  out.errors_overflow = false;", "  out.top_level_tags = 0;",
+          "  Reader r(body);", "  switch (api_key) {"]
+    for m in resps:
+        c.append(f"    case {m.api_key}:")
+        c.append(f"      if (version < {m.valid[0]} || version > {m.valid[1]}) return false;")
+        c.append(f"      {ScanGen(m).fn(m.top)}(r, version, 0, out);")
+        c.append("      break;")
+    c += ["    default:", "      return false;", "  }", "  return r.ok() && r.at_end();", "}", "",
+          "}  // namespace kproxy::codec"]
+    out.add("codec/response_scan.cc", c)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--schema", required=True)
@@ -1407,6 +1579,7 @@ def main():
     gen_errors(out, doc["errors"])
     gen_messages(out, msgs, args.chunks)
     gen_testing(out, msgs, args.test_chunks)
+    gen_response_scan(out, msgs)
     if args.list_outputs:
         for rel in sorted(out.files):
             print(rel)

@@ -6,7 +6,6 @@
 
 #include "codec/api_keys.h"
 #include "proxy/chaos/fault_rule.h"
-#include "proxy/metrics/response_errors.h"
 #include "proxy/tap/tap_event.h"
 
 namespace kproxy::metrics {
@@ -22,16 +21,9 @@ constexpr size_t kMaxRemembered = 10000;
 FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors)
     : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {}
 
-size_t FrameMetrics::listener_index(const std::string& name) const {
-  for (size_t i = 0; i < listener_names_.size(); ++i) {
-    if (listener_names_[i] == name) return i;
-  }
-  return 0;
-}
-
 void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   const auto& h = ctx.header();
-  metrics_.request(listener_index(ctx.connection().listener), h.api_key, h.api_version, ctx.frame().size());
+  metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
   if (h.api_key == 18 && h.api_version >= 3 && !ctx.connection().client_software_name.empty()) {
     metrics_.client_seen(ctx.connection().client_software_name, ctx.connection().client_software_version);
   }
@@ -46,7 +38,7 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
 }
 
 void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) {
-  size_t listener = listener_index(ctx.connection().listener);
+  size_t listener = ctx.connection().listener_index;
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
   if (ctx.dirty()) {
@@ -57,13 +49,12 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   }
   bool has_error = false;
   if (!count_errors_ && !hub_.active()) return;
-  codec::Bytes body;
-  ScannedErrors scanned;
-  if (api == 0 && !ctx.dirty() && response_body(ctx.frame(), ctx.header_version(), body) &&
-      scan_produce_response_errors(body, ctx.api_version(), scanned)) {
-    // Produce: the hot path, scanned without decoding (response_errors.h).
-    for (size_t i = 0; i < scanned.count; ++i) metrics_.response_error(api, scanned.codes[i]);
-    has_error = scanned.count > 0;
+  // The scan (made once per frame, often already by the broker-address rewrite) describes the
+  // original bytes; a body a stage changed, or one with more errors than a scan holds, is decoded.
+  const codec::ResponseScan* scan = ctx.dirty() ? nullptr : ctx.scan();
+  if (scan && !scan->errors_overflow) {
+    for (size_t i = 0; i < scan->error_count; ++i) metrics_.response_error(api, scan->errors[i].code);
+    has_error = scan->error_count > 0;
   } else if (auto message = ctx.message()) {
     message->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) {
       if (code != 0) {

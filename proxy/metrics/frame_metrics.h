@@ -5,8 +5,11 @@
 //                                                                   └─────► TapHub (only when someone listens)
 //   ClientConnection ──opened/upstream_connected/inflight/closed──► ConnectionMetrics ──► ProxyMetrics
 //
-// Responses are decoded (lazily, once per frame, shared with the other stages) to count their
-// error codes; requests only when the tap wants them.
+// Responses' error codes come from the frame's scan (codec::scan_response: no decode, no
+// allocation, made once per frame and shared with the broker-address rewrite); a body is decoded
+// only when a stage changed it or the tap wants it, requests only when the tap wants them.
+// Counters are indexed by the connection's listener index and api key: nothing is looked up by
+// name per frame.
 #pragma once
 
 #include <chrono>
@@ -33,8 +36,6 @@ class FrameMetrics final : public proxy::FrameObserver {
   void on_fault_injected(const proxy::FaultEvent& event) override;
 
  private:
-  size_t listener_index(const std::string& name) const;
-
   ProxyMetrics& metrics_;
   tap::TapHub& hub_;
   std::vector<std::string> listener_names_;

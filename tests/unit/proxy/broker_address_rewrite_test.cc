@@ -249,3 +249,43 @@ TEST_CASE("which APIs are rewritten") {
   CHECK_FALSE(BrokerAddressRewrite::applies_to(18));
   CHECK_FALSE(BrokerAddressRewrite::applies_to(29));  // DescribeAcls: its Host fields are ACL hosts
 }
+
+TEST_CASE("Produce and Fetch without NodeEndpoints are scanned, not decoded; the scan is handed on") {
+  Fixture f;
+  codec::ProduceResponse produce;
+  auto& partition = produce.responses.emplace_back().partition_responses.emplace_back();
+  partition.index = 0;
+  partition.error_code = 6;  // NOT_LEADER_OR_FOLLOWER
+  auto frame = response_frame(produce, 12);
+  std::optional<codec::ResponseScan> scanned;
+  CHECK(f.rewrite.rewrite(0, 12, 1, frame, f.out, f.added, f.error, &scanned) == BrokerAddressRewrite::Outcome::kUnchanged);
+  REQUIRE(scanned);
+  REQUIRE(scanned->error_count == 1);
+  CHECK(scanned->errors[0].code == 6);
+  CHECK(f.out.empty());
+
+  // With NodeEndpoints: decoded and rewritten; no scan is handed on (it describes other bytes).
+  produce.node_endpoints.resize(1);
+  produce.node_endpoints[0].node_id = 4;
+  produce.node_endpoints[0].host = "real-4";
+  produce.node_endpoints[0].port = 9092;
+  auto with_nodes = response_frame(produce, 12);
+  CHECK(f.rewrite.rewrite(0, 12, 1, with_nodes, f.out, f.added, f.error, &scanned) == BrokerAddressRewrite::Outcome::kRewritten);
+  CHECK_FALSE(scanned);
+  CHECK(decode<codec::ProduceResponse>(f.out, 12).node_endpoints[0].port == 19004);
+
+  // A body that does not scan goes to the decoder, which says what is wrong.
+  auto cut = response_frame(codec::FetchResponse{}, 16);
+  cut.resize(cut.size() - 1);
+  f.error.clear();
+  CHECK(f.rewrite.rewrite(1, 16, 1, cut, f.out, f.added, f.error, &scanned) == BrokerAddressRewrite::Outcome::kFailed);
+  CHECK_FALSE(scanned);
+  CHECK_FALSE(f.error.empty());
+
+  codec::FetchResponse fetch;
+  fetch.responses.emplace_back().partitions.emplace_back().error_code = 1;  // OFFSET_OUT_OF_RANGE
+  auto fetch_frame = response_frame(fetch, 17);
+  CHECK(f.rewrite.rewrite(1, 17, 1, fetch_frame, f.out, f.added, f.error, &scanned) == BrokerAddressRewrite::Outcome::kUnchanged);
+  REQUIRE(scanned);
+  CHECK(scanned->error_count == 1);
+}

@@ -1,0 +1,131 @@
+#include "proxy/metrics/frame_metrics.h"
+
+#include <doctest/doctest.h>
+
+#include "codec/api_keys.h"
+#include "codec/frame_reader.h"
+#include "codec/messages.h"
+#include "codec/request_header.h"
+#include "codec/response_header.h"
+
+using namespace kproxy;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+template <class M>
+std::vector<uint8_t> response_frame(const M& body, int16_t version) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  w.int32(0);
+  codec::ResponseHeader h;
+  h.correlation_id = 9;
+  h.header_version = codec::response_header_version(M::kApiKey, version);
+  codec::write_response_header(w, h);
+  body.write(w, version);
+  w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
+  return out;
+}
+
+struct Fixture {
+  metrics::ProxyMetrics metrics;
+  tap::TapHub hub;
+  metrics::FrameMetrics frames{metrics, hub, {"internal", "external"}};
+  proxy::ConnectionInfo connection{7, "external", 1, "", "", ""};
+
+  template <class M>
+  void respond(const M& body, int16_t version) {
+    auto frame = response_frame(body, version);
+    proxy::ResponseContext ctx(M::kApiKey, version, codec::response_header_version(M::kApiKey, version), frame, connection);
+    frames.on_response(ctx, 2ms);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("frame metrics: requests and responses count under the connection's listener index") {
+  Fixture f;
+  f.metrics.set_listener_names({"internal", "external"});
+  std::vector<uint8_t> frame(64, 0);
+  codec::RequestHeader header;
+  header.api_key = 3;
+  header.api_version = 12;
+  header.header_version = 2;
+  proxy::RequestContext request(header, frame, f.connection);
+  f.frames.on_request(request);
+  f.respond(codec::MetadataResponse{}, 12);
+  CHECK(f.metrics.requests_total(3) == 1);
+  CHECK(f.metrics.responses_total(3) == 1);
+  CHECK(f.metrics.latency_count(3) == 1);
+  std::string text = f.metrics.render();
+  CHECK(contains(text, "kproxy_requests_total{listener=\"external\",api=\"Metadata\",version=\"12\"} 1"));
+  CHECK(contains(text, "kproxy_responses_total{listener=\"external\",api=\"Metadata\",version=\"12\"} 1"));
+}
+
+TEST_CASE("frame metrics: error codes of Produce and Fetch responses, found by the scan") {
+  Fixture f;
+  codec::ProduceResponse produce;
+  auto& topic = produce.responses.emplace_back();
+  topic.name = "orders";
+  topic.partition_responses.resize(3);
+  topic.partition_responses[0].error_code = 6;  // NOT_LEADER_OR_FOLLOWER
+  topic.partition_responses[2].error_code = 6;
+  f.respond(produce, 12);
+  f.respond(produce, 3);
+  CHECK(f.metrics.errors_total(0, 6) == 4);
+
+  codec::FetchResponse fetch;
+  fetch.error_code = 0;
+  auto& partitions = fetch.responses.emplace_back().partitions;
+  partitions.resize(2);
+  partitions[1].error_code = 1;  // OFFSET_OUT_OF_RANGE
+  f.respond(fetch, 17);
+  f.respond(fetch, 4);
+  CHECK(f.metrics.errors_total(1, 1) == 2);
+  CHECK(f.metrics.errors_total(1, 6) == 0);
+}
+
+TEST_CASE("frame metrics: more errors than a scan holds are all counted (decoded instead)") {
+  Fixture f;
+  codec::ProduceResponse produce;
+  auto& topic = produce.responses.emplace_back();
+  topic.name = "wide";
+  topic.partition_responses.resize(codec::ResponseScan::kMaxErrors + 8);
+  for (auto& p : topic.partition_responses) p.error_code = 7;  // REQUEST_TIMED_OUT
+  f.respond(produce, 12);
+  CHECK(f.metrics.errors_total(0, 7) == codec::ResponseScan::kMaxErrors + 8);
+}
+
+TEST_CASE("frame metrics: a body a stage changed is counted as it leaves, not as it came") {
+  Fixture f;
+  codec::ProduceResponse produce;
+  produce.responses.emplace_back().partition_responses.resize(1);
+  auto frame = response_frame(produce, 12);
+  proxy::ResponseContext ctx(0, 12, 1, frame, f.connection);
+  REQUIRE(ctx.scan());
+  CHECK(ctx.scan()->error_count == 0);
+  auto m = ctx.message();
+  REQUIRE(m);
+  m->for_each_error_code(12, [](int16_t& code, const codec::ErrorScope&) { code = 47; });  // INVALID_PRODUCER_EPOCH
+  ctx.mark_dirty();
+  f.frames.on_response(ctx, 1ms);
+  CHECK(f.metrics.errors_total(0, 47) == 1);
+  CHECK(contains(f.metrics.render(), "kproxy_frames_rewritten_total{api=\"Produce\",stage=\"fault_rules\"} 1"));
+}
+
+TEST_CASE("frame metrics: undecodable and unknown responses are counted with a reason") {
+  Fixture f;
+  auto frame = response_frame(codec::MetadataResponse{}, 12);
+  frame.resize(frame.size() - 2);
+  proxy::ResponseContext cut(3, 12, 1, frame, f.connection);
+  CHECK(cut.scan() == nullptr);
+  f.frames.on_response(cut, 1ms);
+  std::vector<uint8_t> unknown = {0, 0, 0, 4, 0, 0, 0, 9};
+  proxy::ResponseContext odd(3, 99, -1, unknown, f.connection);
+  f.frames.on_response(odd, 1ms);
+  std::string text = f.metrics.render();
+  CHECK(contains(text, "kproxy_decode_errors_total{api=\"Metadata\",direction=\"response\",reason=\"body\"} 1"));
+  CHECK(contains(text, "kproxy_frames_undecoded_total{api=\"Metadata\",reason=\"unknown_version\"} 1"));
+}
