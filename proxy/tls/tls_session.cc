@@ -178,6 +178,11 @@ bool TlsSession::take_just_established() {
   return was;
 }
 
+std::string TlsSession::requested_server_name() const {
+  const char* name = SSL_get_servername(ssl_, TLSEXT_NAMETYPE_host_name);
+  return name ? name : "";
+}
+
 std::string TlsSession::protocol_and_cipher() const {
   if (!established_) return "";
   return std::string(SSL_get_version(ssl_)) + " " + SSL_CIPHER_get_name(SSL_get_current_cipher(ssl_));

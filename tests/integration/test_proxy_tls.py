@@ -25,7 +25,7 @@ import pytest
 
 import clients
 import kafka_harness as kh
-from test_proxy_support import Kproxy, connection_closed, frame, recv_frame, request
+from test_proxy_support import CompactBuf, Kproxy, compact_str, connection_closed, frame, recv_frame, request, uvarint
 from tls_pki import TestPki
 
 
@@ -219,6 +219,71 @@ def test_sasl_handshake_v0_raw_token_over_tls(tls_kafka, pki):
         assert kp.stop() == 0
 
 
+def _metrics(admin_port) -> str:
+    """GET /metrics; the admin API starts just after the listeners, so wait for it briefly."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read().decode()
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _tls_failures_metric(admin_port) -> float:
+    text = _metrics(admin_port)
+    for line in text.splitlines():
+        if line.startswith("kproxy_proxy_tls_failures_total "):
+            return float(line.split()[1])
+    raise AssertionError("kproxy_proxy_tls_failures_total missing from /metrics")
+
+
+def _find_coordinator_over(sock, key, cid):
+    """FindCoordinator v4 over `sock` -> [(node_id, host, port, error_code)]."""
+    sock.sendall(request(10, 4, cid, bytes([0]) + uvarint(2) + compact_str(key) + b"\x00", flexible=True))
+    r = CompactBuf(recv_frame(sock))
+    assert r.int32() == cid
+    r.skip_tags()
+    r.int32()
+
+    def coordinator(b):
+        b.compact_string()
+        node, h, p, err = b.int32(), b.compact_string(), b.int32(), b.int16()
+        b.compact_string()
+        b.skip_tags()
+        return (node, h, p, err)
+    return r.compact_array(coordinator)
+
+
+def test_fault_rules_metrics_and_rewrite_see_plaintext_between_tls_legs(tls_kafka, pki):
+    admin_port = kh.free_ports(1)[0]
+    faults = ("faults:\n  - name: coordinator-once\n    match: { api: FindCoordinator }\n"
+              "    action: { error: COORDINATOR_NOT_AVAILABLE }\n    trigger: { times: 1 }\n")
+    with Kproxy(tls_kafka.bootstrap("SSL"), name="tls-stages", listener_yaml=client_tls(pki) + upstream_tls(pki.ca),
+                extra_yaml=f"admin:\n  listen: 127.0.0.1:{admin_port}\n" + faults) as kp:
+        with tls_socket(pki, kp.port) as s:
+            assert [c[3] for c in _find_coordinator_over(s, "g-tls", 1)] == [15]  # injected by kproxy (counted below)
+            # The broker's own answers (COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists), rewritten.
+            sent, answer = 1, None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                sent += 1
+                answer = _find_coordinator_over(s, "g-tls", sent)
+                if answer[0][3] == 0:
+                    break
+                time.sleep(0.2)
+            assert answer == [(1, "127.0.0.1", kp.broker_port(1), 0)]
+        text = _metrics(admin_port)
+
+        def value(name, api):
+            lines = [x for x in text.splitlines() if x.startswith(name + "{") and f'api="{api}"' in x]
+            return sum(float(x.split()[-1]) for x in lines)
+        assert value("kproxy_requests_total", "FindCoordinator") == sent
+        assert value("kproxy_faults_injected_total", "FindCoordinator") == 1
+        assert kp.stop() == 0
+
+
 # ---- failures, each with its message ---------------------------------------------------------
 
 @pytest.mark.parametrize("listener,ca,expected", [
@@ -238,14 +303,6 @@ def test_upstream_tls_failures_say_why(tls_kafka, pki, listener, ca, expected):
         kp.wait_for_log(rf"TLS with broker 127\.0\.0\.1:{port} {expected}")
         assert kp.alive()
         assert kp.stop() == 0
-
-
-def _tls_failures_metric(admin_port) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith("kproxy_proxy_tls_failures_total "):
-            return float(line.split()[1])
-    raise AssertionError("kproxy_proxy_tls_failures_total missing from /metrics")
 
 
 def test_client_leg_protocol_and_trust_failures(tls_kafka, pki):

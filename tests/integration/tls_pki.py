@@ -34,7 +34,7 @@ class TestPki:
     __test__ = False  # not a pytest test class
 
     def __init__(self, directory: Path):
-        self.dir = Path(directory)
+        self.dir = Path(directory).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ca, self._ca_key = self._make_ca("ca", "kproxy test CA")
         self.unrelated_ca, self._unrelated_key = self._make_ca("unrelated-ca", "unrelated CA")

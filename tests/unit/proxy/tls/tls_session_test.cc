@@ -101,6 +101,7 @@ TEST_CASE("two sessions handshake through memory BIOs and carry bytes both ways"
   CHECK(w.client.take_just_established());
   CHECK_FALSE(w.client.take_just_established());
   CHECK(w.client.protocol_and_cipher().rfind("TLSv1.3 ", 0) == 0);
+  CHECK(w.server.requested_server_name() == "localhost");  // SNI = the host connected to
   CHECK(w.client.encrypt() == TlsSession::Status::kOk);
   w.pump();
   CHECK(w.server_got == "early request");
@@ -132,6 +133,7 @@ TEST_CASE("TLS 1.2 works when the server allows no more") {
   w.pump();
   REQUIRE(w.client.established());
   CHECK(w.client.protocol_and_cipher().rfind("TLSv1.2 ", 0) == 0);
+  CHECK(w.server.requested_server_name() == "");  // no SNI for an IP address (RFC 6066 section 3)
 }
 
 TEST_CASE("a broker certificate from an unknown CA is refused with 'unknown CA'") {

@@ -1,0 +1,33 @@
+"""Smoke test of bench/tls/run: the three setups (plaintext, TLS on one leg, on both legs) carry
+load through a chain of three kproxies with no error, and the table has a CPU figure for each.
+No real Kafka needed; about 15 s. Uses the binaries of build/ (kproxy, kproxy-load, kproxy-sink-broker)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import kafka_harness as kh
+
+REPO_ROOT = kh.REPO_ROOT
+BUILD = REPO_ROOT / "build"
+
+
+@pytest.mark.skipif(not (BUILD / "bench" / "proxy" / "kproxy-load").exists() or not (BUILD / "proxy" / "kproxy").exists(),
+                    reason="build/ has no kproxy-load (configure with benchmarks on)")
+def test_bench_tls_quick_run(tmp_path):
+    out = tmp_path / "results.json"
+    r = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "tls" / "run"), "--quick", "--no-build", "--build-dir", str(BUILD),
+                        "--sizes", "16KiB", "--json", str(out)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "errors: none" in r.stdout
+    results = json.loads(out.read_text())
+    row = results["sizes"]["16384"]
+    for setup in ("plaintext", "tls-one-leg", "tls-both-legs"):
+        assert row[setup]["requests_per_s"] > 0, row
+        assert row[setup]["a_cpu_s_per_gb"] > 0, row
+    # P2 decrypts only in the TLS setups: its CPU per GB must show it.
+    assert row["tls-one-leg"]["p2_cpu_s_per_gb"] > row["plaintext"]["p2_cpu_s_per_gb"], row
