@@ -22,4 +22,29 @@ int64_t FrameReader::frame_size(const uint8_t* p) {
   return size;
 }
 
+void FrameReader::make_room(size_t n) {
+  size_t need = pending_.size() + n;
+  if (need <= pending_.capacity()) return;
+  if (frame_total_ == 0) {
+    // Only the size prefix (or less) so far: room for the prefix.
+    pending_.reserve(std::max(need, kFrameSizePrefix));
+    return;
+  }
+  // The whole frame when it is small enough; else double what the received bytes filled.
+  size_t upfront = std::min(frame_total_, kFrameUpfrontReserve);
+  size_t doubled = std::min(frame_total_, 2 * pending_.capacity());
+  pending_.reserve(std::max({need, upfront, doubled}));
+}
+
+std::span<uint8_t> FrameReader::read_space() {
+  if (!error_.empty() || frame_total_ == 0 || pending_.empty()) return {};
+  size_t missing = frame_total_ - pending_.size();
+  if (missing < kFrameDirectReadMin) return {};
+  // Grow only once the bytes received have (nearly) filled the room: memory follows the bytes
+  // that really arrive, not the size prefix.
+  if (pending_.capacity() - pending_.size() < kFrameDirectReadMin) make_room(std::min(missing, kFrameUpfrontReserve));
+  std::span<uint8_t> room = pending_.spare();
+  return room.first(std::min(room.size(), missing));
+}
+
 }  // namespace kproxy::codec

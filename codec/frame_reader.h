@@ -1,33 +1,67 @@
 // FrameReader: splits a TCP byte stream into Kafka's int32-size-prefixed frames.
 //
 // Bytes arrive in arbitrary pieces. A frame that lies wholly inside one piece is handed out as a
-// view into that piece (no copy); only a frame split across pieces is gathered in the reader's
-// own buffer, which is released again once the frame is out, so an idle connection holds nothing.
+// view into that piece (no copy). A frame split across pieces is gathered in the reader's own
+// FrameBuffer, which is released again once the frame is out, so an idle connection holds nothing.
+// Gathering a large frame costs no copy either: once its size prefix is known, read_space() offers
+// the room for the rest of the frame, the owner reads into it (TcpStream's read hook), and feed()
+// recognises those bytes as already in place. The owner of a gathered frame may take its buffer
+// (take_frame()) and hand it to the write side instead of copying it.
+//
+// Memory is bounded by what arrives, not by what the size prefix claims: the first reservation is
+// the whole frame only up to kFrameUpfrontReserve; beyond that the buffer at most doubles each
+// time the bytes already received fill it. A hostile prefix announcing 100 MiB therefore costs
+// 4 MiB of untouched address space until the bytes really come.
 //
 // Framing errors (PROTOCOL.md 5, 6): a negative size, a size above the configured maximum, or
 // the first bytes of a TLS record on a plaintext port. Size 0 is legal at this layer (SASL).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
-#include <vector>
 
+#include "codec/frame_buffer.h"
 #include "codec/reader.h"
 
 namespace kproxy::codec {
 
 /// Bytes of the size prefix in front of every frame.
 inline constexpr size_t kFrameSizePrefix = 4;
+/// A frame being gathered gets room for all of it at once up to this size; a larger one grows
+/// by doubling as its bytes arrive (named cap on an attacker-controlled length).
+inline constexpr size_t kFrameUpfrontReserve = 4 << 20;
+/// read_space() offers room only when at least this much of the frame is still missing: shorter
+/// rests are read with the following frames into the loop's shared buffer.
+inline constexpr size_t kFrameDirectReadMin = 32 << 10;
 
 class FrameReader {
  public:
   explicit FrameReader(size_t max_frame_size) : max_frame_size_(max_frame_size) {}
 
   /// Feeds the next piece of the stream. Calls `on_frame(Bytes frame)` for every complete frame,
-  /// size prefix included; the view is valid only during the call. `on_frame` returns false to
-  /// stop (the rest of `data` is dropped). Returns false on a framing error (see error()).
+  /// size prefix included; the view is valid only during the call (unless its buffer is taken
+  /// with take_frame()). `on_frame` returns false to stop (the rest of `data` is dropped).
+  /// Returns false on a framing error (see error()). `data` may be bytes read into read_space().
   template <class OnFrame>
   bool feed(Bytes data, OnFrame&& on_frame);
+
+  /// Room to read the missing rest of the frame being gathered straight into its buffer (then
+  /// feed() the bytes read there), or empty when no large frame is under way. Valid until the
+  /// next call of feed(). Never longer than what the current frame still misses.
+  std::span<uint8_t> read_space();
+
+  /// True when `frame` (as passed to on_frame) is the frame gathered in the reader's buffer.
+  bool holds(Bytes frame) const {
+    return !frame.empty() && frame.data() == pending_.data() && frame.size() == pending_.size();
+  }
+  /// Inside on_frame, for a frame that holds() is true of: gives its buffer away. The view passed
+  /// to on_frame stays valid as long as the returned buffer lives.
+  FrameBuffer take_frame() {
+    frame_total_ = 0;
+    return std::move(pending_);
+  }
 
   /// Why the stream was refused, "" while it is fine.
   const std::string& error() const { return error_; }
@@ -35,6 +69,8 @@ class FrameReader {
   bool looks_like_tls() const { return looks_like_tls_; }
   /// Bytes held for an incomplete frame.
   size_t buffered() const { return pending_.size(); }
+  /// Bytes of memory held for an incomplete frame (at least buffered()).
+  size_t reserved() const { return pending_.capacity(); }
   /// Frames handed out so far.
   uint64_t frames() const { return frames_; }
   size_t max_frame_size() const { return max_frame_size_; }
@@ -43,9 +79,18 @@ class FrameReader {
  private:
   /// Checks the size prefix at p[0..3]; records an error and returns -1 when it is refused.
   int64_t frame_size(const uint8_t* p);
+  /// Grows pending_ (by the policy above) so that `n` more bytes fit.
+  void make_room(size_t n);
+  /// Appends bytes of the frame being gathered.
+  void gather(Bytes bytes) {
+    make_room(bytes.size());
+    pending_.append(bytes);
+  }
 
   size_t max_frame_size_;
-  std::vector<uint8_t> pending_;
+  FrameBuffer pending_;
+  /// Size of the frame being gathered, prefix included; 0 while its prefix is incomplete.
+  size_t frame_total_ = 0;
   std::string error_;
   bool looks_like_tls_ = false;
   uint64_t frames_ = 0;
@@ -57,22 +102,30 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
   size_t pos = 0;
   // First finish a frame started in an earlier piece.
   if (!pending_.empty()) {
-    if (pending_.size() < kFrameSizePrefix) {
-      size_t take = std::min(kFrameSizePrefix - pending_.size(), data.size());
-      pending_.insert(pending_.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
-      pos = take;
-      if (pending_.size() < kFrameSizePrefix) return true;
+    if (frame_total_ != 0 && data.data() == pending_.data() + pending_.size() && data.size() <= frame_total_ - pending_.size()) {
+      pending_.commit(data.size());  // read into read_space(): already in place
+      pos = data.size();
+    } else {
+      if (pending_.size() < kFrameSizePrefix) {
+        size_t take = std::min(kFrameSizePrefix - pending_.size(), data.size());
+        gather(data.first(take));
+        pos = take;
+        if (pending_.size() < kFrameSizePrefix) return true;
+      }
+      if (frame_total_ == 0) {
+        int64_t size = frame_size(pending_.data());
+        if (size < 0) return false;
+        frame_total_ = kFrameSizePrefix + static_cast<size_t>(size);
+      }
+      size_t take = std::min(frame_total_ - pending_.size(), data.size() - pos);
+      gather(data.subspan(pos, take));
+      pos += take;
     }
-    int64_t size = frame_size(pending_.data());
-    if (size < 0) return false;
-    size_t total = kFrameSizePrefix + static_cast<size_t>(size);
-    size_t take = std::min(total - pending_.size(), data.size() - pos);
-    pending_.insert(pending_.end(), data.begin() + static_cast<ptrdiff_t>(pos), data.begin() + static_cast<ptrdiff_t>(pos + take));
-    pos += take;
-    if (pending_.size() < total) return true;
+    if (pending_.size() < frame_total_) return true;
     ++frames_;
-    bool go_on = on_frame(Bytes(pending_.data(), pending_.size()));
-    std::vector<uint8_t>().swap(pending_);  // release: an idle connection keeps no buffer
+    bool go_on = on_frame(pending_.bytes());
+    frame_total_ = 0;
+    pending_.release();  // an idle connection keeps no buffer (no-op when the frame was taken)
     if (!go_on) return true;
   }
   // Then every frame that lies wholly inside this piece, as views.
@@ -80,15 +133,16 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
     int64_t size = frame_size(data.data() + pos);
     if (size < 0) return false;
     size_t total = kFrameSizePrefix + static_cast<size_t>(size);
-    if (data.size() - pos < total) break;
+    if (data.size() - pos < total) {
+      frame_total_ = total;
+      break;
+    }
     ++frames_;
     if (!on_frame(data.subspan(pos, total))) return true;
     pos += total;
   }
   // Keep the start of the next frame.
-  if (pos < data.size()) {
-    pending_.assign(data.begin() + static_cast<ptrdiff_t>(pos), data.end());
-  }
+  if (pos < data.size()) gather(data.subspan(pos));
   return true;
 }
 

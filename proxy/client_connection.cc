@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <cassert>
+
 #include <spdlog/spdlog.h>
 
 #include "codec/api_keys.h"
@@ -37,13 +39,13 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
       pipeline_(worker.loop(), worker.proxy().chaos(), ConnectionInfo{id, listener.name, listener.listener_index, "", "", ""},
                 Pipeline::Sink{
                     [this](codec::Bytes f, const codec::RequestHeader& h, bool expects) { forward_request(f, h, expects); },
-                    [this](codec::Bytes b) { client_.append(b); },
+                    [this](codec::Bytes b) { pass_on(client_, b, responses_, upstream_piece_); },
                     [this] {
                       if (closing_) return;
                       if (upstream_.stream().flush()) client_.flush();
                     },
                     [this](const std::string& reason) { close(reason); },
-                    [this](codec::Bytes b) { upstream_.stream().append(b); },
+                    [this](codec::Bytes b) { pass_on(upstream_.stream(), b, requests_, client_piece_); },
                     [this] {
                       // SO_LINGER 0: close() sends RST (a reset_after_bytes fault rule).
                       uv_os_fd_t fd;
@@ -106,10 +108,17 @@ void ClientConnection::drain() {
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   if (closing_) return;
+  // Views into `data` queued with append_borrowed must be written or copied before it is reused.
+  struct NothingBorrowedAfter {
+    ClientConnection& c;
+    ~NothingBorrowedAfter() { assert(!c.client_.holds_borrowed() && !c.upstream_.stream().holds_borrowed()); }
+  } check{*this};
   if (&s == &client_) {
     bump(counters().request_bytes, data.size());
     metrics_.bytes_in(data.size());
+    client_piece_ = data;
     bool ok = requests_.feed(data, [this](codec::Bytes frame) { return on_request_frame(frame); });
+    client_piece_ = {};
     if (closing_) return;
     if (!ok) {
       if (requests_.looks_like_tls()) bump(counters().tls_on_plaintext);
@@ -117,13 +126,16 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       close("bad request framing: " + requests_.error());
       return;
     }
+    // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
     if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
     apply_backpressure(client_, upstream_.stream());
   } else {
     bump(counters().response_bytes, data.size());
     metrics_.bytes_out(data.size());
+    upstream_piece_ = data;
     bool ok = responses_.feed(data, [this](codec::Bytes frame) { return on_response_frame(frame); });
+    upstream_piece_ = {};
     if (closing_) return;
     if (!ok) {
       bump(counters().framing_errors);
@@ -147,6 +159,21 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   }
 }
 
+std::span<uint8_t> ClientConnection::read_space(TcpStream& s) {
+  if (closing_) return {};
+  return &s == &client_ ? requests_.read_space() : responses_.read_space();
+}
+
+void ClientConnection::pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece) {
+  if (reader.holds(bytes)) {
+    to.append(reader.take_frame());
+  } else if (!piece.empty() && bytes.data() >= piece.data() && bytes.data() + bytes.size() <= piece.data() + piece.size()) {
+    to.append_borrowed(bytes);
+  } else {
+    to.append(bytes);
+  }
+}
+
 bool ClientConnection::on_request_frame(codec::Bytes frame) {
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
   TcpStream& upstream = upstream_.stream();
@@ -160,7 +187,7 @@ bool ClientConnection::on_request_frame(codec::Bytes frame) {
       } else {
         unanswered_sasl_tokens_ = true;
       }
-      upstream.append(frame);
+      pass_on(upstream, frame, requests_, client_piece_);
       return true;
     }
   }
@@ -228,7 +255,7 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
   if (inflight_.empty()) {
     if (unanswered_sasl_tokens_) {
-      client_.append(frame);
+      pass_on(client_, frame, responses_, upstream_piece_);
       return true;
     }
     bump(counters().unexpected_responses);
@@ -238,7 +265,7 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
   InflightRequest request = inflight_.pop();
   metrics_.response_popped();
   if (request.kind == InflightRequest::Kind::kSaslToken) {
-    client_.append(frame);
+    pass_on(client_, frame, responses_, upstream_piece_);
     return true;
   }
   if (message.size() < 4) {

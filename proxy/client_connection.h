@@ -4,7 +4,9 @@
 //   client ◄─ TcpStream ◄─ BrokerAddressRewrite ◄─ FIFO match ◄─ FrameReader ◄─ upstream TcpStream
 //
 // Requests: the header is always parsed; the body only for Produce acks and the SaslHandshake v0
-// mechanism. Every request is forwarded as its original bytes. Responses are matched in order
+// mechanism. Every request is forwarded as its original bytes, without a copy in user space: a
+// large frame is read straight into its own buffer, which then moves to the upstream write queue;
+// frames inside one read are written from the read buffer itself (TcpStream::append_borrowed). Responses are matched in order
 // with the FIFO (a correlation id mismatch closes the connection); those that name brokers go
 // through BrokerAddressRewrite and, when changed, are re-encoded with a patched size prefix.
 // Backpressure: reading one side stops while the other side's write queue is above the
@@ -13,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -54,6 +57,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void on_stream_closed(TcpStream& s) override;
   void on_stream_tls_failed(TcpStream& s, const std::string& reason) override;
   void on_stream_tls_established(TcpStream& s) override;
+  std::span<uint8_t> read_space(TcpStream& s) override;
 
   // UpstreamConnectionEvents
   void on_upstream_connected() override;
@@ -65,6 +69,10 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// Pushes the in-flight entry (when a response is expected) and queues `frame` for the broker.
   void forward_request(codec::Bytes frame, const codec::RequestHeader& header, bool expects_response);
   bool on_response_frame(codec::Bytes frame);
+  /// Queues `bytes` on `to` with the least copying: a frame gathered by `reader` is moved over,
+  /// a view into `piece` (the read being handled, flushed before its callback returns) is
+  /// borrowed, anything else is copied.
+  static void pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece);
   /// Stops reading `from` while `to` has too much queued.
   void apply_backpressure(TcpStream& from, TcpStream& to);
   /// Closes the client after it got what is queued for it (broker gone, drain finished).
@@ -84,6 +92,9 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   UpstreamConnection upstream_;
   codec::FrameReader requests_;
   codec::FrameReader responses_;
+  /// The piece of the stream being handled by on_stream_read, per side (empty outside it).
+  codec::Bytes client_piece_;
+  codec::Bytes upstream_piece_;
   InflightRequests inflight_;
   SaslRawTokens sasl_;
   /// ApiVersions rewrite, fault rules, observer (proxy/pipeline.h); keeps responses in request order.

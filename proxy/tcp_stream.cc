@@ -1,18 +1,30 @@
 #include "proxy/tcp_stream.h"
 
+#include <algorithm>
 #include <array>
+#include <limits>
 
 #include "proxy/tls/tls_session.h"
 
 namespace kproxy::proxy {
 
 namespace {
-// Every read on a loop thread lands in this buffer: read callbacks consume their bytes before
-// returning (FrameReader copies only an incomplete frame), so one buffer per thread suffices and
-// an idle connection holds no read buffer at all.
+// Every read on a loop thread lands in this buffer unless the owner offers room of its own: read
+// callbacks consume their bytes before returning (FrameReader copies only the start of an
+// incomplete frame; views queued with append_borrowed are flushed before the callback returns),
+// so one buffer per thread suffices and an idle connection holds no read buffer at all.
 constexpr size_t kReadBufferSize = 64 << 10;
-// A fully written outbound buffer is kept for reuse up to this capacity.
-constexpr size_t kKeptWriteCapacity = 1 << 10;
+
+// The uv_buf_t list of a queue, rebuilt for each write (uv_write copies the list).
+std::vector<uv_buf_t>& buffers_of(const auto& segments) {
+  static thread_local std::vector<uv_buf_t> bufs;
+  bufs.clear();
+  for (const auto& s : segments) {
+    codec::Bytes b = s.unsent();
+    bufs.push_back(uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(b.data())), static_cast<unsigned>(b.size())));
+  }
+  return bufs;
+}
 }  // namespace
 
 TcpStream::TcpStream(uv_loop_t* loop, TcpStreamEvents& events, const char* name) : events_(events), name_(name) {
@@ -22,7 +34,14 @@ TcpStream::TcpStream(uv_loop_t* loop, TcpStreamEvents& events, const char* name)
 
 TcpStream::~TcpStream() = default;
 
-void TcpStream::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
+void TcpStream::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
+  auto* self = static_cast<TcpStream*>(h->data);
+  std::span<uint8_t> room = self->tls_ ? std::span<uint8_t>() : self->events_.read_space(*self);
+  if (!room.empty()) {
+    size_t len = std::min<size_t>(room.size(), std::numeric_limits<unsigned>::max());
+    *buf = uv_buf_init(reinterpret_cast<char*>(room.data()), static_cast<unsigned>(len));
+    return;
+  }
   static thread_local std::array<char, kReadBufferSize> buffer;
   *buf = uv_buf_init(buffer.data(), static_cast<unsigned>(buffer.size()));
 }
@@ -59,36 +78,137 @@ void TcpStream::append(codec::Bytes bytes) {
     move_tls_output();
     return;
   }
-  pending_.insert(pending_.end(), bytes.begin(), bytes.end());
+  append_copy(bytes);
+}
+
+void TcpStream::append_copy(codec::Bytes bytes) {
+  if (bytes.empty()) return;
+  if (!pending_.empty() && pending_.back().copies) {
+    pending_.back().owned.append(bytes);
+  } else {
+    Segment s;
+    s.copies = true;
+    s.owned.append(bytes);
+    pending_.push_back(std::move(s));
+  }
+  pending_bytes_ += bytes.size();
+}
+
+void TcpStream::append(codec::FrameBuffer&& buffer) {
+  if (tls_) {
+    append(buffer.bytes());  // encrypted from the buffer; it goes when this returns
+    return;
+  }
+  if (buffer.empty()) return;
+  pending_bytes_ += buffer.size();
+  Segment s;
+  s.owned = std::move(buffer);
+  pending_.push_back(std::move(s));
+}
+
+void TcpStream::append_borrowed(codec::Bytes bytes) {
+  if (tls_) {
+    append(bytes);  // the session keeps its own copy of the plaintext
+    return;
+  }
+  if (bytes.empty()) return;
+  pending_bytes_ += bytes.size();
+  // Frames forwarded from one read lie back to back: one segment for all of them.
+  if (!pending_.empty() && pending_.back().is_borrowed && pending_.back().borrowed.data() + pending_.back().borrowed.size() == bytes.data()) {
+    Segment& last = pending_.back();
+    last.borrowed = codec::Bytes(last.borrowed.data(), last.borrowed.size() + bytes.size());
+    return;
+  }
+  Segment s;
+  s.borrowed = bytes;
+  s.is_borrowed = true;
+  pending_.push_back(std::move(s));
+  ++borrowed_;
+}
+
+void TcpStream::own_borrowed() {
+  if (borrowed_ == 0) return;
+  std::vector<Segment> out;
+  out.reserve(pending_.size());
+  for (Segment& s : pending_) {
+    if (!s.is_borrowed) {
+      out.push_back(std::move(s));
+      continue;
+    }
+    if (out.empty() || !out.back().copies) {
+      Segment c;
+      c.copies = true;
+      c.owned.reserve(s.unsent().size());
+      out.push_back(std::move(c));
+    }
+    out.back().owned.append(s.unsent());
+  }
+  pending_.swap(out);
+  borrowed_ = 0;
+}
+
+void TcpStream::consume(size_t n) {
+  pending_bytes_ -= n;
+  size_t done = 0;
+  while (n > 0) {
+    Segment& s = pending_[done];
+    size_t left = s.unsent().size();
+    if (n < left) {
+      s.sent += n;
+      break;
+    }
+    n -= left;
+    if (s.is_borrowed) --borrowed_;
+    ++done;
+  }
+  if (done == pending_.size()) {
+    drop_pending();
+  } else {
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done));
+  }
+}
+
+void TcpStream::drop_pending() {
+  std::vector<Segment>().swap(pending_);  // an idle stream holds no memory
+  pending_bytes_ = 0;
+  borrowed_ = 0;
 }
 
 bool TcpStream::flush() {
   if (tls_ && !closing_ && !encrypt_tls()) return false;
-  if (!connected_ || closing_ || pending_.empty()) return true;
+  if (closing_) {
+    drop_pending();
+    return true;
+  }
+  if (pending_.empty()) return true;
+  if (!connected_) {
+    own_borrowed();  // sent once connected; the borrowed bytes will be gone by then
+    return true;
+  }
   if (writing_bytes_ == 0) {
-    uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(pending_.data()), static_cast<unsigned>(pending_.size()));
-    int n = uv_try_write(stream(), &b, 1);
+    std::vector<uv_buf_t>& bufs = buffers_of(pending_);
+    int n = uv_try_write(stream(), bufs.data(), static_cast<unsigned>(bufs.size()));
     if (n == UV_EAGAIN || n == UV_ENOSYS) n = 0;
     if (n < 0) {
+      drop_pending();
       events_.on_stream_error(*this, n, "write");
       return false;
     }
-    if (static_cast<size_t>(n) == pending_.size()) {
-      pending_.clear();
-      if (pending_.capacity() > kKeptWriteCapacity) std::vector<uint8_t>().swap(pending_);
+    consume(static_cast<size_t>(n));
+    if (pending_.empty()) {
       if (shutdown_wanted_) begin_shutdown();
       return true;
     }
-    pending_.erase(pending_.begin(), pending_.begin() + n);
   }
-  auto* w = new WriteRequest{uv_write_t{}, this, {}};
-  w->data.swap(pending_);
-  writing_bytes_ += w->data.size();
-  uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(w->data.data()), static_cast<unsigned>(w->data.size()));
+  own_borrowed();
+  auto* w = new WriteRequest{uv_write_t{}, this, std::move(pending_), pending_bytes_};
+  drop_pending();
+  writing_bytes_ += w->bytes;
+  std::vector<uv_buf_t>& bufs = buffers_of(w->segments);
   w->req.data = w;
-  int rc = uv_write(&w->req, stream(), &b, 1, after_write);
+  int rc = uv_write(&w->req, stream(), bufs.data(), static_cast<unsigned>(bufs.size()), after_write);
   if (rc < 0) {
-    writing_bytes_ -= w->data.size();
+    writing_bytes_ -= w->bytes;
     delete w;
     events_.on_stream_error(*this, rc, "write");
     return false;
@@ -100,7 +220,7 @@ bool TcpStream::flush() {
 void TcpStream::after_write(uv_write_t* req, int status) {
   auto* w = static_cast<WriteRequest*>(req->data);
   TcpStream* self = w->stream;
-  self->writing_bytes_ -= w->data.size();
+  self->writing_bytes_ -= w->bytes;
   delete w;
   if (self->closing_) return;
   if (status < 0) {
@@ -145,6 +265,7 @@ void TcpStream::close() {
   if (closing_) return;
   closing_ = true;
   reading_ = false;
+  drop_pending();  // queued writes are cancelled; their requests own their own bytes
   uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
 }
 
@@ -170,7 +291,11 @@ std::string TcpStream::peer_address() const {
     auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
     uv_ip6_name(a, ip, sizeof(ip));
     port = ntohs(a->sin6_port);
-    return "[" + std::string(ip) + "]:" + std::to_string(port);
+    std::string out = "[";  // appended piecewise: GCC 12 -O3 warns (-Wrestrict) on the operator+ chain
+    out += ip;
+    out += "]:";
+    out += std::to_string(port);
+    return out;
   }
   return "";
 }
@@ -186,16 +311,16 @@ void TcpStream::use_tls(std::unique_ptr<tls::TlsSession> session) {
 size_t TcpStream::tls_held_bytes() const { return tls_ ? tls_->held_plaintext() : 0; }
 
 void TcpStream::move_tls_output() {
-  tls_->take_output([this](codec::Bytes ciphertext) { pending_.insert(pending_.end(), ciphertext.begin(), ciphertext.end()); });
+  tls_->take_output([this](codec::Bytes ciphertext) { append_copy(ciphertext); });
 }
 
 void TcpStream::send_tls_alert() {
   // Best effort, since the owner closes the stream next: the alert tells the peer why the
   // handshake failed ("unknown ca" in its log rather than a bare disconnect).
   if (!connected_ || pending_.empty() || writing_bytes_ > 0) return;
-  uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(pending_.data()), static_cast<unsigned>(pending_.size()));
-  (void)uv_try_write(stream(), &b, 1);
-  pending_.clear();
+  std::vector<uv_buf_t>& bufs = buffers_of(pending_);
+  (void)uv_try_write(stream(), bufs.data(), static_cast<unsigned>(bufs.size()));
+  drop_pending();
 }
 
 bool TcpStream::encrypt_tls() {

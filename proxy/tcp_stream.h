@@ -1,23 +1,36 @@
 // TcpStream: one TCP socket of a proxied connection (client side or upstream side) on a libuv
 // loop, with an ordered outbound queue and the backpressure marks.
 //
-// Frames to send are appended to `pending_` while a read callback runs; flush() hands them to the
-// kernel with one uv_try_write and queues only what did not fit as one uv_write (the write
-// request embeds its buffer). queued_bytes() is what the owner checks against the high-water mark
-// to stop reading the other side; on_stream_writable fires when the queue drains below the
-// low-water mark. When idle, a stream holds no buffer of its own.
+// Outbound bytes are queued as segments, in order, three ways:
+//   append(bytes)          a copy (into the last copied segment when there is one): any bytes;
+//   append(FrameBuffer&&)  a buffer moved in, e.g. a frame the FrameReader gathered: no copy;
+//   append_borrowed(bytes) a view, e.g. frames inside the piece just read: no copy, but the
+//                          bytes must stay valid until the next flush().
+// flush() hands the queue to the kernel with one uv_try_write (writev over the segments); what
+// did not fit becomes one uv_write whose request owns the segments (borrowed ones are copied
+// then, and only then) until after_write. So a frame forwarded unchanged is copied only by the
+// kernel, unless the socket is backed up. queued_bytes() is what the owner checks against the
+// high-water mark to stop reading the other side; on_stream_writable fires when the queue drains
+// below the low-water mark. When idle, a stream holds no buffer of its own.
+//
+// Reads land in one buffer shared by every stream of the loop thread, unless the owner offers
+// room of its own (TcpStreamEvents::read_space): a large frame is then read straight into the
+// buffer it will be written from.
 //
 // With use_tls(), a TlsSession (proxy/tls/tls_session.h) sits between the owner and the socket:
-// on_stream_read delivers decrypted bytes, append() takes plaintext and flush() encrypts it first.
+// on_stream_read delivers decrypted bytes, the append()s take plaintext (the session copies it)
+// and flush() encrypts it first; read_space is not asked for (the socket carries ciphertext).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <uv.h>
 
+#include "codec/frame_buffer.h"
 #include "codec/reader.h"
 
 namespace kproxy::proxy {
@@ -37,7 +50,8 @@ class TcpStream;
 class TcpStreamEvents {
  public:
   virtual ~TcpStreamEvents() = default;
-  /// Bytes arrived; the view is valid only during the call.
+  /// Bytes arrived; the view is valid only during the call (bytes read into read_space() stay
+  /// where they were read).
   virtual void on_stream_read(TcpStream& s, codec::Bytes data) = 0;
   /// The peer closed (UV_EOF) or the socket failed (status < 0), or a write failed.
   virtual void on_stream_error(TcpStream& s, int status, const char* during) = 0;
@@ -45,6 +59,10 @@ class TcpStreamEvents {
   virtual void on_stream_writable(TcpStream& s) = 0;
   /// The handle is closed; the stream may be destroyed now.
   virtual void on_stream_closed(TcpStream& s) = 0;
+  /// Asked before each read: room of the owner's to read the next bytes into (e.g. the rest of a
+  /// large frame, FrameReader::read_space), or empty for the loop's shared read buffer. Only for
+  /// streams whose bytes go to on_stream_read as read (no transforming filter in between).
+  virtual std::span<uint8_t> read_space(TcpStream&) { return {}; }
   /// TLS failed (handshake, certificate, or a bad record); `reason` says what. The stream has
   /// stopped reading. By default reported as a failed read.
   virtual void on_stream_tls_failed(TcpStream& s, const std::string& reason) {
@@ -75,13 +93,20 @@ class TcpStream {
   void stop_reading();
   bool reading() const { return reading_; }
 
-  /// Appends bytes to send (copied). Call flush() when done appending.
+  /// Queues a copy of `bytes`. Call flush() when done appending.
   void append(codec::Bytes bytes);
-  /// Sends what was appended. Returns false if the socket failed (on_stream_error was called).
+  /// Queues `buffer` itself (moved in, no copy).
+  void append(codec::FrameBuffer&& buffer);
+  /// Queues a view of `bytes`, which must stay valid and unchanged until the next flush().
+  void append_borrowed(codec::Bytes bytes);
+  /// Sends what was appended; afterwards nothing borrowed is held. Returns false if the socket
+  /// failed (on_stream_error was called; the bytes queued so far are dropped).
   bool flush();
   /// Bytes appended but not yet written to the kernel.
-  size_t queued_bytes() const { return pending_.size() + writing_bytes_ + tls_held_bytes(); }
+  size_t queued_bytes() const { return pending_bytes_ + writing_bytes_ + tls_held_bytes(); }
   bool above_high_water() const { return queued_bytes() > kWriteQueueHighWater; }
+  /// True while a borrowed view waits for flush() (the owner must flush before the bytes go).
+  bool holds_borrowed() const { return borrowed_ > 0; }
 
   /// Closes now; queued writes are cancelled.
   void close();
@@ -100,10 +125,21 @@ class TcpStream {
   const tls::TlsSession* tls() const { return tls_.get(); }
 
  private:
+  /// A run of outbound bytes: owned (copied or moved in) or borrowed from the caller.
+  struct Segment {
+    codec::FrameBuffer owned;
+    codec::Bytes borrowed;
+    size_t sent = 0;          ///< bytes of it already written (only the first segment)
+    bool is_borrowed = false;
+    bool copies = false;      ///< holds append() copies: later copies go on its end
+    codec::Bytes unsent() const { return (is_borrowed ? borrowed : owned.bytes()).subspan(sent); }
+  };
+  /// A uv_write in progress; owns its segments until after_write.
   struct WriteRequest {
     uv_write_t req;
     TcpStream* stream;
-    std::vector<uint8_t> data;
+    std::vector<Segment> segments;
+    size_t bytes;
   };
 
   static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf);
@@ -112,6 +148,14 @@ class TcpStream {
   static void after_shutdown(uv_shutdown_t* req, int status);
   static void on_close(uv_handle_t* h);
   void begin_shutdown();
+  /// Copies every borrowed segment (adjacent ones into one owned segment).
+  void own_borrowed();
+  /// Drops `n` written bytes from the front of the queue.
+  void consume(size_t n);
+  /// Empties the queue and gives its memory back.
+  void drop_pending();
+  /// Queues a copy of `bytes` as they are (no TLS): append() for plaintext streams, ciphertext.
+  void append_copy(codec::Bytes bytes);
   // TLS filter (tcp_stream.cc, end): decrypt in the read path, encrypt before a flush.
   void read_tls(ssize_t nread, const uv_buf_t* buf);
   bool encrypt_tls();
@@ -123,8 +167,10 @@ class TcpStream {
   uv_shutdown_t shutdown_req_{};
   TcpStreamEvents& events_;
   const char* name_;
-  std::vector<uint8_t> pending_;
+  std::vector<Segment> pending_;
+  size_t pending_bytes_ = 0;
   size_t writing_bytes_ = 0;
+  uint32_t borrowed_ = 0;  ///< borrowed segments in pending_
   bool connected_ = false;
   bool reading_ = false;
   bool was_above_high_water_ = false;

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 using kproxy::codec::Bytes;
@@ -92,4 +94,167 @@ TEST_CASE("FrameReader hands out whole frames as views into the piece without co
   const uint8_t* seen = nullptr;
   CHECK(reader.feed(f, [&](Bytes b) { seen = b.data(); return true; }));
   CHECK(seen == f.data());
+}
+
+namespace {
+
+// A frame of `body_size` bytes whose body is a position-dependent pattern.
+std::vector<uint8_t> big_frame(size_t body_size, uint8_t seed) {
+  std::vector<uint8_t> f{static_cast<uint8_t>(body_size >> 24), static_cast<uint8_t>(body_size >> 16),
+                         static_cast<uint8_t>(body_size >> 8), static_cast<uint8_t>(body_size)};
+  for (size_t i = 0; i < body_size; ++i) f.push_back(static_cast<uint8_t>(i * 31 + seed));
+  return f;
+}
+
+// Feeds `stream` the way TcpStream does: from a shared 64 KiB "read buffer" unless the reader
+// offers read_space(), then straight into that room (at most `max_read` bytes per read).
+struct SocketFeed {
+  FrameReader reader;
+  std::vector<std::vector<uint8_t>> frames;
+  size_t direct_bytes = 0;
+  size_t max_reserved = 0;
+  size_t taken = 0;
+  bool take = false;
+  std::vector<kproxy::codec::FrameBuffer> kept;
+
+  explicit SocketFeed(size_t max_frame) : reader(max_frame) {}
+
+  void run(const std::vector<uint8_t>& stream, size_t max_read) {
+    std::vector<uint8_t> shared(64 << 10);
+    size_t pos = 0;
+    while (pos < stream.size()) {
+      auto room = reader.read_space();
+      Bytes piece;
+      if (!room.empty()) {
+        size_t n = std::min({room.size(), max_read, stream.size() - pos});
+        std::memcpy(room.data(), stream.data() + pos, n);  // what the kernel's recv() does
+        piece = Bytes(room.data(), n);
+        direct_bytes += n;
+      } else {
+        size_t n = std::min({shared.size(), max_read, stream.size() - pos});
+        std::memcpy(shared.data(), stream.data() + pos, n);
+        piece = Bytes(shared.data(), n);
+      }
+      pos += piece.size();
+      REQUIRE(reader.feed(piece, [&](Bytes f) {
+        frames.emplace_back(f.begin(), f.end());
+        if (take && reader.holds(f)) {
+          kept.push_back(reader.take_frame());
+          CHECK(kept.back().data() == f.data());  // the very buffer, not a copy
+          ++taken;
+        }
+        return true;
+      }));
+      max_reserved = std::max(max_reserved, reader.reserved());
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("FrameReader gives the same large frames for splits at many offsets") {
+  // Given a small frame, a 200 KiB frame and another small one
+  std::vector<std::vector<uint8_t>> frames{big_frame(10, 1), big_frame(200 << 10, 2), big_frame(3, 3)};
+  std::vector<uint8_t> stream;
+  for (auto& f : frames) stream.insert(stream.end(), f.begin(), f.end());
+  // When it is cut at offsets around each frame boundary and prefix byte, and in the middle
+  std::vector<size_t> cuts;
+  size_t boundary = 0;
+  for (auto& f : frames) {
+    for (size_t d = 0; d <= 6; ++d) {
+      if (boundary + d <= stream.size()) cuts.push_back(boundary + d);
+      if (boundary >= d) cuts.push_back(boundary - d);
+    }
+    boundary += f.size();
+  }
+  for (size_t c = 1; c < stream.size(); c += 4099) cuts.push_back(c);
+  for (size_t a : cuts) {
+    FrameReader reader(1 << 20);
+    std::vector<std::vector<uint8_t>> out;
+    auto collect = [&](Bytes f) {
+      out.emplace_back(f.begin(), f.end());
+      return true;
+    };
+    REQUIRE(reader.feed(Bytes(stream.data(), a), collect));
+    REQUIRE(reader.feed(Bytes(stream.data() + a, stream.size() - a), collect));
+    CHECK(out == frames);
+    CHECK(reader.buffered() == 0);
+    CHECK(reader.reserved() == 0);  // idle: no buffer kept
+  }
+}
+
+TEST_CASE("FrameReader reads a large frame straight into its own buffer and hands that buffer over") {
+  // Given 1 MiB frames between small ones, arriving in reads of at most 100,000 bytes
+  std::vector<std::vector<uint8_t>> frames{big_frame(100, 1), big_frame(1 << 20, 2), big_frame(1 << 20, 3), big_frame(5, 4)};
+  std::vector<uint8_t> stream;
+  for (auto& f : frames) stream.insert(stream.end(), f.begin(), f.end());
+  SocketFeed feed(100 << 20);
+  feed.take = true;
+  feed.run(stream, 100000);
+  // Then the frames are intact and in order
+  CHECK(feed.frames == frames);
+  // And most of each large frame was read in place (only its first piece went through the shared buffer)
+  CHECK(feed.direct_bytes >= 2 * ((1 << 20) - (64 << 10)));
+  // And both large frames were taken as their buffers (whole frames in one piece are views)
+  CHECK(feed.taken == 2);
+  REQUIRE(feed.kept.size() == 2);
+  CHECK(std::vector<uint8_t>(feed.kept[0].bytes().begin(), feed.kept[0].bytes().end()) == frames[1]);
+  CHECK(std::vector<uint8_t>(feed.kept[1].bytes().begin(), feed.kept[1].bytes().end()) == frames[2]);
+  // And the reader holds nothing afterwards
+  CHECK(feed.reader.reserved() == 0);
+}
+
+TEST_CASE("FrameReader gives the same frames whatever the read size, with read_space in use") {
+  std::vector<std::vector<uint8_t>> frames{big_frame(70 << 10, 1), big_frame(1, 2), big_frame(300 << 10, 3), big_frame(40 << 10, 4)};
+  std::vector<uint8_t> stream;
+  for (auto& f : frames) stream.insert(stream.end(), f.begin(), f.end());
+  for (size_t max_read : {1ul, 3ul, 4ul, 5ul, 1000ul, 4096ul, 65535ul, 65536ul, 65537ul, 1ul << 20}) {
+    SocketFeed feed(1 << 20);
+    feed.run(stream, max_read);
+    CHECK_MESSAGE(feed.frames == frames, "reads of at most " << max_read << " bytes");
+    CHECK(feed.reader.reserved() == 0);
+  }
+}
+
+TEST_CASE("FrameReader: a size prefix announcing a huge frame does not reserve it up front") {
+  // Given a limit of 100 MiB and a prefix announcing a frame of 100 MiB
+  FrameReader reader(100 << 20);
+  std::vector<uint8_t> start(1000, 0x22);
+  start[0] = 0x06;  // 0x06400000 = 100 MiB
+  start[1] = 0x40;
+  start[2] = 0;
+  start[3] = 0;
+  // When only its first 1,000 bytes arrive
+  REQUIRE(reader.feed(start, [](Bytes) { return true; }));
+  // Then at most kFrameUpfrontReserve is reserved, and read_space offers no more than that
+  CHECK(reader.buffered() == 1000);
+  CHECK(reader.reserved() <= kproxy::codec::kFrameUpfrontReserve);
+  auto room = reader.read_space();
+  CHECK(room.size() > 0);
+  CHECK(room.size() <= kproxy::codec::kFrameUpfrontReserve);
+  CHECK(reader.reserved() <= kproxy::codec::kFrameUpfrontReserve);
+  // And as bytes arrive, the room grows with them: never more than twice what arrived plus one step
+  size_t received = start.size();
+  std::vector<uint8_t> chunk(1 << 20, 0x11);
+  for (int i = 0; i < 40; ++i) {
+    auto space = reader.read_space();
+    REQUIRE(space.size() >= kproxy::codec::kFrameDirectReadMin);
+    size_t n = std::min(space.size(), chunk.size());
+    std::memcpy(space.data(), chunk.data(), n);
+    REQUIRE(reader.feed(Bytes(space.data(), n), [](Bytes) { return true; }));
+    received += n;
+    CHECK(reader.buffered() == received);
+    CHECK(reader.reserved() <= 2 * received + kproxy::codec::kFrameUpfrontReserve);
+  }
+}
+
+TEST_CASE("FrameReader: no read_space for a short rest, nor after a framing error") {
+  FrameReader reader(1 << 20);
+  auto f = big_frame(1000, 1);
+  REQUIRE(reader.feed(Bytes(f.data(), 10), [](Bytes) { return true; }));
+  CHECK(reader.read_space().empty());  // 994 bytes missing: read them with what follows
+  FrameReader bad(100);
+  std::vector<uint8_t> neg{0xff, 0xff, 0xff, 0xfe};
+  CHECK_FALSE(bad.feed(neg, [](Bytes) { return true; }));
+  CHECK(bad.read_space().empty());
 }
