@@ -52,6 +52,12 @@ class FrameReader {
   /// next call of feed(). Never longer than what the current frame still misses.
   std::span<uint8_t> read_space();
 
+  /// True when `data` was read into read_space() (feed() will take it as in place): it lives in
+  /// the reader's buffer, which is released once its frame is handed out, not taken.
+  bool is_read_space(Bytes data) const {
+    return frame_total_ != 0 && !data.empty() && data.data() == pending_.data() + pending_.size() &&
+           data.size() <= frame_total_ - pending_.size();
+  }
   /// True when `frame` (as passed to on_frame) is the frame gathered in the reader's buffer.
   bool holds(Bytes frame) const {
     return !frame.empty() && frame.data() == pending_.data() && frame.size() == pending_.size();
@@ -102,7 +108,7 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
   size_t pos = 0;
   // First finish a frame started in an earlier piece.
   if (!pending_.empty()) {
-    if (frame_total_ != 0 && data.data() == pending_.data() + pending_.size() && data.size() <= frame_total_ - pending_.size()) {
+    if (is_read_space(data)) {
       pending_.commit(data.size());  // read into read_space(): already in place
       pos = data.size();
     } else {

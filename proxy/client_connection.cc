@@ -116,7 +116,9 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   if (&s == &client_) {
     bump(counters().request_bytes, data.size());
     metrics_.bytes_in(data.size());
-    client_piece_ = data;
+    // Views into the loop's read buffer may be borrowed; bytes read in place into a frame's own
+    // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
+    client_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
     bool ok = requests_.feed(data, [this](codec::Bytes frame) { return on_request_frame(frame); });
     client_piece_ = {};
     if (closing_) return;
@@ -133,7 +135,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   } else {
     bump(counters().response_bytes, data.size());
     metrics_.bytes_out(data.size());
-    upstream_piece_ = data;
+    upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
     bool ok = responses_.feed(data, [this](codec::Bytes frame) { return on_response_frame(frame); });
     upstream_piece_ = {};
     if (closing_) return;

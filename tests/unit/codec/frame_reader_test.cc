@@ -129,11 +129,13 @@ struct SocketFeed {
         size_t n = std::min({room.size(), max_read, stream.size() - pos});
         std::memcpy(room.data(), stream.data() + pos, n);  // what the kernel's recv() does
         piece = Bytes(room.data(), n);
+        CHECK(reader.is_read_space(piece));
         direct_bytes += n;
       } else {
         size_t n = std::min({shared.size(), max_read, stream.size() - pos});
         std::memcpy(shared.data(), stream.data() + pos, n);
         piece = Bytes(shared.data(), n);
+        CHECK_FALSE(reader.is_read_space(piece));
       }
       pos += piece.size();
       REQUIRE(reader.feed(piece, [&](Bytes f) {
