@@ -18,7 +18,7 @@ BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_vie
       it->second.real.host = std::string(host);
       it->second.real.port = static_cast<uint16_t>(port);
     }
-    return {it->second.proxy_port, false};
+    return {it->second.proxy_port, !port_state_[node_id].listening};
   }
   uint16_t proxy_port = 0;
   if (ports_.scheme == config::BrokerPorts::Scheme::kNodeIdOffset) {
@@ -35,6 +35,20 @@ BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_vie
   by_node_.emplace(node_id, route);
   node_by_port_.emplace(proxy_port, node_id);
   return {proxy_port, true};
+}
+
+uint32_t BrokerDirectory::opened(int32_t node_id) {
+  std::lock_guard lock(mutex_);
+  auto& state = port_state_[node_id];
+  state.listening = true;
+  return state.failed_opens;
+}
+
+uint32_t BrokerDirectory::open_failed(int32_t node_id) {
+  std::lock_guard lock(mutex_);
+  auto& state = port_state_[node_id];
+  if (state.listening) return state.failed_opens;  // another worker's listener is open already
+  return ++state.failed_opens;
 }
 
 std::optional<BrokerRoute> BrokerDirectory::route_for_port(uint16_t proxy_port) const {

@@ -33,11 +33,19 @@ class BrokerDirectory {
 
   struct Learned {
     uint16_t proxy_port = 0;  ///< 0: no port can be given (node id out of range, range exhausted)
-    bool new_port = false;    ///< first time this node got a port: open a listener for it
+    /// Open a listener for this port: the node is new, or no listener for it opened yet (the
+    /// last attempt failed, e.g. another process held the port for a moment).
+    bool new_port = false;
   };
 
   /// Records that `node_id` is really at host:port and returns its kproxy port.
   Learned learn(int32_t node_id, std::string_view host, int32_t port);
+
+  /// A listener for `node_id`'s port is open: later learn() calls stop asking for one. Returns
+  /// how many attempts had failed before.
+  uint32_t opened(int32_t node_id);
+  /// Opening `node_id`'s port failed: the next learn() asks again. Returns the failures so far.
+  uint32_t open_failed(int32_t node_id);
 
   /// The route of the broker behind kproxy port `proxy_port`, if any.
   std::optional<BrokerRoute> route_for_port(uint16_t proxy_port) const;
@@ -52,6 +60,11 @@ class BrokerDirectory {
   config::BrokerPorts ports_;
   mutable std::mutex mutex_;
   std::map<int32_t, BrokerRoute> by_node_;
+  struct PortState {
+    bool listening = false;
+    uint32_t failed_opens = 0;
+  };
+  std::map<int32_t, PortState> port_state_;
   std::map<uint16_t, int32_t> node_by_port_;
   uint32_t next_in_order_ = 0;
 };

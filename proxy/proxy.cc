@@ -126,14 +126,26 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   // A draining worker has closed its listeners and must not open new ones (its loop would never end).
   if (caller.draining()) return;
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec);
+  auto& directory = *directories_[listener_index];
   if (!error.empty()) {
     bump(counters().broker_port_failures);
-    spdlog::error("listener={} cannot open port {} for broker node {}: {}", spec.label(), port, node_id, error);
+    // Not for good: the next response naming the node asks again (BrokerDirectory::learn), so a
+    // port another process held for a moment (an ephemeral source port, say) does not cut the
+    // broker off from the clients for the rest of kproxy's life. Logged once as an error.
+    uint32_t failures = directory.open_failed(node_id);
+    if (failures <= 1) {
+      spdlog::error("listener={} cannot open port {} for broker node {}: {} (tried again when a response names the node)", spec.label(),
+                    port, node_id, error);
+    } else {
+      spdlog::debug("listener={} cannot open port {} for broker node {} (attempt {}): {}", spec.label(), port, node_id, failures, error);
+    }
     return;
   }
+  uint32_t failed_before = directory.opened(node_id);
   bump(counters().broker_ports_opened);
-  spdlog::info("listener={} opened {}:{} for broker node {} at {}", spec.label(), l.advertise, port, node_id,
-               route ? route->real.to_string() : "?");
+  spdlog::info("listener={} opened {}:{} for broker node {} at {}{}", spec.label(), l.advertise, port, node_id,
+               route ? route->real.to_string() : "?",
+               failed_before ? " after " + std::to_string(failed_before) + " failed attempts" : std::string());
   for (auto& w : workers_) {
     if (w.get() == &caller) continue;
     Worker* worker = w.get();

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import re
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -166,6 +167,30 @@ def test_broker_kill9_and_restart_one_node_of_three(kafka_cluster, topic_name):
     existing = set(kafka_cluster.metadata(None).topics)
     for t in [topic_name] + [t for t in ("__consumer_offsets", "__transaction_state") if t in existing]:
         kafka_cluster.wait_in_sync(t, timeout=90)
+
+
+def test_broker_port_taken_for_a_moment_is_opened_when_named_again(kafka):
+    """kproxy opens a broker's port when a response first names the broker. If another process
+    holds that port just then (on a busy host an ephemeral port can be anywhere), the next response
+    naming the broker tries again, instead of leaving the broker unreachable for good (seen in a
+    parallel EOS run: 'cannot open port ... address already in use', then 120 s of refused
+    connections)."""
+    node = kafka.nodes[0].node_id
+    with Kproxy(kafka.bootstrap(), name="port-taken", log_level="info") as kp:
+        port = kp.broker_port(node)
+        blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            blocker.bind(("127.0.0.1", port))
+            blocker.listen(1)
+            md = kh.metadata("127.0.0.1", kp.port, ())
+            assert md.brokers[node] == ("127.0.0.1", port)
+            kp.wait_for_log(rf"cannot open port {port} for broker node {node}: .*address already in use")
+        finally:
+            blocker.close()
+        kh.metadata("127.0.0.1", kp.port, ())  # names the broker again
+        kp.wait_for_log(rf"opened 127\.0\.0\.1:{port} for broker node {node} at \S+ after 1 failed attempts")
+        assert sorted(kh.metadata("127.0.0.1", port, ()).brokers) == [node]  # served through the broker port
+        assert kp.stop() == 0
 
 
 def _wait_leaders_without(cluster: kh.KafkaCluster, topic: str, node: int, timeout: float) -> Tuple[Dict[int, int], float]:

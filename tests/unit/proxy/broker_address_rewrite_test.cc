@@ -94,7 +94,13 @@ TEST_CASE("Metadata brokers get kproxy addresses, at every version") {
     CHECK(f.added[1].port == 19003);
     // The directory remembers where the brokers really are.
     CHECK(f.directory.route_for_port(19003)->real == config::HostPort{"10.0.0.3", 9092});
-    // A second response names the same brokers: no new ports.
+    // A second response names the same brokers: only the port whose listener is not open yet
+    // (node 3: its open failed) is asked for again; once it is open, no new ports.
+    f.directory.opened(1);
+    REQUIRE(f.run(m, v) == BrokerAddressRewrite::Outcome::kRewritten);
+    REQUIRE(f.added.size() == 1);
+    CHECK(f.added[0].node_id == 3);
+    f.directory.opened(3);
     REQUIRE(f.run(m, v) == BrokerAddressRewrite::Outcome::kRewritten);
     CHECK(f.added.empty());
   }

@@ -12,6 +12,12 @@ TEST_CASE("base + node id") {
   auto a = d.learn(3, "10.0.0.3", 9092);
   CHECK(a.proxy_port == 9103);
   CHECK(a.new_port);
+  // Until a listener is open, every response naming the node asks for one again.
+  CHECK(d.open_failed(3) == 1);
+  CHECK(d.learn(3, "10.0.0.3", 9092).new_port);
+  CHECK(d.open_failed(3) == 2);
+  CHECK(d.opened(3) == 2);
+  CHECK(d.open_failed(3) == 2);  // a late failure of another worker changes nothing
   auto again = d.learn(3, "10.0.0.3", 9092);
   CHECK(again.proxy_port == 9103);
   CHECK_FALSE(again.new_port);
