@@ -98,6 +98,12 @@ class Feeder(threading.Thread):
         self.errors: List[str] = []
 
     def run(self) -> None:
+        try:
+            self._feed()
+        except Exception as e:  # reported by the test (feeder.errors), not lost in a thread
+            self.errors.append(f"feeder stopped: {type(e).__name__}: {e}")
+
+    def _feed(self) -> None:
         import confluent_kafka
         p = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                                       "linger.ms": 5, "client.id": "kproxy-eos-feeder"})
@@ -109,18 +115,18 @@ class Feeder(threading.Thread):
         t0 = time.monotonic()
         i = 0
         while time.monotonic() - t0 < self.seconds:
-            due = t0 + i / self.rate
-            if due > time.monotonic():
-                time.sleep(due - time.monotonic())
+            wait = t0 + i / self.rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
             key = f"in-{i}"
             p.produce(self.topic, key=key.encode(), value=f"{key}|payload-{i * 7919 % 100003}-abc".encode(),
                       on_delivery=on_delivery)
             p.poll(0)
             i += 1
+            self.sent = i
         left = p.flush(60)
         if left:
             self.errors.append(f"{left} input records undelivered")
-        self.sent = i
 
 
 def _transformed(rows: List[Tuple[int, int, str, str]]) -> collections.Counter:
@@ -151,15 +157,19 @@ def test_eos_consume_transform_produce_under_random_faults(kafka, tmp_path):
             "--group", f"eos-{tag}", "--transactional-id", f"eos-{tag}", "--stop-file", stop_file,
             "--request-timeout-ms", 5000, "--delivery-timeout-ms", 5005,
             "--max-runtime-ms", int((SECONDS + 240) * 1000)])
-        job.wait_for_line(r"^started", timeout=120)
-        t_started = time.monotonic()
-        feeder = Feeder(kafka.bootstrap(), input_topic, SECONDS, RATE)
-        feeder.start()
-        feeder.join(SECONDS + 90)
-        assert not feeder.is_alive(), "feeder did not finish"
-        stop_file.write_text("stop\n")
-        summary = job.result(timeout=300)
-        under_faults_s = time.monotonic() - t_started
+        try:
+            job.wait_for_line(r"^started", timeout=120)
+            t_started = time.monotonic()
+            feeder = Feeder(kafka.bootstrap(), input_topic, SECONDS, RATE)
+            feeder.start()
+            feeder.join(SECONDS + 90)
+            assert not feeder.is_alive(), "feeder did not finish"
+            assert feeder.errors == [], feeder.errors
+            stop_file.write_text("stop\n")
+            summary = job.result(timeout=300)
+            under_faults_s = time.monotonic() - t_started
+        finally:
+            job.kill()
 
         status, faults = _admin(admin_port, "/faults")
         assert status == 200, faults
