@@ -251,11 +251,33 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run_load(bins: Dict[str, Path], args: List[str], timeout: float, pin: Optional[str] = None) -> dict:
-    """Runs kproxy-load to the end and returns its result JSON (plus its exit code)."""
+# ---- real-time scheduling for the latency measure ----------------------------------------------
+
+RT_PRIORITY = 10
+
+
+def realtime_available() -> bool:
+    """True when this process may use SCHED_FIFO (CAP_SYS_NICE) and chrt exists."""
+    try:
+        return subprocess.run(["chrt", "-f", str(RT_PRIORITY), "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def set_realtime(pid: int, on: bool) -> bool:
+    """Every thread of `pid` to SCHED_FIFO (on) or back to SCHED_OTHER (off)."""
+    args = ["chrt", "-a", "-f", "-p", str(RT_PRIORITY), str(pid)] if on else ["chrt", "-a", "-o", "-p", "0", str(pid)]
+    return subprocess.run(args, capture_output=True).returncode == 0
+
+
+def run_load(bins: Dict[str, Path], args: List[str], timeout: float, pin: Optional[str] = None, realtime: bool = False) -> dict:
+    """Runs kproxy-load to the end and returns its result JSON (plus its exit code). `realtime`:
+    under SCHED_FIFO (see set_realtime)."""
     cmd = [str(bins["load"])] + args
     if pin:
         cmd = ["taskset", "-c", pin] + cmd
+    if realtime:
+        cmd = ["chrt", "-f", str(RT_PRIORITY)] + cmd
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
     _children.append(p)
     try:
