@@ -74,8 +74,20 @@ void TcpStream::after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 
 void TcpStream::append(codec::Bytes bytes) {
   if (tls_) {
-    tls_->send(bytes);  // a failure surfaces at the next flush()
-    move_tls_output();
+    bool sized = bytes.size() <= tls::TlsSession::kEncryptSlice;
+    do {  // a failure surfaces at the next flush()
+      codec::Bytes slice = bytes.first(std::min(bytes.size(), tls::TlsSession::kEncryptSlice));
+      tls_->send(slice);
+      move_tls_output();
+      bytes = bytes.subspan(slice.size());
+      if (!sized && !pending_.empty() && pending_.back().copies) {
+        // Room for the rest of a large frame's ciphertext at once (TLS 1.3 adds 22 bytes per
+        // 16 KiB record): regrowing slice by slice made 1 MiB frames page-fault.
+        codec::FrameBuffer& queue = pending_.back().owned;
+        queue.reserve(queue.size() + bytes.size() + (bytes.size() >> 14) * 32 + 64);
+        sized = true;
+      }
+    } while (!bytes.empty());
     return;
   }
   append_copy(bytes);

@@ -58,7 +58,7 @@ void UpstreamConnection::after_connect(uv_connect_t* req, int status) {
     self->fail("cannot connect to " + self->target_.to_string() + ": " + uv_strerror(status));
     return;
   }
-  uv_timer_stop(&self->timer_);
+  if (self->stream_.tls() == nullptr) uv_timer_stop(&self->timer_);  // else at handshake_done()
   uv_tcp_nodelay(self->stream_.handle(), 1);
   self->stream_.set_connected();
   self->events_.on_upstream_connected();
@@ -66,6 +66,10 @@ void UpstreamConnection::after_connect(uv_connect_t* req, int status) {
 
 void UpstreamConnection::on_connect_timeout(uv_timer_t* t) {
   auto* self = static_cast<UpstreamConnection*>(t->data);
+  if (self->stream_.connected()) {
+    self->fail("TLS handshake with " + self->target_.to_string() + " timed out (the broker never answered the ClientHello)");
+    return;
+  }
   self->fail("connecting to " + self->target_.to_string() + " timed out");
 }
 

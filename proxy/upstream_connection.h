@@ -1,7 +1,7 @@
 // UpstreamConnection: the proxy's connection to a broker on behalf of one client connection.
 //
 // It resolves the broker's host (uv_getaddrinfo, off the loop thread), connects, and gives up
-// after the configured connect timeout. Its TcpStream reports data and errors to the owning
+// after the configured connect timeout (which on a TLS stream also covers the handshake). Its TcpStream reports data and errors to the owning
 // ClientConnection like the client side does; this class only owns the connect phase and the
 // handles that belong to it.
 #pragma once
@@ -38,6 +38,10 @@ class UpstreamConnection {
 
   TcpStream& stream() { return stream_; }
   const config::HostPort& target() const { return target_; }
+
+  /// The TLS handshake with the broker completed: the connect timeout, which covers it on a TLS
+  /// stream (a listener that accepts and never answers would otherwise hang the client), stops.
+  void handshake_done() { uv_timer_stop(&timer_); }
 
   /// Closes the socket and timer and cancels a pending resolve. With `flush_first`, bytes queued
   /// for the broker are written before the socket closes.

@@ -89,6 +89,8 @@ std::shared_ptr<const TlsContext> TlsContext::for_upstream(const config::Upstrea
     return nullptr;
   }
   std::shared_ptr<TlsContext> ctx(new TlsContext(raw, Role::kClient));
+  // An idle connection keeps no 16 KiB record buffers (most of a sidecar's connections are idle).
+  SSL_CTX_set_mode(raw, SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_min_proto_version(raw, min_proto(config.min_version));
   SSL_CTX_set_verify(raw, SSL_VERIFY_PEER, record_rejected_certificate);
   ctx->summary_ = version_label(config.min_version);
@@ -117,6 +119,7 @@ std::shared_ptr<const TlsContext> TlsContext::for_clients(const config::ServerTl
     return nullptr;
   }
   std::shared_ptr<TlsContext> ctx(new TlsContext(raw, Role::kServer));
+  SSL_CTX_set_mode(raw, SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_min_proto_version(raw, min_proto(config.min_version));
   // Renegotiation is of no use to Kafka clients and a known way to burn server CPU.
   SSL_CTX_set_options(raw, SSL_OP_NO_RENEGOTIATION);

@@ -1,5 +1,6 @@
 #include "proxy/tls/tls_session.h"
 
+#include <openssl/buffer.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -16,6 +17,11 @@ namespace {
 constexpr size_t kEncryptAtOnce = 16 << 10;
 // Decrypted bytes are handed over in runs of at most this many.
 constexpr size_t kPlaintextChunk = 64 << 10;
+// Ciphertext goes into the input BIO, and plaintext is encrypted, in pieces of this size, so
+// neither memory BIO grows with the frame size (a 1 MiB frame does not leave 1 MiB buffers).
+constexpr size_t kFeedPiece = 32 << 10;
+// An emptied memory BIO whose buffer grew beyond this is replaced by a fresh one.
+constexpr size_t kKeptBioCapacity = 64 << 10;
 // The first byte of a TLS handshake record (RFC 8446 5.1, ContentType handshake).
 constexpr uint8_t kHandshakeRecord = 0x16;
 
@@ -23,6 +29,12 @@ bool is_ip_address(const std::string& host) {
   sockaddr_in a4{};
   sockaddr_in6 a6{};
   return uv_ip4_addr(host.c_str(), 0, &a4) == 0 || uv_ip6_addr(host.c_str(), 0, &a6) == 0;
+}
+// Bytes a memory BIO has allocated.
+size_t capacity(BIO* bio) {
+  BUF_MEM* mem = nullptr;
+  BIO_get_mem_ptr(bio, &mem);
+  return mem ? mem->max : 0;
 }
 }  // namespace
 
@@ -101,13 +113,31 @@ TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::funct
     // say so plainly instead of OpenSSL's "wrong version number".
     if (!is_client_ && ciphertext[0] != kHandshakeRecord) return fail(not_tls_from_client(ciphertext[0]));
   }
-  if (BIO_write(network_in_, ciphertext.data(), static_cast<int>(ciphertext.size())) != static_cast<int>(ciphertext.size())) {
-    return fail(TlsFailure{TlsFailure::Kind::kOther, "cannot buffer received TLS bytes"});
+  // Fed in record-sized pieces, each decrypted before the next: the input BIO stays small.
+  while (!ciphertext.empty()) {
+    size_t part = std::min(ciphertext.size(), kFeedPiece);
+    if (BIO_write(network_in_, ciphertext.data(), static_cast<int>(part)) != static_cast<int>(part)) {
+      return fail(TlsFailure{TlsFailure::Kind::kOther, "cannot buffer received TLS bytes"});
+    }
+    ciphertext = ciphertext.subspan(part);
+    if (!established_) {
+      Status s = handshake();
+      if (s != Status::kOk) return s;
+      if (!established_) continue;
+    }
+    bool stopped = false;
+    Status s = decrypt_available(on_plaintext, stopped);
+    if (s != Status::kOk || stopped) return s;
   }
-  if (!established_) {
-    Status s = handshake();
-    if (s != Status::kOk || !established_) return s;
+  if (BIO_ctrl_pending(network_in_) == 0 && capacity(network_in_) > kKeptBioCapacity) {
+    network_in_ = BIO_new(BIO_s_mem());
+    BIO_set_mem_eof_return(network_in_, -1);
+    SSL_set0_rbio(ssl_, network_in_);  // frees the old one
   }
+  return Status::kOk;
+}
+
+TlsSession::Status TlsSession::decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, bool& stopped) {
   // On the heap: a 64 KiB thread_local array would grow every thread's static TLS block, which
   // civetweb's small-stack threads cannot afford.
   static thread_local std::vector<uint8_t> plaintext(kPlaintextChunk);
@@ -115,7 +145,10 @@ TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::funct
     ERR_clear_error();
     int n = SSL_read(ssl_, plaintext.data(), static_cast<int>(plaintext.size()));
     if (n > 0) {
-      if (!on_plaintext(codec::Bytes(plaintext.data(), static_cast<size_t>(n)))) return Status::kOk;
+      if (!on_plaintext(codec::Bytes(plaintext.data(), static_cast<size_t>(n)))) {
+        stopped = true;
+        return Status::kOk;
+      }
       continue;
     }
     int error = SSL_get_error(ssl_, n);
@@ -140,6 +173,7 @@ TlsSession::Status TlsSession::encrypt() {
   if (!established_ || held_.empty()) return Status::kOk;
   Status s = write_encrypted(held_);
   held_.clear();
+  if (held_.capacity() > kKeptBioCapacity) std::vector<uint8_t>().swap(held_);
   return s;
 }
 
@@ -169,7 +203,12 @@ void TlsSession::take_output(const std::function<void(codec::Bytes)>& sink) {
   long n = BIO_get_mem_data(network_out_, &data);
   if (n <= 0) return;
   sink(codec::Bytes(reinterpret_cast<const uint8_t*>(data), static_cast<size_t>(n)));
-  (void)BIO_reset(network_out_);
+  if (capacity(network_out_) > kKeptBioCapacity) {
+    network_out_ = BIO_new(BIO_s_mem());
+    SSL_set0_wbio(ssl_, network_out_);  // frees the old one
+  } else {
+    (void)BIO_reset(network_out_);
+  }
 }
 
 bool TlsSession::take_just_established() {

@@ -24,6 +24,10 @@ namespace kproxy::proxy::tls {
 
 class TlsSession {
  public:
+  /// Plaintext larger than this is best handed to send() in slices of this size, taking the
+  /// output after each (TcpStream::append does).
+  static constexpr size_t kEncryptSlice = 32 << 10;
+
   enum class Status : uint8_t {
     kOk,          ///< nothing wrong (the handshake may still be running)
     kPeerClosed,  ///< the peer sent close_notify: treat like a TCP EOF
@@ -44,6 +48,8 @@ class TlsSession {
   /// during the call only); when it returns false, receive() stops (the owner is closing).
   Status receive(codec::Bytes ciphertext, const std::function<bool(codec::Bytes)>& on_plaintext);
   /// Queues plaintext for the peer. Large writes are encrypted at once, small ones on encrypt().
+  /// Take the output after each large write: a caller slices big buffers (kEncryptSlice) so the
+  /// output BIO stays small.
   Status send(codec::Bytes plaintext);
   /// Encrypts the plaintext queued by send() (when established).
   Status encrypt();
@@ -77,6 +83,7 @@ class TlsSession {
   Status fail(TlsFailure failure);
   Status fail_from_openssl();
   Status write_encrypted(codec::Bytes plaintext);
+  Status decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, bool& stopped);
 
   SSL* ssl_ = nullptr;
   BIO* network_in_ = nullptr;   ///< ciphertext from the socket (owned by ssl_)

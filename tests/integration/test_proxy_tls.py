@@ -305,6 +305,27 @@ def test_upstream_tls_failures_say_why(tls_kafka, pki, listener, ca, expected):
         assert kp.stop() == 0
 
 
+def test_a_tls_handshake_that_never_answers_times_out(pki):
+    """A listener that accepts and never answers the ClientHello: limits.connect_timeout covers the handshake."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    try:
+        with Kproxy(f"127.0.0.1:{port}", name="tls-silent", listener_yaml=upstream_tls(pki.ca),
+                    limits={"connect_timeout": "1s"}) as kp:
+            with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
+                s.sendall(request(18, 0, 7, b""))
+                t0 = time.monotonic()
+                assert connection_closed(s, 10)
+                assert time.monotonic() - t0 < 5
+            kp.wait_for_log(rf"closed: upstream unavailable: TLS handshake with 127\.0\.0\.1:{port} timed out "
+                            r"\(the broker never answered the ClientHello\)")
+            assert kp.stop() == 0
+    finally:
+        silent.close()
+
+
 def test_client_leg_protocol_and_trust_failures(tls_kafka, pki):
     admin_port = kh.free_ports(1)[0]
     with Kproxy(tls_kafka.bootstrap(), name="tls-client-fail", listener_yaml=client_tls(pki),
