@@ -26,16 +26,19 @@ struct ErrorScope {
   std::optional<std::string_view> transactional_id;    // enclosing transactional id, if any
   std::optional<std::string_view> group_id;            // enclosing group id, if any
   int depth = 0;                                       // 0 = top level of the body
+  std::optional<Uuid> topic_id;                        // enclosing topic id (KIP-516), if any
 };
 
 /// Called for each error-code field present at the decoded version; may change the code.
 using ErrorCodeVisitor = std::function<void(int16_t& code, const ErrorScope& scope)>;
 
-/// What an entity field of a request names (from the schema's entityType).
-enum class EntityKind : uint8_t { kTopicName, kTransactionalId, kProducerId, kGroupId, kPartition };
+/// What an entity field of a request names (from the schema's entityType; kTopicId: a uuid field
+/// "TopicId", how Produce v13+, Fetch v13+ and others name topics since KIP-516).
+enum class EntityKind : uint8_t { kTopicName, kTransactionalId, kProducerId, kGroupId, kPartition, kTopicId };
 
 /// Called for each entity-typed value a request carries (for fault-rule matching).
-/// String entities arrive in `text`, numeric ones (producer id, partition) in `number`.
+/// String entities arrive in `text`, numeric ones (producer id, partition) in `number`; a topic id
+/// arrives as its 16 raw bytes in `text`.
 using EntityVisitor = std::function<void(EntityKind kind, std::string_view text, int64_t number)>;
 
 class Message {
@@ -66,6 +69,9 @@ class Message {
   virtual void for_each_error_code(int16_t version, const ErrorCodeVisitor& visit) = 0;
   /// Visits every entity-typed value present at `version`.
   virtual void for_each_entity(int16_t version, const EntityVisitor& visit) const = 0;
+  /// The response's top-level ThrottleTimeMs when it has one at `version`, else nullptr (also
+  /// for every request).
+  virtual int32_t* throttle_time(int16_t /*version*/) { return nullptr; }
 };
 
 /// A fresh, default-valued body for `api_key`, or nullptr if the key is unknown.

@@ -61,10 +61,11 @@ union unsigned using virtual void volatile wchar_t while xor xor_eq""".split())
 RESERVED_MEMBERS = {"read", "write", "size", "to_json", "is_default", "visit_errors", "visit_entities", "unsupported_field",
                     "unknown_tagged_fields", "version", "r", "w", "f", "n", "x", "visit", "scope", "out"}
 # Top-level messages also implement Message.
-RESERVED_TOP_MEMBERS = RESERVED_MEMBERS | {"api_key", "is_request", "name", "for_each_error_code", "for_each_entity"}
+RESERVED_TOP_MEMBERS = RESERVED_MEMBERS | {"api_key", "is_request", "name", "for_each_error_code", "for_each_entity",
+                                           "throttle_time"}
 RESERVED_TYPES = {"Message", "Reader", "Writer", "Bytes", "Uuid", "ErrorScope", "UnknownTaggedField",
                   "UnknownTaggedFields", "ErrorCodeVisitor", "EntityVisitor", "EntityKind", "Filler"}
-PARTITION_NAMES = {"PartitionIndex", "Partition", "PartitionId"}
+PARTITION_NAMES = {"PartitionIndex", "Partition", "PartitionId", "Index"}  # Index: Produce, FetchSnapshot
 PARTITION_LIST_NAMES = {"Partitions", "PartitionIndexes", "PartitionIds"}
 
 
@@ -345,6 +346,8 @@ class Field:
                 return "group_id"
         if self.base == "int32" and self.name in PARTITION_NAMES:
             return "partition"
+        if self.base == "uuid" and self.name == "TopicId":
+            return "topic_id"
         return None
 
     def entity_kind(self):
@@ -358,6 +361,9 @@ class Field:
         if self.base == "int32" and ((not self.is_array and self.name in PARTITION_NAMES) or
                                      (self.is_array and self.name in PARTITION_LIST_NAMES)):
             return "kPartition"
+        # KIP-516: requests that name topics by id (Produce v13+, Fetch v13+, ...) carry "TopicId".
+        if self.base == "uuid" and not self.is_array and self.name == "TopicId":
+            return "kTopicId"
         return None
 
 
@@ -893,6 +899,8 @@ class Gen:
                         body = [f"if ({f.member}) visit(EntityKind::{kind}, *{f.member}, 0);"]
                     else:
                         body = [f"visit(EntityKind::{kind}, {f.member}, 0);"]
+                elif f.base == "uuid":
+                    body = [f"visit(EntityKind::{kind}, std::string_view(reinterpret_cast<const char*>({f.member}.data()), {f.member}.size()), 0);"]
                 else:
                     body = [f"visit(EntityKind::{kind}, {{}}, {f.member});"]
             elif f.is_struct and self.msg.structs[f.base].has_entities:
@@ -1195,6 +1203,8 @@ def struct_decl(msg, s, indent):
         lines.append("  void to_json(nlohmann::json& out, int16_t version) const override;")
         lines.append("  void for_each_error_code(int16_t version, const ErrorCodeVisitor& visit) override;")
         lines.append("  void for_each_entity(int16_t version, const EntityVisitor& visit) const override;")
+        if throttle_field(msg):
+            lines.append("  int32_t* throttle_time(int16_t version) override;")
     else:
         lines.append(f"{ind}void read(Reader& r, int16_t version);")
         lines.append(f"{ind}void write(Writer& w, int16_t version) const;")
@@ -1215,6 +1225,16 @@ def struct_decl(msg, s, indent):
         lines.append(f"{ind}void visit_entities(int16_t version, const EntityVisitor& visit) const;")
     lines.append(f"{indent if not top else ''}}};")
     return lines
+
+
+def throttle_field(msg):
+    """The top-level int32 ThrottleTimeMs of a response, or None."""
+    if msg.kind != "response":
+        return None
+    for f in msg.top.fields:
+        if f.name == "ThrottleTimeMs" and f.base == "int32" and not f.is_array and not f.optional():
+            return f
+    return None
 
 
 def func(sig, body):
@@ -1245,6 +1265,11 @@ def struct_defs(msg, s, depth):
         out += func(f"void {q}::for_each_error_code(int16_t version, const ErrorCodeVisitor& visit)", body)
         body = ["visit_entities(version, visit);"] if s.has_entities else ["(void)version;", "(void)visit;"]
         out += func(f"void {q}::for_each_entity(int16_t version, const EntityVisitor& visit) const", body)
+        t = throttle_field(msg)
+        if t:
+            c = cond(t.versions, msg.valid)
+            body = [f"return &{t.member};"] if c == "true" else [f"return {c} ? &{t.member} : nullptr;"] if c != "false" else ["return nullptr;"]
+            out += func(f"int32_t* {q}::throttle_time([[maybe_unused]] int16_t version)", body)
     return out
 
 

@@ -197,20 +197,6 @@ std::unique_ptr<Message> build(const Message& request, int16_t version, int16_t 
   }
 }
 
-template <typename... Ts>
-bool set_throttle_in(Message& m, int32_t ms) {
-  bool done = false;
-  auto one = [&](auto* typed) {
-    if (done || !typed) return;
-    if constexpr (requires { typed->throttle_time_ms = ms; }) {
-      typed->throttle_time_ms = ms;
-      done = true;
-    }
-  };
-  (one(dynamic_cast<Ts*>(&m)), ...);
-  return done;
-}
-
 }  // namespace
 
 std::string answer_refusal(int16_t api_key, int16_t version) {
@@ -228,8 +214,10 @@ std::unique_ptr<codec::Message> build_answer(const codec::Message& request, int1
 }
 
 bool set_throttle_time(codec::Message& response, int16_t version, int32_t throttle_ms) {
-  (void)version;  // a field absent at the version is simply not written
-  return set_throttle_in<codec::AddOffsetsToTxnResponse, codec::AddPartitionsToTxnResponse, codec::AddRaftVoterResponse, codec::AllocateProducerIdsResponse, codec::AlterClientQuotasResponse, codec::AlterConfigsResponse, codec::AlterPartitionResponse, codec::AlterPartitionReassignmentsResponse, codec::AlterReplicaLogDirsResponse, codec::AlterShareGroupOffsetsResponse, codec::AlterUserScramCredentialsResponse, codec::ApiVersionsResponse, codec::AssignReplicasToDirsResponse, codec::BeginQuorumEpochResponse, codec::BrokerHeartbeatResponse, codec::BrokerRegistrationResponse, codec::ConsumerGroupDescribeResponse, codec::ConsumerGroupHeartbeatResponse, codec::ControllerRegistrationResponse, codec::CreateAclsResponse, codec::CreateDelegationTokenResponse, codec::CreatePartitionsResponse, codec::CreateTopicsResponse, codec::DeleteAclsResponse, codec::DeleteGroupsResponse, codec::DeleteRecordsResponse, codec::DeleteShareGroupOffsetsResponse, codec::DeleteShareGroupStateResponse, codec::DeleteTopicsResponse, codec::DescribeAclsResponse, codec::DescribeClientQuotasResponse, codec::DescribeClusterResponse, codec::DescribeConfigsResponse, codec::DescribeDelegationTokenResponse, codec::DescribeGroupsResponse, codec::DescribeLogDirsResponse, codec::DescribeProducersResponse, codec::DescribeQuorumResponse, codec::DescribeShareGroupOffsetsResponse, codec::DescribeTopicPartitionsResponse, codec::DescribeTransactionsResponse, codec::DescribeUserScramCredentialsResponse, codec::ElectLeadersResponse, codec::EndQuorumEpochResponse, codec::EndTxnResponse, codec::EnvelopeResponse, codec::ExpireDelegationTokenResponse, codec::FetchResponse, codec::FetchSnapshotResponse, codec::FindCoordinatorResponse, codec::GetTelemetrySubscriptionsResponse, codec::HeartbeatResponse, codec::IncrementalAlterConfigsResponse, codec::InitProducerIdResponse, codec::InitializeShareGroupStateResponse, codec::JoinGroupResponse, codec::LeaveGroupResponse, codec::ListConfigResourcesResponse, codec::ListGroupsResponse, codec::ListOffsetsResponse, codec::ListPartitionReassignmentsResponse, codec::ListTransactionsResponse, codec::MetadataResponse, codec::OffsetCommitResponse, codec::OffsetDeleteResponse, codec::OffsetFetchResponse, codec::OffsetForLeaderEpochResponse, codec::ProduceResponse, codec::PushTelemetryResponse, codec::ReadShareGroupStateResponse, codec::ReadShareGroupStateSummaryResponse, codec::RemoveRaftVoterResponse, codec::RenewDelegationTokenResponse, codec::SaslAuthenticateResponse, codec::SaslHandshakeResponse, codec::ShareAcknowledgeResponse, codec::ShareFetchResponse, codec::ShareGroupDescribeResponse, codec::ShareGroupHeartbeatResponse, codec::StreamsGroupDescribeResponse, codec::StreamsGroupHeartbeatResponse, codec::StreamsGroupTopologyDescriptionUpdateResponse, codec::SyncGroupResponse, codec::TxnOffsetCommitResponse, codec::UnregisterBrokerResponse, codec::UnregisterControllerResponse, codec::UpdateFeaturesResponse, codec::UpdateRaftVoterResponse, codec::VoteResponse, codec::WriteShareGroupStateResponse, codec::WriteTxnMarkersResponse>(response, throttle_ms);
+  int32_t* field = response.throttle_time(version);  // generated: present at this version or nullptr
+  if (!field) return false;
+  *field = throttle_ms;
+  return true;
 }
 
 std::vector<uint8_t> encode_response_frame(int32_t correlation_id, int header_version, const codec::Message& body, int16_t version) {

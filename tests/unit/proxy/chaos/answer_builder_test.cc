@@ -123,4 +123,12 @@ TEST_CASE("set_throttle_time") {
   codec::EndTxnResponse r;
   CHECK(chaos::set_throttle_time(r, 5, 1234));
   CHECK(r.throttle_time_ms == 1234);
+  // The generated accessor knows the versions: ApiVersions has ThrottleTimeMs from v1 only.
+  codec::ApiVersionsResponse av;
+  CHECK(!chaos::set_throttle_time(av, 0, 99));
+  CHECK(av.throttle_time_ms == 0);
+  CHECK(chaos::set_throttle_time(av, 1, 99));
+  CHECK(av.throttle_time_ms == 99);
+  codec::EndTxnRequest request;  // requests have none
+  CHECK(request.throttle_time(5) == nullptr);
 }
