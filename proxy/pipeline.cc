@@ -13,11 +13,13 @@
 #include "codec/writer.h"
 #include "proxy/chaos/answer_builder.h"
 #include "proxy/chaos/error_translation.h"
+#include "proxy/chaos/topic_names.h"
 
 namespace kproxy::proxy {
 
 namespace {
 constexpr int16_t kApiVersionsKey = 18;
+constexpr int16_t kMetadataKey = 3;
 
 std::mutex observer_mutex;
 std::shared_ptr<FrameObserver> observer_instance;
@@ -220,6 +222,12 @@ bool Pipeline::matches(const chaos::FaultRule& rule, const codec::RequestHeader&
     switch (kind) {
       case codec::EntityKind::kTransactionalId: txn = txn || chaos::glob_match(*m.transactional_id, text); break;
       case codec::EntityKind::kTopicName: topic = topic || chaos::glob_match(*m.topic, text); break;
+      case codec::EntityKind::kTopicId:  // KIP-516: the name learned from Metadata responses
+        if (!topic) {
+          auto name = chaos::TopicNames::shared().name(text);
+          topic = name && chaos::glob_match(*m.topic, *name);
+        }
+        break;
       case codec::EntityKind::kGroupId: group = group || chaos::glob_match(*m.group_id, text); break;
       case codec::EntityKind::kPartition:
         part = part || std::find(m.partitions.begin(), m.partitions.end(), static_cast<int32_t>(number)) != m.partitions.end();
@@ -394,8 +402,13 @@ void Pipeline::apply_response_actions(Slot& slot, ResponseContext& ctx) {
     auto scope = rule->action.scope;
     const auto& match = rule->match;
     auto scoped_match = [&](const codec::ErrorScope& s) {
-      if (!s.topic && !s.partition) return false;
-      if (match.topic && !(s.topic && chaos::glob_match(*match.topic, *s.topic))) return false;
+      if (!s.topic && !s.topic_id && !s.partition) return false;
+      if (match.topic) {
+        std::optional<std::string> by_id;
+        if (!s.topic && s.topic_id) by_id = chaos::TopicNames::shared().name(*s.topic_id);  // v13+ responses
+        std::optional<std::string_view> name = s.topic ? s.topic : by_id ? std::optional<std::string_view>(*by_id) : std::nullopt;
+        if (!(name && chaos::glob_match(*match.topic, *name))) return false;
+      }
       if (!match.partitions.empty() &&
           !(s.partition && std::find(match.partitions.begin(), match.partitions.end(), *s.partition) != match.partitions.end()))
         return false;
@@ -445,6 +458,10 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
     } else {
       spdlog::debug("conn={} ApiVersions response not decoded ({}): forwarded as is", info_.id, ctx.decode_error());
     }
+  }
+  if (api_key == kMetadataKey) {
+    // Topic ids -> names, for `topic:` rules on requests that name topics by id (topic_names.h).
+    if (auto m = ctx.message()) chaos::learn_topic_ids(*m, ctx.body_version(), chaos::TopicNames::shared());
   }
   apply_response_actions(slot, ctx);
   if (observer_) observer_->on_response(ctx, std::chrono::duration_cast<std::chrono::nanoseconds>(now - sent_at));
