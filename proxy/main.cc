@@ -3,6 +3,7 @@
 //   kproxy --config FILE        run
 //   kproxy check-config FILE    validate a config and exit (0 = fine, 2 = errors, listed)
 //   kproxy tap [options]        follow a running kproxy's decoded traffic (proxy/tap/tap_client.h)
+//   kproxy ctl COMMAND          fault rules and ApiVersions policy at run time (proxy/chaos/ctl_command.h)
 //   kproxy --help | --version
 //
 // The main thread loads the config, starts the workers and then runs a small control loop for
@@ -18,6 +19,7 @@
 
 #include "config/config_loader.h"
 #include "proxy/admin/admin_runtime.h"
+#include "proxy/chaos/ctl_command.h"
 #include "proxy/logging.h"
 #include "proxy/proxy.h"
 #include "proxy/tls/listener_tls.h"
@@ -32,6 +34,7 @@ void print_usage(FILE* out) {
                "usage: kproxy --config FILE      run the proxy\n"
                "       kproxy check-config FILE  validate a config file and exit\n"
                "       kproxy tap [--admin HOST:PORT] [--api NAME] [--errors] ...  follow decoded traffic\n"
+               "       kproxy ctl [--admin HOST:PORT] COMMAND  fault rules at run time (kproxy ctl --help)\n"
                "       kproxy --help | --version\n"
                "\n"
                "Signals: SIGTERM/SIGINT drain and exit (again: exit now), SIGHUP reloads the config file.\n");
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2 && std::strcmp(argv[1], "tap") == 0) return kproxy::tap::run_tap_command(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return kproxy::chaos::run_ctl_command(argc - 2, argv + 2);
   if (argc == 3 && std::strcmp(argv[1], "--config") == 0) return run(argv[2]);
   if (argc == 2 && std::strncmp(argv[1], "--config=", 9) == 0) return run(argv[1] + 9);
   print_usage(stderr);

@@ -21,10 +21,13 @@ from test_proxy_support import Kproxy
 
 class ChaosKproxy(Kproxy):
     """A Kproxy with `admin: {listen: 127.0.0.1:<free port>}` added to its config; `port` fixes
-    the listener's port (e.g. one a broker already advertises)."""
+    the listener's port (e.g. one a broker already advertises); `token` is sent as the admin
+    bearer token (kproxy reads its own from $KPROXY_ADMIN_TOKEN, inherited from the test)."""
 
-    def __init__(self, upstream: str, *, extra_yaml: str = "", port: Optional[int] = None, **kwargs):
+    def __init__(self, upstream: str, *, extra_yaml: str = "", port: Optional[int] = None, token: Optional[str] = None,
+                 **kwargs):
         self.admin_port = kh.free_ports(1)[0]
+        self.token = token
         super().__init__(upstream, extra_yaml=f"admin: {{ listen: 127.0.0.1:{self.admin_port} }}\n" + extra_yaml, **kwargs)
         if port is not None:
             old = f"    listen: 127.0.0.1:{self.port}\n"
@@ -40,8 +43,10 @@ class ChaosKproxy(Kproxy):
     def admin(self, method: str, path: str, body: Optional[object] = None, timeout: float = 10.0) -> Tuple[int, object]:
         """One admin API call; returns (HTTP status, decoded JSON body or None)."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.admin_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data else {})
+        headers = {"Content-Type": "application/json"} if data else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.admin_url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 status, raw = r.status, r.read()

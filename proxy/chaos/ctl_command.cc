@@ -1,0 +1,282 @@
+#include "proxy/chaos/ctl_command.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace kproxy::chaos {
+
+const char* ctl_usage() {
+  return "usage: kproxy ctl [--admin HOST:PORT] [--token TOKEN] COMMAND\n"
+         "  faults list                   list the fault rules with their hit/injection counts\n"
+         "  faults get NAME               one rule\n"
+         "  faults put NAME RULE          add or replace a rule (RULE: JSON, @FILE or - for stdin)\n"
+         "  faults delete NAME            remove a rule\n"
+         "  faults reset                  remove every rule\n"
+         "  api-versions get              the ApiVersions policy (clamp/hide per API)\n"
+         "  api-versions put LIST         replace it (LIST: JSON, @FILE or -)\n"
+         "  reload                        re-read the config file\n"
+         "The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN.\n"
+         "Example: kproxy ctl faults put slow '{\"match\":{\"api\":\"Produce\"},\"action\":{\"delay\":\"200ms\"}}'\n";
+}
+
+namespace {
+
+bool read_body(const std::string& arg, std::string& out, std::string& error) {
+  if (arg == "-") {
+    out.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return true;
+  }
+  if (!arg.empty() && arg[0] == '@') {
+    std::ifstream f(arg.substr(1), std::ios::binary);
+    if (!f) {
+      error = "cannot read " + arg.substr(1) + ": " + std::strerror(errno);
+      return false;
+    }
+    out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return true;
+  }
+  out = arg;
+  return true;
+}
+
+// Rule names are [A-Za-z0-9._-] (fault_rule.cc); anything else is refused here rather than sent
+// as a path that would mean something else.
+bool valid_name(const std::string& n, std::string& error) {
+  for (char c : n) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.')) {
+      error = "'" + n + "' is not a valid rule name (1-128 of A-Z a-z 0-9 - _ .)";
+      return false;
+    }
+  }
+  if (n.empty() || n.size() > 128) {
+    error = "'" + n + "' is not a valid rule name (1-128 of A-Z a-z 0-9 - _ .)";
+    return false;
+  }
+  return true;
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  std::string error;  ///< transport failure
+};
+
+HttpResult http_call(const CtlCall& call) {
+  HttpResult result;
+  std::string host = call.admin, port;
+  if (!host.empty() && host.front() == '[') {
+    size_t close = host.find(']');
+    port = close != std::string::npos && close + 2 <= host.size() ? host.substr(close + 2) : "";
+    host = host.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+  } else if (size_t colon = host.rfind(':'); colon != std::string::npos) {
+    port = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  if (host.empty() || port.empty()) {
+    result.error = "bad admin address '" + call.admin + "' (expected HOST:PORT)";
+    return result;
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || !found) {
+    result.error = "cannot resolve " + call.admin;
+    return result;
+  }
+  int fd = ::socket(found->ai_family, SOCK_STREAM, 0);
+  if (fd < 0 || ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
+    result.error = "cannot connect to " + call.admin + ": " + std::strerror(errno) + " (is kproxy running with admin.listen set?)";
+    if (fd >= 0) ::close(fd);
+    freeaddrinfo(found);
+    return result;
+  }
+  freeaddrinfo(found);
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string request = call.method + " " + call.path + " HTTP/1.1\r\nHost: " + call.admin + "\r\nConnection: close\r\n";
+  if (!call.token.empty()) request += "Authorization: Bearer " + call.token + "\r\n";
+  if (!call.body.empty() || call.method == "PUT" || call.method == "POST") {
+    request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(call.body.size()) + "\r\n";
+  }
+  request += "\r\n" + call.body;
+  for (size_t sent = 0; sent < request.size();) {
+    ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) {
+      result.error = std::string("sending to ") + call.admin + " failed: " + std::strerror(errno);
+      ::close(fd);
+      return result;
+    }
+    sent += static_cast<size_t>(n);
+  }
+  std::string raw;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    raw.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  size_t end = raw.find("\r\n\r\n");
+  if (raw.size() < 12 || raw.compare(0, 5, "HTTP/") != 0 || end == std::string::npos) {
+    result.error = "no HTTP answer from " + call.admin;
+    return result;
+  }
+  result.status = std::atoi(raw.c_str() + 9);
+  std::string head = raw.substr(0, end);
+  for (auto& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string body = raw.substr(end + 4);
+  if (head.find("transfer-encoding: chunked") != std::string::npos) {
+    std::string joined;
+    size_t at = 0;
+    for (;;) {
+      size_t crlf = body.find("\r\n", at);
+      if (crlf == std::string::npos) break;
+      size_t size = std::strtoul(body.c_str() + at, nullptr, 16);
+      if (size == 0 || crlf + 2 + size > body.size()) break;
+      joined += body.substr(crlf + 2, size);
+      at = crlf + 2 + size + 2;
+    }
+    body = joined;
+  }
+  result.body = body;
+  return result;
+}
+
+}  // namespace
+
+bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error) {
+  if (const char* t = std::getenv("KPROXY_ADMIN_TOKEN")) call.token = t;
+  std::vector<std::string> words;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      call.help = true;
+      return true;
+    }
+    if (a == "--admin" || a == "--token") {
+      if (i + 1 >= args.size()) {
+        error = a + " needs a value";
+        return false;
+      }
+      (a == "--admin" ? call.admin : call.token) = args[++i];
+    } else if (a.rfind("--admin=", 0) == 0) {
+      call.admin = a.substr(8);
+    } else if (a.rfind("--token=", 0) == 0) {
+      call.token = a.substr(8);
+    } else if (a.size() > 1 && a[0] == '-' && words.size() < 2) {
+      error = "unknown option " + a;
+      return false;
+    } else {
+      words.push_back(a);
+    }
+  }
+  auto want = [&](size_t n, const char* shape) {
+    if (words.size() == n) return true;
+    error = std::string("expected: kproxy ctl ") + shape;
+    return false;
+  };
+  if (words.empty()) {
+    error = "no command given";
+    return false;
+  }
+  const std::string& what = words[0];
+  std::string verb = words.size() > 1 ? words[1] : "";
+  if (what == "reload") {
+    if (!want(1, "reload")) return false;
+    call.method = "POST";
+    call.path = "/reload";
+    return true;
+  }
+  if (what == "faults") {
+    if (verb == "list") {
+      if (!want(2, "faults list")) return false;
+      call.method = "GET";
+      call.path = "/faults";
+    } else if (verb == "reset") {
+      if (!want(2, "faults reset")) return false;
+      call.method = "POST";
+      call.path = "/faults/reset";
+    } else if (verb == "get" || verb == "delete") {
+      if (!want(3, verb == "get" ? "faults get NAME" : "faults delete NAME") || !valid_name(words[2], error)) return false;
+      call.method = verb == "get" ? "GET" : "DELETE";
+      call.path = "/faults/" + words[2];
+    } else if (verb == "put") {
+      if (!want(4, "faults put NAME RULE (RULE: JSON, @FILE or -)") || !valid_name(words[2], error)) return false;
+      call.method = "PUT";
+      call.path = "/faults/" + words[2];
+      if (!read_body(words[3], call.body, error)) return false;
+    } else {
+      error = "unknown faults command '" + verb + "' (list, get, put, delete, reset)";
+      return false;
+    }
+    return true;
+  }
+  if (what == "api-versions") {
+    if (verb == "get") {
+      if (!want(2, "api-versions get")) return false;
+      call.method = "GET";
+      call.path = "/api-versions";
+    } else if (verb == "put") {
+      if (!want(3, "api-versions put LIST (LIST: JSON, @FILE or -)")) return false;
+      call.method = "PUT";
+      call.path = "/api-versions";
+      if (!read_body(words[2], call.body, error)) return false;
+    } else {
+      error = "unknown api-versions command '" + verb + "' (get, put)";
+      return false;
+    }
+    return true;
+  }
+  error = "unknown command '" + what + "' (faults, api-versions, reload)";
+  return false;
+}
+
+int run_ctl_command(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  CtlCall call;
+  std::string error;
+  if (!parse_ctl_args(args, call, error)) {
+    std::fprintf(stderr, "kproxy ctl: %s\n%s", error.c_str(), ctl_usage());
+    return 2;
+  }
+  if (call.help) {
+    std::fputs(ctl_usage(), stdout);
+    return 0;
+  }
+  HttpResult r = http_call(call);
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "kproxy ctl: %s\n", r.error.c_str());
+    return 1;
+  }
+  auto parsed = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (r.status < 200 || r.status >= 300) {
+    std::string why = r.body;
+    if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) why = parsed["error"].get<std::string>();
+    if (r.status == 401) why += " (give the admin token with --token or $KPROXY_ADMIN_TOKEN)";
+    std::fprintf(stderr, "kproxy ctl: %s %s: HTTP %d: %s\n", call.method.c_str(), call.path.c_str(), r.status, why.c_str());
+    return 1;
+  }
+  if (r.status == 204 || r.body.empty()) {
+    std::printf("ok\n");
+  } else if (!parsed.is_discarded()) {
+    std::printf("%s\n", parsed.dump(2).c_str());
+  } else {
+    std::printf("%s\n", r.body.c_str());
+  }
+  return 0;
+}
+
+}  // namespace kproxy::chaos

@@ -1,0 +1,44 @@
+// `kproxy ctl`: the chaos admin API (proxy/chaos/admin_routes.h) from the command line.
+//
+//   kproxy ctl [--admin HOST:PORT] [--token TOKEN] COMMAND
+//     faults list                         GET    /faults
+//     faults get NAME                     GET    /faults/NAME
+//     faults put NAME RULE                PUT    /faults/NAME      RULE: JSON text, @FILE or - (stdin)
+//     faults delete NAME                  DELETE /faults/NAME
+//     faults reset                        POST   /faults/reset
+//     api-versions get                    GET    /api-versions
+//     api-versions put LIST               PUT    /api-versions     LIST: JSON text, @FILE or -
+//     reload                              POST   /reload
+//
+// The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN. The answer's
+// JSON is printed indented on stdout. Exit status: 0 on success, 1 when kproxy refused the call
+// (its error message on stderr, e.g. "HTTP 400: match.api: unknown API 'EndTxnn'") or cannot be
+// reached, 2 for a usage error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kproxy::chaos {
+
+/// One admin API call, as `kproxy ctl` arguments describe it.
+struct CtlCall {
+  std::string admin = "127.0.0.1:9644";
+  std::string token;
+  std::string method;  ///< GET, PUT, DELETE, POST
+  std::string path;    ///< e.g. /faults/slow
+  std::string body;    ///< PUT bodies (the JSON as given; kproxy validates it)
+  bool help = false;   ///< --help: print the usage and exit 0
+};
+
+/// Parses the arguments after "ctl". On a usage error returns false with `error` set. Reads
+/// @FILE and - (stdin) bodies; `token` starts from $KPROXY_ADMIN_TOKEN.
+bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error);
+
+/// The usage text.
+const char* ctl_usage();
+
+/// Runs the command with the arguments after "ctl"; returns the process exit status.
+int run_ctl_command(int argc, char** argv);
+
+}  // namespace kproxy::chaos
