@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import time
 import urllib.error
 import urllib.request
 from typing import Dict, Optional, Tuple
@@ -35,6 +37,19 @@ class ChaosKproxy(Kproxy):
             self.config_text = self.config_text.replace(old, f"    listen: 127.0.0.1:{port}\n")
             self.config_path.write_text(self.config_text)
             self.port = port
+
+    def start(self, timeout: float = 10.0) -> "ChaosKproxy":
+        """Starts kproxy and waits for the admin listener too (it opens after the Kafka listeners)."""
+        super().start(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.admin_port), timeout=0.5):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline or not self.alive():
+                    raise RuntimeError(f"kproxy's admin API did not listen on {self.admin_port}:\n{self.log_text()[-3000:]}")
+                time.sleep(0.05)
 
     @property
     def admin_url(self) -> str:
