@@ -21,6 +21,9 @@
 //             | {"probability": 0.3, "seed": 42} | {"always": true},
 //    "window":  {"after": "1s", "for": "10s"}}          // optional, relative to when the rule was set
 //
+// `topic` also matches requests that name topics by id (KIP-516: Produce v13+, Fetch v13+): the
+// id's name comes from the Metadata responses kproxy has forwarded (topic_names.h).
+//
 // Trigger arithmetic: a matching frame is hit number n (1-based, counted atomically across
 // workers). Hits n <= after are skipped; of the rest, k = n - after is injected when the counting
 // trigger allows it (once: k == 1, nth: k == N, times: k <= N, always) and, with a probability,

@@ -1,0 +1,232 @@
+// Pipeline with fault rules on a real libuv loop and a recording Sink (no sockets): the transport
+// toxics' wiring (which bytes each direction's shaper sees), reset_after_bytes, and topic-id
+// matching learned from a Metadata response.
+#include "proxy/pipeline.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "codec/frame_reader.h"
+#include "codec/messages/metadata.h"
+#include "codec/messages/produce.h"
+#include "codec/request_header.h"
+#include "codec/writer.h"
+#include "proxy/chaos/answer_builder.h"
+
+using namespace kproxy;
+using proxy::Pipeline;
+using proxy::RequestVerdict;
+
+namespace {
+
+struct Recorder {
+  std::vector<std::string> to_client, to_broker;
+  int forwards = 0;
+  int resets = 0;
+  std::string closed;
+};
+
+Pipeline::Sink sink_for(Recorder& rec, Pipeline*& self) {
+  return Pipeline::Sink{
+      [&rec, &self](codec::Bytes f, const codec::RequestHeader&, bool) {
+        ++rec.forwards;
+        self->send_broker(f);
+      },
+      [&rec](codec::Bytes b) { rec.to_client.emplace_back(b.begin(), b.end()); },
+      [] {},
+      [&rec](const std::string& reason) { rec.closed = reason; },
+      [&rec](codec::Bytes b) { rec.to_broker.emplace_back(b.begin(), b.end()); },
+      [&rec] { ++rec.resets; }};
+}
+
+// A request frame: size prefix, header v1 (client id "t") or v2 when flexible, then `body`.
+std::vector<uint8_t> request_frame(int16_t api, int16_t version, int32_t correlation_id, const std::vector<uint8_t>& body, bool flexible = false) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  std::vector<uint8_t> header;
+  codec::Writer h(header);
+  h.int16(api);
+  h.int16(version);
+  h.int32(correlation_id);
+  h.int16(1);
+  header.push_back('t');
+  if (flexible) header.push_back(0);  // no tagged fields
+  w.int32(static_cast<int32_t>(header.size() + body.size()));
+  w.raw(codec::Bytes(header.data(), header.size()));
+  w.raw(codec::Bytes(body.data(), body.size()));
+  return out;
+}
+
+// Heartbeat v0: GroupId "g", GenerationId 1, MemberId "m"; its response is an error code.
+std::vector<uint8_t> heartbeat_request(int32_t correlation_id) {
+  return request_frame(12, 0, correlation_id, {0, 1, 'g', 0, 0, 0, 1, 0, 1, 'm'});
+}
+std::vector<uint8_t> heartbeat_response(int32_t correlation_id) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  w.int32(6);
+  w.int32(correlation_id);
+  w.int16(0);
+  return out;
+}
+
+RequestVerdict offer(Pipeline& p, const std::vector<uint8_t>& frame, codec::RequestHeader& header) {
+  codec::Bytes bytes(frame.data(), frame.size());
+  std::string error;
+  REQUIRE(codec::read_request_header(bytes.subspan(codec::kFrameSizePrefix), header, &error));
+  return p.on_request(header, bytes, true);
+}
+
+void put(chaos::ChaosControl& control, const char* name, const char* rule) {
+  std::string e = control.put_rule(name, nlohmann::json::parse(rule));
+  INFO(e);
+  REQUIRE(e.empty());
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x;
+  return s;
+}
+
+void drain(uv_loop_t* loop, const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done() && std::chrono::steady_clock::now() < deadline) uv_run(loop, UV_RUN_ONCE);
+}
+
+void close_loop(uv_loop_t* loop) {
+  uv_run(loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(loop) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client the response") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":5,"direction":"to_broker"}})");
+  put(control, "down", R"({"match":{"api":"Heartbeat"},"action":{"slice":4}})");
+  Recorder rec;
+  {
+    Pipeline* self = nullptr;
+    Pipeline p(&loop, control, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, sink_for(rec, self));
+    self = &p;
+    auto request = heartbeat_request(7);
+    codec::RequestHeader header;
+    REQUIRE(offer(p, request, header) == RequestVerdict::kForward);
+    p.send_broker(codec::Bytes(request.data(), request.size()));  // what ClientConnection::forward_request does
+    CHECK(rec.to_broker.size() == (request.size() + 4) / 5);
+    CHECK(rec.to_broker.front().size() == 5);
+    CHECK(joined(rec.to_broker) == std::string(request.begin(), request.end()));
+    auto response = heartbeat_response(7);
+    p.on_response(12, 0, 0, codec::Bytes(response.data(), response.size()), std::chrono::steady_clock::now());
+    CHECK(rec.to_client == std::vector<std::string>{std::string(response.begin(), response.begin() + 4),
+                                                     std::string(response.begin() + 4, response.begin() + 8),
+                                                     std::string(response.begin() + 8, response.end())});
+    // Without the rules the next exchange passes whole.
+    control.reset_rules();
+    rec.to_broker.clear();
+    rec.to_client.clear();
+    auto request2 = heartbeat_request(8);
+    REQUIRE(offer(p, request2, header) == RequestVerdict::kForward);
+    p.send_broker(codec::Bytes(request2.data(), request2.size()));
+    CHECK(rec.to_broker.size() == 1);
+    auto response2 = heartbeat_response(8);
+    p.on_response(12, 0, 0, codec::Bytes(response2.data(), response2.size()), std::chrono::steady_clock::now());
+    CHECK(rec.to_client.size() == 1);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "hold", R"({"match":{"api":"Heartbeat"},"action":{"delay":20,"side":"request"}})");
+  put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":3,"direction":"to_broker"}})");
+  Recorder rec;
+  {
+    Pipeline* self = nullptr;
+    Pipeline p(&loop, control, proxy::ConnectionInfo{2, "l", 0, "", "", ""}, sink_for(rec, self));
+    self = &p;
+    auto request = heartbeat_request(1);
+    codec::RequestHeader header;
+    REQUIRE(offer(p, request, header) == RequestVerdict::kHeld);
+    CHECK(rec.to_broker.empty());
+    drain(&loop, [&] { return rec.forwards == 1; });
+    CHECK(rec.to_broker.size() == (request.size() + 2) / 3);
+    CHECK(joined(rec.to_broker) == std::string(request.begin(), request.end()));
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "rst", R"({"match":{"api":"Heartbeat"},"action":{"reset_after_bytes":5},"trigger":"once"})");
+  Recorder rec;
+  {
+    Pipeline* self = nullptr;
+    Pipeline p(&loop, control, proxy::ConnectionInfo{3, "l", 0, "", "", ""}, sink_for(rec, self));
+    self = &p;
+    auto request = heartbeat_request(4);
+    codec::RequestHeader header;
+    REQUIRE(offer(p, request, header) == RequestVerdict::kForward);
+    auto response = heartbeat_response(4);
+    p.on_response(12, 0, 0, codec::Bytes(response.data(), response.size()), std::chrono::steady_clock::now());
+    CHECK(joined(rec.to_client) == std::string(response.begin(), response.begin() + 5));
+    CHECK(rec.resets == 1);
+    CHECK(rec.closed.find("reset after") != std::string::npos);
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rules match Produce v13") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "by-name", R"({"match":{"api":"Produce","topic":"pipeline-test-orders"},"action":{"delay":0}})");
+  Recorder rec;
+  codec::Uuid id{};
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(0xa0 + i);
+  {
+    Pipeline* self = nullptr;
+    Pipeline p(&loop, control, proxy::ConnectionInfo{4, "l", 0, "", "", ""}, sink_for(rec, self));
+    self = &p;
+    // Produce v13 naming the topic by id, before kproxy knows the id: no match.
+    codec::ProduceRequest produce;
+    produce.acks = 1;
+    produce.topic_data.emplace_back().topic_id = id;
+    produce.topic_data[0].partition_data.emplace_back().index = 0;
+    std::vector<uint8_t> body;
+    codec::Writer bw(body);
+    produce.write(bw, 13);
+    auto frame = request_frame(0, 13, 10, body, true);
+    codec::RequestHeader header;
+    REQUIRE(offer(p, frame, header) == RequestVerdict::kForward);
+    CHECK(control.rule("by-name")->stats->hits == 0);
+    // A Metadata v12 response names the id.
+    codec::MetadataResponse md;
+    auto& t = md.topics.emplace_back();
+    t.name = "pipeline-test-orders";
+    t.topic_id = id;
+    REQUIRE(offer(p, request_frame(3, 12, 11, {1, 1, 0, 0}, true), header) == RequestVerdict::kForward);
+    auto md_frame = chaos::encode_response_frame(11, 1, md, 12);
+    // The Produce response comes first (FIFO), then Metadata's.
+    auto produce_response = chaos::encode_response_frame(10, 1, codec::ProduceResponse{}, 13);
+    p.on_response(0, 13, 1, codec::Bytes(produce_response.data(), produce_response.size()), std::chrono::steady_clock::now());
+    p.on_response(3, 12, 1, codec::Bytes(md_frame.data(), md_frame.size()), std::chrono::steady_clock::now());
+    // The same Produce again: now it matches by name.
+    REQUIRE(offer(p, request_frame(0, 13, 12, body, true), header) == RequestVerdict::kForward);
+    CHECK(control.rule("by-name")->stats->hits == 1);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
