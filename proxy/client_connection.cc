@@ -376,7 +376,8 @@ void ClientConnection::on_stream_tls_established(TcpStream& s) {
     spdlog::debug("conn={} TLS with client {}: {}{}", id_, peer_, s.tls()->protocol_and_cipher(), sni.empty() ? "" : ", SNI " + sni);
   } else {
     upstream_.handshake_done();
-    spdlog::debug("conn={} TLS with broker {}: {}", id_, upstream_peer(), s.tls()->protocol_and_cipher());
+    std::string sni = s.tls()->requested_server_name();
+    spdlog::debug("conn={} TLS with broker {}: {}{}", id_, upstream_peer(), s.tls()->protocol_and_cipher(), sni.empty() ? "" : ", SNI " + sni);
   }
 }
 

@@ -71,7 +71,8 @@ class TlsSession {
   bool take_just_established();
   bool failed() const { return failed_; }
   const TlsFailure& failure() const { return failure_; }
-  /// Server session: the host name the client sent as SNI, "" if none.
+  /// The SNI host name: the one the client sent (server session) or sends (client session); ""
+  /// if none.
   std::string requested_server_name() const;
   /// "TLSv1.3 TLS_AES_256_GCM_SHA384" once established.
   std::string protocol_and_cipher() const;

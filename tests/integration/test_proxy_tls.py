@@ -2,8 +2,8 @@
 
 One broker for the whole module, its certificates made by the test with the `openssl` tool
 (tls_pki.py): the SSL and SASL_SSL listeners serve a good certificate; three more SSL listeners
-serve an expired one (EXPIRED), one for another host (WRONGHOST), and demand a client
-certificate (MTLS). Each combination carries records with the Java client and librdkafka:
+serve an expired one (EXPIRED), one for another host (WRONGHOST), demand a client
+certificate (MTLS), and advertise the host name "localhost" instead of 127.0.0.1 (BYNAME). Each combination carries records with the Java client and librdkafka:
 
     plaintext client -> kproxy -> TLS broker        (the sidecar case)
     TLS client       -> kproxy -> plaintext broker
@@ -49,8 +49,11 @@ def pki(tmp_path_factory):
 def tls_kafka(pki):
     tls = kh.BrokerTls(keystore=pki.broker.keystore, truststore=pki.ca,
                        extra_listeners={"EXPIRED": pki.expired.keystore, "WRONGHOST": pki.wronghost.keystore,
-                                        "MTLS": pki.broker.keystore})
+                                        "MTLS": pki.broker.keystore, "BYNAME": pki.broker.keystore})
+    # BYNAME advertises the host name "localhost" (the certificate names it), so kproxy's
+    # connections to that listener verify a DNS name and send it as SNI.
     cluster = kh.KafkaCluster(1, sasl=True, name="tls", tls=tls,
+                              advertise=lambda node, listener, host, port: ("localhost", port) if listener == "BYNAME" else None,
                               extra_properties={"listener.name.mtls.ssl.client.auth": "required"})
     try:
         cluster.start(timeout=90)
@@ -138,6 +141,26 @@ def test_plaintext_clients_to_a_tls_cluster(tls_kafka, pki, topic_name):
         # The bootstrap connection and the broker-port connections all speak TLS 1.3 to the broker.
         assert log.count(f"TLS with broker 127.0.0.1:{ssl_port}: TLSv1.3") >= 2, log[-3000:]
         assert "failed" not in log
+        assert kp.stop() == 0
+
+
+def test_brokers_reached_by_host_name_get_sni_and_name_verification(tls_kafka, pki, topic_name):
+    """Bootstrap and broker-port connections to a listener that advertises "localhost": each sends
+    SNI localhost and checks the certificate's DNS name; a certificate for another name is refused."""
+    tls_kafka.create_topic(topic_name, partitions=1)
+    port = tls_kafka.nodes[0].ports["BYNAME"]
+    with Kproxy(f"localhost:{port}", name="tls-byname", listener_yaml=upstream_tls(pki.ca)) as kp:
+        rd_round_trip(kp, topic_name, "n-", {})
+        log = kp.log_text()
+        # conn 1 is Kproxy.start()'s probe; the clients' bootstrap and broker-port connections follow.
+        assert log.count(f"TLS with broker localhost:{port} (127.0.0.1:{port}): TLSv1.3 ") >= 2, log[-3000:]
+        assert log.count(f"(127.0.0.1:{port}): TLSv1.3 ") == log.count(", SNI localhost"), log[-3000:]
+        assert kp.stop() == 0
+    wrong = tls_kafka.nodes[0].ports["WRONGHOST"]
+    with Kproxy(f"localhost:{wrong}", name="tls-byname-wrong", listener_yaml=upstream_tls(pki.ca)) as kp:
+        attempt(kp)
+        kp.wait_for_log(rf"TLS with broker localhost:{wrong} \(127\.0\.0\.1:{wrong}\) failed: hostname mismatch: "
+                        r"the broker's certificate \(CN=wronghost\) is not valid for 'localhost'")
         assert kp.stop() == 0
 
 

@@ -102,6 +102,7 @@ TEST_CASE("two sessions handshake through memory BIOs and carry bytes both ways"
   CHECK_FALSE(w.client.take_just_established());
   CHECK(w.client.protocol_and_cipher().rfind("TLSv1.3 ", 0) == 0);
   CHECK(w.server.requested_server_name() == "localhost");  // SNI = the host connected to
+  CHECK(w.client.requested_server_name() == "localhost");
   CHECK(w.client.encrypt() == TlsSession::Status::kOk);
   w.pump();
   CHECK(w.server_got == "early request");
