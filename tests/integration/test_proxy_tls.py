@@ -22,6 +22,7 @@ import os
 import socket
 import ssl
 import struct
+import subprocess
 import time
 import urllib.request
 
@@ -411,6 +412,33 @@ def test_kproxy_plaintext_to_a_tls_listener_says_so(tls_kafka, pki):
         kp.wait_for_log(rf"closed: protocol mismatch: broker 127\.0\.0\.1:{tls_kafka.nodes[0].ports['SSL']} answered with TLS "
                         r"\(a TLS listener\? set upstream_tls\)")
         assert kp.stop() == 0
+
+
+def test_bad_certificate_files_are_refused_with_their_position(pki, tmp_path):
+    """check-config and start-up read the PEM files: file:line:column, the key, the file, why."""
+    from test_proxy_support import kproxy_binary
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    config = tmp_path / "kproxy.yaml"
+    port = kh.free_ports(1)[0]
+    config.write_text("listeners:\n"
+                      f"  - listen: 127.0.0.1:{port}\n"
+                      "    upstream: 127.0.0.1:9\n"
+                      "    broker_ports: 9100\n"
+                      "    tls:\n"
+                      f"      cert: {garbage}\n"
+                      f"      key: {pki.kproxy.key}\n"
+                      "    upstream_tls:\n"
+                      f"      ca: {tmp_path / 'missing-ca.pem'}\n")
+    r = subprocess.run([kproxy_binary(), "check-config", str(config)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert lines[0].startswith(f"{config}:6:13: listeners[0].tls.cert: cannot load '{garbage}': not a PEM certificate chain"), r.stderr
+    assert lines[1] == (f"{config}:9:11: listeners[0].upstream_tls.ca: cannot load '{tmp_path / 'missing-ca.pem'}': "
+                        "No such file or directory"), r.stderr
+    r = subprocess.run([kproxy_binary(), "--config", str(config)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "cannot start: " in r.stdout + r.stderr and "listeners[0].tls.cert: cannot load" in r.stdout + r.stderr
 
 
 # ---- certificates reloaded ---------------------------------------------------------------------
