@@ -12,7 +12,9 @@
 //       # broker_port_range: 9100-9131   # ports handed out in order of discovery
 //       tls: {...}                   # TLS for clients (config/tls_config.h)
 //       upstream_tls: {...}          # TLS to the brokers (config/tls_config.h)
-//   admin: { listen: 127.0.0.1:9644 }
+//   admin: { listen: 127.0.0.1:9644, token_file: /run/secrets/kproxy-admin-token }  # or token_env: NAME
+//   metrics: { frames: on, topic_labels: false, client_id_labels: false, max_label_values: 100 }
+//   tap: { records: false, max_record_bytes: 256, max_records: 100 }
 //   limits: { max_request_frame_bytes: 100MiB, max_response_frame_bytes: 256MiB,
 //             max_connections: 10000, connect_timeout: 10s }
 //   workers: 4                       # default: number of cores
@@ -65,6 +67,36 @@ struct ListenerConfig {
 struct AdminConfig {
   /// Where the admin HTTP API and /metrics listen; unset = no admin listener.
   std::optional<HostPort> listen;
+  /// The bearer token every admin request must carry, resolved when the config loads: the content
+  /// of admin.token_file (surrounding whitespace stripped) or the value of the environment variable
+  /// named by admin.token_env. Unset: $KPROXY_ADMIN_TOKEN if set (the older way), else no token.
+  std::optional<std::string> token;
+  std::string token_origin;  ///< "file /run/secrets/admin-token" or "env NAME" (for the startup log)
+};
+
+/// metrics: what the Prometheus metrics count (proxy/metrics/).
+struct MetricsConfig {
+  /// Per-frame metrics and the tap (false: connection gauges and process counters only). The
+  /// environment variable KPROXY_FRAME_METRICS=off|on|no-errors overrides it (benchmarks).
+  bool frames = true;
+  /// Opt-in kproxy_topic_requests_total{api,topic}: one series per topic a request names.
+  bool topic_labels = false;
+  /// Opt-in kproxy_client_requests_total{api,client_id}.
+  bool client_id_labels = false;
+  /// Distinct values kept per opt-in label; more are counted under "other" and in
+  /// kproxy_label_values_folded_total{label}.
+  size_t max_label_values = 100;
+};
+
+/// tap: what GET /tap may show.
+struct TapConfig {
+  /// Record contents (keys, values, headers of v2 record batches) in tap events; off: batches are
+  /// only summarised (counts and bytes). SASL payloads are redacted either way.
+  bool records = false;
+  /// Bytes of each key, value and header value shown; longer ones are cut (and say so).
+  size_t max_record_bytes = 256;
+  /// Records shown per record set; the rest are counted.
+  size_t max_records = 100;
 };
 
 inline constexpr size_t kMiB = size_t{1} << 20;
@@ -97,6 +129,8 @@ struct Config {
   std::string source;  ///< file the config came from (for messages)
   std::vector<ListenerConfig> listeners;
   AdminConfig admin;
+  MetricsConfig metrics;
+  TapConfig tap;
   Limits limits;
   unsigned workers = 0;  ///< 0 = number of cores
   std::chrono::milliseconds drain_timeout{30000};

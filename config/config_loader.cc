@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -158,14 +159,32 @@ class Loader {
   }
 
   void load_root(const YAML::Node& root, Config& c) {
-    check_map(root, "", {"listeners", "admin", "limits", "workers", "drain_timeout", "log", "api_versions", "faults"});
+    check_map(root, "", {"listeners", "admin", "metrics", "tap", "limits", "workers", "drain_timeout", "log", "api_versions", "faults"});
     if (auto n = root["listeners"]) {
       load_listeners(n, c);
     } else {
       error(root, "listeners: missing (at least one listener is needed)");
     }
-    if (auto n = root["admin"]; n && check_map(n, "admin", {"listen"})) {
+    if (auto n = root["admin"]; n && check_map(n, "admin", {"listen", "token_file", "token_env"})) {
       if (auto l = n["listen"]) c.admin.listen = host_port(l, "admin.listen");
+      load_admin_token(n, c.admin);
+    }
+    if (auto n = root["metrics"]; n && check_map(n, "metrics", {"frames", "topic_labels", "client_id_labels", "max_label_values"})) {
+      flag(n["frames"], "metrics.frames", c.metrics.frames);
+      flag(n["topic_labels"], "metrics.topic_labels", c.metrics.topic_labels);
+      flag(n["client_id_labels"], "metrics.client_id_labels", c.metrics.client_id_labels);
+      if (auto v = n["max_label_values"]) {
+        if (auto k = bounded_count(v, "metrics.max_label_values", 1, 10000)) c.metrics.max_label_values = *k;
+      }
+    }
+    if (auto n = root["tap"]; n && check_map(n, "tap", {"records", "max_record_bytes", "max_records"})) {
+      flag(n["records"], "tap.records", c.tap.records);
+      if (auto v = n["max_record_bytes"]) {
+        if (auto k = bounded_count(v, "tap.max_record_bytes", 1, 1 << 20)) c.tap.max_record_bytes = *k;
+      }
+      if (auto v = n["max_records"]) {
+        if (auto k = bounded_count(v, "tap.max_records", 1, 100000)) c.tap.max_records = *k;
+      }
     }
     if (auto n = root["limits"]) load_limits(n, c.limits);
     if (auto n = root["workers"]) {
@@ -347,6 +366,82 @@ class Loader {
     if (*text == "1.3" || *text == "TLSv1.3") return TlsVersion::kTls13;
     error(node, path + ": '" + *text + "' is not a TLS version (\"1.2\" or \"1.3\")");
     return std::nullopt;
+  }
+
+  // An optional true/false key into `out`.
+  void flag(const YAML::Node& node, const std::string& path, bool& out) {
+    if (!node) return;
+    if (auto b = boolean(node, path)) out = *b;
+  }
+
+  // A whole number in [lo, hi], or an error.
+  std::optional<size_t> bounded_count(const YAML::Node& node, const std::string& path, size_t lo, size_t hi) {
+    auto text = scalar(node, path);
+    if (!text) return std::nullopt;
+    auto v = parse_unsigned(*text);
+    if (!v || *v < lo || *v > hi) {
+      error(node, path + ": '" + *text + "' is not a number from " + std::to_string(lo) + " to " + std::to_string(hi));
+      return std::nullopt;
+    }
+    return static_cast<size_t>(*v);
+  }
+
+  // admin.token_file / admin.token_env: the bearer token, resolved now so that a missing or empty
+  // secret stops the start (or the reload) instead of leaving the admin API open.
+  void load_admin_token(const YAML::Node& n, AdminConfig& admin) {
+    auto file = n["token_file"];
+    auto env = n["token_env"];
+    if (file && env) {
+      error(env, "admin.token_env: give admin.token_file or admin.token_env, not both");
+      return;
+    }
+    std::string token;
+    const YAML::Node& at = file ? file : env;
+    if (file) {
+      auto path = scalar(file, "admin.token_file");
+      if (!path) return;
+      std::ifstream in(*path, std::ios::binary);
+      if (!in) {
+        error(file, "admin.token_file: cannot read '" + *path + "'");
+        return;
+      }
+      std::ostringstream text;
+      text << in.rdbuf();
+      token = text.str();
+      admin.token_origin = "file " + *path;
+    } else if (env) {
+      auto name = scalar(env, "admin.token_env");
+      if (!name) return;
+      const char* value = name->empty() ? nullptr : std::getenv(name->c_str());
+      if (!value) {
+        error(env, "admin.token_env: the environment variable '" + *name + "' is not set");
+        return;
+      }
+      token = value;
+      admin.token_origin = "env " + *name;
+    } else {
+      return;
+    }
+    auto space = [](unsigned char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
+    while (!token.empty() && space(static_cast<unsigned char>(token.back()))) token.pop_back();
+    size_t start = 0;
+    while (start < token.size() && space(static_cast<unsigned char>(token[start]))) ++start;
+    token.erase(0, start);
+    const std::string what = file ? "admin.token_file" : "admin.token_env";
+    if (token.empty()) {
+      error(at, what + ": the token is empty");
+      return;
+    }
+    if (token.size() > 4096) {
+      error(at, what + ": the token is longer than 4096 bytes");
+      return;
+    }
+    // An HTTP Authorization header carries it: no spaces or control characters (RFC 6750 b64token).
+    if (std::any_of(token.begin(), token.end(), [](unsigned char ch) { return ch <= ' ' || ch == 0x7f; })) {
+      error(at, what + ": the token contains spaces or control characters");
+      return;
+    }
+    admin.token = std::move(token);
   }
 
   std::optional<bool> boolean(const YAML::Node& node, const std::string& path) {

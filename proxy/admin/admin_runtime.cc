@@ -51,13 +51,29 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   std::vector<std::string> names;
   for (const auto& l : config->listeners) names.push_back(l.name);
   metrics::ProxyMetrics::instance().set_listener_names(names);
-  // KPROXY_FRAME_METRICS=off: no per-frame metrics or tap; =no-errors: no response decoding for
-  // error codes (bench/metrics attributes the cost with these).
-  const char* knob = std::getenv("KPROXY_FRAME_METRICS");
-  if (!knob || std::string_view(knob) != "off") {
-    bool count_errors = !knob || std::string_view(knob) != "no-errors";
-    proxy::set_frame_observer(
-        std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors));
+  // metrics.frames (config), overridden by KPROXY_FRAME_METRICS=off|on|no-errors (no-errors: no
+  // error codes counted; bench/metrics attributes the cost with these).
+  bool frames = config->metrics.frames;
+  bool count_errors = true;
+  if (const char* knob = std::getenv("KPROXY_FRAME_METRICS"); knob && *knob) {
+    std::string_view k(knob);
+    frames = k != "off";
+    count_errors = k != "no-errors";
+  }
+  tap::TapLimits tap_limits = tap::TapHub::instance().limits();
+  tap_limits.records = config->tap.records;
+  tap_limits.max_record_bytes = config->tap.max_record_bytes;
+  tap_limits.max_records = config->tap.max_records;
+  tap::TapHub::instance().set_limits(tap_limits);
+  if (frames && (config->metrics.topic_labels || config->metrics.client_id_labels)) {
+    metrics::ProxyMetrics::instance().enable_traffic_labels(config->metrics.topic_labels, config->metrics.client_id_labels,
+                                                            config->metrics.max_label_values);
+  }
+  if (frames) {
+    proxy::set_frame_observer(std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(),
+                                                                      names, count_errors));
+  } else {
+    proxy::set_frame_observer(nullptr);
   }
   metrics::ProxyMetrics::instance().add_collector(export_proxy_counters);
   chaos_admin_ = std::make_unique<chaos::ChaosAdmin>(proxy_.chaos(), std::move(reload));
@@ -81,7 +97,14 @@ std::string AdminRuntime::start() {
   if (!config->admin.listen) return "";
   AdminServerOptions options;
   options.listen = config->admin.listen->to_string();
-  if (const char* token = std::getenv("KPROXY_ADMIN_TOKEN"); token && *token) options.bearer_token = token;
+  std::string token_origin;
+  if (config->admin.token) {
+    options.bearer_token = *config->admin.token;
+    token_origin = config->admin.token_origin;
+  } else if (const char* token = std::getenv("KPROXY_ADMIN_TOKEN"); token && *token) {
+    options.bearer_token = token;  // the older way, kept working (deploy/k8s uses it)
+    token_origin = "env KPROXY_ADMIN_TOKEN";
+  }
   server_ = std::make_unique<AdminServer>(options);
   register_observability_routes(*server_, metrics::ProxyMetrics::instance(), tap::TapHub::instance(), *health_);
   chaos::register_chaos_routes(*chaos_admin_, *server_);
@@ -90,7 +113,9 @@ std::string AdminRuntime::start() {
     server_.reset();
     return error;
   }
-  spdlog::info("admin API on {} (port {}){}", options.listen, server_->port(), options.bearer_token.empty() ? "" : ", bearer token required");
+  spdlog::info("admin API on {} (port {}){}", options.listen, server_->port(),
+               options.bearer_token.empty() ? ", no bearer token (set admin.token_file or admin.token_env)"
+                                            : ", bearer token required (from " + token_origin + ")");
   return "";
 }
 

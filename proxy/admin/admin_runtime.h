@@ -5,8 +5,10 @@
 //                                                 + chaos routes (/faults..., /api-versions, /reload)
 //
 // Create it before Proxy::start() (connections must see the observer), start() it after.
-// The bearer token comes from the environment variable KPROXY_ADMIN_TOKEN (unset = no token);
-// KPROXY_FRAME_METRICS=off leaves the observer out (per-frame metrics and tap off; for benchmarks).
+// The bearer token comes from the config (admin.token_file or admin.token_env, resolved by the
+// loader), else from the environment variable KPROXY_ADMIN_TOKEN, else there is none.
+// metrics.frames: false (or KPROXY_FRAME_METRICS=off, which overrides the config both ways) leaves
+// the observer out: per-frame metrics and tap off.
 #pragma once
 
 #include <functional>

@@ -152,15 +152,15 @@ bool parse_query(std::string_view query, std::map<std::string, std::string>& out
   return true;
 }
 
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  // Walks the expected value's full length whatever the input, so timing says nothing about
-  // how much of a guess was right.
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
+bool constant_time_equal(std::string_view given, std::string_view expected) {
+  // The loop runs over the expected value's length whatever is given, and every byte is folded
+  // into one accumulator (no early exit), so the time says nothing about how much of a guess was
+  // right nor how long the secret is beyond what the guess's own length already tells.
+  const size_t n = given.size();
+  size_t diff = n ^ expected.size();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g = n == 0 ? 0 : static_cast<unsigned char>(given[i < n ? i : n - 1]);
+    diff |= static_cast<unsigned char>(g ^ static_cast<unsigned char>(expected[i]));
   }
   return diff == 0;
 }

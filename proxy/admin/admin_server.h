@@ -150,7 +150,8 @@ class AdminServer {
 bool parse_query(std::string_view query, std::map<std::string, std::string>& out);
 /// Percent-decodes `text` ('+' as space when `plus_is_space`). nullopt-like: false on a bad escape.
 bool url_decode(std::string_view text, std::string& out, bool plus_is_space);
-/// Equal strings, compared in time that does not depend on where they differ.
-bool constant_time_equal(std::string_view a, std::string_view b);
+/// True when `given` equals `expected` (the secret), compared in time that depends only on the
+/// secret's length: not on where the strings differ.
+bool constant_time_equal(std::string_view given, std::string_view expected);
 
 }  // namespace kproxy::admin

@@ -1,11 +1,16 @@
 #include "proxy/metrics/frame_metrics.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "codec/api_keys.h"
+#include "codec/messages/fetch.h"
+#include "codec/messages/metadata.h"
+#include "codec/messages/produce.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/metrics/label_values.h"
 #include "proxy/tap/tap_event.h"
 
 namespace kproxy::metrics {
@@ -21,9 +26,42 @@ constexpr size_t kMaxRemembered = 10000;
 FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors)
     : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {}
 
+TopicNames& FrameMetrics::topic_names() {
+  static TopicNames names;
+  return names;
+}
+
+void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& topics) {
+  const auto& h = ctx.header();
+  auto message = ctx.message();
+  if (!message) return;
+  // Each topic a request names counts once, whether it names it by name or (KIP-516) by id.
+  std::vector<std::string> named;
+  auto add = [&](std::string_view topic) {
+    if (topic.empty() || std::find(named.begin(), named.end(), topic) != named.end()) return;
+    named.emplace_back(topic);
+  };
+  message->for_each_entity(h.api_version, [&](codec::EntityKind kind, std::string_view text, int64_t) {
+    if (kind == codec::EntityKind::kTopicName) add(text);
+  });
+  auto by_id = [&](const codec::Uuid& id) {
+    if (id == codec::Uuid{}) return;
+    auto name = topic_names().name(id);
+    add(name ? std::string_view(*name) : std::string_view("unknown_topic_id"));
+  };
+  if (h.api_key == codec::FetchRequest::kApiKey && h.api_version >= 13) {
+    for (const auto& t : static_cast<const codec::FetchRequest&>(*message).topics) by_id(t.topic_id);
+  } else if (h.api_key == codec::ProduceRequest::kApiKey && h.api_version >= 13) {
+    for (const auto& t : static_cast<const codec::ProduceRequest&>(*message).topic_data) by_id(t.topic_id);
+  }
+  for (const auto& t : named) topics.count(h.api_key, t);
+}
+
 void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   const auto& h = ctx.header();
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
+  if (LabelValues* clients = metrics_.client_id_labels()) clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
+  if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
   if (h.api_key == 18 && h.api_version >= 3 && !ctx.connection().client_software_name.empty()) {
     metrics_.client_seen(ctx.connection().client_software_name, ctx.connection().client_software_version);
   }
@@ -46,6 +84,14 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
     static thread_local int api_versions_stage = metrics_.stage_id("api_versions");
     static thread_local int fault_stage = metrics_.stage_id("fault_rules");
     metrics_.rewritten(api, api == 18 ? api_versions_stage : fault_stage);
+  }
+  if (api == codec::MetadataResponse::kApiKey && metrics_.topic_labels() && ctx.api_version() >= 10) {
+    // Topic ids → names, for requests that name topics by id only (topic_names.h).
+    if (auto m = ctx.message()) {
+      for (const auto& t : static_cast<const codec::MetadataResponse&>(*m).topics) {
+        if (t.name) topic_names().learn(t.topic_id, *t.name);
+      }
+    }
   }
   bool has_error = false;
   if (!count_errors_ && !hub_.active()) return;

@@ -9,7 +9,8 @@
 // allocation, made once per frame and shared with the broker-address rewrite); a body is decoded
 // only when a stage changed it or the tap wants it, requests only when the tap wants them.
 // Counters are indexed by the connection's listener index and api key: nothing is looked up by
-// name per frame.
+// name per frame. The opt-in topic / client id labels (metrics.topic_labels, client_id_labels)
+// cost a request decode and a per-thread hash lookup, only when turned on.
 #pragma once
 
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/metrics/topic_names.h"
 #include "proxy/pipeline.h"
 #include "proxy/tap/tap_hub.h"
 
@@ -35,7 +37,13 @@ class FrameMetrics final : public proxy::FrameObserver {
   void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
   void on_fault_injected(const proxy::FaultEvent& event) override;
 
+  /// Topic ids learnt from Metadata responses (process-wide).
+  static TopicNames& topic_names();
+
  private:
+  /// Opt-in topic label: the topics `ctx` names (decodes the request).
+  void count_topics(const proxy::RequestContext& ctx, LabelValues& topics);
+
   ProxyMetrics& metrics_;
   tap::TapHub& hub_;
   std::vector<std::string> listener_names_;

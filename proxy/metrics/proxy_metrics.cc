@@ -7,6 +7,7 @@
 
 #include "codec/api_keys.h"
 #include "codec/error_code.h"
+#include "proxy/metrics/label_values.h"
 
 namespace kproxy::metrics {
 namespace {
@@ -211,6 +212,18 @@ void ProxyMetrics::client_gone(std::string_view software_name, std::string_view 
   if (it != clients_.end() && it->second > 0) --it->second;
 }
 
+void ProxyMetrics::enable_traffic_labels(bool topics, bool client_ids, size_t max_values) {
+  std::lock_guard lock(mutex_);
+  topic_labels_.reset(topics ? new LabelValues("kproxy_topic_requests_total",
+                                               "Requests by API and topic they name (opt-in, capped: see kproxy_label_values_folded_total).",
+                                               "topic", max_values)
+                             : nullptr);
+  client_id_labels_.reset(client_ids ? new LabelValues("kproxy_client_requests_total",
+                                                       "Requests by API and client id (opt-in, capped: see kproxy_label_values_folded_total).",
+                                                       "client_id", max_values)
+                                     : nullptr);
+}
+
 void ProxyMetrics::add_collector(Collector collector) {
   std::lock_guard lock(mutex_);
   collectors_.push_back(std::move(collector));
@@ -355,6 +368,17 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   }
   out.push_back(std::move(clients));
 
+  if (topic_labels_ || client_id_labels_) {
+    auto folded = family("kproxy_label_values_folded_total",
+                         "Requests counted under the value \"other\" of an opt-in label because it reached metrics.max_label_values.",
+                         MetricType::Counter);
+    for (const LabelValues* l : {topic_labels_.get(), client_id_labels_.get()}) {
+      if (!l) continue;
+      out.push_back(l->collect());
+      folded.metric.push_back(sample({{"label", l->label()}}, static_cast<double>(l->folded()), MetricType::Counter));
+    }
+    out.push_back(std::move(folded));
+  }
   for (const auto& c : collectors_) c(out);
   // Empty families are legal but noisy; drop them.
   std::erase_if(out, [](const MetricFamily& f) { return f.metric.empty(); });

@@ -23,6 +23,9 @@
 //   frames_undecoded_total{api,reason}            decode_errors_total{api,direction,reason}
 //   frames_rewritten_total{api,stage}             faults_injected_total{rule,api,action}
 //   clients{software_name,software_version}       tap_events_dropped_total, tap_subscribers
+//   opt-in (metrics.topic_labels / client_id_labels, capped, see label_values.h):
+//   topic_requests_total{api,topic}               client_requests_total{api,client_id}
+//   label_values_folded_total{label}
 //   plus the process-wide ProxyCounters (proxy/counters.h) as kproxy_proxy_*_total.
 #pragma once
 
@@ -42,6 +45,8 @@
 #include <prometheus/metric_family.h>
 
 namespace kproxy::metrics {
+
+class LabelValues;
 
 /// Api keys 0..kApiSlots-2 get their own slot; any other key counts in the last ("other") slot.
 inline constexpr int kApiSlots = 128;
@@ -158,6 +163,13 @@ class ProxyMetrics {
   void client_seen(std::string_view software_name, std::string_view software_version);
   void client_gone(std::string_view software_name, std::string_view software_version);
 
+  /// Turns on the opt-in labels (metrics.topic_labels / client_id_labels), each with at most
+  /// `max_values` distinct values. Call once before traffic flows.
+  void enable_traffic_labels(bool topics, bool client_ids, size_t max_values);
+  /// nullptr while the label is off. Stable once traffic flows.
+  LabelValues* topic_labels() const { return topic_labels_.get(); }
+  LabelValues* client_id_labels() const { return client_id_labels_.get(); }
+
   /// Extra families appended to every scrape (e.g. the tap's counters). Called at scrape time.
   using Collector = std::function<void(std::vector<prometheus::MetricFamily>&)>;
   void add_collector(Collector collector);
@@ -184,6 +196,8 @@ class ProxyMetrics {
   std::map<std::string, int64_t> clients_;  ///< key "name\0version"
   std::map<std::pair<std::string, std::string>, uint64_t> close_reasons_;
   std::vector<Collector> collectors_;
+  std::unique_ptr<LabelValues> topic_labels_;
+  std::unique_ptr<LabelValues> client_id_labels_;
   const uint64_t id_;  ///< distinguishes instances for the thread_local shard cache
 };
 

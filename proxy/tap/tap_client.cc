@@ -4,10 +4,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -54,7 +57,7 @@ void print_readable(const std::string& line) {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kproxy tap [--admin HOST:PORT] [--token TOKEN] [--json] [--api NAME] [--client-id ID]\n"
+               "usage: kproxy tap [--admin HOST:PORT] [--token TOKEN | --token-file PATH] [--json] [--api NAME] [--client-id ID]\n"
                "                  [--connection N] [--direction request|response] [--errors]\n");
 }
 
@@ -74,6 +77,19 @@ int run_tap_command(int argc, char** argv) {
     };
     if (a == "--admin") admin = value();
     else if (a == "--token") token = value();
+    else if (a == "--token-file") {
+      std::string path = value();
+      std::ifstream in(path, std::ios::binary);
+      if (!in) {
+        std::fprintf(stderr, "kproxy tap: cannot read the token file '%s'\n", path.c_str());
+        return 2;
+      }
+      std::ostringstream text;
+      text << in.rdbuf();
+      token = text.str();
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.erase(0, 1);
+    }
     else if (a == "--json") raw = true;
     else if (a == "--api") add("api", value());
     else if (a == "--client-id") add("client_id", value());

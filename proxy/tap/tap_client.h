@@ -1,9 +1,10 @@
 // `kproxy tap`: follows GET /tap on a running kproxy's admin listener and prints it readably.
 //
-//   kproxy tap [--admin HOST:PORT] [--token TOKEN] [--json] [--api NAME] [--client-id ID]
+//   kproxy tap [--admin HOST:PORT] [--token TOKEN | --token-file PATH] [--json] [--api NAME] [--client-id ID]
 //              [--connection N] [--direction request|response] [--errors]
 //
-// Default admin address 127.0.0.1:9644; the token defaults to $KPROXY_ADMIN_TOKEN. One line per
+// Default admin address 127.0.0.1:9644; the token defaults to $KPROXY_ADMIN_TOKEN
+// (--token-file reads it from the file the proxy's admin.token_file names). One line per
 // frame: time, connection, client id, arrow (→ request, ← response), API and version,
 // correlation id, latency, then the body as compact JSON. --json prints the raw JSON lines.
 #pragma once

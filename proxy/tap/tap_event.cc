@@ -9,6 +9,7 @@
 #include "codec/api_keys.h"
 #include "codec/messages/fetch.h"
 #include "codec/messages/produce.h"
+#include "proxy/tap/record_contents.h"
 
 namespace kproxy::tap {
 namespace {
@@ -27,15 +28,16 @@ std::string timestamp_now() {
   return buf;
 }
 
-nlohmann::json summary_json(const std::optional<codec::Bytes>& records) {
+nlohmann::json summary_json(const std::optional<codec::Bytes>& records, const TapLimits& limits) {
   if (!records) return nullptr;
+  if (limits.records) return record_contents(*records, RecordContentLimits{limits.max_record_bytes, limits.max_records});
   RecordSummary s = summarise_records(*records);
   return {{"bytes", s.bytes}, {"batches", s.batches}, {"records", s.records}};
 }
 
 /// Replaces the {"bytes": N} records placeholders of Produce requests and Fetch responses with
-/// batch and record counts.
-void summarise_record_fields(const codec::Message& message, nlohmann::json& body) {
+/// batch and record counts, or with the records themselves when tap.records is on.
+void summarise_record_fields(const codec::Message& message, nlohmann::json& body, const TapLimits& limits) {
   try {
     if (message.api_key() == 0 && message.is_request()) {
       const auto& produce = static_cast<const codec::ProduceRequest&>(message);
@@ -43,7 +45,7 @@ void summarise_record_fields(const codec::Message& message, nlohmann::json& body
       for (size_t t = 0; t < produce.topic_data.size() && t < topics.size(); ++t) {
         auto& parts = topics[t].at("PartitionData");
         for (size_t p = 0; p < produce.topic_data[t].partition_data.size() && p < parts.size(); ++p) {
-          parts[p]["Records"] = summary_json(produce.topic_data[t].partition_data[p].records);
+          parts[p]["Records"] = summary_json(produce.topic_data[t].partition_data[p].records, limits);
         }
       }
     } else if (message.api_key() == 1 && !message.is_request()) {
@@ -52,7 +54,7 @@ void summarise_record_fields(const codec::Message& message, nlohmann::json& body
       for (size_t t = 0; t < fetch.responses.size() && t < topics.size(); ++t) {
         auto& parts = topics[t].at("Partitions");
         for (size_t p = 0; p < fetch.responses[t].partitions.size() && p < parts.size(); ++p) {
-          parts[p]["Records"] = summary_json(fetch.responses[t].partitions[p].records);
+          parts[p]["Records"] = summary_json(fetch.responses[t].partitions[p].records, limits);
         }
       }
     }
@@ -78,14 +80,15 @@ nlohmann::json header_fields(int64_t connection, std::string_view client_id, boo
   return j;
 }
 
-void add_body(nlohmann::json& j, const std::shared_ptr<codec::Message>& message, int16_t version, const std::string& error) {
+void add_body(nlohmann::json& j, const std::shared_ptr<codec::Message>& message, int16_t version, const std::string& error,
+              const TapLimits& limits) {
   if (!message) {
     j["decode_error"] = error.empty() ? "not decoded" : error;
     return;
   }
   nlohmann::json body;
   message->to_json(body, version);
-  summarise_record_fields(*message, body);
+  summarise_record_fields(*message, body, limits);
   redact_secrets(body);
   j["body"] = std::move(body);
 }
@@ -129,24 +132,24 @@ void redact_secrets(nlohmann::json& body) {
   }
 }
 
-std::string request_line(const proxy::RequestContext& ctx, const TapLimits&) {
+std::string request_line(const proxy::RequestContext& ctx, const TapLimits& limits) {
   const auto& h = ctx.header();
   std::string_view client_id = h.client_id ? *h.client_id : std::string_view();
   nlohmann::json j = header_fields(static_cast<int64_t>(ctx.connection().id), client_id, false, h.api_key, h.api_version,
                                    h.correlation_id, ctx.connection());
-  add_body(j, ctx.message(), h.api_version, ctx.decode_error());
+  add_body(j, ctx.message(), h.api_version, ctx.decode_error(), limits);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string response_line(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency, std::string_view client_id,
-                          const TapLimits&) {
+                          const TapLimits& limits) {
   codec::Bytes frame = ctx.frame();
   int32_t correlation_id = frame.size() >= 8 ? static_cast<int32_t>(be32(frame.data() + 4)) : -1;
   nlohmann::json j = header_fields(static_cast<int64_t>(ctx.connection().id), client_id, true, ctx.api_key(), ctx.api_version(),
                                    correlation_id, ctx.connection());
   j["latency_ms"] = std::chrono::duration<double, std::milli>(latency).count();
   if (ctx.synthetic()) j["synthetic"] = true;
-  add_body(j, ctx.message(), ctx.body_version() >= 0 ? ctx.body_version() : ctx.api_version(), ctx.decode_error());
+  add_body(j, ctx.message(), ctx.body_version() >= 0 ? ctx.body_version() : ctx.api_version(), ctx.decode_error(), limits);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

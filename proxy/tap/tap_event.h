@@ -6,9 +6,10 @@
 //    "body":{...every field by Kafka's name...}}
 //   responses add "latency_ms" (broker round trip) and "synthetic" when kproxy answered itself.
 //
-// Records are summarised as {"bytes":N,"batches":B,"records":R}, never their contents. SASL
-// payloads (AuthBytes) and other secrets (delegation token HMACs, SCRAM salts and salted
-// passwords) are always replaced by "<redacted N bytes>". A body that does not decode gives
+// Records are summarised as {"bytes":N,"batches":B,"records":R}; their contents (record_contents.h)
+// only when the config turns tap.records on (TapLimits::records). SASL payloads (AuthBytes) and
+// other secrets (delegation token HMACs, SCRAM salts and salted passwords) are always replaced by
+// "<redacted N bytes>", whatever the settings. A body that does not decode gives
 // "decode_error" instead of "body".
 #pragma once
 

@@ -56,7 +56,10 @@ struct TapLimits {
   size_t max_subscribers = 4;
   size_t queue_lines = 10000;      ///< lines buffered per subscriber before dropping
   size_t queue_bytes = 16 << 20;   ///< bytes buffered per subscriber before dropping
-  bool include_records = false;    ///< record contents in the tap (base64); off by default
+  /// tap.records: show record contents (record_contents.h); off, records are only counted.
+  bool records = false;
+  size_t max_record_bytes = 256;   ///< tap.max_record_bytes
+  size_t max_records = 100;        ///< tap.max_records
 };
 
 class TapHub;

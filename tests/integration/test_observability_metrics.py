@@ -8,11 +8,15 @@ Kafka 4.4.0 broker with the Java transactional producer running through kproxy.
 - a real Prometheus (Debian's `prometheus`, started here on loopback) scrapes kproxy while the
   workload runs and every panel's query returns data;
 - the tap shows a Produce request and its response with the same correlation id, and the client's
-  software name from ApiVersions (KIP-511); `kproxy tap` prints the stream.
+  software name from ApiVersions (KIP-511); `kproxy tap` prints the stream;
+- the admin token from admin.token_file (401 without it), the opt-in topic and client id labels
+  with their cap (librdkafka producers with three client ids, a Java consumer whose Fetch v17
+  names the topic by id only), and record contents in the tap only with tap.records on.
 """
 
 import http.client
 import json
+import os
 import re
 import shutil
 import socket
@@ -38,17 +42,20 @@ def _admin_yaml(port: int) -> str:
     return f"admin: {{ listen: 127.0.0.1:{port} }}\n"
 
 
-def _get(port: int, path: str, method: str = "GET", body: str = None, timeout: float = 10.0):
+def _get(port: int, path: str, method: str = "GET", body: str = None, timeout: float = 10.0, token: str = None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+    headers = {"Content-Type": "application/json"} if body else {}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    conn.request(method, path, body=body, headers=headers)
     resp = conn.getresponse()
     data = resp.read().decode()
     conn.close()
     return resp.status, data
 
 
-def _scrape(port: int) -> str:
-    status, text = _get(port, "/metrics")
+def _scrape(port: int, token: str = None) -> str:
+    status, text = _get(port, "/metrics", token=token)
     assert status == 200, text
     return text
 
@@ -250,16 +257,17 @@ def test_real_prometheus_scrapes_and_every_panel_returns_data(observed_kproxy, t
 class _TapReader(threading.Thread):
     """Follows GET /tap (chunked JSON lines) until stopped."""
 
-    def __init__(self, port: int, query: str = ""):
+    def __init__(self, port: int, query: str = "", token: str = None):
         super().__init__(daemon=True)
-        self.port, self.query = port, query
+        self.port, self.query, self.token = port, query, token
         self.lines = []
         self.sock = None
         self.connected = threading.Event()
 
     def run(self):
         self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=60)
-        self.sock.sendall(f"GET /tap{self.query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        auth = f"Authorization: Bearer {self.token}\r\n" if self.token else ""
+        self.sock.sendall(f"GET /tap{self.query} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n".encode())
         f = self.sock.makefile("rb")
         status = f.readline()
         assert b" 200 " in status, status
@@ -332,3 +340,58 @@ def test_tap_shows_produce_request_and_response_and_client_software(observed_kpr
     while _value(_scrape(kp.admin_port), "kproxy_tap_subscribers") != 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _value(_scrape(kp.admin_port), "kproxy_tap_subscribers") == 0
+
+
+def test_token_file_opt_in_labels_with_a_cap_and_tap_records(kafka, topic_name, tmp_path):
+    token = "obs-" + os.urandom(12).hex()
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(token + "\n")
+    admin_port = kh.free_ports(1)[0]
+    kafka.create_topic(topic_name, partitions=1)
+    extra = (f"admin: {{ listen: 127.0.0.1:{admin_port}, token_file: {token_file} }}\n"
+             "metrics: { topic_labels: true, client_id_labels: true, max_label_values: 2 }\n"
+             "tap: { records: true, max_record_bytes: 16 }\n")
+    with Kproxy(kafka.bootstrap(), name="obs-labels", extra_yaml=extra, log_level="info") as kp:
+        kp.wait_for_log(r"bearer token required \(from file ")
+        assert token not in kp.log_text()
+        assert _get(admin_port, "/metrics")[0] == 401
+        assert _get(admin_port, "/metrics", token=token + "x")[0] == 401
+        assert _get(admin_port, "/metrics", token=token[:-1])[0] == 401
+        tap = _TapReader(admin_port, "?api=Produce&direction=request", token=token)
+        tap.start()
+        assert tap.connected.wait(10)
+
+        # Three client ids, a cap of two: the third is folded into "other".
+        for cid in ("obs-a", "obs-b", "obs-c"):
+            out = clients.rd_produce(kp.bootstrap, topic_name, 5, key_prefix=f"{cid}-key-", conf={"client.id": cid})
+            assert out["delivered"] == 5 and not out["errors"], out
+        # Java's Fetch v17 names the topic by id only: kproxy names it from the Metadata it forwarded.
+        read = clients.read_committed(kp.bootstrap, topic_name, 15, timeout_ms=30000)
+        assert read["ok"] and read["count"] == 15, read
+        time.sleep(0.5)
+        tap.stop()
+
+        text = _scrape(admin_port, token)
+        produce = _value(text, "kproxy_requests_total", api="Produce")
+        assert produce >= 3
+        # Each Produce names the one topic: the topic series counts every Produce exactly once.
+        assert _value(text, "kproxy_topic_requests_total", api="Produce", topic=topic_name) == produce
+        assert _value(text, "kproxy_topic_requests_total", api="Fetch", topic=topic_name) > 0
+        assert _value(text, "kproxy_topic_requests_total", topic="unknown_topic_id") == 0
+        client_ids = {l["client_id"] for n, l, v in _samples(text) if n == "kproxy_client_requests_total"}
+        assert client_ids == {"obs-a", "obs-b", "other"}, client_ids
+        other = _value(text, "kproxy_client_requests_total", client_id="other")
+        assert other > 0
+        assert _value(text, "kproxy_label_values_folded_total", label="client_id") == other
+        # Every request is counted under exactly one client id series.
+        assert _value(text, "kproxy_client_requests_total") == _value(text, "kproxy_requests_total")
+
+        shown = []
+        for line in tap.lines:
+            for t in line["body"]["TopicData"]:
+                for p in t["PartitionData"]:
+                    for b in (p["Records"] or {}).get("batch_list", []):
+                        shown += b.get("records", [])
+        keys = {r["key"]["text"] for r in shown if r.get("key")}
+        assert {"obs-a-key-0", "obs-c-key-4"} <= keys, sorted(keys)[:20]
+        assert all(r["value"]["size"] == len(r["key"]["text"]) + 3 for r in shown if r.get("key")), shown[:3]

@@ -2,7 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 using namespace kproxy::config;
 
@@ -271,4 +276,89 @@ TEST_CASE("tls errors name the file, line and column") {
   CHECK(e.to_string() == "test.yaml:8:20: listeners[0].tls.client_auth: verifying client certificates needs listeners[0].tls.client_ca");
   e = first_error(listener("    upstream_tls:\n      cafile: /ca.pem\n"));
   CHECK(e.reason.find("listeners[0].upstream_tls.cafile: unknown key") == 0);
+}
+
+namespace {
+std::string with_admin(const std::string& admin) {
+  return std::string(kMinimal) + "admin:\n  listen: 127.0.0.1:9644\n" + admin;
+}
+}  // namespace
+
+TEST_CASE("admin.token_file and admin.token_env give the bearer token") {
+  std::string path = "/tmp/kproxy-config-test-token-" + std::to_string(::getpid());
+  {
+    std::ofstream out(path);
+    out << "  s3cr3t-t0ken\n";
+  }
+  auto r = load_config_string(with_admin("  token_file: " + path + "\n"), "t.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  CHECK(r.config->admin.token == "s3cr3t-t0ken");
+  CHECK(r.config->admin.token_origin == "file " + path);
+
+  ::setenv("KPROXY_CONFIG_TEST_TOKEN", "from-env", 1);
+  auto e = load_config_string(with_admin("  token_env: KPROXY_CONFIG_TEST_TOKEN\n"), "t.yaml");
+  REQUIRE_MESSAGE(e.ok(), e.error_text());
+  CHECK(e.config->admin.token == "from-env");
+  CHECK(e.config->admin.token_origin == "env KPROXY_CONFIG_TEST_TOKEN");
+
+  auto none = load_config_string(with_admin(""), "t.yaml");
+  REQUIRE(none.ok());
+  CHECK_FALSE(none.config->admin.token);
+
+  auto expect_error = [](const std::string& yaml, const std::string& text) {
+    auto bad = load_config_string(yaml, "t.yaml");
+    CHECK_FALSE(bad.ok());
+    INFO(bad.error_text());
+    CHECK(bad.error_text().find("t.yaml:") != std::string::npos);
+    CHECK(bad.error_text().find(text) != std::string::npos);
+  };
+  expect_error(with_admin("  token_file: " + path + "\n  token_env: KPROXY_CONFIG_TEST_TOKEN\n"), "not both");
+  expect_error(with_admin("  token_file: /nonexistent/kproxy-token\n"), "cannot read '/nonexistent/kproxy-token'");
+  ::unsetenv("KPROXY_CONFIG_TEST_UNSET");
+  expect_error(with_admin("  token_env: KPROXY_CONFIG_TEST_UNSET\n"), "'KPROXY_CONFIG_TEST_UNSET' is not set");
+  {
+    std::ofstream out(path);
+    out << "\n \n";
+  }
+  expect_error(with_admin("  token_file: " + path + "\n"), "the token is empty");
+  {
+    std::ofstream out(path);
+    out << "two words\n";
+  }
+  expect_error(with_admin("  token_file: " + path + "\n"), "spaces or control characters");
+  expect_error(with_admin("  token: inline\n"), "admin.token: unknown key");
+  ::unsetenv("KPROXY_CONFIG_TEST_TOKEN");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("metrics and tap sections") {
+  auto defaults = load_config_string(kMinimal, "t.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.config->metrics.frames);
+  CHECK_FALSE(defaults.config->metrics.topic_labels);
+  CHECK_FALSE(defaults.config->metrics.client_id_labels);
+  CHECK(defaults.config->metrics.max_label_values == 100);
+  CHECK_FALSE(defaults.config->tap.records);
+  CHECK(defaults.config->tap.max_record_bytes == 256);
+
+  auto r = load_config_string(std::string(kMinimal) +
+                                  "metrics: { frames: off, topic_labels: true, client_id_labels: yes, max_label_values: 20 }\n"
+                                  "tap: { records: on, max_record_bytes: 64, max_records: 5 }\n",
+                              "t.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  CHECK_FALSE(r.config->metrics.frames);
+  CHECK(r.config->metrics.topic_labels);
+  CHECK(r.config->metrics.client_id_labels);
+  CHECK(r.config->metrics.max_label_values == 20);
+  CHECK(r.config->tap.records);
+  CHECK(r.config->tap.max_record_bytes == 64);
+  CHECK(r.config->tap.max_records == 5);
+
+  auto bad = load_config_string(std::string(kMinimal) + "metrics:\n  topic_labels: maybe\n  max_label_values: 0\ntap:\n  recordz: true\n", "t.yaml");
+  REQUIRE_FALSE(bad.ok());
+  std::string text = bad.error_text();
+  CHECK(text.find("t.yaml:") != std::string::npos);
+  CHECK(text.find("metrics.topic_labels: 'maybe' is not true or false") != std::string::npos);
+  CHECK(text.find("metrics.max_label_values: '0' is not a number from 1 to 10000") != std::string::npos);
+  CHECK(text.find("tap.recordz: unknown key") != std::string::npos);
 }

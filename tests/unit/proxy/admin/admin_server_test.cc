@@ -78,7 +78,14 @@ TEST_CASE("admin server: constant_time_equal") {
   CHECK_FALSE(constant_time_equal("secret", "secreT"));
   CHECK_FALSE(constant_time_equal("secret", "secret2"));
   CHECK_FALSE(constant_time_equal("", "x"));
+  CHECK_FALSE(constant_time_equal("x", ""));
+  CHECK_FALSE(constant_time_equal("secre", "secret"));     // a prefix of the secret
+  CHECK_FALSE(constant_time_equal("secrett", "secret"));   // the secret plus its last byte again
+  CHECK_FALSE(constant_time_equal(std::string(1000, 's'), "secret"));
   CHECK(constant_time_equal("", ""));
+  // Embedded NULs are compared like any byte.
+  CHECK_FALSE(constant_time_equal(std::string_view("sec\0et", 6), "secret"));
+  CHECK(constant_time_equal(std::string_view("sec\0et", 6), std::string_view("sec\0et", 6)));
 }
 
 TEST_CASE("admin server: routing without HTTP (handle)") {

@@ -7,6 +7,7 @@
 #include "codec/messages.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
+#include "proxy/metrics/label_values.h"
 
 using namespace kproxy;
 using namespace std::chrono_literals;
@@ -128,4 +129,89 @@ TEST_CASE("frame metrics: undecodable and unknown responses are counted with a r
   std::string text = f.metrics.render();
   CHECK(contains(text, "kproxy_decode_errors_total{api=\"Metadata\",direction=\"response\",reason=\"body\"} 1"));
   CHECK(contains(text, "kproxy_frames_undecoded_total{api=\"Metadata\",reason=\"unknown_version\"} 1"));
+}
+
+namespace {
+
+template <class M>
+std::vector<uint8_t> request_frame(const M& body, int16_t version, std::string_view client_id, codec::RequestHeader& header) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  w.int32(0);
+  w.int16(M::kApiKey);
+  w.int16(version);
+  w.int32(5);
+  w.nullable_string(client_id, false);
+  header.header_version = codec::request_header_version(M::kApiKey, version);
+  if (header.header_version >= 2) w.uvarint(0);
+  size_t header_size = out.size() - 4;
+  body.write(w, version);
+  w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
+  header.api_key = M::kApiKey;
+  header.api_version = version;
+  header.correlation_id = 5;
+  header.client_id = client_id;
+  header.size = header_size;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("frame metrics: opt-in topic and client id labels, topic ids named from Metadata") {
+  Fixture f;
+  f.metrics.enable_traffic_labels(true, true, 2);
+  auto request = [&](const auto& body, int16_t version, std::string_view client_id) {
+    codec::RequestHeader header;
+    auto frame = request_frame(body, version, client_id, header);
+    proxy::RequestContext ctx(header, frame, f.connection);
+    f.frames.on_request(ctx);
+  };
+  codec::ProduceRequest produce;
+  produce.acks = 1;
+  produce.topic_data.resize(2);
+  produce.topic_data[0].name = "orders";
+  produce.topic_data[1].name = "payments";
+  request(produce, 12, "billing");
+  request(produce, 12, "billing");
+  request(produce, 12, "shipping");
+  request(produce, 12, "audit");  // third client id: folded
+
+  // Fetch v17 names topics by id: unknown until a Metadata response names it.
+  codec::Uuid orders_id{};
+  orders_id[0] = 42;
+  codec::FetchRequest fetch;
+  fetch.topics.emplace_back().topic_id = orders_id;
+  request(fetch, 17, "billing");
+  codec::MetadataResponse metadata;
+  auto& t = metadata.topics.emplace_back();
+  t.name = "orders";
+  t.topic_id = orders_id;
+  f.respond(metadata, 12);
+  request(fetch, 17, "billing");
+
+  auto* topics = f.metrics.topic_labels();
+  auto* clients = f.metrics.client_id_labels();
+  REQUIRE(topics);
+  REQUIRE(clients);
+  CHECK(topics->count_of("orders", 0) == 4);
+  CHECK(topics->count_of("payments", 0) == 4);
+  CHECK(topics->count_of("orders", 1) == 1);
+  CHECK(topics->count_of("other", 1) == 1);  // "unknown_topic_id": the cap of 2 was reached
+  CHECK(clients->count_of("billing", 0) == 2);
+  CHECK(clients->count_of("billing", 1) == 2);
+  CHECK(clients->count_of("shipping", 0) == 1);
+  CHECK(clients->count_of("other", 0) == 1);
+  std::string text = f.metrics.render();
+  CHECK(contains(text, "kproxy_topic_requests_total{api=\"Produce\",topic=\"orders\"} 4"));
+  CHECK(contains(text, "kproxy_client_requests_total{api=\"Produce\",client_id=\"other\"} 1"));
+  CHECK(contains(text, "kproxy_label_values_folded_total{label=\"topic\"} 1"));
+  CHECK(contains(text, "kproxy_label_values_folded_total{label=\"client_id\"} 1"));
+}
+
+TEST_CASE("frame metrics: without opt-in there are no topic or client id series") {
+  Fixture f;
+  CHECK(f.metrics.topic_labels() == nullptr);
+  std::string text = f.metrics.render();
+  CHECK_FALSE(contains(text, "kproxy_topic_requests_total"));
+  CHECK_FALSE(contains(text, "kproxy_label_values_folded_total"));
 }

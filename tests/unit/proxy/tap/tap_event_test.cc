@@ -5,6 +5,12 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "codec/api_keys.h"
+#include "codec/frame_reader.h"
+#include "codec/messages/produce.h"
+#include "codec/messages/sasl_authenticate.h"
+#include "tests/unit/proxy/tap/record_batch_builder.h"
+
 using namespace kproxy::tap;
 
 namespace {
@@ -45,4 +51,76 @@ TEST_CASE("tap: SASL payloads and other secrets are redacted at any depth") {
   CHECK(body["Tokens"][0]["TokenId"] == "t");
   CHECK(body["Name"] == "x");
   CHECK(body.dump().find("c2VjcmV0") == std::string::npos);
+}
+
+namespace {
+
+// A whole request frame of `body` (header v1/v2 by the generated table) for RequestContext.
+template <class M>
+std::vector<uint8_t> request_frame(const M& body, int16_t version, kproxy::codec::RequestHeader& h) {
+  using namespace kproxy;
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  w.int32(0);
+  w.int16(M::kApiKey);
+  w.int16(version);
+  w.int32(77);
+  w.nullable_string(std::string_view("tap-test"), false);
+  h.header_version = codec::request_header_version(M::kApiKey, version);
+  if (h.header_version >= 2) w.uvarint(0);
+  h.size = out.size() - 4;
+  body.write(w, version);
+  w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
+  h.api_key = M::kApiKey;
+  h.api_version = version;
+  h.correlation_id = 77;
+  h.client_id = std::string_view("tap-test");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tap: record contents only when tap.records is on; SASL stays redacted either way") {
+  using namespace kproxy;
+  std::vector<uint8_t> records;
+  testing::append_v2_batch(records, 0, {{"order-1", "{\"amount\":12}", {{"source", "web"}}}});
+  codec::ProduceRequest produce;
+  produce.acks = -1;
+  auto& partition = produce.topic_data.emplace_back().partition_data.emplace_back();
+  produce.topic_data[0].name = "orders";
+  partition.records = codec::Bytes(records.data(), records.size());
+  codec::RequestHeader h;
+  auto frame = request_frame(produce, 12, h);
+  proxy::ConnectionInfo info{1, "kafka", 0, "", "", ""};
+  proxy::RequestContext ctx(h, frame, info);
+
+  TapLimits off;
+  auto line = nlohmann::json::parse(request_line(ctx, off));
+  auto summary = line["body"]["TopicData"][0]["PartitionData"][0]["Records"];
+  CHECK(summary["records"] == 1);
+  CHECK(summary["batches"] == 1);
+  CHECK_FALSE(summary.contains("batch_list"));
+  CHECK(line.dump().find("order-1") == std::string::npos);
+
+  TapLimits on;
+  on.records = true;
+  on.max_record_bytes = 8;
+  line = nlohmann::json::parse(request_line(ctx, on));
+  auto shown = line["body"]["TopicData"][0]["PartitionData"][0]["Records"];
+  CHECK(shown["records"] == 1);
+  const auto& record = shown["batch_list"][0]["records"][0];
+  CHECK(record["key"]["text"] == "order-1");
+  CHECK(record["value"]["text"] == "{\"amount");
+  CHECK(record["value"]["truncated"] == true);
+  CHECK(record["headers"][0]["value"]["text"] == "web");
+
+  codec::SaslAuthenticateRequest sasl;
+  std::string secret = "\0user\0hunter2";
+  sasl.auth_bytes = codec::Bytes(reinterpret_cast<const uint8_t*>(secret.data()), secret.size());
+  codec::RequestHeader sh;
+  auto sasl_frame = request_frame(sasl, 2, sh);
+  proxy::RequestContext sasl_ctx(sh, sasl_frame, info);
+  std::string sasl_line = request_line(sasl_ctx, on);
+  CHECK(nlohmann::json::parse(sasl_line)["body"]["AuthBytes"].get<std::string>().rfind("<redacted", 0) == 0);
+  CHECK(sasl_line.find("aHVudGVyMg") == std::string::npos);  // no base64 fragment of the password
 }
