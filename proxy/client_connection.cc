@@ -42,7 +42,10 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
                     [this](codec::Bytes b) { pass_on(client_, b, responses_, upstream_piece_); },
                     [this] {
                       if (closing_) return;
-                      if (upstream_.stream().flush()) client_.flush();
+                      if (!upstream_.stream().flush() || !client_.flush() || closing_) return;
+                      // A shaper released bytes (or a held request went out): re-check both ways.
+                      apply_backpressure(client_, upstream_.stream());
+                      apply_backpressure(upstream_.stream(), client_);
                     },
                     [this](const std::string& reason) { close(reason); },
                     [this](codec::Bytes b) { pass_on(upstream_.stream(), b, requests_, client_piece_); },
@@ -316,9 +319,11 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
 }
 
 void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
-  if (to.above_high_water()) {
+  size_t shaped = &to == &client_ ? pipeline_.shaped_bytes_to_client() : pipeline_.shaped_bytes_to_broker();
+  if (to.above_high_water() || to.queued_bytes() + shaped > kWriteQueueHighWater) {
     from.stop_reading();
-  } else if (!from.reading() && !(draining_ && &from == &client_) && (&from == &client_ || upstream_.stream().connected())) {
+  } else if (!from.reading() && shaped < kWriteQueueLowWater && !(draining_ && &from == &client_) &&
+             (&from == &client_ || upstream_.stream().connected())) {
     from.start_reading();
   }
 }

@@ -180,7 +180,8 @@ class Pipeline {
     std::function<void(codec::Bytes frame, const codec::RequestHeader& header, bool expects_response)> forward_request;
     /// Append bytes for the client.
     std::function<void(codec::Bytes bytes)> send_client;
-    /// Flush both directions (after timer-driven sends).
+    /// Flush both directions (after timer-driven sends, e.g. a shaper releasing bytes: the
+    /// connection re-checks backpressure there, as shaped_bytes_to_*() went down).
     std::function<void()> flush;
     std::function<void(const std::string& reason)> close;
     /// Append bytes for the broker (what forward_request sends goes through Pipeline::send_broker).
@@ -205,6 +206,12 @@ class Pipeline {
   /// The way a forwarded request's bytes reach the broker (Sink::forward_request implementations
   /// call it): shaped when a transport rule fired on that request, else passed to Sink::send_broker.
   void send_broker(codec::Bytes bytes);
+
+  /// Bytes a transport toxic holds for the client / for the broker, not yet handed to the Sink.
+  /// They count toward that side's write-queue high-water mark (proxy/tcp_stream.h): a slow
+  /// bandwidth rule stops kproxy reading the other side instead of filling its memory.
+  size_t shaped_bytes_to_client() const { return to_client_.queued_bytes(); }
+  size_t shaped_bytes_to_broker() const { return to_broker_.queued_bytes(); }
 
   const std::string& close_reason() const { return close_reason_; }
   const ConnectionInfo& info() const { return info_; }

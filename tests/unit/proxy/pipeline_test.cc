@@ -230,3 +230,47 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
   }
   close_loop(&loop);
 }
+
+TEST_CASE("pipeline: shaped bytes are reported per direction until released, each release followed by a flush") {
+  // ClientConnection counts shaped_bytes_to_*() toward the write-queue high-water mark and
+  // re-checks backpressure in Sink::flush (proxy/client_connection.cc).
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
+  Recorder rec;
+  int flushes = 0;
+  {
+    Pipeline* self = nullptr;
+    auto sink = sink_for(rec, self);
+    sink.flush = [&flushes] { ++flushes; };
+    Pipeline p(&loop, control, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, std::move(sink));
+    self = &p;
+    codec::RequestHeader header;
+    auto request = heartbeat_request(7), request2 = heartbeat_request(8);
+    REQUIRE(offer(p, request, header) == RequestVerdict::kForward);
+    p.send_broker(codec::Bytes(request.data(), request.size()));
+    REQUIRE(offer(p, request2, header) == RequestVerdict::kForward);  // the rule fired once: not shaped
+    p.send_broker(codec::Bytes(request2.data(), request2.size()));
+    CHECK(p.shaped_bytes_to_broker() == 0);
+    auto response = heartbeat_response(7), response2 = heartbeat_response(8);
+    p.on_response(12, 0, 0, codec::Bytes(response.data(), response.size()), std::chrono::steady_clock::now());
+    CHECK(p.shaped_bytes_to_client() == response.size() - 2);  // the first piece left at once
+    p.on_response(12, 0, 0, codec::Bytes(response2.data(), response2.size()), std::chrono::steady_clock::now());
+    CHECK(p.shaped_bytes_to_client() == response.size() - 2 + response2.size());  // waits behind: counted too
+    size_t peak = p.shaped_bytes_to_client();
+    bool decreasing = true;
+    drain(&loop, [&] {
+      size_t now = p.shaped_bytes_to_client();
+      decreasing = decreasing && now <= peak;
+      peak = now;
+      return now == 0;
+    });
+    CHECK(decreasing);
+    CHECK(p.shaped_bytes_to_client() == 0);
+    CHECK(flushes >= 4);  // one per timer release: where the connection resumes reading
+    CHECK(joined(rec.to_client) == std::string(response.begin(), response.end()) + std::string(response2.begin(), response2.end()));
+    p.shutdown();
+  }
+  close_loop(&loop);
+}

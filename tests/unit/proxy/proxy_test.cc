@@ -427,3 +427,42 @@ TEST_CASE("backpressure: a client that does not read stops kproxy reading the br
   CHECK(broker.bytes_sent() == size_t{kRequests} * (4 + 4 + 2 + 2 + (64 << 10)));
   ::close(c);
 }
+
+TEST_CASE("backpressure: bytes a bandwidth rule holds for the client stop kproxy reading the broker") {
+  // The first response is slowed to 64 KiB/s (1 s for its 64 KiB); the 399 after it wait behind it
+  // in the shaper. Without counting them, kproxy would read all 25 MiB from the broker at once.
+  FakeBroker broker;
+  RunningProxy kp(broker.port());
+  REQUIRE(kp.proxy->chaos().put_rule("slow", nlohmann::json::parse(R"({"action":{"bandwidth":65536},"trigger":{"once":true}})")) == "");
+  int c = connect_to(kp.port);
+  constexpr int kRequests = 400;  // 400 x 64 KiB = 25 MiB of responses
+  std::vector<uint8_t> batch;
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = request(996, 0, i);
+    batch.insert(batch.end(), r.begin(), r.end());
+  }
+  write_all(c, batch);
+  std::atomic<int> received{0};
+  std::atomic<bool> in_order{true};
+  std::thread reader([&] {
+    for (int i = 0; i < kRequests; ++i) {
+      auto response = read_frame(c);
+      if (!response || cid_of(*response) != i || response->size() != 4 + 2 + 2 + (64 << 10)) {
+        in_order = false;
+        return;
+      }
+      ++received;
+    }
+  });
+  std::this_thread::sleep_for(600ms);  // the first response is still being released
+  size_t stalled_at = broker.bytes_sent();
+  MESSAGE("the broker got ", stalled_at >> 10, " KiB out while the shaper held the first response (", received.load(), " received)");
+  CHECK(received.load() == 0);
+  // The shaper's mark (1 MiB plus one read) plus the upstream socket's kernel buffers.
+  CHECK(stalled_at < (12u << 20));
+  reader.join();
+  CHECK(in_order.load());
+  CHECK(received.load() == kRequests);
+  CHECK(broker.bytes_sent() == size_t{kRequests} * (4 + 4 + 2 + 2 + (64 << 10)));
+  ::close(c);
+}
