@@ -444,10 +444,7 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
   Slot& slot = *it;
   auto now = std::chrono::steady_clock::now();
   ResponseContext ctx(api_key, api_version, header_version, frame, info_);
-  if (scan) {
-    ctx.scan_ = scan;
-    ctx.scanned_ = true;
-  }
+  ctx.adopt_scan(scan);
   bool changed = false;
   if (api_key == kApiVersionsKey) {
     if (auto m = ctx.message()) {

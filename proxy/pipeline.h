@@ -116,6 +116,12 @@ class ResponseContext {
   /// first call (or given by an earlier stage), or nullptr when the body does not scan. Describes
   /// the original frame(): once a stage has changed the body (dirty()), use message() instead.
   const codec::ResponseScan* scan() const;
+  /// Uses `scan` (of this frame's body, made by an earlier stage; it must outlive the context)
+  /// instead of scanning again.
+  void adopt_scan(const codec::ResponseScan* scan) {
+    scan_ = scan;
+    scanned_ = scan != nullptr;
+  }
   void mark_dirty() { dirty_ = true; }
   bool dirty() const { return dirty_; }
   /// The frame to send: the original bytes, or the re-encoded body with a patched size prefix.
