@@ -507,6 +507,7 @@ void Pipeline::pump() {
     request_toxic_.reset();
     sent = true;
   }
+  held_.release_if_empty();  // delay rules are rare: give the queue back
   while (!slots_.empty() && slots_.front().ready) {
     Slot& s = slots_.front();
     if (s.release_at > now) break;

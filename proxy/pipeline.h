@@ -42,7 +42,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -56,6 +55,7 @@
 #include "codec/response_scan.h"
 #include "proxy/chaos/rule_set.h"
 #include "proxy/chaos/transport_shaper.h"
+#include "proxy/lazy_deque.h"
 
 namespace kproxy::proxy {
 
@@ -247,8 +247,9 @@ class Pipeline {
   std::shared_ptr<FrameObserver> observer_;
   ConnectionInfo info_;
   Sink sink_;
-  std::deque<Slot> slots_;           ///< client-bound, in request order
-  std::deque<HeldRequest> held_;     ///< broker-bound requests waiting for a delay
+  // Allocated on first use (an idle connection holds neither; proxy/lazy_deque.h).
+  LazyDeque<Slot> slots_;            ///< client-bound, in request order
+  LazyDeque<HeldRequest> held_;      ///< broker-bound requests waiting for a delay
   Timer* timer_ = nullptr;
   bool blackholed_ = false;
   bool closed_ = false;

@@ -82,6 +82,7 @@ void TransportShaper::pump() {
   }
   pumping_ = false;
   if (!pieces_.empty()) arm(pieces_.front().release_at);
+  else pieces_.release_if_empty();
 }
 
 void TransportShaper::arm(std::chrono::steady_clock::time_point at) {

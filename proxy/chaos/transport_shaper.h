@@ -22,13 +22,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <vector>
 
 #include <uv.h>
 
 #include "codec/reader.h"
+#include "proxy/lazy_deque.h"
 
 namespace kproxy::chaos {
 
@@ -74,7 +74,8 @@ class TransportShaper {
   uv_loop_t* loop_;
   std::function<void(codec::Bytes)> write_;
   std::function<void()> flush_;
-  std::deque<Piece> pieces_;
+  /// Allocated on the first hold, released once drained (an idle shaper holds no memory).
+  proxy::LazyDeque<Piece> pieces_;
   size_t queued_bytes_ = 0;
   /// When the simulated link is free again (bandwidth), or the last slice's release (slicer).
   std::chrono::steady_clock::time_point next_free_{};
