@@ -35,10 +35,92 @@ SESSION_TIMEOUT_S = float(os.environ.get("KPROXY_INTEGRATION_TIMEOUT", "2700"))
 WATCHDOG_MESSAGE = "[conftest] integration session timeout"
 _WATCHDOG_FIRED = threading.Event()
 SINGLE_NODE_TIMEOUT_S = 90.0
+
+# Sanitizer reports (kproxy built with -DKPROXY_SANITIZE=ON, as scripts/test does): every
+# sanitized process started by a test (kproxy, its CLI, the bench tools) writes its AddressSanitizer,
+# LeakSanitizer or UndefinedBehaviorSanitizer report to SANITIZER_DIR/report.<pid> instead of
+# stderr, stops at the first error, and exits with SANITIZER_EXIT_CODE. The autouse fixture
+# `no_sanitizer_reports` fails the test during which a report appeared; reports that appear
+# between tests fail the session (pytest_sessionfinish). Harmless for an unsanitized build.
+SANITIZER_DIR = kh.REPO_ROOT / "build" / "test-logs" / "sanitizer"
+SANITIZER_EXIT_CODE = 23
+_SANITIZER_COMMON = f"log_path={SANITIZER_DIR / 'report'}:halt_on_error=1:exitcode={SANITIZER_EXIT_CODE}"
+os.environ.setdefault("ASAN_OPTIONS", f"{_SANITIZER_COMMON}:detect_leaks=1:abort_on_error=0:check_initialization_order=1")
+os.environ.setdefault("UBSAN_OPTIONS", f"{_SANITIZER_COMMON}:print_stacktrace=1")
+os.environ.setdefault("LSAN_OPTIONS", f"{_SANITIZER_COMMON}")
+_SEEN_REPORTS: set = set()
+_REPORTED_LOGS: set = set()
 CLUSTER_TIMEOUT_S = 180.0
 
 
+def sanitizer_reports() -> set:
+    """Names of the sanitizer report files written so far in this session's SANITIZER_DIR."""
+    try:
+        return {p.name for p in SANITIZER_DIR.iterdir() if p.name.startswith("report")}
+    except OSError:
+        return set()
+
+
+def _report_text(names) -> str:
+    out = []
+    for n in sorted(names):
+        try:
+            text = (SANITIZER_DIR / n).read_text(errors="replace")
+        except OSError as e:
+            text = f"(unreadable: {e})"
+        out.append(f"--- {SANITIZER_DIR / n}\n{text[-6000:]}")
+    return "\n".join(out)
+
+
+# GCC's UBSan runtime ignores log_path next to ASan and prints to stderr: kproxy's own log.
+_STDERR_REPORT = re.compile(r"^.*(?:runtime error: |==\d+==ERROR: \w+Sanitizer).*$", re.M)
+
+
+def _kproxy_logs_with_reports(since: float) -> list:
+    from test_proxy_support import LOG_ROOT  # noqa: E402 (after sys.path is set up)
+    found = []
+    for log in LOG_ROOT.glob("*/kproxy.log"):
+        if log in _REPORTED_LOGS:
+            continue
+        try:
+            if log.stat().st_mtime < since:
+                continue
+            m = _STDERR_REPORT.search(log.read_text(errors="replace"))
+        except OSError:
+            continue
+        if m:
+            _REPORTED_LOGS.add(log)
+            found.append(f"--- {log}\n{m.group(0)}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_reports():
+    """Fails the test if a sanitized process wrote an ASan/LSan/UBSan report while it ran: a
+    report file, or a UBSan/ASan line in a kproxy log written during the test."""
+    started = time.time() - 1
+    yield
+    new = sanitizer_reports() - _SEEN_REPORTS
+    logged = _kproxy_logs_with_reports(started)
+    if new or logged:
+        _SEEN_REPORTS.update(new)
+        pytest.fail("sanitizer report(s) written during this test:\n" + _report_text(new) + "\n".join(logged),
+                    pytrace=False)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    new = sanitizer_reports() - _SEEN_REPORTS
+    if new:
+        _SEEN_REPORTS.update(new)
+        sys.stderr.write(f"\n[conftest] sanitizer report(s) written outside any test:\n{_report_text(new)}\n")
+        session.exitstatus = 1
+
+
 def pytest_sessionstart(session):
+    SANITIZER_DIR.mkdir(parents=True, exist_ok=True)
+    # Reports of an earlier session are not this session's failures.
+    for n in sanitizer_reports():
+        (SANITIZER_DIR / n).unlink(missing_ok=True)
     if SESSION_TIMEOUT_S <= 0:
         return
 
