@@ -239,6 +239,16 @@ class Field:
     def optional(self):
         return self.cpp_type().startswith("std::optional")
 
+    def engage(self, x, prefix=""):
+        """`(x = T{})`: sets the std::optional member x to a value-initialized T and yields the
+        optional. Not `x.emplace()`: clang 14 evaluates is_constructible<T> for emplace() while the
+        enclosing struct is still incomplete and rejects it (g++ 12 accepts both); assignment needs
+        only T's move constructor. `prefix` qualifies a nested struct's name outside its enclosing
+        struct (the fill functions)."""
+        elem = f"{prefix}{self.base}" if self.is_struct else self.elem_cpp()
+        t = f"std::vector<{elem}>" if self.is_array else elem
+        return f"({x} = {t}{{}})"
+
     # -- defaults
     def check_default(self):
         d = self.default_raw
@@ -509,7 +519,7 @@ class Gen:
                 else:
                     out.append(f"    if ({nv}) {x}.reset(); else r.fail(\"null array in a non-nullable field\");")
                 out.append("  } else {")
-                out.append(f"    auto& items_ = {x}.emplace();")
+                out.append(f"    auto& items_ = *{f.engage(x)};")
             else:
                 out.append("  if (count_ < 0) {")
                 out.append("    r.fail(\"null array in a non-nullable field\");")
@@ -537,11 +547,11 @@ class Gen:
         if f.is_struct:
             if f.optional():
                 if nv == "true":
-                    out.append(f"if (r.int8() < 0) {x}.reset(); else {x}.emplace().read(r, version);")
+                    out.append(f"if (r.int8() < 0) {x}.reset(); else {f.engage(x)}->read(r, version);")
                 else:
-                    out.append(f"if (!({nv})) {x}.emplace().read(r, version);")
+                    out.append(f"if (!({nv})) {f.engage(x)}->read(r, version);")
                     out.append(f"else if (r.int8() < 0) {x}.reset();")
-                    out.append(f"else {x}.emplace().read(r, version);")
+                    out.append(f"else {f.engage(x)}->read(r, version);")
             else:
                 out.append(f"{x}.read(r, version);")
             return out
@@ -923,7 +933,7 @@ class Gen:
             null_guard = nv if f.nullable_any else None
         if f.is_array:
             t = f"{nested_prefix}{f.base}" if f.is_struct else f.elem_cpp()
-            lines = [f"auto& items_ = {x}{'.emplace()' if f.optional() else ''};",
+            lines = [f"auto& items_ = {'*' + f.engage(x, nested_prefix) if f.optional() else x};",
                      f"for (size_t i_ = 0, count_ = f.count({'true' if tagged else 'false'}); i_ < count_; ++i_) {{"]
             if f.is_struct:
                 lines.append(f"  fill(f, items_.emplace_back(), version);")
@@ -935,7 +945,7 @@ class Gen:
             lines = ["{"] + ["  " + l for l in lines] + ["}"]
             del t
         elif f.is_struct:
-            lines = [f"fill(f, {x}{'.emplace()' if f.optional() else ''}, version);"]
+            lines = [f"fill(f, {'*' + f.engage(x, nested_prefix) if f.optional() else x}, version);"]
         elif f.base == "string":
             lines = [f"{x} = f.string();"]
         elif f.base == "bytes":
