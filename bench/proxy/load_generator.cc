@@ -10,6 +10,11 @@
 //   idle      opens --connections connections (each does one ApiVersions round trip so the whole
 //             path through a proxy exists), prints {"event":"ready",...} on stdout, then holds
 //             them for --hold seconds or until SIGTERM/SIGINT.
+//   soak      like saturate, but each connection pipelines a seeded random mix of APIs (--mix,
+//             default Produce, Metadata, FindCoordinator, InitProducerId, ApiVersions) and expects
+//             faults: error codes in answers are counted, not failures, and a connection the far
+//             side closes (a `close` fault rule) is opened again. Every answer is still decoded
+//             and matched to its request; mismatches and undecodable answers are failures.
 //
 // Every response's correlation id is checked against the oldest request in flight on its
 // connection (mismatches are counted and must be zero); every ProduceResponse is decoded and
@@ -33,6 +38,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,7 +62,7 @@ constexpr size_t kMaxResponseFrame = 64u << 20;
 constexpr int kMaxBatch = 256;            // requests per uv_write
 constexpr const char* kClientId = "kproxy-load";
 
-enum class Mode { kSaturate, kRate, kIdle };
+enum class Mode { kSaturate, kRate, kIdle, kSoak };
 
 struct Options {
   std::string host = "127.0.0.1";
@@ -79,6 +85,8 @@ struct Options {
   int connect_concurrency = 256;
   std::vector<int> watch_pids;
   size_t max_samples = 4'000'000;
+  std::string mix = "produce:60,metadata:15,find_coordinator:10,init_producer_id:10,api_versions:5";  // soak
+  uint64_t seed = 1;  // soak: the API mix of connection i comes from seed + i
 };
 
 // ---- RecordBatch v2 --------------------------------------------------------------------------
@@ -161,7 +169,10 @@ double cpu_seconds(int pid) {
 
 // ---- connections -----------------------------------------------------------------------------
 
-enum class Kind : uint8_t { kApiVersions, kMetadata, kProduce };
+enum class Kind : uint8_t { kApiVersions, kMetadata, kProduce, kFindCoordinator, kInitProducerId };
+constexpr size_t kKinds = 5;
+constexpr std::array<const char*, kKinds> kKindNames = {"api_versions", "metadata", "produce", "find_coordinator",
+                                                        "init_producer_id"};
 
 struct Pending {
   int32_t correlation_id;
@@ -181,6 +192,8 @@ struct Conn {
   size_t head = 0;
   int32_t next_correlation_id = 1;
   bool ready = false, closing = false, connected = false;
+  bool reopened = false;  // soak: a replacement for a connection the far side closed
+  std::mt19937_64 rng;    // soak: the API mix
 
   size_t inflight() const { return pending.size() - head; }
   void push(const Pending& p) { pending.push_back(p); }
@@ -223,6 +236,9 @@ class Load {
 
   // traffic
   void send_produce(Conn* c, int count);
+  void send_mix(Conn* c, int count);
+  bool on_soak_response(Conn* c, Kind kind, Bytes message);
+  void reopen(Conn* c);
   static void after_write(uv_write_t* req, int status);
   static void on_alloc(uv_handle_t*, size_t, uv_buf_t* buf);
   static void after_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf);
@@ -247,6 +263,12 @@ class Load {
   uint64_t sent_ = 0, answered_ = 0, window_answered_ = 0, window_sent_ = 0;
   uint64_t mismatches_ = 0, unexpected_ = 0, produce_errors_ = 0, decode_errors_ = 0, lost_ = 0, backlog_skips_ = 0;
   std::vector<std::string> brokers_seen_;
+  // soak
+  std::vector<std::pair<Kind, uint32_t>> mix_;  // cumulative weights
+  uint32_t mix_total_ = 0;
+  std::array<uint64_t, kKinds> kind_sent_{}, kind_answered_{}, kind_errors_{};
+  uint64_t peer_closes_ = 0;
+  std::vector<std::unique_ptr<Conn>> retired_;  // closed connections, kept until the loop ends
   std::string first_error_;
   std::vector<uint64_t> samples_ns_;  // latencies of requests sent inside the window (rate mode)
   std::vector<double> cpu_start_, cpu_end_;
@@ -303,6 +325,7 @@ void Load::open_connection(int index) {
   c = std::make_unique<Conn>();
   c->load = this;
   c->index = index;
+  c->rng.seed(o_.seed + static_cast<uint64_t>(index));
   uv_tcp_init(&loop_, &c->tcp);
   c->tcp.data = c.get();
   c->connect_req.data = c.get();
@@ -359,6 +382,10 @@ void Load::send_owned(Conn* c, Kind kind, int16_t api_key, int16_t version, cons
 
 void Load::on_conn_ready(Conn* c) {
   c->ready = true;
+  if (c->reopened) {  // soak: back into the traffic, not counted again
+    if (sending_) send_mix(c, o_.depth);
+    return;
+  }
   ++ready_;
   open_next_connections();
   if (ready_ + failed_ == o_.connections) all_ready();
@@ -377,9 +404,11 @@ void Load::all_ready() {
     return;
   }
   sending_ = true;
-  if (o_.mode == Mode::kSaturate) {
+  if (o_.mode == Mode::kSaturate || o_.mode == Mode::kSoak) {
     for (auto& c : conns_) {
-      if (c && c->ready && !c->closing) send_produce(c.get(), o_.depth);
+      if (!c || !c->ready || c->closing) continue;
+      if (o_.mode == Mode::kSoak) send_mix(c.get(), o_.depth);
+      else send_produce(c.get(), o_.depth);
     }
   } else {
     timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -456,12 +485,10 @@ void Load::send_produce(Conn* c, int count) {
 }
 
 void Load::after_write(uv_write_t* req, int status) {
+  auto* c = static_cast<Conn*>(req->handle->data);  // before the delete: req lives inside b
   auto* b = static_cast<WriteBatch*>(req->data);
   delete b;
-  if (status < 0 && status != UV_ECANCELED) {
-    auto* c = static_cast<Conn*>(req->handle->data);
-    c->load->conn_failed(c, std::string("write: ") + uv_strerror(status));
-  }
+  if (status < 0 && status != UV_ECANCELED) c->load->conn_failed(c, std::string("write: ") + uv_strerror(status));
 }
 
 void Load::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) {
@@ -486,9 +513,10 @@ void Load::after_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
     self->conn_failed(c, "bad response framing: " + c->responses.error());
     return;
   }
-  if (self->o_.mode == Mode::kSaturate && self->sending_ && c->ready) {
+  if ((self->o_.mode == Mode::kSaturate || self->o_.mode == Mode::kSoak) && self->sending_ && c->ready) {
     int deficit = self->o_.depth - static_cast<int>(c->inflight());
-    if (deficit > 0) self->send_produce(c, deficit);
+    if (deficit > 0 && self->o_.mode == Mode::kSoak) self->send_mix(c, deficit);
+    else if (deficit > 0) self->send_produce(c, deficit);
   }
 }
 
@@ -508,7 +536,12 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
     }
     return true;
   }
+  if (o_.mode == Mode::kSoak && c->ready) return on_soak_response(c, p.kind, message);
   switch (p.kind) {
+    case Kind::kFindCoordinator:
+    case Kind::kInitProducerId:
+      ++unexpected_;  // only soak sends these
+      return true;
     case Kind::kProduce: {
       ++answered_;
       if (in_window_) {
@@ -582,6 +615,145 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
   return true;
 }
 
+// ---- soak ------------------------------------------------------------------------------------
+
+void Load::send_mix(Conn* c, int count) {
+  for (int i = 0; i < count && !c->closing; ++i) {
+    uint32_t pick = static_cast<uint32_t>(c->rng() % mix_total_);
+    Kind kind = mix_.back().first;
+    for (const auto& [k, upto] : mix_) {
+      if (pick < upto) {
+        kind = k;
+        break;
+      }
+    }
+    ++kind_sent_[static_cast<size_t>(kind)];
+    switch (kind) {
+      case Kind::kProduce:
+        send_produce(c, 1);
+        break;
+      case Kind::kMetadata: {
+        MetadataRequest md;
+        md.topics = std::vector<MetadataRequest::MetadataRequestTopic>(1);
+        (*md.topics)[0].name = o_.topic;
+        send_owned(c, kind, MetadataRequest::kApiKey, 12, md);
+        break;
+      }
+      case Kind::kFindCoordinator: {
+        FindCoordinatorRequest fc;
+        fc.key_type = 0;  // group
+        fc.coordinator_keys = {"kproxy-soak"};
+        send_owned(c, kind, FindCoordinatorRequest::kApiKey, 4, fc);
+        break;
+      }
+      case Kind::kInitProducerId: {
+        InitProducerIdRequest ip;
+        ip.transactional_id = std::nullopt;  // idempotent producer
+        ip.transaction_timeout_ms = 60000;
+        send_owned(c, kind, InitProducerIdRequest::kApiKey, 4, ip);
+        break;
+      }
+      case Kind::kApiVersions: {
+        ApiVersionsRequest av;
+        av.client_software_name = "kproxy-load";
+        av.client_software_version = "0.1.0";
+        send_owned(c, kind, ApiVersionsRequest::kApiKey, 3, av);
+        break;
+      }
+    }
+  }
+}
+
+namespace {
+/// Decodes a response body (after its header) into `m`; false when it does not decode.
+template <class M>
+bool decode_response(Bytes message, int16_t version, M& m, std::string* error) {
+  ResponseHeader rh;
+  if (!read_response_header(message, response_header_version(M::kApiKey, version), rh, nullptr)) {
+    *error = std::string(M::kName) + ": bad response header";
+    return false;
+  }
+  Reader r(message.subspan(rh.size));
+  m.read(r, version);
+  if (!r.ok()) *error = r.error();
+  return r.ok();
+}
+}  // namespace
+
+bool Load::on_soak_response(Conn* c, Kind kind, Bytes message) {
+  ++answered_;
+  ++kind_answered_[static_cast<size_t>(kind)];
+  if (in_window_) ++window_answered_;
+  std::string error;
+  bool decoded = false;
+  int16_t code = 0;
+  switch (kind) {
+    case Kind::kProduce: {
+      ProduceResponse m;
+      decoded = decode_response(message, o_.produce_version, m, &error);
+      if (decoded && (m.responses.size() != 1 || m.responses[0].partition_responses.size() != 1)) {
+        decoded = false;
+        error = "ProduceResponse: unexpected shape";
+      }
+      if (decoded) code = m.responses[0].partition_responses[0].error_code;
+      break;
+    }
+    case Kind::kMetadata: {
+      MetadataResponse m;
+      decoded = decode_response(message, 12, m, &error);
+      if (decoded && m.topics.size() != 1) {
+        decoded = false;
+        error = "MetadataResponse: unexpected shape";
+      }
+      if (decoded) code = m.topics[0].error_code;
+      break;
+    }
+    case Kind::kFindCoordinator: {
+      FindCoordinatorResponse m;
+      decoded = decode_response(message, 4, m, &error);
+      if (decoded && m.coordinators.size() != 1) {
+        decoded = false;
+        error = "FindCoordinatorResponse: unexpected shape";
+      }
+      if (decoded) code = m.coordinators[0].error_code;
+      break;
+    }
+    case Kind::kInitProducerId: {
+      InitProducerIdResponse m;
+      decoded = decode_response(message, 4, m, &error);
+      if (decoded) code = m.error_code;
+      break;
+    }
+    case Kind::kApiVersions: {
+      ApiVersionsResponse m;
+      decoded = decode_api_versions_response(message.subspan(4), 3, m) >= 0;
+      if (!decoded) error = "ApiVersionsResponse does not decode";
+      else code = m.error_code;
+      break;
+    }
+  }
+  if (!decoded) {
+    ++decode_errors_;
+    if (first_error_.empty()) first_error_ = "connection " + std::to_string(c->index) + ": " + error;
+  } else if (code != 0) {
+    ++kind_errors_[static_cast<size_t>(kind)];
+  }
+  return true;
+}
+
+void Load::reopen(Conn* c) {
+  int index = c->index;
+  close_conn(c);
+  // The closing handle still belongs to the old Conn: keep it alive until the loop ends.
+  retired_.push_back(std::move(conns_[static_cast<size_t>(index)]));
+  open_connection(index);
+  if (auto& fresh = conns_[static_cast<size_t>(index)]) {
+    fresh->reopened = true;
+    // Continue the old connection's random sequence rather than repeat it.
+    fresh->rng.seed(o_.seed + static_cast<uint64_t>(index) + 0x9e3779b97f4a7c15ull * (peer_closes_ + 1));
+  }
+}
+
 void Load::start_window() {
   in_window_ = true;
   window_answered_ = 0;
@@ -620,6 +792,12 @@ void Load::end_window() {
 
 void Load::conn_failed(Conn* c, const std::string& what) {
   if (c->closing) return;
+  if (o_.mode == Mode::kSoak && c->ready && !finishing_) {
+    // A fault rule closed it (or the far side went away): expected in a soak. Open it again.
+    ++peer_closes_;
+    reopen(c);
+    return;
+  }
   if (!finishing_) {
     ++failed_;
     if (first_error_.empty()) first_error_ = "connection " + std::to_string(c->index) + ": " + what;
@@ -664,7 +842,7 @@ void Load::report() {
   double secs = window_end_ns_ > window_start_ns_ ? static_cast<double>(window_end_ns_ - window_start_ns_) / 1e9 : 0;
   nlohmann::json j;
   j["event"] = "result";
-  j["mode"] = o_.mode == Mode::kSaturate ? "saturate" : o_.mode == Mode::kRate ? "rate" : "idle";
+  j["mode"] = o_.mode == Mode::kSaturate ? "saturate" : o_.mode == Mode::kRate ? "rate" : o_.mode == Mode::kSoak ? "soak" : "idle";
   j["connections"] = o_.connections;
   j["ready"] = ready_;
   j["failed_connections"] = failed_;
@@ -690,6 +868,18 @@ void Load::report() {
     j["window_requests"] = window_answered_;
     j["window_bytes"] = window_answered_ * o_.size;
   }
+  if (o_.mode == Mode::kSoak) {
+    j["depth"] = o_.depth;
+    j["seed"] = o_.seed;
+    j["peer_closes"] = peer_closes_;
+    nlohmann::json per = nlohmann::json::object();
+    for (size_t k = 0; k < kKinds; ++k) {
+      if (kind_sent_[k] == 0) continue;
+      per[kKindNames[k]] = {{"sent", kind_sent_[k]}, {"answered", kind_answered_[k]}, {"error_responses", kind_errors_[k]}};
+    }
+    j["apis"] = per;
+    j["requests_per_s"] = secs > 0 ? static_cast<double>(window_answered_) / secs : 0;
+  }
   if (o_.mode == Mode::kRate) {
     std::sort(samples_ns_.begin(), samples_ns_.end());
     j["target_rate"] = o_.rate;
@@ -714,18 +904,48 @@ void Load::report() {
                j["mode"].get<std::string>().c_str(), ready_, o_.connections, static_cast<unsigned long long>(sent_),
                static_cast<unsigned long long>(answered_), static_cast<unsigned long long>(mismatches_),
                static_cast<unsigned long long>(produce_errors_ + decode_errors_ + unexpected_), static_cast<unsigned long long>(lost_));
-  if (j.contains("requests_per_s")) std::fprintf(stderr, "; %.0f req/s, %.1f MB/s", j["requests_per_s"].get<double>(), j["mb_per_s"].get<double>());
+  if (j.contains("mb_per_s")) std::fprintf(stderr, "; %.0f req/s, %.1f MB/s", j["requests_per_s"].get<double>(), j["mb_per_s"].get<double>());
   if (j.contains("p99_us")) {
     std::fprintf(stderr, "; latency p50 %.0f us, p99 %.0f us, p99.9 %.0f us", j["p50_us"].get<double>(), j["p99_us"].get<double>(),
                  j["p999_us"].get<double>());
   }
   std::fprintf(stderr, "\n");
+  if (o_.mode == Mode::kSoak) {
+    std::fprintf(stderr, "kproxy-load: soak: %.0f answers/s; %llu connections closed by the far side and opened again;",
+                 j["requests_per_s"].get<double>(), static_cast<unsigned long long>(peer_closes_));
+    for (size_t k = 0; k < kKinds; ++k) {
+      if (kind_sent_[k] == 0) continue;
+      std::fprintf(stderr, " %s %llu/%llu (%llu errors)", kKindNames[k], static_cast<unsigned long long>(kind_answered_[k]),
+                   static_cast<unsigned long long>(kind_sent_[k]), static_cast<unsigned long long>(kind_errors_[k]));
+    }
+    std::fprintf(stderr, "\n");
+  }
   if (!first_error_.empty()) std::fprintf(stderr, "kproxy-load: first error: %s\n", first_error_.c_str());
 }
 
 int Load::run() {
   uv_loop_init(&loop_);
   build_templates();
+  if (o_.mode == Mode::kSoak) {
+    std::stringstream in(o_.mix);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      auto colon = item.find(':');
+      std::string name = item.substr(0, colon);
+      auto it = std::find(kKindNames.begin(), kKindNames.end(), name);
+      int weight = colon == std::string::npos ? 1 : std::stoi(item.substr(colon + 1));
+      if (it == kKindNames.end() || weight < 0) {
+        std::fprintf(stderr, "kproxy-load: --mix: unknown API or bad weight in '%s'\n", item.c_str());
+        return 2;
+      }
+      mix_total_ += static_cast<uint32_t>(weight);
+      mix_.push_back({static_cast<Kind>(it - kKindNames.begin()), mix_total_});
+    }
+    if (mix_total_ == 0) {
+      std::fprintf(stderr, "kproxy-load: --mix has no weight\n");
+      return 2;
+    }
+  }
   conns_.resize(static_cast<size_t>(o_.connections));
   uv_timer_init(&loop_, &phase_timer_);
   phase_timer_.data = this;
@@ -746,18 +966,22 @@ int Load::run() {
   report();
   int rc = uv_loop_close(&loop_);
   if (rc != 0) std::fprintf(stderr, "kproxy-load: uv_loop_close: %s\n", uv_strerror(rc));
-  bool clean = mismatches_ == 0 && unexpected_ == 0 && produce_errors_ == 0 && decode_errors_ == 0 && failed_ == 0 &&
-               (o_.mode == Mode::kIdle || lost_ == 0) && ready_ == o_.connections;
+  // A soak expects error answers and lost in-flight requests (fault rules); nothing else.
+  bool soak = o_.mode == Mode::kSoak;
+  bool clean = mismatches_ == 0 && unexpected_ == 0 && (soak || produce_errors_ == 0) && decode_errors_ == 0 && failed_ == 0 &&
+               (o_.mode == Mode::kIdle || soak || lost_ == 0) && ready_ == o_.connections;
   return clean ? 0 : 1;
 }
 
 void usage(FILE* out) {
   std::fputs(
-      "usage: kproxy-load --target HOST:PORT [--mode saturate|rate|idle] [--connections N] [--depth D]\n"
+      "usage: kproxy-load --target HOST:PORT [--mode saturate|rate|idle|soak] [--connections N] [--depth D]\n"
       "                   [--size BYTES] [--rate REQ_PER_S] [--duration S] [--warmup S] [--hold S]\n"
       "                   [--acks N] [--produce-version V] [--topic NAME] [--partitions P]\n"
       "                   [--metadata] [--expect-broker HOST:PORT] [--connect-concurrency N]\n"
-      "                   [--watch-pid PID]... [--max-seconds S]\n",
+      "                   [--watch-pid PID]... [--max-seconds S]\n"
+      "                   [--mix API:WEIGHT,...] [--seed N]   (soak; APIs: produce, metadata,\n"
+      "                    find_coordinator, init_producer_id, api_versions)\n",
       out);
 }
 
@@ -792,7 +1016,8 @@ int main(int argc, char** argv) {
         if (m == "saturate") o.mode = Mode::kSaturate;
         else if (m == "rate") o.mode = Mode::kRate;
         else if (m == "idle") o.mode = Mode::kIdle;
-        else throw std::invalid_argument("--mode saturate|rate|idle");
+        else if (m == "soak") o.mode = Mode::kSoak;
+        else throw std::invalid_argument("--mode saturate|rate|idle|soak");
       } else if (a == "--connections") o.connections = std::max(1, std::stoi(value()));
       else if (a == "--depth") o.depth = std::max(1, std::stoi(value()));
       else if (a == "--size") o.size = parse_size(value());
@@ -809,6 +1034,8 @@ int main(int argc, char** argv) {
       else if (a == "--connect-concurrency") o.connect_concurrency = std::max(1, std::stoi(value()));
       else if (a == "--watch-pid") o.watch_pids.push_back(std::stoi(value()));
       else if (a == "--max-seconds") o.max_seconds = std::stod(value());
+      else if (a == "--mix") o.mix = value();
+      else if (a == "--seed") o.seed = std::stoull(value());
       else if (a == "-h" || a == "--help") { usage(stdout); return 0; }
       else throw std::invalid_argument("unknown option " + a);
     }
@@ -825,7 +1052,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kproxy-load: --produce-version must be 3..12 (v13 names topics by id)\n");
     return 2;
   }
-  if (o.mode == Mode::kSaturate && o.acks == 0) {
+  if ((o.mode == Mode::kSaturate || o.mode == Mode::kSoak) && o.acks == 0) {
     std::fprintf(stderr, "kproxy-load: saturate mode paces on responses: --acks 0 is not supported there\n");
     return 2;
   }
