@@ -304,3 +304,29 @@ TEST_CASE("FrameReader: random frames, random read sizes, frames taken or not: t
     CHECK(feed.reader.reserved() == 0);
   }
 }
+
+TEST_CASE("FrameReader: a frame of exactly the limit passes, one byte more is refused; never buffers beyond it") {
+  std::vector<uint8_t> body(1024, 7);
+  std::vector<uint8_t> at_limit = frame(body);
+  FrameReader reader(1024);
+  size_t frames = 0;
+  size_t peak = 0;
+  // Byte by byte: the reader buffers the frame, never more than the limit plus the size prefix.
+  for (uint8_t b : at_limit) {
+    REQUIRE(reader.feed(Bytes(&b, 1), [&](Bytes f) {
+      CHECK(f.size() == 1024 + 4);
+      ++frames;
+      return true;
+    }));
+    peak = std::max(peak, reader.buffered());
+  }
+  CHECK(frames == 1);
+  CHECK(peak <= 1024 + 4);
+  CHECK(reader.buffered() == 0);
+
+  std::vector<uint8_t> over = frame(std::vector<uint8_t>(1025, 7));
+  FrameReader strict(1024);
+  CHECK_FALSE(strict.feed(Bytes(over.data(), 4), [](Bytes) { return true; }));
+  CHECK(strict.error() == "frame size 1025 exceeds the limit of 1024 bytes");
+  CHECK(strict.buffered() == 0);  // nothing of the refused frame was gathered
+}

@@ -362,3 +362,11 @@ TEST_CASE("metrics and tap sections") {
   CHECK(text.find("metrics.max_label_values: '0' is not a number from 1 to 10000") != std::string::npos);
   CHECK(text.find("tap.recordz: unknown key") != std::string::npos);
 }
+
+TEST_CASE("the admin API listens only where admin.listen says, never on an implied wildcard") {
+  // No admin section: no admin listener at all (the examples bind 127.0.0.1).
+  CHECK_FALSE(load_config_string(kMinimal, "test.yaml").config->admin.listen.has_value());
+  // A port without a host is refused rather than bound to every interface.
+  CHECK(first_error(std::string(kMinimal) + "admin: { listen: \":9644\" }\n").reason.find("empty host") != std::string::npos);
+  CHECK(first_error(std::string(kMinimal) + "admin: { listen: \"9644\" }\n").reason.find("admin.listen") != std::string::npos);
+}
