@@ -1,6 +1,6 @@
 """Security limits of a running kproxy (issue #8, Security), each seen from outside:
 
-  - the admin API with a bearer token (KPROXY_ADMIN_TOKEN) refuses requests without it or with a
+  - the admin API with a bearer token (admin.token_file, or KPROXY_ADMIN_TOKEN) refuses requests without it or with a
     wrong one (401, nothing served), and serves the right one;
   - limits.max_connections: a client over the limit is closed at once, with a log line and
     kproxy_proxy_connections_refused_total, while the admitted clients keep working;
@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 
 import confluent_kafka
+import pytest
 
 import kafka_harness as kh
 from test_proxy_support import Kproxy, connection_closed, recv_frame, request
@@ -60,10 +61,15 @@ def _wait_admin(port: int, token: str | None = None) -> None:
     raise AssertionError(f"admin API on {port} never answered")
 
 
-def test_admin_bearer_token_refuses_missing_and_wrong_tokens(kafka):
+@pytest.mark.parametrize("source", ["token_file", "env"])
+def test_admin_bearer_token_refuses_missing_and_wrong_tokens(kafka, source, tmp_path):
     admin = kh.free_ports(1)[0]
-    with Kproxy(kafka.bootstrap(), name="token", extra_yaml=f"admin: {{ listen: 127.0.0.1:{admin} }}\n",
-                env={"KPROXY_ADMIN_TOKEN": TOKEN}) as kp:
+    if source == "token_file":  # admin.token_file in the YAML
+        (tmp_path / "admin.token").write_text(TOKEN + "\n")
+        yaml, env = f"admin: {{ listen: 127.0.0.1:{admin}, token_file: {tmp_path / 'admin.token'} }}\n", None
+    else:  # the environment variable kproxy has always read
+        yaml, env = f"admin: {{ listen: 127.0.0.1:{admin} }}\n", {"KPROXY_ADMIN_TOKEN": TOKEN}
+    with Kproxy(kafka.bootstrap(), name=f"token-{source}", extra_yaml=yaml, env=env) as kp:
         _wait_admin(admin)
         for path, method in (("/metrics", "GET"), ("/faults/", "GET"), ("/log-level", "GET"), ("/faults/x", "DELETE")):
             for bad in (None, "", TOKEN[:-1], TOKEN + "0", TOKEN.upper(), "x" * len(TOKEN)):
