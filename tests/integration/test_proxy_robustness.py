@@ -2,6 +2,7 @@
 reason while another client keeps working; SIGTERM drains in-flight requests within the deadline."""
 
 import os
+import select
 import socket
 import struct
 import threading
@@ -77,17 +78,30 @@ def _fetch_v4(cid, topic, max_wait_ms):
     return request(1, 4, cid, body)
 
 
+def _park_fetch(s, cid, topic, max_wait_ms):
+    """Sends a Fetch that the broker parks for max_wait_ms and returns its correlation id. Right after
+    CreateTopics a broker may still answer at once (the partition not yet ready for fetching): such an
+    answer is read and the Fetch sent again, up to 20 times."""
+    for attempt in range(20):
+        s.sendall(_fetch_v4(cid + attempt, topic, max_wait_ms))
+        readable, _, _ = select.select([s], [], [], 0.5)
+        if not readable:
+            return cid + attempt  # parked
+        recv_frame(s)
+        time.sleep(0.25)
+    raise AssertionError(f"the broker never parked a Fetch of {topic} for {max_wait_ms} ms")
+
+
 def test_sigterm_drains_in_flight_requests(kafka, topic_name):
     kafka.create_topic(topic_name, partitions=1)
     with Kproxy(kafka.bootstrap(), name="drain", drain_timeout="15s", workers=2) as kp:
         idle = socket.create_connection(("127.0.0.1", kp.port), timeout=10)
         with socket.create_connection(("127.0.0.1", kp.port), timeout=20) as s:
-            s.sendall(_fetch_v4(41, topic_name, 3000))  # a long poll: in flight for ~3 s
-            time.sleep(0.5)
+            cid = _park_fetch(s, 41, topic_name, 3000)  # a long poll: in flight for ~3 s
             t0 = time.monotonic()
             kp.signal(15)
             payload = recv_frame(s)  # the in-flight response still arrives...
-            assert struct.unpack(">i", payload[:4])[0] == 41
+            assert struct.unpack(">i", payload[:4])[0] == cid
             assert connection_closed(s, 10)  # ...then kproxy closes the connection
         assert connection_closed(idle, 5)  # idle connections close at once
         idle.close()
@@ -103,8 +117,7 @@ def test_drain_deadline_closes_what_is_still_in_flight(kafka, topic_name):
     kafka.create_topic(topic_name, partitions=1)
     with Kproxy(kafka.bootstrap(), name="deadline", drain_timeout="1s") as kp:
         with socket.create_connection(("127.0.0.1", kp.port), timeout=20) as s:
-            s.sendall(_fetch_v4(42, topic_name, 20000))
-            time.sleep(0.5)
+            _park_fetch(s, 42, topic_name, 20000)
             t0 = time.monotonic()
             kp.signal(15)
             assert connection_closed(s, 10)  # the client sees the disconnect: nothing silently lost
