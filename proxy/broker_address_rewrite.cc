@@ -1,5 +1,7 @@
 #include "proxy/broker_address_rewrite.h"
 
+#include <algorithm>
+
 #include "codec/api_keys.h"
 #include "codec/frame_reader.h"
 #include "codec/messages.h"
@@ -28,7 +30,10 @@ class Rewriting {
       error_ = "no kproxy port can be given to broker node " + std::to_string(node_id) + " (check broker_ports / broker_port_range)";
       return false;
     }
-    if (learned.new_port) added_.push_back({node_id, learned.proxy_port});
+    // One response may name a node more than once while its listener is still to be opened: ask
+    // for that listener once per response.
+    if (learned.new_port && std::none_of(added_.begin(), added_.end(), [&](const auto& a) { return a.node_id == node_id; }))
+      added_.push_back({node_id, learned.proxy_port});
     if (host != advertise_ || static_cast<int32_t>(port) != learned.proxy_port) {
       host = advertise_;
       port = static_cast<Port>(learned.proxy_port);
