@@ -159,13 +159,12 @@ struct Pipeline::HeldRequest {
   std::optional<chaos::TransportToxic> toxic;  ///< bandwidth / slice of the request
 };
 
-struct Pipeline::Timer {
-  uv_timer_t handle;
-  Pipeline* owner = nullptr;
-};
-
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, Sink sink)
-    : loop_(loop), chaos_(chaos), observer_(frame_observer()), info_(std::move(info)), sink_(std::move(sink)),
+    : chaos_(chaos), observer_(frame_observer()), info_(std::move(info)), sink_(std::move(sink)),
+      timer_(loop, [this] {
+        pump();
+        if (!closed_) sink_.flush();
+      }),
       jitter_state_(0x9e3779b97f4a7c15ULL ^ info_.id),
       to_client_(loop, [this](codec::Bytes b) { sink_.send_client(b); }, [this] { sink_.flush(); }),
       to_broker_(loop, [this](codec::Bytes b) { sink_.send_broker(b); }, [this] { sink_.flush(); }) {}
@@ -174,12 +173,7 @@ Pipeline::~Pipeline() { shutdown(); }
 
 void Pipeline::shutdown() {
   closed_ = true;
-  if (timer_) {
-    timer_->owner = nullptr;
-    uv_timer_stop(&timer_->handle);
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer_->handle), [](uv_handle_t* h) { delete reinterpret_cast<Timer*>(h->data); });
-    timer_ = nullptr;
-  }
+  timer_.cancel();
   slots_.clear();
   held_.clear();
   to_client_.shutdown();
@@ -545,22 +539,7 @@ void Pipeline::pump() {
 }
 
 void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {
-  if (closed_) return;
-  if (!timer_) {
-    timer_ = new Timer;
-    timer_->owner = this;
-    uv_timer_init(loop_, &timer_->handle);
-    timer_->handle.data = timer_;
-  }
-  auto now = std::chrono::steady_clock::now();
-  auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;
-  uv_timer_start(&timer_->handle, [](uv_timer_t* h) {
-    auto* t = static_cast<Timer*>(h->data);
-    if (!t->owner) return;
-    Pipeline* p = t->owner;
-    p->pump();
-    if (!p->closed_) p->sink_.flush();
-  }, static_cast<uint64_t>(ms), 0);
+  if (!closed_) timer_.arm(at);
 }
 
 }  // namespace kproxy::proxy

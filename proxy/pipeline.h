@@ -55,6 +55,7 @@
 #include "codec/response_scan.h"
 #include "proxy/chaos/rule_set.h"
 #include "proxy/chaos/transport_shaper.h"
+#include "proxy/deadline_timer.h"
 #include "proxy/lazy_deque.h"
 
 namespace kproxy::proxy {
@@ -228,7 +229,6 @@ class Pipeline {
   struct ResponseActions;
   struct Slot;
   struct HeldRequest;
-  struct Timer;
 
   const chaos::RuleSet& rules();
   bool matches(const chaos::FaultRule& rule, const codec::RequestHeader& header, RequestContext& ctx) const;
@@ -240,7 +240,6 @@ class Pipeline {
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   std::chrono::milliseconds jittered(const chaos::RuleAction& a);
 
-  uv_loop_t* loop_;
   const chaos::ChaosControl& chaos_;
   uint64_t generation_ = 0;
   std::shared_ptr<const chaos::RuleSet> rules_;
@@ -250,7 +249,7 @@ class Pipeline {
   // Allocated on first use (an idle connection holds neither; proxy/lazy_deque.h).
   LazyDeque<Slot> slots_;            ///< client-bound, in request order
   LazyDeque<HeldRequest> held_;      ///< broker-bound requests waiting for a delay
-  Timer* timer_ = nullptr;
+  DeadlineTimer timer_;              ///< releases delayed requests and responses
   bool blackholed_ = false;
   bool closed_ = false;
   std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close

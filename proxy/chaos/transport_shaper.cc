@@ -10,13 +10,11 @@ namespace {
 constexpr uint64_t kPiecesPerSecond = 50;
 }  // namespace
 
-struct TransportShaper::Timer {
-  uv_timer_t handle;
-  TransportShaper* owner = nullptr;
-};
-
 TransportShaper::TransportShaper(uv_loop_t* loop, std::function<void(codec::Bytes)> write, std::function<void()> flush)
-    : loop_(loop), write_(std::move(write)), flush_(std::move(flush)) {}
+    : write_(std::move(write)), flush_(std::move(flush)), timer_(loop, [this] {
+        pump();
+        if (!stopped_) flush_();
+      }) {}
 
 TransportShaper::~TransportShaper() { shutdown(); }
 
@@ -24,12 +22,7 @@ void TransportShaper::shutdown() {
   stopped_ = true;
   pieces_.clear();
   queued_bytes_ = 0;
-  if (timer_) {
-    timer_->owner = nullptr;
-    uv_timer_stop(&timer_->handle);
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer_->handle), [](uv_handle_t* h) { delete static_cast<Timer*>(h->data); });
-    timer_ = nullptr;
-  }
+  timer_.cancel();
 }
 
 void TransportShaper::send(codec::Bytes bytes, const TransportToxic* toxic) {
@@ -86,22 +79,7 @@ void TransportShaper::pump() {
 }
 
 void TransportShaper::arm(std::chrono::steady_clock::time_point at) {
-  if (stopped_) return;
-  if (!timer_) {
-    timer_ = new Timer;
-    timer_->owner = this;
-    uv_timer_init(loop_, &timer_->handle);
-    timer_->handle.data = timer_;
-  }
-  auto now = std::chrono::steady_clock::now();
-  auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;
-  uv_timer_start(&timer_->handle, [](uv_timer_t* h) {
-    auto* t = static_cast<Timer*>(h->data);
-    if (!t->owner) return;
-    TransportShaper* s = t->owner;
-    s->pump();
-    if (!s->stopped_) s->flush_();
-  }, static_cast<uint64_t>(ms), 0);
+  if (!stopped_) timer_.arm(at);
 }
 
 }  // namespace kproxy::chaos

@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "codec/reader.h"
+#include "proxy/deadline_timer.h"
 #include "proxy/lazy_deque.h"
 
 namespace kproxy::chaos {
@@ -67,11 +68,9 @@ class TransportShaper {
     /// slices go out together).
     std::chrono::milliseconds gap{0};
   };
-  struct Timer;
   void pump();
   void arm(std::chrono::steady_clock::time_point at);
 
-  uv_loop_t* loop_;
   std::function<void(codec::Bytes)> write_;
   std::function<void()> flush_;
   /// Allocated on the first hold, released once drained (an idle shaper holds no memory).
@@ -79,7 +78,7 @@ class TransportShaper {
   size_t queued_bytes_ = 0;
   /// When the simulated link is free again (bandwidth), or the last slice's release (slicer).
   std::chrono::steady_clock::time_point next_free_{};
-  Timer* timer_ = nullptr;
+  proxy::DeadlineTimer timer_;
   bool stopped_ = false;
   bool pumping_ = false;
 };
