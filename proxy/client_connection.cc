@@ -319,10 +319,10 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
 }
 
 void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
-  size_t shaped = &to == &client_ ? pipeline_.shaped_bytes_to_client() : pipeline_.shaped_bytes_to_broker();
-  if (to.above_high_water() || to.queued_bytes() + shaped > kWriteQueueHighWater) {
+  size_t held = &to == &client_ ? pipeline_.held_bytes_to_client() : pipeline_.held_bytes_to_broker();
+  if (to.above_high_water() || to.queued_bytes() + held > kWriteQueueHighWater) {
     from.stop_reading();
-  } else if (!from.reading() && shaped < kWriteQueueLowWater && !(draining_ && &from == &client_) &&
+  } else if (!from.reading() && held < kWriteQueueLowWater && !(draining_ && &from == &client_) &&
              (&from == &client_ || upstream_.stream().connected())) {
     from.start_reading();
   }

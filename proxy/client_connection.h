@@ -74,8 +74,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// borrowed, anything else is copied.
   static void pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece);
   /// Stops reading `from` while `to` has too much queued: its write queue plus what a transport
-  /// fault rule holds for it (Pipeline::shaped_bytes_to_*) above kWriteQueueHighWater. Resumes
-  /// once `to` is not above the mark and the shaper holds less than kWriteQueueLowWater.
+  /// fault rule holds for it (Pipeline::held_bytes_to_*) above kWriteQueueHighWater. Resumes
+  /// once `to` is not above the mark and the pipeline holds less than kWriteQueueLowWater.
   void apply_backpressure(TcpStream& from, TcpStream& to);
   /// Closes the client after it got what is queued for it (broker gone, drain finished).
   void finish(std::string_view reason);

@@ -176,6 +176,7 @@ void Pipeline::shutdown() {
   timer_.cancel();
   slots_.clear();
   held_.clear();
+  held_request_bytes_ = held_response_bytes_ = 0;
   to_client_.shutdown();
   to_broker_.shutdown();
 }
@@ -344,6 +345,7 @@ RequestVerdict Pipeline::on_request(const codec::RequestHeader& header, codec::B
     slot.synthetic = true;
     slot.ready = true;
     slot.bytes = std::move(synthetic);
+    held_response_bytes_ += slot.bytes.size();
     slot.release_at = now + actions.delay;
     slot.actions.drop = actions.drop;
     slot.actions.close_after = actions.close_after;
@@ -375,6 +377,7 @@ RequestVerdict Pipeline::on_request(const codec::RequestHeader& header, codec::B
     h.expects_response = expects_response;
     h.release_at = std::max(now + request_delay, held_.empty() ? now : held_.back().release_at);
     h.toxic = request_toxic;
+    held_request_bytes_ += h.frame.size();
     held_.push_back(std::move(h));
     arm_timer(held_.front().release_at);
     return RequestVerdict::kHeld;
@@ -462,12 +465,13 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
   bool plain = !slot.actions.any() && !ctx.dirty();
   if (plain && &slot == &slots_.front() && !blackholed_) {
     // Fast path: in order, nothing to hold: the original bytes go out without a copy.
-    slots_.pop_front();
+    take_front_slot();
     send_client(frame);
     pump();
     return;
   }
   slot.bytes = ctx.encode();
+  held_response_bytes_ += slot.bytes.size();
   pump();
 }
 
@@ -496,6 +500,7 @@ void Pipeline::pump() {
   while (!held_.empty() && held_.front().release_at <= now) {
     HeldRequest h = std::move(held_.front());
     held_.pop_front();
+    held_request_bytes_ -= h.frame.size();
     request_toxic_ = h.toxic;
     sink_.forward_request(codec::Bytes(h.frame.data(), h.frame.size()), h.header, h.expects_response);
     request_toxic_.reset();
@@ -506,14 +511,14 @@ void Pipeline::pump() {
     Slot& s = slots_.front();
     if (s.release_at > now) break;
     if (blackholed_) {
-      slots_.pop_front();
+      take_front_slot();
       continue;
     }
     if (s.actions.drop) {
       spdlog::info("conn={} dropping the response to correlation id {} ({}) and every later one (blackhole)", info_.id, s.correlation_id,
                    api_label(s.api_key));
       blackholed_ = true;
-      slots_.pop_front();
+      take_front_slot();
       continue;
     }
     if (s.actions.close_after) {
@@ -524,10 +529,9 @@ void Pipeline::pump() {
       return;
     }
     if (s.actions.reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions.reset_after_bytes;
-    std::vector<uint8_t> bytes = std::move(s.bytes);
-    std::optional<chaos::TransportToxic> toxic = s.actions.toxic;
-    slots_.pop_front();
-    send_client(codec::Bytes(bytes.data(), bytes.size()), toxic ? &*toxic : nullptr);
+    Slot sent_slot = take_front_slot();
+    const auto& toxic = sent_slot.actions.toxic;
+    send_client(codec::Bytes(sent_slot.bytes.data(), sent_slot.bytes.size()), toxic ? &*toxic : nullptr);
     if (closed_) return;
     sent = true;
   }
@@ -536,6 +540,13 @@ void Pipeline::pump() {
   if (!slots_.empty() && slots_.front().ready && (!next || slots_.front().release_at < *next)) next = slots_.front().release_at;
   if (next) arm_timer(*next);
   (void)sent;
+}
+
+Pipeline::Slot Pipeline::take_front_slot() {
+  Slot s = std::move(slots_.front());
+  slots_.pop_front();
+  held_response_bytes_ -= s.bytes.size();
+  return s;
 }
 
 void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {

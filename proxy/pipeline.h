@@ -188,7 +188,7 @@ class Pipeline {
     /// Append bytes for the client.
     std::function<void(codec::Bytes bytes)> send_client;
     /// Flush both directions (after timer-driven sends, e.g. a shaper releasing bytes: the
-    /// connection re-checks backpressure there, as shaped_bytes_to_*() went down).
+    /// connection re-checks backpressure there, as held_bytes_to_*() went down).
     std::function<void()> flush;
     std::function<void(const std::string& reason)> close;
     /// Append bytes for the broker (what forward_request sends goes through Pipeline::send_broker).
@@ -214,11 +214,13 @@ class Pipeline {
   /// call it): shaped when a transport rule fired on that request, else passed to Sink::send_broker.
   void send_broker(codec::Bytes bytes);
 
-  /// Bytes a transport toxic holds for the client / for the broker, not yet handed to the Sink.
-  /// They count toward that side's write-queue high-water mark (proxy/tcp_stream.h): a slow
-  /// bandwidth rule stops kproxy reading the other side instead of filling its memory.
-  size_t shaped_bytes_to_client() const { return to_client_.queued_bytes(); }
-  size_t shaped_bytes_to_broker() const { return to_broker_.queued_bytes(); }
+  /// Bytes a fault rule holds for the client / for the broker, not yet handed to the Sink: what a
+  /// transport toxic has queued, responses waiting for a delay (or behind one, to keep their
+  /// order), requests waiting for a delay. They count toward that side's write-queue high-water
+  /// mark (proxy/tcp_stream.h): a slow bandwidth rule or a long delay stops kproxy reading the
+  /// other side instead of filling its memory.
+  size_t held_bytes_to_client() const { return to_client_.queued_bytes() + held_response_bytes_; }
+  size_t held_bytes_to_broker() const { return to_broker_.queued_bytes() + held_request_bytes_; }
 
   const std::string& close_reason() const { return close_reason_; }
   const ConnectionInfo& info() const { return info_; }
@@ -237,6 +239,8 @@ class Pipeline {
   /// Sends what is ready, in order; arms the timer for what is not.
   void pump();
   void arm_timer(std::chrono::steady_clock::time_point at);
+  /// Removes the oldest slot (keeping held_response_bytes_ right) and returns it.
+  Slot take_front_slot();
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   std::chrono::milliseconds jittered(const chaos::RuleAction& a);
 
@@ -249,6 +253,8 @@ class Pipeline {
   // Allocated on first use (an idle connection holds neither; proxy/lazy_deque.h).
   LazyDeque<Slot> slots_;            ///< client-bound, in request order
   LazyDeque<HeldRequest> held_;      ///< broker-bound requests waiting for a delay
+  size_t held_request_bytes_ = 0;   ///< frames in held_
+  size_t held_response_bytes_ = 0;  ///< encoded responses in slots_
   DeadlineTimer timer_;              ///< releases delayed requests and responses
   bool blackholed_ = false;
   bool closed_ = false;

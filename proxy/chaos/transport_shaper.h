@@ -14,7 +14,7 @@
 //     traffic so the rate holds at a 20 ms granularity.
 // Both may apply at once. Bytes that arrive while pieces are queued wait behind them (order holds).
 // The queue counts toward the stream's backpressure marks (queued_bytes(), read by the owning
-// connection through Pipeline::shaped_bytes_to_*): above kWriteQueueHighWater (stream queue plus
+// connection through Pipeline::held_bytes_to_*): above kWriteQueueHighWater (stream queue plus
 // shaper queue) the other side is not read; each timer-driven release ends in `flush`, where the
 // connection resumes reading once the shaper holds less than kWriteQueueLowWater. So a rule that
 // slows a direction to a crawl holds at most about the high-water mark plus one read.

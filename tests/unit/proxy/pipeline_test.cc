@@ -231,8 +231,8 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
   close_loop(&loop);
 }
 
-TEST_CASE("pipeline: shaped bytes are reported per direction until released, each release followed by a flush") {
-  // ClientConnection counts shaped_bytes_to_*() toward the write-queue high-water mark and
+TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction until released, each release followed by a flush") {
+  // ClientConnection counts held_bytes_to_*() toward the write-queue high-water mark and
   // re-checks backpressure in Sink::flush (proxy/client_connection.cc).
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -252,24 +252,72 @@ TEST_CASE("pipeline: shaped bytes are reported per direction until released, eac
     p.send_broker(codec::Bytes(request.data(), request.size()));
     REQUIRE(offer(p, request2, header) == RequestVerdict::kForward);  // the rule fired once: not shaped
     p.send_broker(codec::Bytes(request2.data(), request2.size()));
-    CHECK(p.shaped_bytes_to_broker() == 0);
+    CHECK(p.held_bytes_to_broker() == 0);
     auto response = heartbeat_response(7), response2 = heartbeat_response(8);
     p.on_response(12, 0, 0, codec::Bytes(response.data(), response.size()), std::chrono::steady_clock::now());
-    CHECK(p.shaped_bytes_to_client() == response.size() - 2);  // the first piece left at once
+    CHECK(p.held_bytes_to_client() == response.size() - 2);  // the first piece left at once
     p.on_response(12, 0, 0, codec::Bytes(response2.data(), response2.size()), std::chrono::steady_clock::now());
-    CHECK(p.shaped_bytes_to_client() == response.size() - 2 + response2.size());  // waits behind: counted too
-    size_t peak = p.shaped_bytes_to_client();
+    CHECK(p.held_bytes_to_client() == response.size() - 2 + response2.size());  // waits behind: counted too
+    size_t peak = p.held_bytes_to_client();
     bool decreasing = true;
     drain(&loop, [&] {
-      size_t now = p.shaped_bytes_to_client();
+      size_t now = p.held_bytes_to_client();
       decreasing = decreasing && now <= peak;
       peak = now;
       return now == 0;
     });
     CHECK(decreasing);
-    CHECK(p.shaped_bytes_to_client() == 0);
+    CHECK(p.held_bytes_to_client() == 0);
     CHECK(flushes >= 4);  // one per timer release: where the connection resumes reading
     CHECK(joined(rec.to_client) == std::string(response.begin(), response.end()) + std::string(response2.begin(), response2.end()));
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: requests and responses held by a delay count as held bytes until they leave") {
+  // A long delay with a pipelining client would otherwise hold unbounded memory: ClientConnection
+  // stops reading the sending side once these pass the write-queue high-water mark.
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "hold-request", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"request"},"trigger":{"once":true}})");
+  Recorder rec;
+  {
+    Pipeline* self = nullptr;
+    Pipeline p(&loop, control, proxy::ConnectionInfo{5, "l", 0, "", "", ""}, sink_for(rec, self));
+    self = &p;
+    codec::RequestHeader header;
+    auto first = heartbeat_request(1), second = heartbeat_request(2);
+    REQUIRE(offer(p, first, header) == RequestVerdict::kHeld);
+    // The rule fired once, but the second request must wait behind the first (order is kept).
+    REQUIRE(offer(p, second, header) == RequestVerdict::kHeld);
+    CHECK(p.held_bytes_to_broker() == first.size() + second.size());
+    CHECK(p.held_bytes_to_client() == 0);
+    drain(&loop, [&] { return rec.forwards == 2; });
+    CHECK(p.held_bytes_to_broker() == 0);
+    CHECK(joined(rec.to_broker) == std::string(first.begin(), first.end()) + std::string(second.begin(), second.end()));
+    for (int32_t id : {1, 2}) {  // answered at once: nothing held for the client
+      auto r = heartbeat_response(id);
+      p.on_response(12, 0, 0, codec::Bytes(r.data(), r.size()), std::chrono::steady_clock::now());
+    }
+    CHECK(rec.to_client.size() == 2);
+    CHECK(p.held_bytes_to_client() == 0);
+    rec.to_client.clear();
+
+    // A delayed response holds its own bytes and those of every response behind it.
+    put(control, "hold-response", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"response"},"trigger":{"once":true}})");
+    auto third = heartbeat_request(3), fourth = heartbeat_request(4);
+    REQUIRE(offer(p, third, header) == RequestVerdict::kForward);
+    REQUIRE(offer(p, fourth, header) == RequestVerdict::kForward);
+    auto r3 = heartbeat_response(3), r4 = heartbeat_response(4);
+    p.on_response(12, 0, 0, codec::Bytes(r3.data(), r3.size()), std::chrono::steady_clock::now());
+    p.on_response(12, 0, 0, codec::Bytes(r4.data(), r4.size()), std::chrono::steady_clock::now());
+    CHECK(rec.to_client.empty());
+    CHECK(p.held_bytes_to_client() == r3.size() + r4.size());
+    drain(&loop, [&] { return rec.to_client.size() == 2; });
+    CHECK(p.held_bytes_to_client() == 0);
+    CHECK(joined(rec.to_client) == std::string(r3.begin(), r3.end()) + std::string(r4.begin(), r4.end()));
     p.shutdown();
   }
   close_loop(&loop);

@@ -428,12 +428,17 @@ TEST_CASE("backpressure: a client that does not read stops kproxy reading the br
   ::close(c);
 }
 
-TEST_CASE("backpressure: bytes a bandwidth rule holds for the client stop kproxy reading the broker") {
-  // The first response is slowed to 64 KiB/s (1 s for its 64 KiB); the 399 after it wait behind it
-  // in the shaper. Without counting them, kproxy would read all 25 MiB from the broker at once.
+TEST_CASE("backpressure: bytes a fault rule holds for the client stop kproxy reading the broker") {
+  // The first response is held for about a second: slowed to 64 KiB/s (1 s for its 64 KiB) or
+  // delayed 1 s; the 399 after it wait behind it, in order. Without counting them, kproxy would
+  // read all 25 MiB from the broker at once.
+  const char* rule = "";
+  SUBCASE("bandwidth") { rule = R"({"action":{"bandwidth":65536},"trigger":{"once":true}})"; }
+  SUBCASE("delay") { rule = R"({"action":{"delay":1000,"side":"response"},"trigger":{"once":true}})"; }
+  INFO(rule);
   FakeBroker broker;
   RunningProxy kp(broker.port());
-  REQUIRE(kp.proxy->chaos().put_rule("slow", nlohmann::json::parse(R"({"action":{"bandwidth":65536},"trigger":{"once":true}})")) == "");
+  REQUIRE(kp.proxy->chaos().put_rule("hold-first", nlohmann::json::parse(rule)) == "");
   int c = connect_to(kp.port);
   constexpr int kRequests = 400;  // 400 x 64 KiB = 25 MiB of responses
   std::vector<uint8_t> batch;
@@ -456,9 +461,9 @@ TEST_CASE("backpressure: bytes a bandwidth rule holds for the client stop kproxy
   });
   std::this_thread::sleep_for(600ms);  // the first response is still being released
   size_t stalled_at = broker.bytes_sent();
-  MESSAGE("the broker got ", stalled_at >> 10, " KiB out while the shaper held the first response (", received.load(), " received)");
+  MESSAGE("the broker got ", stalled_at >> 10, " KiB out while a rule held the first response (", received.load(), " received)");
   CHECK(received.load() == 0);
-  // The shaper's mark (1 MiB plus one read) plus the upstream socket's kernel buffers.
+  // The high-water mark (1 MiB plus one read) plus the upstream socket's kernel buffers.
   CHECK(stalled_at < (12u << 20));
   reader.join();
   CHECK(in_order.load());
