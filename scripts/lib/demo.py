@@ -165,7 +165,8 @@ def main() -> int:
         say(f"  kproxy config        {config.relative_to(ROOT)}")
         say(f"  real broker          {node.address()}   (scripts/kafka probe {node.address()} {TOPIC})")
         say(f"  broker logs          {broker.log_root}")
-        say("  rerun the workload   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/TxnProducer.java "
+        classes = clients.JAVA_CLASSES.relative_to(ROOT) if clients.JAVA_CLASSES.is_relative_to(ROOT) else clients.JAVA_CLASSES
+        say(f"  rerun the workload   java -cp '{classes}:.cache/kafka-4.4.0/libs/*' TxnProducer "
             f"--bootstrap {bootstrap} --topic {TOPIC} --records 100 --transactions 2")
         say("=" * 78)
 

@@ -1,8 +1,12 @@
 """Test clients for kproxy's integration tests, reusable against a broker or kproxy.
 
-* Java (the reference client, Kafka 4.4.0): single-file programs under java/, run with
-  `java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/<Program>.java args...`.
-  `run_java()` runs one and returns its JSON summary (the last stdout line) as a dict.
+* Java (the reference client, Kafka 4.4.0): programs under java/ that share Args.java (options),
+  Json.java (summary line) and ClientMetrics.java. `java_classes()` compiles them all once with
+  the JDK's javac into build/java-classes (again only when a source changed; a file lock keeps
+  concurrent pytest runs apart), and a program runs as
+  `java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' <Program> args...`.
+  `run_java()` runs one and returns its JSON summary (the last stdout line) as a dict;
+  `start_java()` runs one in the background.
 * librdkafka through confluent_kafka (imported lazily, so the harness itself stays
   stdlib-only): `rd_produce()`, `rd_consume()`, `rd_partition_leaders()`.
 
@@ -12,10 +16,14 @@ process group.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -24,6 +32,9 @@ import kafka_harness as kh
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 CLIENT_LOG4J = JAVA_DIR / "log4j2-clients.properties"
+JAVA_CLASSES = kh.REPO_ROOT / "build" / "java-classes"
+# Stamp in JAVA_CLASSES: the digest of the sources its classes were compiled from.
+_SOURCES_STAMP = ".sources-sha256"
 
 
 class ClientError(RuntimeError):
@@ -37,14 +48,60 @@ def sasl_args(mechanism: str = "PLAIN", user: Optional[str] = None) -> List[str]
     return ["--sasl-mechanism", mechanism, "--sasl-user", user, "--sasl-password", users[user]]
 
 
+def javac_binary() -> str:
+    """The javac next to kh.java_binary() (the same JDK), else the one on PATH."""
+    sibling = Path(kh.java_binary()).resolve().parent / "javac"
+    if sibling.exists():
+        return str(sibling)
+    found = shutil.which("javac")
+    if not found:
+        raise ClientError(f"javac not found next to {kh.java_binary()} or on PATH (a JDK 17 is needed)")
+    return found
+
+
+def java_classes() -> Path:
+    """Compiles every java/*.java into JAVA_CLASSES unless it already holds the classes of these
+    exact sources (content digest in a stamp file); returns JAVA_CLASSES. Serialized by a lock
+    file, and each class file is replaced by rename, so a JVM already running from the directory
+    never reads a half-written class."""
+    sources = sorted(JAVA_DIR.glob("*.java"))
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    want = digest.hexdigest()
+    stamp = JAVA_CLASSES / _SOURCES_STAMP
+    JAVA_CLASSES.mkdir(parents=True, exist_ok=True)
+    with open(JAVA_CLASSES.parent / "java-classes.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists() and stamp.read_text().strip() == want:
+            return JAVA_CLASSES
+        with tempfile.TemporaryDirectory(prefix="java-classes-", dir=JAVA_CLASSES.parent) as tmp:
+            cmd = [javac_binary(), "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-encoding", "UTF-8",
+                   "-Xlint:all", "-d", tmp, "-cp", kh.kafka_classpath()] + [str(s) for s in sources]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+            if p.returncode != 0:
+                raise ClientError(f"javac failed (rc={p.returncode}):\n{p.stdout[-4000:]}")
+            for cls in Path(tmp).glob("*.class"):
+                os.replace(cls, JAVA_CLASSES / cls.name)
+        stamp_tmp = stamp.with_suffix(".tmp")
+        stamp_tmp.write_text(want + "\n")
+        os.replace(stamp_tmp, stamp)
+    return JAVA_CLASSES
+
+
+def java_command(program: str, args: Iterable[str]) -> List[str]:
+    """The command line running java/<program>.java's main class (compiled by java_classes())."""
+    if not (JAVA_DIR / f"{program}.java").exists():
+        raise ClientError(f"no such Java client: {JAVA_DIR / program}.java")
+    classpath = f"{java_classes()}{os.pathsep}{kh.kafka_classpath()}"
+    cmd = [kh.java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+           f"-Dlog4j2.configurationFile={CLIENT_LOG4J}", "-cp", classpath, program]
+    return cmd + [str(a) for a in args]
+
+
 def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
     """Runs java/<program>.java; returns its JSON summary plus _rc, _stderr, _elapsed_s."""
-    src = JAVA_DIR / f"{program}.java"
-    if not src.exists():
-        raise ClientError(f"no such Java client: {src}")
-    cmd = [kh.java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-           f"-Dlog4j2.configurationFile={CLIENT_LOG4J}", "-cp", kh.kafka_classpath(), str(src)]
-    cmd += [str(a) for a in args]
+    cmd = java_command(program, args)
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                          preexec_fn=kh._child_setup, text=True)
@@ -64,22 +121,7 @@ def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
             except ProcessLookupError:
                 pass
             p.wait()
-    summary = None
-    for line in reversed(out.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                summary = json.loads(line)
-                break
-            except json.JSONDecodeError:
-                continue
-    if summary is None:
-        raise ClientError(f"{program} printed no JSON summary (rc={p.returncode})\n"
-                          f"stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
-    summary["_rc"] = p.returncode
-    summary["_stderr"] = err
-    summary["_elapsed_s"] = round(time.monotonic() - t0, 2)
-    return summary
+    return _summary(program, out, err, p.returncode, t0)
 
 
 class JavaRun:
@@ -87,9 +129,7 @@ class JavaRun:
     can wait for a progress line while it runs, then collect the JSON summary like run_java."""
 
     def __init__(self, program: str, args: Iterable[str], log_dir: Optional[Path] = None):
-        src = JAVA_DIR / f"{program}.java"
-        if not src.exists():
-            raise ClientError(f"no such Java client: {src}")
+        cmd = java_command(program, args)
         self.program = program
         log_dir = Path(log_dir or (kh.REPO_ROOT / "build" / "test-logs" / "java"))
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -98,9 +138,6 @@ class JavaRun:
         self.stderr_path = log_dir / f"{stem}.err"
         self._out = open(self.stdout_path, "wb")
         self._err = open(self.stderr_path, "wb")
-        cmd = [kh.java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-               f"-Dlog4j2.configurationFile={CLIENT_LOG4J}", "-cp", kh.kafka_classpath(), str(src)]
-        cmd += [str(a) for a in args]
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err, stdin=subprocess.DEVNULL,
                                      preexec_fn=kh._child_setup)
@@ -140,14 +177,7 @@ class JavaRun:
         err = self.stderr_path.read_text(errors="replace")
         if timed_out:
             raise ClientError(f"{self.program} timed out after {timeout}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
-        summary = _last_json(out)
-        if summary is None:
-            raise ClientError(f"{self.program} printed no JSON summary (rc={self.proc.returncode})\n"
-                              f"stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
-        summary["_rc"] = self.proc.returncode
-        summary["_stderr"] = err
-        summary["_elapsed_s"] = round(time.monotonic() - self.t0, 2)
-        return summary
+        return _summary(self.program, out, err, self.proc.returncode, self.t0)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -166,15 +196,24 @@ def start_java(program: str, args: Iterable[str], log_dir: Optional[Path] = None
     return JavaRun(program, args, log_dir)
 
 
-def _last_json(out: str) -> Optional[Dict]:
+def _summary(program: str, out: str, err: str, rc: int, t0: float) -> Dict:
+    """The program's JSON summary (its last stdout line that parses as a JSON object) plus _rc,
+    _stderr and _elapsed_s (seconds since t0); ClientError when it printed none."""
     for line in reversed(out.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):
             try:
-                return json.loads(line)
+                summary = json.loads(line)
+                break
             except json.JSONDecodeError:
                 continue
-    return None
+    else:
+        raise ClientError(f"{program} printed no JSON summary (rc={rc})\n"
+                          f"stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+    summary["_rc"] = rc
+    summary["_stderr"] = err
+    summary["_elapsed_s"] = round(time.monotonic() - t0, 2)
+    return summary
 
 
 def txn_produce(bootstrap: str, topic: str, records: int = 1000, transactions: int = 10,

@@ -1,12 +1,14 @@
 // Java Admin describeTransactions through kproxy, for the chaos tests (FAULTS.md scenarios 13, 16).
 //
-//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/ChaosDescribeTxn.java \
+//   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' ChaosDescribeTxn \
 //        --bootstrap 127.0.0.1:9092 --transactional-id T [--timeout-ms 20000]
 //
 // Prints one JSON line: ok, state (when found), error_class (the cause's class when it failed),
 // error. Exit code 0 only when ok.
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
@@ -16,16 +18,10 @@ import org.apache.kafka.clients.admin.TransactionDescription;
 
 public class ChaosDescribeTxn {
     public static void main(String[] argv) throws Exception {
-        String bootstrap = null, txnId = null;
-        long timeoutMs = 20000;
-        for (int i = 0; i + 1 < argv.length; i += 2) {
-            switch (argv[i]) {
-                case "--bootstrap": bootstrap = argv[i + 1]; break;
-                case "--transactional-id": txnId = argv[i + 1]; break;
-                case "--timeout-ms": timeoutMs = Long.parseLong(argv[i + 1]); break;
-                default: throw new IllegalArgumentException("unknown option " + argv[i]);
-            }
-        }
+        Map<String, List<String>> a = Args.parse(argv, Set.of("bootstrap", "transactional-id", "timeout-ms"));
+        String bootstrap = Args.req(a, "bootstrap");
+        String txnId = Args.req(a, "transactional-id");
+        long timeoutMs = Long.parseLong(Args.opt(a, "timeout-ms", "20000"));
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(timeoutMs));
@@ -39,12 +35,7 @@ public class ChaosDescribeTxn {
             errorClass = e.getCause().getClass().getName();
             error = String.valueOf(e.getCause().getMessage());
         }
-        System.out.println("{\"ok\":" + (errorClass == null) + ",\"state\":" + q(state) + ",\"error_class\":" + q(errorClass) + ",\"error\":" + q(error) + "}");
+        System.out.println("{\"ok\":" + (errorClass == null) + ",\"state\":" + Json.q(state) + ",\"error_class\":" + Json.q(errorClass) + ",\"error\":" + Json.q(error) + "}");
         System.exit(errorClass == null ? 0 : 1);
-    }
-
-    static String q(String s) {
-        if (s == null) return "null";
-        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", " ") + "\"";
     }
 }

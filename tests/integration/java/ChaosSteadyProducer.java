@@ -1,7 +1,7 @@
 // A producer that keeps sending, one record at a time, for the chaos tests that change fault
 // rules while a client runs (turn a fault on and off through the admin API, no reconnect).
 //
-//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/ChaosSteadyProducer.java \
+//   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' ChaosSteadyProducer \
 //        --bootstrap 127.0.0.1:9092 --topic t --duration-ms 9000 [--interval-ms 50]
 //
 // Each record is sent and waited for (send().get()), then the next follows after --interval-ms,
@@ -12,7 +12,9 @@
 // changed the rules. Exit code 0 only when no send failed.
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -22,17 +24,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 public class ChaosSteadyProducer {
     public static void main(String[] argv) {
-        String bootstrap = null, topic = null;
-        long durationMs = 9000, intervalMs = 50;
-        for (int i = 0; i + 1 < argv.length; i += 2) {
-            switch (argv[i]) {
-                case "--bootstrap": bootstrap = argv[i + 1]; break;
-                case "--topic": topic = argv[i + 1]; break;
-                case "--duration-ms": durationMs = Long.parseLong(argv[i + 1]); break;
-                case "--interval-ms": intervalMs = Long.parseLong(argv[i + 1]); break;
-                default: throw new IllegalArgumentException("unknown option " + argv[i]);
-            }
-        }
+        Map<String, List<String>> a = Args.parse(argv, Set.of("bootstrap", "topic", "duration-ms", "interval-ms"));
+        String bootstrap = Args.req(a, "bootstrap");
+        String topic = Args.req(a, "topic");
+        long durationMs = Long.parseLong(Args.opt(a, "duration-ms", "9000"));
+        long intervalMs = Long.parseLong(Args.opt(a, "interval-ms", "50"));
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.ACKS_CONFIG, "all");
@@ -69,7 +65,7 @@ public class ChaosSteadyProducer {
         }
         StringBuilder b = new StringBuilder("{\"ok\":").append(failed == 0 && error == null);
         b.append(",\"sent\":").append(sends.size()).append(",\"failed\":").append(failed);
-        b.append(",\"error\":").append(error == null ? "null" : "\"" + error.replace("\\", "\\\\").replace("\"", "\\\"") + "\"");
+        b.append(",\"error\":").append(Json.q(error));
         b.append(",\"sends\":[");
         for (int i = 0; i < sends.size(); i++) {
             long[] s = sends.get(i);

@@ -1,6 +1,7 @@
-// Exactly-once consume-transform-produce job for kproxy's chaos tests. Single-file program:
+// Exactly-once consume-transform-produce job for kproxy's chaos tests. Run (compiled with Args.java, Json.java,
+// ClientMetrics.java; see clients.py):
 //
-//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/ConsumeTransformProduce.java \
+//   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' ConsumeTransformProduce \
 //        --bootstrap 127.0.0.1:9092 --input in --output out --group g --stop-file /tmp/stop
 //
 // A read_committed consumer (group member, no auto commit) reads --input; for each polled batch a
@@ -56,8 +57,6 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.Metric;
-import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
@@ -176,8 +175,8 @@ public class ConsumeTransformProduce {
                     rewind(consumer);
                 }
             }
-            consumerConn = connectionCounters(consumer.metrics(), "consumer-metrics");
-            producerConn = connectionCounters(producer.metrics(), "producer-metrics");
+            consumerConn = ClientMetrics.connectionCounters(consumer.metrics(), "consumer-metrics");
+            producerConn = ClientMetrics.connectionCounters(producer.metrics(), "producer-metrics");
         } catch (Exception e) {
             fatal = e.getClass().getName() + ": " + e.getMessage();
         } finally {
@@ -187,9 +186,9 @@ public class ConsumeTransformProduce {
 
         StringBuilder js = new StringBuilder("{");
         js.append("\"ok\":").append(ok);
-        js.append(",\"input\":").append(Args.q(input));
-        js.append(",\"output\":").append(Args.q(output));
-        js.append(",\"transactional_id\":").append(Args.q(txnId));
+        js.append(",\"input\":").append(Json.q(input));
+        js.append(",\"output\":").append(Json.q(output));
+        js.append(",\"transactional_id\":").append(Json.q(txnId));
         js.append(",\"records\":").append(records);
         js.append(",\"transactions_committed\":").append(committedTxns);
         js.append(",\"transactions_aborted\":").append(abortedTxns);
@@ -198,12 +197,12 @@ public class ConsumeTransformProduce {
         js.append(",\"abort_retries\":").append(abortRetries);
         js.append(",\"init_retries\":").append(initRetries);
         js.append(",\"rebalances\":").append(rebalances);
-        js.append(",\"errors\":").append(Args.countMap(errors));
-        js.append(",\"causes\":").append(Args.strList(new ArrayList<>(causes)));
+        js.append(",\"errors\":").append(Json.countMap(errors));
+        js.append(",\"causes\":").append(Json.strList(new ArrayList<>(causes)));
         js.append(",\"consumer_connection_close_total\":").append(consumerConn.getOrDefault("connection-close-total", -1.0).longValue());
         js.append(",\"producer_connection_close_total\":").append(producerConn.getOrDefault("connection-close-total", -1.0).longValue());
         js.append(",\"elapsed_ms\":").append((System.nanoTime() - T0) / 1_000_000L);
-        js.append(",\"error\":").append(fatal == null ? "null" : Args.q(fatal));
+        js.append(",\"error\":").append(fatal == null ? "null" : Json.q(fatal));
         js.append("}");
         System.out.println(js);
         System.out.flush();
@@ -306,87 +305,5 @@ public class ConsumeTransformProduce {
         if (causes.size() < 20) causes.add(b.toString());
         System.out.println("error " + b);
         System.out.flush();
-    }
-
-    static Map<String, Double> connectionCounters(Map<MetricName, ? extends Metric> metrics, String group) {
-        Map<String, Double> out = new HashMap<>();
-        for (Map.Entry<MetricName, ? extends Metric> e : metrics.entrySet()) {
-            MetricName n = e.getKey();
-            if (!n.group().equals(group)) continue;
-            if (n.name().equals("connection-close-total") || n.name().equals("connection-creation-total")) {
-                Object v = e.getValue().metricValue();
-                if (v instanceof Number) out.merge(n.name(), ((Number) v).doubleValue(), Double::sum);
-            }
-        }
-        return out;
-    }
-}
-
-/** Tiny argument parser and JSON helpers (kept in this file: single-file program). */
-final class Args {
-    static Map<String, List<String>> parse(String[] argv) {
-        Map<String, List<String>> m = new HashMap<>();
-        for (int i = 0; i < argv.length; i++) {
-            String k = argv[i];
-            if (!k.startsWith("--")) die("unexpected argument: " + k);
-            k = k.substring(2);
-            String v;
-            int eq = k.indexOf('=');
-            if (eq >= 0) { v = k.substring(eq + 1); k = k.substring(0, eq); }
-            else if (i + 1 < argv.length) v = argv[++i];
-            else { die("missing value for --" + k); return m; }
-            m.computeIfAbsent(k, x -> new ArrayList<>()).add(v);
-        }
-        return m;
-    }
-    static String req(Map<String, List<String>> a, String k) {
-        String v = opt(a, k, null);
-        if (v == null) die("missing --" + k);
-        return v;
-    }
-    static String opt(Map<String, List<String>> a, String k, String def) {
-        List<String> l = a.get(k);
-        return l == null ? def : l.get(l.size() - 1);
-    }
-    static void properties(Map<String, List<String>> a, String option, Properties p) {
-        for (String kv : a.getOrDefault(option, List.of())) {
-            int eq = kv.indexOf('=');
-            if (eq <= 0) die("--" + option + " wants key=value, got " + kv);
-            p.put(kv.substring(0, eq), kv.substring(eq + 1));
-        }
-    }
-    static void die(String msg) {
-        System.out.println("{\"ok\":false,\"error\":" + q("usage: " + msg) + "}");
-        System.exit(2);
-    }
-    static String q(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            switch (c) {
-                case '"': b.append("\\\""); break;
-                case '\\': b.append("\\\\"); break;
-                case '\n': b.append("\\n"); break;
-                case '\r': b.append("\\r"); break;
-                case '\t': b.append("\\t"); break;
-                default:
-                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
-            }
-        }
-        return b.append('"').toString();
-    }
-    static String strList(List<String> l) {
-        StringBuilder b = new StringBuilder("[");
-        for (int i = 0; i < l.size(); i++) { if (i > 0) b.append(','); b.append(q(l.get(i))); }
-        return b.append(']').toString();
-    }
-    static String countMap(Map<String, Integer> m) {
-        StringBuilder b = new StringBuilder("{");
-        boolean first = true;
-        for (Map.Entry<String, Integer> e : m.entrySet()) {
-            if (!first) b.append(',');
-            first = false;
-            b.append(q(e.getKey())).append(':').append(e.getValue());
-        }
-        return b.append('}').toString();
     }
 }

@@ -1,6 +1,7 @@
-// Steady idempotent producer for kproxy's failure tests. Single-file program:
+// Steady idempotent producer for kproxy's failure tests. Run (compiled with Args.java, Json.java,
+// ClientMetrics.java; see clients.py):
 //
-//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/LoadProducer.java \
+//   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' LoadProducer \
 //        --bootstrap 127.0.0.1:9092 --topic orders --records 6000 --rate 300
 //
 // Sends --records records at about --rate records per second (0 = as fast as it can), so the
@@ -14,7 +15,6 @@
 //
 // Options: --bootstrap --topic --records --rate --key-prefix --delivery-timeout-ms
 //          --request-timeout-ms --property key=value (repeatable, any producer config)
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -25,8 +25,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.Metric;
-import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class LoadProducer {
@@ -85,7 +83,7 @@ public class LoadProducer {
                 }
             }
             producer.flush();
-            conn = connectionCounters(producer.metrics(), "producer-metrics");
+            conn = ClientMetrics.connectionCounters(producer.metrics(), "producer-metrics");
         } catch (Exception e) {
             fatal = e.getClass().getName() + ": " + e.getMessage();
         }
@@ -94,107 +92,19 @@ public class LoadProducer {
 
         StringBuilder js = new StringBuilder("{");
         js.append("\"ok\":").append(ok);
-        js.append(",\"topic\":").append(Args.q(topic));
+        js.append(",\"topic\":").append(Json.q(topic));
         js.append(",\"records\":").append(records);
         js.append(",\"acked\":").append(acked.get());
         js.append(",\"failed\":").append(failed.get());
-        js.append(",\"errors\":").append(Args.countMap(errors));
-        js.append(",\"partitions\":").append(Args.intMap(perPartition));
+        js.append(",\"errors\":").append(Json.countMap(errors));
+        js.append(",\"partitions\":").append(Json.partitionMap(perPartition));
         js.append(",\"connection_creation_total\":").append(conn.getOrDefault("connection-creation-total", -1.0).longValue());
         js.append(",\"connection_close_total\":").append(conn.getOrDefault("connection-close-total", -1.0).longValue());
         js.append(",\"elapsed_ms\":").append(elapsedMs);
-        js.append(",\"error\":").append(fatal == null ? "null" : Args.q(fatal));
+        js.append(",\"error\":").append(fatal == null ? "null" : Json.q(fatal));
         js.append("}");
         System.out.println(js);
         System.out.flush();
         System.exit(ok ? 0 : 1);
-    }
-
-    /** The client's selector counters (connections opened / closed over its whole life). */
-    static Map<String, Double> connectionCounters(Map<MetricName, ? extends Metric> metrics, String group) {
-        Map<String, Double> out = new HashMap<>();
-        for (Map.Entry<MetricName, ? extends Metric> e : metrics.entrySet()) {
-            MetricName n = e.getKey();
-            if (!n.group().equals(group)) continue;
-            if (n.name().equals("connection-close-total") || n.name().equals("connection-creation-total")) {
-                Object v = e.getValue().metricValue();
-                if (v instanceof Number) out.merge(n.name(), ((Number) v).doubleValue(), Double::sum);
-            }
-        }
-        return out;
-    }
-}
-
-/** Tiny argument parser and JSON helpers (kept in this file: single-file program). */
-final class Args {
-    static Map<String, List<String>> parse(String[] argv) {
-        Map<String, List<String>> m = new HashMap<>();
-        for (int i = 0; i < argv.length; i++) {
-            String k = argv[i];
-            if (!k.startsWith("--")) die("unexpected argument: " + k);
-            k = k.substring(2);
-            String v;
-            int eq = k.indexOf('=');
-            if (eq >= 0) { v = k.substring(eq + 1); k = k.substring(0, eq); }
-            else if (i + 1 < argv.length) v = argv[++i];
-            else { die("missing value for --" + k); return m; }
-            m.computeIfAbsent(k, x -> new ArrayList<>()).add(v);
-        }
-        return m;
-    }
-    static String req(Map<String, List<String>> a, String k) {
-        String v = opt(a, k, null);
-        if (v == null) die("missing --" + k);
-        return v;
-    }
-    static String opt(Map<String, List<String>> a, String k, String def) {
-        List<String> l = a.get(k);
-        return l == null ? def : l.get(l.size() - 1);
-    }
-    static void properties(Map<String, List<String>> a, Properties p) {
-        for (String kv : a.getOrDefault("property", List.of())) {
-            int eq = kv.indexOf('=');
-            if (eq <= 0) die("--property wants key=value, got " + kv);
-            p.put(kv.substring(0, eq), kv.substring(eq + 1));
-        }
-    }
-    static void die(String msg) {
-        System.out.println("{\"ok\":false,\"error\":" + q("usage: " + msg) + "}");
-        System.exit(2);
-    }
-    static String q(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            switch (c) {
-                case '"': b.append("\\\""); break;
-                case '\\': b.append("\\\\"); break;
-                case '\n': b.append("\\n"); break;
-                case '\r': b.append("\\r"); break;
-                case '\t': b.append("\\t"); break;
-                default:
-                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
-            }
-        }
-        return b.append('"').toString();
-    }
-    static String intMap(Map<Integer, Integer> m) {
-        StringBuilder b = new StringBuilder("{");
-        boolean first = true;
-        for (Map.Entry<Integer, Integer> e : m.entrySet()) {
-            if (!first) b.append(',');
-            first = false;
-            b.append('"').append(e.getKey()).append("\":").append(e.getValue());
-        }
-        return b.append('}').toString();
-    }
-    static String countMap(Map<String, Integer> m) {
-        StringBuilder b = new StringBuilder("{");
-        boolean first = true;
-        for (Map.Entry<String, Integer> e : m.entrySet()) {
-            if (!first) b.append(',');
-            first = false;
-            b.append(q(e.getKey())).append(':').append(e.getValue());
-        }
-        return b.append('}').toString();
     }
 }

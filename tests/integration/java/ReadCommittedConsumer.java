@@ -1,6 +1,7 @@
-// read_committed consumer for kproxy's integration tests. Single-file program:
+// read_committed consumer for kproxy's integration tests. Run (compiled with Args.java, Json.java,
+// ClientMetrics.java; see clients.py):
 //
-//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/ReadCommittedConsumer.java \
+//   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' ReadCommittedConsumer \
 //        --bootstrap 127.0.0.1:9092 --topic orders --expect 1000 --timeout-ms 60000
 //
 // Reads the topic from the beginning (all partitions assigned, no group; or --group G to
@@ -37,8 +38,6 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.common.Metric;
-import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -134,7 +133,7 @@ public class ReadCommittedConsumer {
                 }
             }
             if (group != null) c.commitSync(Duration.ofMillis(15000));
-            conn = LoadMetrics.connectionCounters(c.metrics(), "consumer-metrics");
+            conn = ClientMetrics.connectionCounters(c.metrics(), "consumer-metrics");
         } catch (Exception e) {
             error = e.getClass().getName() + ": " + e.getMessage();
         }
@@ -144,27 +143,27 @@ public class ReadCommittedConsumer {
 
         StringBuilder js = new StringBuilder("{");
         js.append("\"ok\":").append(ok);
-        js.append(",\"topic\":").append(Args.q(topic));
-        js.append(",\"isolation\":").append(Args.q(isolation));
+        js.append(",\"topic\":").append(Json.q(topic));
+        js.append(",\"isolation\":").append(Json.q(isolation));
         js.append(",\"expected\":").append(expect);
         js.append(",\"count\":").append(count);
         js.append(",\"unique_keys\":").append(seen.size());
         js.append(",\"duplicates\":").append(duplicates);
-        js.append(",\"duplicate_examples\":").append(Args.strList(dupExamples));
+        js.append(",\"duplicate_examples\":").append(Json.strList(dupExamples));
         js.append(",\"content_mismatches\":").append(mismatches);
-        js.append(",\"mismatch_examples\":").append(Args.strList(badExamples));
-        js.append(",\"partitions\":").append(Args.longMap(perPartition));
+        js.append(",\"mismatch_examples\":").append(Json.strList(badExamples));
+        js.append(",\"partitions\":").append(Json.partitionMap(perPartition));
         js.append(",\"timed_out\":").append(timedOut);
         if (toEnd) {
             js.append(",\"reached_end\":").append(reachedEnd);
             Map<Integer, Long> ends = new TreeMap<>();
             endOffsets.forEach((tp, off) -> ends.put(tp.partition(), off));
-            js.append(",\"end_offsets\":").append(Args.longMap(ends));
+            js.append(",\"end_offsets\":").append(Json.partitionMap(ends));
         }
         js.append(",\"connection_creation_total\":").append(conn.getOrDefault("connection-creation-total", -1.0).longValue());
         js.append(",\"connection_close_total\":").append(conn.getOrDefault("connection-close-total", -1.0).longValue());
         js.append(",\"elapsed_ms\":").append(elapsedMs);
-        js.append(",\"error\":").append(error == null ? "null" : Args.q(error));
+        js.append(",\"error\":").append(error == null ? "null" : Json.q(error));
         js.append("}");
         System.out.println(js);
         System.out.flush();
@@ -177,102 +176,5 @@ public class ReadCommittedConsumer {
             if (c.position(e.getKey(), Duration.ofMillis(5000)) < e.getValue()) return false;
         }
         return true;
-    }
-}
-
-/** The client's selector counters (connections opened / closed over its whole life). */
-final class LoadMetrics {
-    static Map<String, Double> connectionCounters(Map<MetricName, ? extends Metric> metrics, String group) {
-        Map<String, Double> out = new HashMap<>();
-        for (Map.Entry<MetricName, ? extends Metric> e : metrics.entrySet()) {
-            MetricName n = e.getKey();
-            if (!n.group().equals(group)) continue;
-            if (n.name().equals("connection-close-total") || n.name().equals("connection-creation-total")) {
-                Object v = e.getValue().metricValue();
-                if (v instanceof Number) out.merge(n.name(), ((Number) v).doubleValue(), Double::sum);
-            }
-        }
-        return out;
-    }
-}
-
-/** Tiny argument parser and JSON helpers (kept in this file: single-file program). */
-final class Args {
-    static Map<String, List<String>> parse(String[] argv) {
-        Map<String, List<String>> m = new HashMap<>();
-        for (int i = 0; i < argv.length; i++) {
-            String k = argv[i];
-            if (!k.startsWith("--")) die("unexpected argument: " + k);
-            k = k.substring(2);
-            String v;
-            int eq = k.indexOf('=');
-            if (eq >= 0) { v = k.substring(eq + 1); k = k.substring(0, eq); }
-            else if (i + 1 < argv.length) v = argv[++i];
-            else { die("missing value for --" + k); return m; }
-            m.computeIfAbsent(k, x -> new ArrayList<>()).add(v);
-        }
-        return m;
-    }
-    static String req(Map<String, List<String>> a, String k) {
-        String v = opt(a, k, null);
-        if (v == null) die("missing --" + k);
-        return v;
-    }
-    static String opt(Map<String, List<String>> a, String k, String def) {
-        List<String> l = a.get(k);
-        return l == null ? def : l.get(l.size() - 1);
-    }
-    static void security(Map<String, List<String>> a, Properties p) {
-        String mech = opt(a, "sasl-mechanism", null);
-        String proto = opt(a, "security-protocol", mech != null ? "SASL_PLAINTEXT" : null);
-        if (proto != null) p.put("security.protocol", proto);
-        if (mech != null) {
-            String user = req(a, "sasl-user"), pass = req(a, "sasl-password");
-            String module = mech.equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
-                                                 : "org.apache.kafka.common.security.scram.ScramLoginModule";
-            p.put("sasl.mechanism", mech);
-            p.put("sasl.jaas.config", module + " required username=" + q(user) + " password=" + q(pass) + ";");
-        }
-    }
-    static void properties(Map<String, List<String>> a, Properties p) {
-        for (String kv : a.getOrDefault("property", List.of())) {
-            int eq = kv.indexOf('=');
-            if (eq <= 0) die("--property wants key=value, got " + kv);
-            p.put(kv.substring(0, eq), kv.substring(eq + 1));
-        }
-    }
-    static void die(String msg) {
-        System.out.println("{\"ok\":false,\"error\":" + q("usage: " + msg) + "}");
-        System.exit(2);
-    }
-    static String q(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            switch (c) {
-                case '"': b.append("\\\""); break;
-                case '\\': b.append("\\\\"); break;
-                case '\n': b.append("\\n"); break;
-                case '\r': b.append("\\r"); break;
-                case '\t': b.append("\\t"); break;
-                default:
-                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
-            }
-        }
-        return b.append('"').toString();
-    }
-    static String strList(List<String> l) {
-        StringBuilder b = new StringBuilder("[");
-        for (int i = 0; i < l.size(); i++) { if (i > 0) b.append(','); b.append(q(l.get(i))); }
-        return b.append(']').toString();
-    }
-    static String longMap(Map<Integer, Long> m) {
-        StringBuilder b = new StringBuilder("{");
-        boolean first = true;
-        for (Map.Entry<Integer, Long> e : m.entrySet()) {
-            if (!first) b.append(',');
-            first = false;
-            b.append('"').append(e.getKey()).append("\":").append(e.getValue());
-        }
-        return b.append('}').toString();
     }
 }

@@ -1,7 +1,8 @@
 // Transactional producer that keeps going through failures and records the outcome of every
-// transaction, for kproxy's failure tests. Single-file program:
+// transaction, for kproxy's failure tests. Run (compiled with Args.java, Json.java,
+// ClientMetrics.java; see clients.py):
 //
-//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/TxnOutcomeProducer.java \
+//   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' TxnOutcomeProducer \
 //        --bootstrap 127.0.0.1:9092 --topic orders --transactions 20 --records-per-txn 50
 //
 // Runs transaction attempts until --transactions of them committed (or --max-attempts /
@@ -33,7 +34,6 @@
 //          --property key=value (repeatable, any producer config)
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -140,8 +140,8 @@ public class TxnOutcomeProducer {
                 if (n > 1) attempts.append(',');
                 attempts.append("{\"n\":").append(n).append(",\"o\":\"").append(o).append('"')
                         .append(",\"start_ms\":").append(start).append(",\"end_ms\":").append(ms())
-                        .append(",\"error\":").append(err[0] == null ? "null" : Args.q(err[0]))
-                        .append(",\"cause\":").append(cause[0] == null ? "null" : Args.q(cause[0])).append('}');
+                        .append(",\"error\":").append(err[0] == null ? "null" : Json.q(err[0]))
+                        .append(",\"cause\":").append(cause[0] == null ? "null" : Json.q(cause[0])).append('}');
                 System.out.println("txn " + n + " " + o + (err[0] == null ? "" : " " + err[0]));
                 System.out.flush();
                 if (pauseMs > 0) Thread.sleep(pauseMs);
@@ -156,22 +156,22 @@ public class TxnOutcomeProducer {
 
         StringBuilder js = new StringBuilder("{");
         js.append("\"ok\":").append(ok);
-        js.append(",\"topic\":").append(Args.q(topic));
-        js.append(",\"transactional_id\":").append(Args.q(txnId));
-        js.append(",\"key_prefix\":").append(Args.q(keyPrefix));
+        js.append(",\"topic\":").append(Json.q(topic));
+        js.append(",\"transactional_id\":").append(Json.q(txnId));
+        js.append(",\"key_prefix\":").append(Json.q(keyPrefix));
         js.append(",\"records_per_txn\":").append(perTxn);
         js.append(",\"committed\":").append(committed);
         js.append(",\"aborted\":").append(aborted);
         js.append(",\"unknown\":").append(unknown);
-        js.append(",\"outcomes\":").append(Args.q(outcomes.toString()));
+        js.append(",\"outcomes\":").append(Json.q(outcomes.toString()));
         js.append(",\"producer_restarts\":").append(restarts);
         js.append(",\"commit_retries\":").append(commitRetries);
         js.append(",\"abort_retries\":").append(abortRetries);
         js.append(",\"init_retries\":").append(initRetries);
-        js.append(",\"errors\":").append(Args.countMap(errors));
+        js.append(",\"errors\":").append(Json.countMap(errors));
         js.append(",\"attempts\":").append(attempts);
         js.append(",\"elapsed_ms\":").append(ms());
-        js.append(",\"error\":").append(fatal == null ? "null" : Args.q(fatal));
+        js.append(",\"error\":").append(fatal == null ? "null" : Json.q(fatal));
         js.append("}");
         System.out.println(js);
         System.out.flush();
@@ -236,69 +236,5 @@ public class TxnOutcomeProducer {
         String name = e.getClass().getName();
         synchronized (errors) { errors.merge(name, 1, Integer::sum); }
         return name;
-    }
-}
-
-/** Tiny argument parser and JSON helpers (kept in this file: single-file program). */
-final class Args {
-    static Map<String, List<String>> parse(String[] argv) {
-        Map<String, List<String>> m = new HashMap<>();
-        for (int i = 0; i < argv.length; i++) {
-            String k = argv[i];
-            if (!k.startsWith("--")) die("unexpected argument: " + k);
-            k = k.substring(2);
-            String v;
-            int eq = k.indexOf('=');
-            if (eq >= 0) { v = k.substring(eq + 1); k = k.substring(0, eq); }
-            else if (i + 1 < argv.length) v = argv[++i];
-            else { die("missing value for --" + k); return m; }
-            m.computeIfAbsent(k, x -> new ArrayList<>()).add(v);
-        }
-        return m;
-    }
-    static String req(Map<String, List<String>> a, String k) {
-        String v = opt(a, k, null);
-        if (v == null) die("missing --" + k);
-        return v;
-    }
-    static String opt(Map<String, List<String>> a, String k, String def) {
-        List<String> l = a.get(k);
-        return l == null ? def : l.get(l.size() - 1);
-    }
-    static void properties(Map<String, List<String>> a, Properties p) {
-        for (String kv : a.getOrDefault("property", List.of())) {
-            int eq = kv.indexOf('=');
-            if (eq <= 0) die("--property wants key=value, got " + kv);
-            p.put(kv.substring(0, eq), kv.substring(eq + 1));
-        }
-    }
-    static void die(String msg) {
-        System.out.println("{\"ok\":false,\"error\":" + q("usage: " + msg) + "}");
-        System.exit(2);
-    }
-    static String q(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            switch (c) {
-                case '"': b.append("\\\""); break;
-                case '\\': b.append("\\\\"); break;
-                case '\n': b.append("\\n"); break;
-                case '\r': b.append("\\r"); break;
-                case '\t': b.append("\\t"); break;
-                default:
-                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
-            }
-        }
-        return b.append('"').toString();
-    }
-    static String countMap(Map<String, Integer> m) {
-        StringBuilder b = new StringBuilder("{");
-        boolean first = true;
-        for (Map.Entry<String, Integer> e : m.entrySet()) {
-            if (!first) b.append(',');
-            first = false;
-            b.append(q(e.getKey())).append(':').append(e.getValue());
-        }
-        return b.append('}').toString();
     }
 }

@@ -1,6 +1,7 @@
-// Transactional producer for kproxy's integration tests. Single-file program:
+// Transactional producer for kproxy's integration tests. Run (compiled with Args.java, Json.java,
+// ClientMetrics.java; see clients.py):
 //
-//   java -cp '.cache/kafka-4.4.0/libs/*' tests/integration/java/TxnProducer.java \
+//   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' TxnProducer \
 //        --bootstrap 127.0.0.1:9092 --topic orders --records 1000 --transactions 10
 //
 // Writes --records records in --transactions transactions (records spread evenly, the last
@@ -14,7 +15,6 @@
 //          --value-bytes --abort-every --timeout-ms (per transaction / init)
 //          --security-protocol --sasl-mechanism (PLAIN|SCRAM-SHA-256|SCRAM-SHA-512)
 //          --sasl-user --sasl-password  --property key=value (repeatable, any producer config)
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -101,95 +101,19 @@ public class TxnProducer {
 
         StringBuilder js = new StringBuilder("{");
         js.append("\"ok\":").append(error == null);
-        js.append(",\"topic\":").append(Args.q(topic));
-        js.append(",\"transactional_id\":").append(Args.q(txnId));
+        js.append(",\"topic\":").append(Json.q(topic));
+        js.append(",\"transactional_id\":").append(Json.q(txnId));
         js.append(",\"records_committed\":").append(committedRecords);
         js.append(",\"records_aborted\":").append(abortedRecords);
         js.append(",\"transactions_committed\":").append(committedTxns);
         js.append(",\"transactions_aborted\":").append(abortedTxns);
-        js.append(",\"key_prefix\":").append(Args.q(keyPrefix));
-        js.append(",\"partitions\":").append(Args.intMap(perPartition));
+        js.append(",\"key_prefix\":").append(Json.q(keyPrefix));
+        js.append(",\"partitions\":").append(Json.partitionMap(perPartition));
         js.append(",\"elapsed_ms\":").append(elapsedMs);
-        js.append(",\"error\":").append(error == null ? "null" : Args.q(error));
+        js.append(",\"error\":").append(error == null ? "null" : Json.q(error));
         js.append("}");
         System.out.println(js);
         System.out.flush();
         System.exit(error == null ? 0 : 1);
-    }
-}
-
-/** Tiny argument parser and JSON helpers (kept in this file: single-file program). */
-final class Args {
-    static Map<String, List<String>> parse(String[] argv) {
-        Map<String, List<String>> m = new HashMap<>();
-        for (int i = 0; i < argv.length; i++) {
-            String k = argv[i];
-            if (!k.startsWith("--")) die("unexpected argument: " + k);
-            k = k.substring(2);
-            String v;
-            int eq = k.indexOf('=');
-            if (eq >= 0) { v = k.substring(eq + 1); k = k.substring(0, eq); }
-            else if (i + 1 < argv.length) v = argv[++i];
-            else { die("missing value for --" + k); return m; }
-            m.computeIfAbsent(k, x -> new ArrayList<>()).add(v);
-        }
-        return m;
-    }
-    static String req(Map<String, List<String>> a, String k) {
-        String v = opt(a, k, null);
-        if (v == null) die("missing --" + k);
-        return v;
-    }
-    static String opt(Map<String, List<String>> a, String k, String def) {
-        List<String> l = a.get(k);
-        return l == null ? def : l.get(l.size() - 1);
-    }
-    static void security(Map<String, List<String>> a, Properties p) {
-        String mech = opt(a, "sasl-mechanism", null);
-        String proto = opt(a, "security-protocol", mech != null ? "SASL_PLAINTEXT" : null);
-        if (proto != null) p.put("security.protocol", proto);
-        if (mech != null) {
-            String user = req(a, "sasl-user"), pass = req(a, "sasl-password");
-            String module = mech.equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
-                                                 : "org.apache.kafka.common.security.scram.ScramLoginModule";
-            p.put("sasl.mechanism", mech);
-            p.put("sasl.jaas.config", module + " required username=" + q(user) + " password=" + q(pass) + ";");
-        }
-    }
-    static void properties(Map<String, List<String>> a, Properties p) {
-        for (String kv : a.getOrDefault("property", List.of())) {
-            int eq = kv.indexOf('=');
-            if (eq <= 0) die("--property wants key=value, got " + kv);
-            p.put(kv.substring(0, eq), kv.substring(eq + 1));
-        }
-    }
-    static void die(String msg) {
-        System.out.println("{\"ok\":false,\"error\":" + q("usage: " + msg) + "}");
-        System.exit(2);
-    }
-    static String q(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            switch (c) {
-                case '"': b.append("\\\""); break;
-                case '\\': b.append("\\\\"); break;
-                case '\n': b.append("\\n"); break;
-                case '\r': b.append("\\r"); break;
-                case '\t': b.append("\\t"); break;
-                default:
-                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
-            }
-        }
-        return b.append('"').toString();
-    }
-    static String intMap(Map<Integer, Integer> m) {
-        StringBuilder b = new StringBuilder("{");
-        boolean first = true;
-        for (Map.Entry<Integer, Integer> e : m.entrySet()) {
-            if (!first) b.append(',');
-            first = false;
-            b.append('"').append(e.getKey()).append("\":").append(e.getValue());
-        }
-        return b.append('}').toString();
     }
 }
