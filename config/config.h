@@ -16,7 +16,7 @@
 //   metrics: { frames: on, topic_labels: false, client_id_labels: false, max_label_values: 100 }
 //   tap: { records: false, max_record_bytes: 256, max_records: 100 }
 //   limits: { max_request_frame_bytes: 100MiB, max_response_frame_bytes: 256MiB,
-//             max_connections: 10000, connect_timeout: 10s }
+//             max_connections: 10000, connect_timeout: 10s, tls_handshake_timeout: 10s }
 //   workers: 4                       # default: number of cores
 //   drain_timeout: 30s
 //   log: { format: text, level: info }
@@ -110,6 +110,9 @@ struct Limits {
   size_t max_connections = 10000;
   /// How long an upstream connect (resolve + TCP) may take before the client is closed.
   std::chrono::milliseconds connect_timeout{10000};
+  /// How long a client on a TLS listener may take to finish its handshake before it is closed
+  /// (a client that connects and stalls would otherwise hold a connection slot for good).
+  std::chrono::milliseconds tls_handshake_timeout{10000};
 };
 
 struct LogConfig {

@@ -248,7 +248,8 @@ class Loader {
   }
 
   void load_limits(const YAML::Node& n, Limits& limits) {
-    if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_connections", "connect_timeout"})) return;
+    if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_connections", "connect_timeout",
+                            "tls_handshake_timeout"})) return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
       auto v = n[key];
@@ -267,6 +268,11 @@ class Loader {
     }
     if (auto v = n["connect_timeout"]) {
       if (auto d = duration(v, "limits.connect_timeout")) limits.connect_timeout = *d;
+    }
+    if (auto v = n["tls_handshake_timeout"]) {
+      auto d = duration(v, "limits.tls_handshake_timeout");
+      if (d && d->count() == 0) error(v, "limits.tls_handshake_timeout: must be more than 0 (a client gets that long to finish its TLS handshake)");
+      else if (d) limits.tls_handshake_timeout = *d;
     }
   }
 

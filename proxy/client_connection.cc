@@ -56,7 +56,13 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
                         struct linger l{1, 0};
                         setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
                       }
-                    }}) {}
+                    }}),
+      tls_handshake_deadline_(worker.loop(), [this] {
+        if (closing_) return;
+        bump(counters().tls_failures);
+        close("TLS with client " + peer_ + " failed: handshake not finished within " +
+              std::to_string(config_->limits.tls_handshake_timeout.count()) + " ms (limits.tls_handshake_timeout)");
+      }) {}
 
 ClientConnection::~ClientConnection() {
   worker_.proxy().release_connection();
@@ -73,7 +79,10 @@ void ClientConnection::start(const config::HostPort& upstream) {
   // The upstream session verifies the broker's certificate against the host it is reached by:
   // the bootstrap host, or the host the broker advertises.
   tls::ListenerTls tls = worker_.proxy().listener_tls(listener_.listener_index);
-  if (tls.clients) client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
+  if (tls.clients) {
+    client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
+    tls_handshake_deadline_.arm(opened_at_ + config_->limits.tls_handshake_timeout);
+  }
   if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
   client_.start_reading();
   upstream_.connect(upstream, config_->limits.connect_timeout);
@@ -82,6 +91,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
 void ClientConnection::close(std::string_view reason) {
   if (closing_) return;
   closing_ = true;
+  tls_handshake_deadline_.cancel();
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
   spdlog::info("conn={} closed: {} (client {}, {} requests forwarded, {} in flight, {} bytes in, {} bytes out, open {} ms)", id_, reason,
                peer_, requests_forwarded_, inflight_.size(), metrics_.bytes_in(), metrics_.bytes_out(), lived.count());
@@ -94,6 +104,7 @@ void ClientConnection::close(std::string_view reason) {
 void ClientConnection::finish(std::string_view reason) {
   if (closing_) return;
   closing_ = true;
+  tls_handshake_deadline_.cancel();
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
   spdlog::info("conn={} closing after queued responses: {} (client {}, {} requests forwarded, {} in flight, {} bytes in, {} bytes out, open {} ms)",
                id_, reason, peer_, requests_forwarded_, inflight_.size(), metrics_.bytes_in(), metrics_.bytes_out(), lived.count());
@@ -377,6 +388,7 @@ void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& rea
 
 void ClientConnection::on_stream_tls_established(TcpStream& s) {
   if (&s == &client_) {
+    tls_handshake_deadline_.cancel();
     std::string sni = s.tls()->requested_server_name();
     spdlog::debug("conn={} TLS with client {}: {}{}", id_, peer_, s.tls()->protocol_and_cipher(), sni.empty() ? "" : ", SNI " + sni);
   } else {

@@ -21,6 +21,7 @@
 
 #include "codec/frame_reader.h"
 #include "config/config.h"
+#include "proxy/deadline_timer.h"
 #include "proxy/inflight_requests.h"
 #include "proxy/listener.h"
 #include "proxy/metrics/frame_metrics.h"
@@ -101,6 +102,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   SaslRawTokens sasl_;
   /// ApiVersions rewrite, fault rules, observer (proxy/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;
+  /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout.
+  DeadlineTimer tls_handshake_deadline_;
   /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
   bool unanswered_sasl_tokens_ = false;
   bool draining_ = false;

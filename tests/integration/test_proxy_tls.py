@@ -405,6 +405,34 @@ def test_client_leg_protocol_and_trust_failures(tls_kafka, pki):
         assert kp.stop() == 0
 
 
+def test_a_client_that_stalls_its_tls_handshake_is_closed_after_the_timeout(tls_kafka, pki):
+    """limits.tls_handshake_timeout: a client that connects to a TLS port and sends nothing, or half
+    a ClientHello, is closed with the reason logged and counted; a client that completes its
+    handshake meanwhile is served and stays open past the timeout."""
+    admin_port = kh.free_ports(1)[0]
+    with Kproxy(tls_kafka.bootstrap(), name="tls-stall", listener_yaml=client_tls(pki), limits={"tls_handshake_timeout": "1s"},
+                extra_yaml=f"admin:\n  listen: 127.0.0.1:{admin_port}\n") as kp:
+        assert _tls_failures_metric(admin_port) == 0
+        silent = socket.create_connection(("127.0.0.1", kp.port), timeout=10)
+        half = socket.create_connection(("127.0.0.1", kp.port), timeout=10)
+        # A handshake record header announcing 512 bytes (RFC 8446 5.1), then only 10 of them.
+        half.sendall(bytes([22, 3, 1, 2, 0]) + bytes([1, 0, 1, 252]) + bytes(6))
+        t0 = time.monotonic()
+        with tls_socket(pki, kp.port) as good:
+            assert api_versions_via(good) == 0
+            for s in (silent, half):
+                assert connection_closed(s, 10)
+                s.close()
+            waited = time.monotonic() - t0
+            assert 0.8 <= waited < 5, f"closed after {waited:.2f} s, expected about 1 s"
+            assert api_versions_via(good) == 0  # past the timeout: the finished handshake is not affected
+        kp.wait_for_log(r"TLS with client 127\.0\.0\.1:\d+ failed: handshake not finished within 1000 ms "
+                        r"\(limits\.tls_handshake_timeout\)")
+        assert kp.log_text().count("handshake not finished within 1000 ms") == 2
+        assert _tls_failures_metric(admin_port) == 2
+        assert kp.stop() == 0
+
+
 def test_kproxy_plaintext_to_a_tls_listener_says_so(tls_kafka, pki):
     """upstream_tls forgotten: the broker's TLS listener gets a plaintext request."""
     with Kproxy(tls_kafka.bootstrap("SSL"), name="plain-to-tls") as kp:

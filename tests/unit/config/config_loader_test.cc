@@ -46,6 +46,7 @@ TEST_CASE("a minimal config gets every default") {
   CHECK(c.limits.max_response_frame_bytes == 256 * kMiB);
   CHECK(c.limits.max_connections == 10000);
   CHECK(c.limits.connect_timeout == std::chrono::seconds(10));
+  CHECK(c.limits.tls_handshake_timeout == std::chrono::seconds(10));
   CHECK(c.drain_timeout == std::chrono::seconds(30));
   CHECK(c.workers == 0);
   CHECK(c.worker_count() >= 1);
@@ -68,6 +69,7 @@ limits:
   max_response_frame_bytes: 64KiB
   max_connections: 5
   connect_timeout: 250ms
+  tls_handshake_timeout: 3s
 workers: 3
 drain_timeout: 2m
 log: { format: json, level: debug }
@@ -91,13 +93,14 @@ faults:
   CHECK(c.limits.max_response_frame_bytes == 64 * 1024);
   CHECK(c.limits.max_connections == 5);
   CHECK(c.limits.connect_timeout == std::chrono::milliseconds(250));
+  CHECK(c.limits.tls_handshake_timeout == std::chrono::seconds(3));
   CHECK(c.worker_count() == 3);
   CHECK(c.drain_timeout == std::chrono::minutes(2));
   CHECK(c.log.format == LogConfig::Format::kJson);
   CHECK(c.log.level == "debug");
-  CHECK(c.api_versions.line == 16);
+  CHECK(c.api_versions.line == 17);
   CHECK(c.api_versions.yaml.find("Produce") != std::string::npos);
-  CHECK(c.faults.line == 18);
+  CHECK(c.faults.line == 19);
   CHECK(c.faults.yaml.find("PRODUCER_FENCED") != std::string::npos);
 }
 
@@ -159,6 +162,8 @@ TEST_CASE("errors name the file, line and column") {
     CHECK(first_error(std::string(kMinimal) + "log: { level: loud }\n").reason.find("log.level") != std::string::npos);
     CHECK(first_error(std::string(kMinimal) + "limits: { max_request_frame_bytes: 3GiB }\n").reason.find("int32") != std::string::npos);
     CHECK(first_error(std::string(kMinimal) + "limits: { max_connections: many }\n").reason.find("max_connections") != std::string::npos);
+    CHECK(first_error(std::string(kMinimal) + "limits: { tls_handshake_timeout: 0s }\n").reason ==
+          "limits.tls_handshake_timeout: must be more than 0 (a client gets that long to finish its TLS handshake)");
     CHECK(first_error(std::string(kMinimal) + "limits: { bogus: 1 }\n").reason.find("limits.bogus: unknown key") != std::string::npos);
     CHECK(first_error(std::string(kMinimal) + "faults: { a: 1 }\n").reason.find("expected a list") != std::string::npos);
   }
