@@ -52,6 +52,16 @@ M decode(const std::vector<uint8_t>& frame, int16_t version) {
   return m;
 }
 
+/// Sets `endpoints` (a KIP-951 NodeEndpoints list of any response) to one broker at `host`:9092.
+template <typename Endpoints>
+void one_endpoint(Endpoints& endpoints, int32_t node_id, const char* host) {
+  endpoints.clear();
+  endpoints.resize(1);
+  endpoints[0].node_id = node_id;
+  endpoints[0].host = host;
+  endpoints[0].port = 9092;
+}
+
 struct Fixture {
   BrokerDirectory directory{offset_ports(19000)};
   BrokerAddressRewrite rewrite{directory, "proxy.local"};
@@ -158,20 +168,14 @@ TEST_CASE("KIP-951 NodeEndpoints in Produce and Fetch; untouched when absent") {
   codec::ProduceResponse produce;
   CHECK(f.run(produce, 11) == BrokerAddressRewrite::Outcome::kUnchanged);
   CHECK(f.run(produce, 9) == BrokerAddressRewrite::Outcome::kUnchanged);
-  produce.node_endpoints.resize(1);
-  produce.node_endpoints[0].node_id = 2;
-  produce.node_endpoints[0].host = "real-2";
-  produce.node_endpoints[0].port = 9092;
+  one_endpoint(produce.node_endpoints, 2, "real-2");
   REQUIRE(f.run(produce, 11) == BrokerAddressRewrite::Outcome::kRewritten);
   auto gotp = decode<codec::ProduceResponse>(f.out, 11);
   CHECK(gotp.node_endpoints[0].host == "proxy.local");
   CHECK(gotp.node_endpoints[0].port == 19002);
 
   codec::FetchResponse fetch;
-  fetch.node_endpoints.resize(1);
-  fetch.node_endpoints[0].node_id = 3;
-  fetch.node_endpoints[0].host = "real-3";
-  fetch.node_endpoints[0].port = 9092;
+  one_endpoint(fetch.node_endpoints, 3, "real-3");
   REQUIRE(f.run(fetch, 16) == BrokerAddressRewrite::Outcome::kRewritten);
   auto gotf = decode<codec::FetchResponse>(f.out, 16);
   CHECK(gotf.node_endpoints[0].port == 19003);
@@ -180,18 +184,11 @@ TEST_CASE("KIP-951 NodeEndpoints in Produce and Fetch; untouched when absent") {
 TEST_CASE("ShareFetch and ShareAcknowledge NodeEndpoints") {
   Fixture f;
   codec::ShareFetchResponse sf;
-  sf.node_endpoints.resize(1);
-  sf.node_endpoints[0].node_id = 1;
-  sf.node_endpoints[0].host = "real-1";
-  sf.node_endpoints[0].port = 9092;
+  one_endpoint(sf.node_endpoints, 1, "real-1");
   REQUIRE(f.run(sf, 1) == BrokerAddressRewrite::Outcome::kRewritten);
   CHECK(decode<codec::ShareFetchResponse>(f.out, 1).node_endpoints[0].port == 19001);
   codec::ShareAcknowledgeResponse sa;
-  sa.node_endpoints = {};
-  sa.node_endpoints.resize(1);
-  sa.node_endpoints[0].node_id = 1;
-  sa.node_endpoints[0].host = "real-1";
-  sa.node_endpoints[0].port = 9092;
+  one_endpoint(sa.node_endpoints, 1, "real-1");
   REQUIRE(f.run(sa, 1) == BrokerAddressRewrite::Outcome::kRewritten);
   CHECK(decode<codec::ShareAcknowledgeResponse>(f.out, 1).node_endpoints[0].host == "proxy.local");
 }
@@ -271,10 +268,7 @@ TEST_CASE("Produce and Fetch without NodeEndpoints are scanned, not decoded; the
   CHECK(f.out.empty());
 
   // With NodeEndpoints: decoded and rewritten; no scan is handed on (it describes other bytes).
-  produce.node_endpoints.resize(1);
-  produce.node_endpoints[0].node_id = 4;
-  produce.node_endpoints[0].host = "real-4";
-  produce.node_endpoints[0].port = 9092;
+  one_endpoint(produce.node_endpoints, 4, "real-4");
   auto with_nodes = response_frame(produce, 12);
   CHECK(f.rewrite.rewrite(0, 12, 1, with_nodes, f.out, f.added, f.error, &scanned) == BrokerAddressRewrite::Outcome::kRewritten);
   CHECK_FALSE(scanned);
