@@ -145,28 +145,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(scope="session")
-def kafka():
-    """One real Kafka 4.4.0 node (broker+controller), PLAINTEXT + SASL_PLAINTEXT."""
-    cluster = kh.KafkaCluster(1, sasl=True, name="single")
+def _started(cluster: kh.KafkaCluster, timeout: float, what: str):
+    """Fixture body: starts `cluster` (its startup time goes to the summary as `what`), yields
+    it, stops it."""
     try:
-        cluster.start(timeout=SINGLE_NODE_TIMEOUT_S)
-        STARTUP_SECONDS["single node"] = cluster.startup_seconds
+        cluster.start(timeout=timeout)
+        STARTUP_SECONDS[what] = cluster.startup_seconds
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """One real Kafka 4.4.0 node (broker+controller), PLAINTEXT + SASL_PLAINTEXT."""
+    yield from _started(kh.KafkaCluster(1, sasl=True, name="single"), SINGLE_NODE_TIMEOUT_S, "single node")
 
 
 @pytest.fixture(scope="session")
 def kafka_cluster():
     """A real 3-node Kafka 4.4.0 KRaft cluster, every node broker+controller, PLAINTEXT."""
-    cluster = kh.KafkaCluster(3, name="cluster3")
-    try:
-        cluster.start(timeout=CLUSTER_TIMEOUT_S)
-        STARTUP_SECONDS["3-node cluster"] = cluster.startup_seconds
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _started(kh.KafkaCluster(3, name="cluster3"), CLUSTER_TIMEOUT_S, "3-node cluster")
 
 
 @pytest.fixture

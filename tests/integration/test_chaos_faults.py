@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 import clients
-from test_proxy_support import Kproxy
+from test_proxy_support import Kproxy, fault_rule
 
 
 def _injections(kp: Kproxy, rule: str):
@@ -31,14 +31,8 @@ def test_scenarios_1_and_3_coordinator_moved_and_concurrent_txns_are_retried(kaf
     producer re-discovers / retries; every record is committed exactly once."""
     kafka.create_topic(topic_name, partitions=2)
     rules = _faults_yaml(
-        "  - name: init-not-coordinator\n"
-        "    match: { api: InitProducerId }\n"
-        "    action: { answer: NOT_COORDINATOR }\n"
-        "    trigger: { times: 1 }\n",
-        "  - name: endtxn-concurrent\n"
-        "    match: { api: EndTxn }\n"
-        "    action: { answer: CONCURRENT_TRANSACTIONS }\n"
-        "    trigger: { times: 2 }\n")
+        fault_rule("init-not-coordinator", "api: InitProducerId", "answer: NOT_COORDINATOR", "{ times: 1 }"),
+        fault_rule("endtxn-concurrent", "api: EndTxn", "answer: CONCURRENT_TRANSACTIONS", "{ times: 2 }"))
     with Kproxy(kafka.bootstrap(), name="chaos13", extra_yaml=rules) as kp:
         prod = clients.txn_produce(kp.bootstrap, topic_name, records=300, transactions=3, key_prefix="s13-")
         assert prod["ok"], prod.get("error")
@@ -56,10 +50,7 @@ def test_scenario_4_fenced_producer_is_fatal_and_its_txn_never_visible(kafka, to
     kafka.create_topic(topic_name, partitions=1)
     txn_id = f"chaos-fenced-{uuid.uuid4().hex[:8]}"
     rules = _faults_yaml(
-        "  - name: fence\n"
-        "    match: { api: EndTxn }\n"
-        "    action: { answer: PRODUCER_FENCED }\n"
-        "    trigger: once\n")
+        fault_rule("fence", "api: EndTxn", "answer: PRODUCER_FENCED", "once"))
     with Kproxy(kafka.bootstrap(), name="chaos4", extra_yaml=rules) as kp:
         prod = clients.txn_produce(kp.bootstrap, topic_name, records=50, transactions=1, key_prefix="fenced-", transactional_id=txn_id)
         assert not prod["ok"]
@@ -78,10 +69,7 @@ def test_scenario_6_transaction_abortable_on_produce_then_continue(kafka, topic_
     producer aborts; the application can carry on with the same transactional.id."""
     kafka.create_topic(topic_name, partitions=1)
     rules = _faults_yaml(
-        "  - name: abortable\n"
-        "    match: { api: Produce }\n"
-        "    action: { answer: TRANSACTION_ABORTABLE }\n"
-        "    trigger: once\n")
+        fault_rule("abortable", "api: Produce", "answer: TRANSACTION_ABORTABLE", "once"))
     with Kproxy(kafka.bootstrap(), name="chaos6", extra_yaml=rules) as kp:
         prod = clients.txn_produce(kp.bootstrap, topic_name, records=10, transactions=1, key_prefix="ab-", timeout_ms=20000)
         assert not prod["ok"]
@@ -102,9 +90,7 @@ def test_scenario_13_produce_capped_to_v9(kafka, topic_name):
     FinalizedFeatures rewritten, which kproxy does not do yet."""
     kafka.create_topic(topic_name, partitions=1)
     extra = ("api_versions:\n  - { api: Produce, max: 9 }\n" +
-             _faults_yaml("  - name: produce-seen\n"
-                          "    match: { api: Produce }\n"
-                          "    action: { delay: 0 }\n"))
+             _faults_yaml(fault_rule("produce-seen", "api: Produce", "delay: 0")))
     with Kproxy(kafka.bootstrap(), name="chaos13v", extra_yaml=extra) as kp:
         prod = clients.rd_produce(kp.bootstrap, topic_name, 100, key_prefix="v9-")
         assert prod["errors"] == [] and prod["delivered"] == 100, prod
@@ -117,10 +103,7 @@ def test_scenario_13_produce_capped_to_v9(kafka, topic_name):
 def test_librdkafka_scenario_3_concurrent_transactions_retried(kafka, topic_name):
     kafka.create_topic(topic_name, partitions=1)
     rules = _faults_yaml(
-        "  - name: rd-endtxn-concurrent\n"
-        "    match: { api: EndTxn }\n"
-        "    action: { answer: CONCURRENT_TRANSACTIONS }\n"
-        "    trigger: { times: 2 }\n")
+        fault_rule("rd-endtxn-concurrent", "api: EndTxn", "answer: CONCURRENT_TRANSACTIONS", "{ times: 2 }"))
     with Kproxy(kafka.bootstrap(), name="chaosrd3", extra_yaml=rules) as kp:
         out = clients.rd_txn_produce(kp.bootstrap, topic_name, 60, 2, key_prefix="rd3-")
         assert out["errors"] == []
@@ -135,10 +118,7 @@ def test_librdkafka_scenario_4_fenced_is_fatal(kafka, topic_name):
     import confluent_kafka
     kafka.create_topic(topic_name, partitions=1)
     rules = _faults_yaml(
-        "  - name: rd-fence\n"
-        "    match: { api: EndTxn }\n"
-        "    action: { answer: PRODUCER_FENCED }\n"
-        "    trigger: once\n")
+        fault_rule("rd-fence", "api: EndTxn", "answer: PRODUCER_FENCED", "once"))
     with Kproxy(kafka.bootstrap(), name="chaosrd4", extra_yaml=rules) as kp:
         with pytest.raises(confluent_kafka.KafkaException) as info:
             clients.rd_txn_produce(kp.bootstrap, topic_name, 10, 1, key_prefix="rd4-", timeout=30)
@@ -167,13 +147,10 @@ def test_scenario_16_describe_transactions_retries_load_in_progress_and_fails_cl
     kafka.create_topic(topic_name, partitions=1)
     txn_id = f"chaos-describe-{uuid.uuid4().hex[:8]}"
     rules = _faults_yaml(
-        "  - name: describe-loading\n"
-        f"    match: {{ api: DescribeTransactions, transactional_id: \"{txn_id}\" }}\n"
-        "    action: { answer: COORDINATOR_LOAD_IN_PROGRESS }\n"
-        "    trigger: { times: 2 }\n"
-        "  - name: describe-not-found\n"
-        "    match: { api: DescribeTransactions, transactional_id: \"missing-*\" }\n"
-        "    action: { answer: TRANSACTIONAL_ID_NOT_FOUND }\n")
+        fault_rule("describe-loading", f"api: DescribeTransactions, transactional_id: \"{txn_id}\"",
+                   "answer: COORDINATOR_LOAD_IN_PROGRESS", "{ times: 2 }"),
+        fault_rule("describe-not-found", "api: DescribeTransactions, transactional_id: \"missing-*\"",
+                   "answer: TRANSACTIONAL_ID_NOT_FOUND"))
     with Kproxy(kafka.bootstrap(), name="chaos16", extra_yaml=rules) as kp:
         prod = clients.txn_produce(kp.bootstrap, topic_name, records=5, transactions=1, transactional_id=txn_id)
         assert prod["ok"], prod.get("error")
@@ -201,10 +178,7 @@ def test_scenario_10_endtxn_response_dropped_once(kafka, topic_name):
     the records are committed exactly once."""
     kafka.create_topic(topic_name, partitions=1)
     rules = _faults_yaml(
-        "  - name: drop-endtxn\n"
-        "    match: { api: EndTxn }\n"
-        "    action: { drop_response: true }\n"
-        "    trigger: once\n")
+        fault_rule("drop-endtxn", "api: EndTxn", "drop_response: true", "once"))
     with Kproxy(kafka.bootstrap(), name="chaos10", extra_yaml=rules) as kp:
         prod = clients.txn_produce(kp.bootstrap, topic_name, records=40, transactions=2, key_prefix="s10-",
                                    property="request.timeout.ms=3000")

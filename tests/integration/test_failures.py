@@ -94,6 +94,22 @@ def _closed_by_broker(kp: Kproxy) -> int:
     return sum(1 for line in kp.log_text().splitlines() if "closed the connection" in line and "broker " in line)
 
 
+def _assert_clients_rode_out_broker_kill(kp: Kproxy, base: Tuple[int, int], prod: clients.JavaRun,
+                                         cons: clients.JavaRun, records: int, what: str) -> None:
+    """The producer (_load) and the consumer (_reader) that ran through a broker kill finished:
+    every record acknowledged and read once, both clients reconnected through kproxy, which saw
+    the broker close and keeps no descriptor or memory of it."""
+    p, c = prod.result(180), cons.result(200)
+    print(f"[failures] producer {_brief(p)}\n[failures] consumer {_brief(c)}")
+    assert p["ok"] and p["acked"] == records and p["failed"] == 0, p
+    assert c["ok"] and (c["count"], c["unique_keys"], c["duplicates"], c["content_mismatches"]) == (records, records, 0, 0), c
+    # Both clients lost their connections with the broker and made new ones through kproxy.
+    assert p["connection_close_total"] >= 1 and c["connection_close_total"] >= 1, (p, c)
+    assert _closed_by_broker(kp) >= 1, "kproxy logged no connection closed by the broker"
+    assert kp.alive()
+    _assert_no_leak(kp, base, what)
+
+
 def test_broker_kill9_and_restart_under_traffic_single_node(topic_name):
     """A single broker is SIGKILLed while a producer and a consumer run through kproxy, and
     restarted 3 s later on the same ports and data dir: both clients reconnect through kproxy and
@@ -115,15 +131,7 @@ def test_broker_kill9_and_restart_under_traffic_single_node(topic_name):
             kafka.start_node(1, timeout=90)
             print(f"[failures] broker pid {pid} killed, back after {time.monotonic() - t_kill:.1f}s")
 
-            p, c = prod.result(180), cons.result(200)
-            print(f"[failures] producer {_brief(p)}\n[failures] consumer {_brief(c)}")
-            assert p["ok"] and p["acked"] == records and p["failed"] == 0, p
-            assert c["ok"] and (c["count"], c["unique_keys"], c["duplicates"], c["content_mismatches"]) == (records, records, 0, 0), c
-            # Both clients lost their connections with the broker and made new ones through kproxy.
-            assert p["connection_close_total"] >= 1 and c["connection_close_total"] >= 1, (p, c)
-            assert _closed_by_broker(kp) >= 1, "kproxy logged no connection closed by the broker"
-            assert kp.alive()
-            _assert_no_leak(kp, base, "single-node broker kill")
+            _assert_clients_rode_out_broker_kill(kp, base, prod, cons, records, "single-node broker kill")
             assert kp.stop() == 0
 
 
@@ -155,13 +163,7 @@ def test_broker_kill9_and_restart_one_node_of_three(kafka_cluster, topic_name):
         print(f"[failures] node {victim} (pid {pid}) killed; leaders {leaders} -> {moved} "
               f"{t_moved - t_kill:.1f}s later; node back after {time.monotonic() - t_kill:.1f}s")
 
-        p, c = prod.result(180), cons.result(200)
-        print(f"[failures] producer {_brief(p)}\n[failures] consumer {_brief(c)}")
-        assert p["ok"] and p["acked"] == records and p["failed"] == 0, p
-        assert c["ok"] and (c["count"], c["unique_keys"], c["duplicates"], c["content_mismatches"]) == (records, records, 0, 0), c
-        assert p["connection_close_total"] >= 1 and c["connection_close_total"] >= 1, (p, c)
-        assert _closed_by_broker(kp) >= 1, "kproxy logged no connection closed by the broker"
-        _assert_no_leak(kp, base, "cluster node kill")
+        _assert_clients_rode_out_broker_kill(kp, base, prod, cons, records, "cluster node kill")
         assert kp.stop() == 0
     # Leave the shared cluster as found: the node back in every ISR (internal topics too).
     existing = set(kafka_cluster.metadata(None).topics)

@@ -32,7 +32,7 @@ import pytest
 
 import clients
 import kafka_harness as kh
-from test_proxy_support import Kproxy, kproxy_binary
+from test_proxy_support import Kproxy, kproxy_binary, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
@@ -245,11 +245,7 @@ def test_real_prometheus_scrapes_and_every_panel_returns_data(observed_kproxy, t
                 empty.append(f"{dashboard} / {title}: {expr}")
         assert not empty, "panels without data:\n" + "\n".join(empty)
     finally:
-        prom.terminate()
-        try:
-            prom.wait(10)
-        except subprocess.TimeoutExpired:
-            prom.kill()
+        stop_process(prom)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 

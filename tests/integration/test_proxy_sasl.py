@@ -3,18 +3,14 @@
 bare frames without a Kafka header (PROTOCOL.md 16), written by hand here since no current client
 uses it. kproxy passes the tokens through untouched and rewrites the Metadata after them."""
 
-import base64
-import hashlib
-import hmac
-import os
 import socket
-import struct
 
 import pytest
 
 import clients
 import kafka_harness as kh
-from test_proxy_support import Kproxy, connection_closed, frame, recv_frame, request
+from test_proxy_support import (Kproxy, connection_closed, frame, metadata_brokers, recv_frame,
+                                sasl_handshake_v0, scram_v0_exchange)
 
 
 def _sasl_proxy(kafka, name):
@@ -54,44 +50,20 @@ def test_librdkafka_with_sasl(kafka, topic_name, mechanism):
         assert kp.stop() == 0
 
 
-def _handshake_v0(s, mechanism):
-    s.sendall(request(17, 0, 1, kh._str(mechanism)))
-    r = kh._Buf(recv_frame(s))
-    assert r.int32() == 1
-    assert r.int16() == 0, "SaslHandshake v0 refused"
-
-
-def _metadata_brokers(s, cid=2):
-    s.sendall(request(3, 4, cid, struct.pack(">i", -1) + b"\x00"))
-    r = kh._Buf(recv_frame(s))
-    assert r.int32() == cid
-    r.int32()
-    return [(n, h, p) for n, h, p, _rack in r.array(lambda b: (b.int32(), b.string(), b.int32(), b.string()))]
-
-
 def test_sasl_handshake_v0_plain_raw_token(kafka):
     with _sasl_proxy(kafka, "sasl-v0-plain") as kp:
         with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
-            _handshake_v0(s, "PLAIN")
+            sasl_handshake_v0(s, "PLAIN")
             s.sendall(frame(b"\x00alice\x00" + kh.PLAIN_USERS["alice"].encode()))  # RFC 4616 token, no header
             assert recv_frame(s) == b""  # the broker's (empty) raw answer, passed through untouched
-            assert _metadata_brokers(s) == [(n.node_id, "127.0.0.1", kp.broker_port(n.node_id)) for n in kafka.nodes]
+            assert metadata_brokers(s, 2) == [(n.node_id, "127.0.0.1", kp.broker_port(n.node_id)) for n in kafka.nodes]
         # A wrong password: the broker closes, and so does kproxy.
         with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
-            _handshake_v0(s, "PLAIN")
+            sasl_handshake_v0(s, "PLAIN")
             s.sendall(frame(b"\x00alice\x00wrong"))
             assert connection_closed(s, 10)
         assert "mismatch" not in kp.log_text()
         assert kp.stop() == 0
-
-
-def _scram_client_proof(password, salt, iterations, auth_message):
-    # RFC 5802 section 3 with SHA-256 (RFC 7677).
-    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
-    stored_key = hashlib.sha256(client_key).digest()
-    signature = hmac.new(stored_key, auth_message.encode(), hashlib.sha256).digest()
-    return bytes(a ^ b for a, b in zip(client_key, signature))
 
 
 def test_sasl_handshake_v0_scram_raw_tokens(kafka):
@@ -99,19 +71,9 @@ def test_sasl_handshake_v0_scram_raw_tokens(kafka):
     password = kh.SCRAM_USERS[user]
     with _sasl_proxy(kafka, "sasl-v0-scram") as kp:
         with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
-            _handshake_v0(s, "SCRAM-SHA-256")
-            nonce = base64.b64encode(os.urandom(18)).decode()
-            client_first_bare = f"n={user},r={nonce}"
-            s.sendall(frame(("n,," + client_first_bare).encode()))
-            server_first = recv_frame(s).decode()
-            fields = dict(kv.split("=", 1) for kv in server_first.split(","))
-            assert fields["r"].startswith(nonce)
-            without_proof = f"c=biws,r={fields['r']}"
-            auth_message = f"{client_first_bare},{server_first},{without_proof}"
-            proof = _scram_client_proof(password, base64.b64decode(fields["s"]), int(fields["i"]), auth_message)
-            s.sendall(frame(f"{without_proof},p={base64.b64encode(proof).decode()}".encode()))
-            server_final = recv_frame(s).decode()
+            sasl_handshake_v0(s, "SCRAM-SHA-256")
+            server_final = scram_v0_exchange(s, "SCRAM-SHA-256", user, password)
             assert server_final.startswith("v="), server_final
-            assert _metadata_brokers(s, cid=9) == [(n.node_id, "127.0.0.1", kp.broker_port(n.node_id)) for n in kafka.nodes]
+            assert metadata_brokers(s, 9) == [(n.node_id, "127.0.0.1", kp.broker_port(n.node_id)) for n in kafka.nodes]
         assert "mismatch" not in kp.log_text()
         assert kp.stop() == 0

@@ -14,6 +14,9 @@ The binary is $KPROXY_BIN, else build/proxy/kproxy, else the newest build-*/prox
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import re
 import signal as signals
@@ -220,6 +223,24 @@ class Kproxy:
 # Raw Kafka frames
 # ---------------------------------------------------------------------------------------------
 
+def fault_rule(name: str, match: str, action: str, trigger: Optional[str] = None) -> str:
+    """One rule of a config's `faults:` list (FAULTS.md), as YAML: match and action are the insides
+    of their { } maps, trigger its value ("once", "{ times: 2 }", "{ probability: 0.01, seed: 7 }");
+    without a trigger the rule fires on every match."""
+    text = f"  - name: {name}\n    match: {{ {match} }}\n    action: {{ {action} }}\n"
+    return text + (f"    trigger: {trigger}\n" if trigger else "")
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if `proc` has not exited within `timeout` seconds; always reaped."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
@@ -254,6 +275,44 @@ def connection_closed(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except socket.timeout:
         return False
+
+
+def metadata_brokers(sock: socket.socket, correlation_id: int) -> List[Tuple[int, str, int]]:
+    """Metadata v4 for no topic on an open connection: [(node id, host, port)] as answered."""
+    sock.sendall(request(3, 4, correlation_id, struct.pack(">i", -1) + b"\x00"))
+    r = kh._Buf(recv_frame(sock))
+    assert r.int32() == correlation_id
+    r.int32()  # throttle_time_ms
+    return [(n, h, p) for n, h, p, _rack in r.array(lambda b: (b.int32(), b.string(), b.int32(), b.string()))]
+
+
+def sasl_handshake_v0(sock: socket.socket, mechanism: str, correlation_id: int = 1) -> None:
+    """SaslHandshake v0, after which the SASL tokens travel as bare frames with no Kafka header
+    (KIP-43); asserts the broker accepted `mechanism`."""
+    sock.sendall(request(17, 0, correlation_id, kh._str(mechanism)))
+    r = kh._Buf(recv_frame(sock))
+    assert (r.int32(), r.int16()) == (correlation_id, 0), f"SaslHandshake v0 refused {mechanism}"
+
+
+def scram_v0_exchange(sock: socket.socket, mechanism: str, user: str, password: str) -> str:
+    """The client side of SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 section 3, RFC 7677) in bare
+    token frames after sasl_handshake_v0; asserts the server kept the client nonce and returns
+    the server-final message ("v=..." on success)."""
+    algo = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    nonce = base64.b64encode(os.urandom(18)).decode()
+    client_first_bare = f"n={user},r={nonce}"
+    sock.sendall(frame(("n,," + client_first_bare).encode()))
+    server_first = recv_frame(sock).decode()
+    fields = dict(kv.split("=", 1) for kv in server_first.split(","))
+    assert fields["r"].startswith(nonce), server_first
+    without_proof = f"c=biws,r={fields['r']}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}"
+    salted = hashlib.pbkdf2_hmac(algo, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", algo).digest()
+    signature = hmac.new(hashlib.new(algo, client_key).digest(), auth_message.encode(), algo).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    sock.sendall(frame(f"{without_proof},p={base64.b64encode(proof).decode()}".encode()))
+    return recv_frame(sock).decode()
 
 
 def compact_str(s: Optional[str]) -> bytes:

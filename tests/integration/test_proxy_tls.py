@@ -15,13 +15,8 @@ and each failure gives its message in kproxy's log, with the peer's address.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import os
 import socket
 import ssl
-import struct
 import subprocess
 import time
 import urllib.request
@@ -30,7 +25,8 @@ import pytest
 
 import clients
 import kafka_harness as kh
-from test_proxy_support import CompactBuf, Kproxy, compact_str, connection_closed, frame, recv_frame, request, uvarint
+from test_proxy_support import (CompactBuf, Kproxy, compact_str, connection_closed, frame, metadata_brokers, recv_frame,
+                                request, sasl_handshake_v0, scram_v0_exchange, uvarint)
 from tls_pki import TestPki
 
 
@@ -229,48 +225,19 @@ def test_librdkafka_sasl_ssl(tls_kafka, pki, topic_name, mechanism):
         assert kp.stop() == 0
 
 
-def _metadata_brokers_over(s, cid):
-    s.sendall(request(3, 4, cid, struct.pack(">i", -1) + b"\x00"))
-    r = kh._Buf(recv_frame(s))
-    assert r.int32() == cid
-    r.int32()
-    return [(n, h, p) for n, h, p, _ in r.array(lambda b: (b.int32(), b.string(), b.int32(), b.string()))]
-
-
-def _handshake_v0_over(s, mechanism):
-    s.sendall(request(17, 0, 1, kh._str(mechanism)))
-    r = kh._Buf(recv_frame(s))
-    assert (r.int32(), r.int16()) == (1, 0)
-
-
 def test_sasl_handshake_v0_raw_tokens_over_tls(tls_kafka, pki):
     """The v0 flow's bare token frames (PLAIN, then SCRAM-SHA-512's three) pass through both TLS legs
     untouched; Metadata after them is rewritten."""
     with Kproxy(tls_kafka.bootstrap("SASL_SSL"), name="tls-sasl-v0", listener_yaml=client_tls(pki) + upstream_tls(pki.ca)) as kp:
         with tls_socket(pki, kp.port) as s:
-            _handshake_v0_over(s, "PLAIN")
+            sasl_handshake_v0(s, "PLAIN")
             s.sendall(frame(b"\x00alice\x00" + kh.PLAIN_USERS["alice"].encode()))
             assert recv_frame(s) == b""
-            assert _metadata_brokers_over(s, 2) == [(1, "127.0.0.1", kp.broker_port(1))]
+            assert metadata_brokers(s, 2) == [(1, "127.0.0.1", kp.broker_port(1))]
         with tls_socket(pki, kp.port) as s:
-            _handshake_v0_over(s, "SCRAM-SHA-512")
-            user, password = "bob", kh.SCRAM_USERS["bob"]
-            nonce = base64.b64encode(os.urandom(18)).decode()
-            client_first_bare = f"n={user},r={nonce}"
-            s.sendall(frame(("n,," + client_first_bare).encode()))
-            server_first = recv_frame(s).decode()
-            fields = dict(kv.split("=", 1) for kv in server_first.split(","))
-            assert fields["r"].startswith(nonce)
-            without_proof = f"c=biws,r={fields['r']}"
-            auth_message = f"{client_first_bare},{server_first},{without_proof}"
-            # RFC 5802 section 3 with SHA-512.
-            salted = hashlib.pbkdf2_hmac("sha512", password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
-            client_key = hmac.new(salted, b"Client Key", hashlib.sha512).digest()
-            signature = hmac.new(hashlib.sha512(client_key).digest(), auth_message.encode(), hashlib.sha512).digest()
-            proof = bytes(a ^ b for a, b in zip(client_key, signature))
-            s.sendall(frame(f"{without_proof},p={base64.b64encode(proof).decode()}".encode()))
-            assert recv_frame(s).decode().startswith("v=")
-            assert _metadata_brokers_over(s, 3) == [(1, "127.0.0.1", kp.broker_port(1))]
+            sasl_handshake_v0(s, "SCRAM-SHA-512")
+            assert scram_v0_exchange(s, "SCRAM-SHA-512", "bob", kh.SCRAM_USERS["bob"]).startswith("v=")
+            assert metadata_brokers(s, 3) == [(1, "127.0.0.1", kp.broker_port(1))]
         assert "mismatch" not in kp.log_text()
         assert kp.stop() == 0
 

@@ -30,7 +30,7 @@ import pytest
 
 import kafka_harness as kh
 from test_bench_smoke import bench_dir
-from test_proxy_support import Kproxy
+from test_proxy_support import Kproxy, fault_rule, stop_process
 
 SOAK_SECONDS = float(os.environ.get("KPROXY_SOAK_SECONDS", "60"))
 CONNECTIONS = 1000
@@ -40,38 +40,17 @@ FDS_NEEDED = 2 * CONNECTIONS + 512  # kproxy: a client and an upstream socket pe
 
 # Seeded (reproducible) faults of every kind the soak covers: error codes set in forwarded
 # answers, delays of requests and responses, and connections closed before and after forwarding.
-FAULTS_YAML = """faults:
-  - name: soak-produce-error
-    match: { api: Produce }
-    action: { error: NOT_ENOUGH_REPLICAS }
-    trigger: { probability: 0.02, seed: 11 }
-  - name: soak-produce-delay
-    match: { api: Produce }
-    action: { delay: 5ms, jitter: 5ms, side: request }
-    trigger: { probability: 0.01, seed: 12 }
-  - name: soak-produce-close
-    match: { api: Produce }
-    action: { close: after }
-    trigger: { probability: 0.0005, seed: 13 }
-  - name: soak-metadata-delay
-    match: { api: Metadata }
-    action: { delay: 20ms, jitter: 10ms, side: response }
-    trigger: { probability: 0.05, seed: 14 }
-  - name: soak-metadata-close
-    match: { api: Metadata }
-    action: { close: before }
-    trigger: { probability: 0.001, seed: 15 }
-  - name: soak-coordinator-error
-    match: { api: FindCoordinator }
-    action: { error: COORDINATOR_NOT_AVAILABLE }
-    trigger: { probability: 0.05, seed: 16 }
-  - name: soak-init-producer-id-error
-    match: { api: InitProducerId }
-    action: { error: CONCURRENT_TRANSACTIONS }
-    trigger: { probability: 0.05, seed: 17 }
-"""
-RULES = ["soak-produce-error", "soak-produce-delay", "soak-produce-close", "soak-metadata-delay", "soak-metadata-close",
-         "soak-coordinator-error", "soak-init-producer-id-error"]
+SOAK_FAULTS = [  # (name, match, action, trigger) as fault_rule() takes them
+    ("soak-produce-error", "api: Produce", "error: NOT_ENOUGH_REPLICAS", "{ probability: 0.02, seed: 11 }"),
+    ("soak-produce-delay", "api: Produce", "delay: 5ms, jitter: 5ms, side: request", "{ probability: 0.01, seed: 12 }"),
+    ("soak-produce-close", "api: Produce", "close: after", "{ probability: 0.0005, seed: 13 }"),
+    ("soak-metadata-delay", "api: Metadata", "delay: 20ms, jitter: 10ms, side: response", "{ probability: 0.05, seed: 14 }"),
+    ("soak-metadata-close", "api: Metadata", "close: before", "{ probability: 0.001, seed: 15 }"),
+    ("soak-coordinator-error", "api: FindCoordinator", "error: COORDINATOR_NOT_AVAILABLE", "{ probability: 0.05, seed: 16 }"),
+    ("soak-init-producer-id-error", "api: InitProducerId", "error: CONCURRENT_TRANSACTIONS", "{ probability: 0.05, seed: 17 }"),
+]
+FAULTS_YAML = "faults:\n" + "".join(fault_rule(*rule) for rule in SOAK_FAULTS)
+RULES = [rule[0] for rule in SOAK_FAULTS]
 
 
 def rss_kib(pid: int) -> int:
@@ -197,10 +176,5 @@ def test_soak_1000_connections_api_mix_with_random_faults(nofile_limit, tmp_path
             assert fds_after == fds_before, f"kproxy holds {fds_after} descriptors, {fds_before} before the load"
             assert kp.stop() == 0
     finally:
-        sink.terminate()
-        try:
-            sink.wait(10)
-        except subprocess.TimeoutExpired:
-            sink.kill()
-            sink.wait()
+        stop_process(sink)
         sink_log.close()
