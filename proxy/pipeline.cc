@@ -13,7 +13,7 @@
 #include "codec/writer.h"
 #include "proxy/chaos/answer_builder.h"
 #include "proxy/chaos/error_translation.h"
-#include "proxy/chaos/topic_names.h"
+#include "proxy/topic_names.h"
 
 namespace kproxy::proxy {
 
@@ -219,7 +219,7 @@ bool Pipeline::matches(const chaos::FaultRule& rule, const codec::RequestHeader&
       case codec::EntityKind::kTopicName: topic = topic || chaos::glob_match(*m.topic, text); break;
       case codec::EntityKind::kTopicId:  // KIP-516: the name learned from Metadata responses
         if (!topic) {
-          auto name = chaos::TopicNames::shared().name(text);
+          auto name = TopicNames::shared().name(text);
           topic = name && chaos::glob_match(*m.topic, *name);
         }
         break;
@@ -402,7 +402,7 @@ void Pipeline::apply_response_actions(Slot& slot, ResponseContext& ctx) {
       if (!s.topic && !s.topic_id && !s.partition) return false;
       if (match.topic) {
         std::optional<std::string> by_id;
-        if (!s.topic && s.topic_id) by_id = chaos::TopicNames::shared().name(*s.topic_id);  // v13+ responses
+        if (!s.topic && s.topic_id) by_id = TopicNames::shared().name(*s.topic_id);  // v13+ responses
         std::optional<std::string_view> name = s.topic ? s.topic : by_id ? std::optional<std::string_view>(*by_id) : std::nullopt;
         if (!(name && chaos::glob_match(*match.topic, *name))) return false;
       }
@@ -454,8 +454,9 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
     }
   }
   if (api_key == kMetadataKey) {
-    // Topic ids -> names, for `topic:` rules on requests that name topics by id (topic_names.h).
-    if (auto m = ctx.message()) chaos::learn_topic_ids(*m, ctx.body_version(), chaos::TopicNames::shared());
+    // Topic ids -> names, for `topic:` rules and the topic label on requests that name topics by id
+    // (proxy/topic_names.h).
+    if (auto m = ctx.message()) learn_topic_ids(*m, ctx.body_version(), TopicNames::shared());
   }
   apply_response_actions(slot, ctx);
   if (observer_) observer_->on_response(ctx, std::chrono::duration_cast<std::chrono::nanoseconds>(now - sent_at));

@@ -12,7 +12,7 @@
 //
 //  client ◄── ordered slots ◄── Pipeline::on_response ◄── broker-address rewrite ◄── FIFO match ◄── upstream
 //             (one per request    1. ApiVersions rewrite (clamp/hide, decode limits); Metadata: topic ids
-//              expecting an          learned (chaos/topic_names.h) for `topic:` rules on Produce/Fetch v13+
+//              expecting an          learned (proxy/topic_names.h) for `topic:` rules on Produce/Fetch v13+
 //              answer; synthetic  2. fault actions marked on the slot: error codes, throttle, delay, drop, close after
 //              answers take their 3. observer.on_response (latency = broker round trip)
 //              place, so order holds)

@@ -7,11 +7,11 @@
 
 #include "codec/api_keys.h"
 #include "codec/messages/fetch.h"
-#include "codec/messages/metadata.h"
 #include "codec/messages/produce.h"
 #include "proxy/chaos/fault_rule.h"
 #include "proxy/metrics/label_values.h"
 #include "proxy/tap/tap_event.h"
+#include "proxy/topic_names.h"
 
 namespace kproxy::metrics {
 namespace {
@@ -25,11 +25,6 @@ constexpr size_t kMaxRemembered = 10000;
 
 FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors)
     : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {}
-
-TopicNames& FrameMetrics::topic_names() {
-  static TopicNames names;
-  return names;
-}
 
 void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& topics) {
   const auto& h = ctx.header();
@@ -46,7 +41,7 @@ void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& t
   });
   auto by_id = [&](const codec::Uuid& id) {
     if (id == codec::Uuid{}) return;
-    auto name = topic_names().name(id);
+    auto name = proxy::TopicNames::shared().name(id);  // learned by the pipeline from Metadata responses
     add(name ? std::string_view(*name) : std::string_view("unknown_topic_id"));
   };
   if (h.api_key == codec::FetchRequest::kApiKey && h.api_version >= 13) {
@@ -84,14 +79,6 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
     static thread_local int api_versions_stage = metrics_.stage_id("api_versions");
     static thread_local int fault_stage = metrics_.stage_id("fault_rules");
     metrics_.rewritten(api, api == 18 ? api_versions_stage : fault_stage);
-  }
-  if (api == codec::MetadataResponse::kApiKey && metrics_.topic_labels() && ctx.api_version() >= 10) {
-    // Topic ids → names, for requests that name topics by id only (topic_names.h).
-    if (auto m = ctx.message()) {
-      for (const auto& t : static_cast<const codec::MetadataResponse&>(*m).topics) {
-        if (t.name) topic_names().learn(t.topic_id, *t.name);
-      }
-    }
   }
   bool has_error = false;
   if (!count_errors_ && !hub_.active()) return;

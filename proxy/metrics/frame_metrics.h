@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "proxy/metrics/proxy_metrics.h"
-#include "proxy/metrics/topic_names.h"
 #include "proxy/pipeline.h"
 #include "proxy/tap/tap_hub.h"
 
@@ -36,9 +35,6 @@ class FrameMetrics final : public proxy::FrameObserver {
   void on_request(const proxy::RequestContext& ctx) override;
   void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
   void on_fault_injected(const proxy::FaultEvent& event) override;
-
-  /// Topic ids learnt from Metadata responses (process-wide).
-  static TopicNames& topic_names();
 
  private:
   /// Opt-in topic label: the topics `ctx` names (decodes the request).

@@ -1,22 +1,15 @@
-#include "proxy/chaos/topic_names.h"
+#include "proxy/topic_names.h"
 
 #include <cstring>
 #include <mutex>
 
 #include "codec/messages/metadata.h"
 
-namespace kproxy::chaos {
+namespace kproxy::proxy {
 
 namespace {
 constexpr int16_t kMetadataKey = 3;
 constexpr int16_t kFirstVersionWithTopicIds = 10;  // MetadataResponse TopicId: v10+ (KIP-516)
-
-bool is_zero(const codec::Uuid& u) {
-  for (uint8_t b : u) {
-    if (b != 0) return false;
-  }
-  return true;
-}
 }  // namespace
 
 size_t TopicNames::Hash::operator()(const codec::Uuid& u) const {
@@ -27,14 +20,23 @@ size_t TopicNames::Hash::operator()(const codec::Uuid& u) const {
 }
 
 void TopicNames::learn(const codec::Uuid& id, std::string_view name) {
-  if (is_zero(id) || name.empty()) return;
+  if (id == codec::Uuid{} || name.empty()) return;
   {
     std::shared_lock lock(mutex_);
     auto it = names_.find(id);
     if (it != names_.end() && it->second == name) return;  // the common case: known already
   }
   std::unique_lock lock(mutex_);
-  names_[id] = std::string(name);
+  auto [it, inserted] = names_.insert_or_assign(id, std::string(name));
+  if (!inserted) return;
+  order_.push_back(id);
+  if (names_.size() > max_entries_) {
+    size_t forget = names_.size() - max_entries_ / 2;
+    for (size_t i = 0; i < forget && !order_.empty(); ++i) {
+      names_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
 }
 
 std::optional<std::string> TopicNames::name(const codec::Uuid& id) const {
@@ -71,4 +73,4 @@ size_t learn_topic_ids(const codec::Message& message, int16_t version, TopicName
   return names.size() - before;
 }
 
-}  // namespace kproxy::chaos
+}  // namespace kproxy::proxy

@@ -1,4 +1,4 @@
-#include "proxy/chaos/topic_names.h"
+#include "proxy/topic_names.h"
 
 #include <string>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "codec/messages/metadata.h"
 #include "codec/messages/produce.h"
 
-using kproxy::chaos::TopicNames;
+using kproxy::proxy::TopicNames;
 namespace codec = kproxy::codec;
 
 namespace {
@@ -18,7 +18,36 @@ codec::Uuid id_of(uint8_t seed) {
   return u;
 }
 std::string_view raw(const codec::Uuid& u) { return {reinterpret_cast<const char*>(u.data()), u.size()}; }
+codec::Uuid id(uint8_t n) {
+  codec::Uuid u{};
+  u[15] = n;
+  u[0] = 1;
+  return u;
+}
 }  // namespace
+
+TEST_CASE("topic names: learnt ids resolve, renames replace, the zero id is ignored") {
+  TopicNames names;
+  names.learn(id(1), "orders");
+  names.learn(id(2), "payments");
+  names.learn(codec::Uuid{}, "ignored");
+  names.learn(id(3), "");
+  CHECK(names.name(id(1)) == "orders");
+  CHECK(names.name(id(2)) == "payments");
+  CHECK_FALSE(names.name(codec::Uuid{}));
+  CHECK_FALSE(names.name(id(3)));
+  names.learn(id(1), "orders-v2");  // a topic recreated under the same id cannot happen, but a rename must win
+  CHECK(names.name(id(1)) == "orders-v2");
+  CHECK(names.size() == 2);
+}
+
+TEST_CASE("topic names: bounded, the oldest are forgotten first") {
+  TopicNames names(10);
+  for (uint8_t i = 1; i <= 11; ++i) names.learn(id(i), "t" + std::to_string(i));
+  CHECK(names.size() <= 10);
+  CHECK_FALSE(names.name(id(1)));
+  CHECK(names.name(id(11)) == "t11");
+}
 
 TEST_CASE("topic ids are learned from Metadata v10+ responses, and only there") {
   TopicNames names;
@@ -29,9 +58,9 @@ TEST_CASE("topic ids are learned from Metadata v10+ responses, and only there") 
   md.topics[1].name = "missing";
   md.topics[1].error_code = 3;  // UNKNOWN_TOPIC_OR_PARTITION: its id is the zero id anyway
   md.topics[2].name = "no-id";  // zero id: not learned
-  CHECK(kproxy::chaos::learn_topic_ids(md, 9, names) == 0);  // v9 has no TopicId
-  CHECK(kproxy::chaos::learn_topic_ids(md, 12, names) == 1);
-  CHECK(kproxy::chaos::learn_topic_ids(md, 12, names) == 0);  // known already
+  CHECK(kproxy::proxy::learn_topic_ids(md, 9, names) == 0);  // v9 has no TopicId
+  CHECK(kproxy::proxy::learn_topic_ids(md, 12, names) == 1);
+  CHECK(kproxy::proxy::learn_topic_ids(md, 12, names) == 0);  // known already
   CHECK(names.name(id_of(1)) == std::optional<std::string>("orders"));
   CHECK(names.name(raw(id_of(1))) == std::optional<std::string>("orders"));
   CHECK(!names.name(id_of(2)));
@@ -41,7 +70,7 @@ TEST_CASE("topic ids are learned from Metadata v10+ responses, and only there") 
   names.learn(id_of(7), "orders");
   CHECK(names.name(id_of(7)) == std::optional<std::string>("orders"));
   codec::MetadataRequest req;
-  CHECK(kproxy::chaos::learn_topic_ids(req, 12, names) == 0);
+  CHECK(kproxy::proxy::learn_topic_ids(req, 12, names) == 0);
 }
 
 TEST_CASE("Produce v13 names its topics by id: for_each_entity reports the id's raw bytes") {
