@@ -58,10 +58,8 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
                       }
                     }}),
       tls_handshake_deadline_(worker.loop(), [this] {
-        if (closing_) return;
-        bump(counters().tls_failures);
-        close("TLS with client " + peer_ + " failed: handshake not finished within " +
-              std::to_string(config_->limits.tls_handshake_timeout.count()) + " ms (limits.tls_handshake_timeout)");
+        on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
+                                          " ms (limits.tls_handshake_timeout)");
       }) {}
 
 ClientConnection::~ClientConnection() {
@@ -297,16 +295,17 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
     return false;
   }
   bump(counters().responses);
+  codec::Bytes forwarded = frame;
+  std::vector<uint8_t> rewritten;
+  std::optional<codec::ResponseScan> scanned;  // the body walked once by the rewrite, for the pipeline's stages too
   if (BrokerAddressRewrite::applies_to(request.api_key)) {
     if (request.response_header_version < 0) {
       close(std::string("cannot rewrite broker addresses in a ") + api_label(request.api_key) + " v" + std::to_string(request.api_version) +
             " response: version unknown to kproxy");
       return false;
     }
-    std::vector<uint8_t> rewritten;
     std::vector<BrokerAddressRewrite::NewBrokerPort> added;
     std::string error;
-    std::optional<codec::ResponseScan> scanned;  // the body walked once, for the pipeline's stages too
     auto outcome =
         rewrite_.rewrite(request.api_key, request.api_version, request.response_header_version, frame, rewritten, added, error, &scanned);
     for (const auto& a : added) worker_.proxy().open_broker_port(worker_, listener_.listener_index, a.node_id, a.port);
@@ -318,20 +317,18 @@ bool ClientConnection::on_response_frame(codec::Bytes frame) {
     }
     if (outcome == BrokerAddressRewrite::Outcome::kRewritten) {
       bump(counters().responses_rewritten);
-      pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, rewritten, request.sent_at);
-      return !closing_;
+      forwarded = rewritten;
+      scanned.reset();  // it describes the original bytes
     }
-    pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, frame, request.sent_at,
-                          scanned ? &*scanned : nullptr);
-    return !closing_;
   }
-  pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, frame, request.sent_at);
+  pipeline_.on_response(request.api_key, request.api_version, request.response_header_version, forwarded, request.sent_at,
+                        scanned ? &*scanned : nullptr);
   return !closing_;
 }
 
 void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
   size_t held = &to == &client_ ? pipeline_.held_bytes_to_client() : pipeline_.held_bytes_to_broker();
-  if (to.above_high_water() || to.queued_bytes() + held > kWriteQueueHighWater) {
+  if (to.queued_bytes() + held > kWriteQueueHighWater) {
     from.stop_reading();
   } else if (!from.reading() && held < kWriteQueueLowWater && !(draining_ && &from == &client_) &&
              (&from == &client_ || upstream_.stream().connected())) {
@@ -387,15 +384,12 @@ void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& rea
 }
 
 void ClientConnection::on_stream_tls_established(TcpStream& s) {
-  if (&s == &client_) {
-    tls_handshake_deadline_.cancel();
-    std::string sni = s.tls()->requested_server_name();
-    spdlog::debug("conn={} TLS with client {}: {}{}", id_, peer_, s.tls()->protocol_and_cipher(), sni.empty() ? "" : ", SNI " + sni);
-  } else {
-    upstream_.handshake_done();
-    std::string sni = s.tls()->requested_server_name();
-    spdlog::debug("conn={} TLS with broker {}: {}{}", id_, upstream_peer(), s.tls()->protocol_and_cipher(), sni.empty() ? "" : ", SNI " + sni);
-  }
+  bool client = &s == &client_;
+  if (client) tls_handshake_deadline_.cancel();
+  else upstream_.handshake_done();
+  std::string sni = s.tls()->requested_server_name();
+  spdlog::debug("conn={} TLS with {}: {}{}", id_, client ? "client " + peer_ : "broker " + upstream_peer(), s.tls()->protocol_and_cipher(),
+                sni.empty() ? "" : ", SNI " + sni);
 }
 
 void ClientConnection::on_upstream_connected() {

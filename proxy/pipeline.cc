@@ -442,12 +442,10 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
   auto now = std::chrono::steady_clock::now();
   ResponseContext ctx(api_key, api_version, header_version, frame, info_);
   ctx.adopt_scan(scan);
-  bool changed = false;
   if (api_key == kApiVersionsKey) {
     if (auto m = ctx.message()) {
       if (chaos::rewrite_api_versions(static_cast<codec::ApiVersionsResponse&>(*m), rules().api_versions)) {
         ctx.mark_dirty();
-        changed = true;
       }
     } else {
       spdlog::debug("conn={} ApiVersions response not decoded ({}): forwarded as is", info_.id, ctx.decode_error());
@@ -462,11 +460,10 @@ void Pipeline::on_response(int16_t api_key, int16_t api_version, int header_vers
   if (observer_) observer_->on_response(ctx, std::chrono::duration_cast<std::chrono::nanoseconds>(now - sent_at));
   slot.ready = true;
   slot.release_at = now + slot.actions.delay;
-  (void)changed;
   bool plain = !slot.actions.any() && !ctx.dirty();
   if (plain && &slot == &slots_.front() && !blackholed_) {
     // Fast path: in order, nothing to hold: the original bytes go out without a copy.
-    take_front_slot();
+    pop_front_slot();
     send_client(frame);
     pump();
     return;
@@ -497,7 +494,6 @@ void Pipeline::send_client(codec::Bytes bytes, const chaos::TransportToxic* toxi
 void Pipeline::pump() {
   if (closed_) return;
   auto now = std::chrono::steady_clock::now();
-  bool sent = false;
   while (!held_.empty() && held_.front().release_at <= now) {
     HeldRequest h = std::move(held_.front());
     held_.pop_front();
@@ -505,21 +501,20 @@ void Pipeline::pump() {
     request_toxic_ = h.toxic;
     sink_.forward_request(codec::Bytes(h.frame.data(), h.frame.size()), h.header, h.expects_response);
     request_toxic_.reset();
-    sent = true;
   }
   held_.release_if_empty();  // delay rules are rare: give the queue back
   while (!slots_.empty() && slots_.front().ready) {
     Slot& s = slots_.front();
     if (s.release_at > now) break;
     if (blackholed_) {
-      take_front_slot();
+      pop_front_slot();
       continue;
     }
     if (s.actions.drop) {
       spdlog::info("conn={} dropping the response to correlation id {} ({}) and every later one (blackhole)", info_.id, s.correlation_id,
                    api_label(s.api_key));
       blackholed_ = true;
-      take_front_slot();
+      pop_front_slot();
       continue;
     }
     if (s.actions.close_after) {
@@ -534,20 +529,23 @@ void Pipeline::pump() {
     const auto& toxic = sent_slot.actions.toxic;
     send_client(codec::Bytes(sent_slot.bytes.data(), sent_slot.bytes.size()), toxic ? &*toxic : nullptr);
     if (closed_) return;
-    sent = true;
   }
   std::optional<std::chrono::steady_clock::time_point> next;
   if (!held_.empty()) next = held_.front().release_at;
   if (!slots_.empty() && slots_.front().ready && (!next || slots_.front().release_at < *next)) next = slots_.front().release_at;
   if (next) arm_timer(*next);
-  (void)sent;
 }
 
 Pipeline::Slot Pipeline::take_front_slot() {
   Slot s = std::move(slots_.front());
-  slots_.pop_front();
   held_response_bytes_ -= s.bytes.size();
+  slots_.pop_front();
   return s;
+}
+
+void Pipeline::pop_front_slot() {
+  held_response_bytes_ -= slots_.front().bytes.size();
+  slots_.pop_front();
 }
 
 void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {

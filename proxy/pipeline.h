@@ -239,8 +239,9 @@ class Pipeline {
   /// Sends what is ready, in order; arms the timer for what is not.
   void pump();
   void arm_timer(std::chrono::steady_clock::time_point at);
-  /// Removes the oldest slot (keeping held_response_bytes_ right) and returns it.
+  /// Removes the oldest slot (keeping held_response_bytes_ right) and returns it, or drops it.
   Slot take_front_slot();
+  void pop_front_slot();
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   std::chrono::milliseconds jittered(const chaos::RuleAction& a);
 

@@ -335,20 +335,23 @@ void TcpStream::send_tls_alert() {
   drop_pending();
 }
 
+void TcpStream::fail_tls(bool send_alert) {
+  stop_reading();
+  if (send_alert) send_tls_alert();
+  events_.on_stream_tls_failed(*this, tls_->failure().message);
+}
+
 bool TcpStream::encrypt_tls() {
   if (tls_->failed()) {
-    stop_reading();
-    events_.on_stream_tls_failed(*this, tls_->failure().message);
+    fail_tls(/*send_alert=*/false);
     return false;
   }
-  if (tls_->encrypt() == tls::TlsSession::Status::kFailed) {
-    move_tls_output();
-    stop_reading();
-    send_tls_alert();
-    events_.on_stream_tls_failed(*this, tls_->failure().message);
-    return false;
-  }
+  auto status = tls_->encrypt();
   move_tls_output();
+  if (status == tls::TlsSession::Status::kFailed) {
+    fail_tls(/*send_alert=*/true);
+    return false;
+  }
   return true;
 }
 
@@ -374,9 +377,7 @@ void TcpStream::read_tls(ssize_t nread, const uv_buf_t* buf) {
   if (closing_) return;
   move_tls_output();  // handshake messages, session tickets, an alert
   if (status == tls::TlsSession::Status::kFailed) {
-    stop_reading();
-    send_tls_alert();
-    events_.on_stream_tls_failed(*this, tls_->failure().message);
+    fail_tls(/*send_alert=*/true);
     return;
   }
   if (tls_->take_just_established()) {

@@ -161,6 +161,9 @@ class TcpStream {
   bool encrypt_tls();
   void move_tls_output();
   void send_tls_alert();
+  /// The session failed: stop reading, send what it has for the peer (an alert) if asked, and
+  /// tell the owner why.
+  void fail_tls(bool send_alert);
   size_t tls_held_bytes() const;
 
   uv_tcp_t handle_;
