@@ -1,6 +1,5 @@
 #include "proxy/chaos/ctl_command.h"
 
-#include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +13,8 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "proxy/admin/admin_client.h"
 
 namespace kproxy::chaos {
 
@@ -75,50 +76,19 @@ struct HttpResult {
 
 HttpResult http_call(const CtlCall& call) {
   HttpResult result;
-  std::string host = call.admin, port;
-  if (!host.empty() && host.front() == '[') {
-    size_t close = host.find(']');
-    port = close != std::string::npos && close + 2 <= host.size() ? host.substr(close + 2) : "";
-    host = host.substr(1, close == std::string::npos ? std::string::npos : close - 1);
-  } else if (size_t colon = host.rfind(':'); colon != std::string::npos) {
-    port = host.substr(colon + 1);
-    host = host.substr(0, colon);
-  }
-  if (host.empty() || port.empty()) {
-    result.error = "bad admin address '" + call.admin + "' (expected HOST:PORT)";
-    return result;
-  }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || !found) {
-    result.error = "cannot resolve " + call.admin;
-    return result;
-  }
-  int fd = ::socket(found->ai_family, SOCK_STREAM, 0);
-  if (fd < 0 || ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
-    result.error = "cannot connect to " + call.admin + ": " + std::strerror(errno) + " (is kproxy running with admin.listen set?)";
-    if (fd >= 0) ::close(fd);
-    freeaddrinfo(found);
-    return result;
-  }
-  freeaddrinfo(found);
+  int fd = admin::connect_admin(call.admin, result.error);
+  if (fd < 0) return result;
   timeval tv{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string request = call.method + " " + call.path + " HTTP/1.1\r\nHost: " + call.admin + "\r\nConnection: close\r\n";
-  if (!call.token.empty()) request += "Authorization: Bearer " + call.token + "\r\n";
+  std::string request = admin::admin_request_head(call.method, call.path, call.admin, call.token);
   if (!call.body.empty() || call.method == "PUT" || call.method == "POST") {
     request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(call.body.size()) + "\r\n";
   }
   request += "\r\n" + call.body;
-  for (size_t sent = 0; sent < request.size();) {
-    ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) {
-      result.error = std::string("sending to ") + call.admin + " failed: " + std::strerror(errno);
-      ::close(fd);
-      return result;
-    }
-    sent += static_cast<size_t>(n);
+  if (!admin::send_all(fd, request)) {
+    result.error = std::string("sending to ") + call.admin + " failed: " + std::strerror(errno);
+    ::close(fd);
+    return result;
   }
   std::string raw;
   char buf[65536];

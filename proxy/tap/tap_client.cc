@@ -1,6 +1,5 @@
 #include "proxy/tap/tap_client.h"
 
-#include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +13,8 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "proxy/admin/admin_client.h"
 
 namespace kproxy::tap {
 namespace {
@@ -98,33 +99,16 @@ int run_tap_command(int argc, char** argv) {
     else if (a == "--errors") add("errors", "true");
     else { usage(); return 2; }
   }
-  std::string host = admin, port;
-  if (!admin.empty() && admin.front() == '[') {
-    size_t close = admin.find(']');
-    host = admin.substr(1, close - 1);
-    port = close + 2 <= admin.size() ? admin.substr(close + 2) : "";
-  } else if (size_t colon = admin.rfind(':'); colon != std::string::npos) {
-    host = admin.substr(0, colon);
-    port = admin.substr(colon + 1);
-  }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || !found) {
-    std::fprintf(stderr, "kproxy tap: cannot resolve %s\n", admin.c_str());
+  std::string error;
+  int fd = admin::connect_admin(admin, error);
+  if (fd < 0) {
+    std::fprintf(stderr, "kproxy tap: %s\n", error.c_str());
     return 1;
   }
-  int fd = ::socket(found->ai_family, SOCK_STREAM, 0);
-  if (fd < 0 || ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
-    std::fprintf(stderr, "kproxy tap: cannot connect to %s: %s\n", admin.c_str(), std::strerror(errno));
-    freeaddrinfo(found);
+  if (!admin::send_all(fd, admin::admin_request_head("GET", "/tap" + query, admin, token) + "\r\n")) {
+    ::close(fd);
     return 1;
   }
-  freeaddrinfo(found);
-  std::string request = "GET /tap" + query + " HTTP/1.1\r\nHost: " + admin + "\r\nConnection: close\r\n";
-  if (!token.empty()) request += "Authorization: Bearer " + token + "\r\n";
-  request += "\r\n";
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) return 1;
 
   std::string buffer, body_lines;
   bool headers_done = false, chunked = false;

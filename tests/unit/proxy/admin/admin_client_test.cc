@@ -1,0 +1,72 @@
+#include "proxy/admin/admin_client.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include <doctest/doctest.h>
+
+using namespace kproxy;
+
+namespace {
+/// A listening loopback socket on a free port; closed at the end of the test.
+struct Listening {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  uint16_t port = 0;
+  Listening() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 4) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~Listening() { ::close(fd); }
+};
+}  // namespace
+
+TEST_CASE("admin client: the request head names the host, closes, and carries the token only when given") {
+  CHECK(admin::admin_request_head("GET", "/tap?api=Produce", "127.0.0.1:9644", "") ==
+        "GET /tap?api=Produce HTTP/1.1\r\nHost: 127.0.0.1:9644\r\nConnection: close\r\n");
+  CHECK(admin::admin_request_head("PUT", "/faults/x", "[::1]:9644", "s3cret") ==
+        "PUT /faults/x HTTP/1.1\r\nHost: [::1]:9644\r\nConnection: close\r\nAuthorization: Bearer s3cret\r\n");
+}
+
+TEST_CASE("admin client: malformed, unresolvable and refused addresses say why") {
+  std::string error;
+  CHECK(admin::connect_admin("localhost", error) == -1);
+  CHECK(error == "bad admin address 'localhost' (expected HOST:PORT)");
+  CHECK(admin::connect_admin("[::1]", error) == -1);
+  CHECK(error == "bad admin address '[::1]' (expected HOST:PORT)");
+  CHECK(admin::connect_admin("no-such-host.invalid:9644", error) == -1);
+  CHECK(error == "cannot resolve no-such-host.invalid:9644");
+  uint16_t closed_port;
+  {
+    Listening gone;
+    closed_port = gone.port;
+  }
+  std::string address = "127.0.0.1:" + std::to_string(closed_port);
+  CHECK(admin::connect_admin(address, error) == -1);
+  CHECK(error == "cannot connect to " + address + ": Connection refused (is kproxy running with admin.listen set?)");
+}
+
+TEST_CASE("admin client: connects to a listener and sends the whole request") {
+  Listening listener;
+  std::string error;
+  int fd = admin::connect_admin("127.0.0.1:" + std::to_string(listener.port), error);
+  REQUIRE_MESSAGE(fd >= 0, error);
+  int peer = ::accept(listener.fd, nullptr, nullptr);
+  REQUIRE(peer >= 0);
+  std::string request = admin::admin_request_head("GET", "/healthz", "127.0.0.1", "") + "\r\n" + std::string(20000, 'x');
+  CHECK(admin::send_all(fd, request));
+  ::close(fd);
+  std::string got;
+  char buf[65536];
+  for (ssize_t n; (n = ::recv(peer, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(peer);
+  CHECK(got == request);
+}
