@@ -496,9 +496,7 @@ class Loader {
     if (t.cert.given() != t.key.given()) {
       error(n, path + ": give both cert and key (a client certificate for mTLS), or neither");
     }
-    if (auto v = n["verify_hostname"]) {
-      if (auto b = boolean(v, path + ".verify_hostname")) t.verify_hostname = *b;
-    }
+    flag(n["verify_hostname"], path + ".verify_hostname", t.verify_hostname);
     if (auto v = n["min_version"]) {
       if (auto ver = tls_version(v, path + ".min_version")) t.min_version = *ver;
     }
