@@ -11,6 +11,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/admin_token.h"
+
 namespace kproxy::config {
 
 std::string ConfigError::to_string() const {
@@ -406,14 +408,12 @@ class Loader {
     if (file) {
       auto path = scalar(file, "admin.token_file");
       if (!path) return;
-      std::ifstream in(*path, std::ios::binary);
-      if (!in) {
+      auto read = read_admin_token_file(*path);
+      if (!read) {
         error(file, "admin.token_file: cannot read '" + *path + "'");
         return;
       }
-      std::ostringstream text;
-      text << in.rdbuf();
-      token = text.str();
+      token = std::move(*read);
       admin.token_origin = "file " + *path;
     } else if (env) {
       auto name = scalar(env, "admin.token_env");
@@ -423,16 +423,11 @@ class Loader {
         error(env, "admin.token_env: the environment variable '" + *name + "' is not set");
         return;
       }
-      token = value;
+      token = strip_token(value);
       admin.token_origin = "env " + *name;
     } else {
       return;
     }
-    auto space = [](unsigned char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
-    while (!token.empty() && space(static_cast<unsigned char>(token.back()))) token.pop_back();
-    size_t start = 0;
-    while (start < token.size() && space(static_cast<unsigned char>(token[start]))) ++start;
-    token.erase(0, start);
     const std::string what = file ? "admin.token_file" : "admin.token_env";
     if (token.empty()) {
       error(at, what + ": the token is empty");

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/admin_token.h"
 #include "proxy/admin/admin_client.h"
 
 namespace kproxy::tap {
@@ -80,16 +81,12 @@ int run_tap_command(int argc, char** argv) {
     else if (a == "--token") token = value();
     else if (a == "--token-file") {
       std::string path = value();
-      std::ifstream in(path, std::ios::binary);
-      if (!in) {
+      auto read = config::read_admin_token_file(path);
+      if (!read) {
         std::fprintf(stderr, "kproxy tap: cannot read the token file '%s'\n", path.c_str());
         return 2;
       }
-      std::ostringstream text;
-      text << in.rdbuf();
-      token = text.str();
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.erase(0, 1);
+      token = std::move(*read);
     }
     else if (a == "--json") raw = true;
     else if (a == "--api") add("api", value());

@@ -30,6 +30,12 @@ bool is_ip_address(const std::string& host) {
   sockaddr_in6 a6{};
   return uv_ip4_addr(host.c_str(), 0, &a4) == 0 || uv_ip6_addr(host.c_str(), 0, &a6) == 0;
 }
+// A memory BIO for received ciphertext: empty means "wait for more bytes", not end of stream.
+BIO* new_input_bio() {
+  BIO* bio = BIO_new(BIO_s_mem());
+  BIO_set_mem_eof_return(bio, -1);
+  return bio;
+}
 // Bytes a memory BIO has allocated.
 size_t capacity(BIO* bio) {
   BUF_MEM* mem = nullptr;
@@ -41,10 +47,8 @@ size_t capacity(BIO* bio) {
 TlsSession::TlsSession(const TlsContext& context, std::string server_name)
     : server_name_(std::move(server_name)), is_client_(context.role() == TlsContext::Role::kClient) {
   ssl_ = SSL_new(context.native());
-  network_in_ = BIO_new(BIO_s_mem());
+  network_in_ = new_input_bio();
   network_out_ = BIO_new(BIO_s_mem());
-  // An empty input BIO means "wait for more bytes", not end of stream.
-  BIO_set_mem_eof_return(network_in_, -1);
   SSL_set_bio(ssl_, network_in_, network_out_);
   SSL_set_app_data(ssl_, &rejected_);
   if (!is_client_) {
@@ -130,8 +134,7 @@ TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::funct
     if (s != Status::kOk || stopped) return s;
   }
   if (BIO_ctrl_pending(network_in_) == 0 && capacity(network_in_) > kKeptBioCapacity) {
-    network_in_ = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(network_in_, -1);
+    network_in_ = new_input_bio();
     SSL_set0_rbio(ssl_, network_in_);  // frees the old one
   }
   return Status::kOk;
