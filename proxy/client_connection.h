@@ -1,14 +1,15 @@
 // ClientConnection: one client's connection and the upstream connection made for it, on one loop.
+// It owns the transport: both sockets, framing, backpressure, and the connection's state
+// (proxy/connection_state.h). What happens to each frame is the pipeline's business
+// (proxy/pipeline.h): the connection hands it every whole frame and sends what the pipeline gives
+// back through PipelineOutput.
 //
-//   client ─► TcpStream ─► FrameReader ─► request header ─► in-flight FIFO ─► upstream TcpStream
-//   client ◄─ TcpStream ◄─ BrokerAddressRewrite ◄─ FIFO match ◄─ FrameReader ◄─ upstream TcpStream
+//   client ─► TcpStream ─► FrameReader ─► Pipeline::on_request_frame ──► send_to_broker ─► upstream TcpStream
+//   client ◄─ TcpStream ◄─ send_to_client ◄── Pipeline::on_response_frame ◄─ FrameReader ◄─ upstream TcpStream
 //
-// Requests: the header is always parsed; the body only for Produce acks and the SaslHandshake v0
-// mechanism. Every request is forwarded as its original bytes, without a copy in user space: a
-// large frame is read straight into its own buffer, which then moves to the upstream write queue;
-// frames inside one read are written from the read buffer itself (TcpStream::append_borrowed). Responses are matched in order
-// with the FIFO (a correlation id mismatch closes the connection); those that name brokers go
-// through BrokerAddressRewrite and, when changed, are re-encoded with a patched size prefix.
+// Every request is forwarded as its original bytes, without a copy in user space: a large frame
+// is read straight into its own buffer, which then moves to the upstream write queue; frames
+// inside one read are written from the read buffer itself (TcpStream::append_borrowed).
 // Backpressure: reading one side stops while the other side's write queue is above the
 // high-water mark. Every log line carries "conn=<id>"; every close logs its reason.
 #pragma once
@@ -21,21 +22,20 @@
 
 #include "codec/frame_reader.h"
 #include "config/config.h"
+#include "proxy/close_reason.h"
+#include "proxy/connection_state.h"
 #include "proxy/deadline_timer.h"
-#include "proxy/inflight_requests.h"
 #include "proxy/listener.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/pipeline.h"
-#include "proxy/sasl_raw_tokens.h"
 #include "proxy/tcp_stream.h"
 #include "proxy/upstream_connection.h"
 
 namespace kproxy::proxy {
 
-class BrokerAddressRewrite;
 class Worker;
 
-class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents {
+class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
   ClientConnection(Worker& worker, const ListenerSpec& listener, std::shared_ptr<const config::Config> config, uint64_t id);
@@ -47,7 +47,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// Starts reading the client and connecting to `upstream`.
   void start(const config::HostPort& upstream);
   /// Closes both sides now, logging `reason`. The object deletes itself once libuv is done.
-  void close(std::string_view reason);
+  void close(CloseReason reason) override;
   /// Stops taking requests; closes once every in-flight request has its response.
   void drain();
 
@@ -65,11 +65,14 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void on_upstream_connect_failed(const std::string& reason) override;
   void on_upstream_part_released() override;
 
+  // PipelineOutput
+  void send_to_broker(codec::Bytes bytes) override;
+  void send_to_client(codec::Bytes bytes) override;
+  void flush() override;
+  void reset_client() override;
+  void open_broker_port(int32_t node_id, uint16_t port) override;
+
  private:
-  bool on_request_frame(codec::Bytes frame);
-  /// Pushes the in-flight entry (when a response is expected) and queues `frame` for the broker.
-  void forward_request(codec::Bytes frame, const codec::RequestHeader& header, bool expects_response);
-  bool on_response_frame(codec::Bytes frame);
   /// Queues `bytes` on `to` with the least copying: a frame gathered by `reader` is moved over,
   /// a view into `piece` (the read being handled, flushed before its callback returns) is
   /// borrowed, anything else is copied.
@@ -79,14 +82,18 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// once `to` is not above the mark and the pipeline holds less than kWriteQueueLowWater.
   void apply_backpressure(TcpStream& from, TcpStream& to);
   /// Closes the client after it got what is queued for it (broker gone, drain finished).
-  void finish(std::string_view reason);
+  void finish(CloseReason reason);
+  /// Logs and counts the close, moves to kClosing.
+  void begin_close(const CloseReason& reason, const char* how);
+  /// A draining connection with nothing left in flight or held finishes.
+  void finish_drain_if_idle();
   void maybe_destroy();
-  bool closing() const { return closing_; }
+  void enter(ConnectionState next);
+  bool closing() const { return state_ >= ConnectionState::kClosing; }
 
   Worker& worker_;
   ListenerSpec listener_;
   std::shared_ptr<const config::Config> config_;
-  const BrokerAddressRewrite& rewrite_;
   uint64_t id_;
   std::string peer_;
   /// "127.0.0.1:9093 (10.0.0.5:9093)": the broker as configured or advertised, and where it resolved.
@@ -98,20 +105,14 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// The piece of the stream being handled by on_stream_read, per side (empty outside it).
   codec::Bytes client_piece_;
   codec::Bytes upstream_piece_;
-  InflightRequests inflight_;
-  SaslRawTokens sasl_;
-  /// ApiVersions rewrite, fault rules, observer (proxy/pipeline.h); keeps responses in request order.
+  ConnectionState state_ = ConnectionState::kConnecting;
+  metrics::ConnectionMetrics metrics_{listener_.listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
+  /// The stages every frame passes through (proxy/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;
   /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout.
   DeadlineTimer tls_handshake_deadline_;
-  /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
-  bool unanswered_sasl_tokens_ = false;
-  bool draining_ = false;
-  bool closing_ = false;
-  bool destroyed_ = false;
   std::chrono::steady_clock::time_point opened_at_;
-  uint64_t requests_forwarded_ = 0;
-  metrics::ConnectionMetrics metrics_{listener_.listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
+  uint64_t requests_in_ = 0;
 };
 
 }  // namespace kproxy::proxy

@@ -32,6 +32,7 @@ class LazyDeque {
   T& back() { return items_->back(); }
   const T& back() const { return items_->back(); }
   void pop_front() { items_->pop_front(); }
+  T& operator[](size_t i) { return (*items_)[i]; }
 
   iterator begin() { return items_ ? items_->begin() : iterator(); }
   iterator end() { return items_ ? items_->end() : iterator(); }

@@ -1,28 +1,23 @@
-// Pipeline: the per-connection chain of stages every Kafka frame goes through, and the hook the
-// observability side (metrics, tap) plugs into.
+// Pipeline: one client connection's ordered chain of stages, and the keeper of request/response
+// order. The connection (proxy/client_connection.h) owns the sockets and framing; it hands every
+// whole frame to the pipeline and gets bytes back through one interface, PipelineOutput.
 //
-//  client ─► ClientConnection ─► header parsed ─► Pipeline::on_request ──────────────────────────┐
-//                                                   1. ApiVersions: too-new request → own v0 answer; KIP-511 name/version
-//                                                   2. fault rules: match (header, then lazily the body's entities),
-//                                                      trigger, then answer | close before | delay request | mark the
-//                                                      response side (error, throttle, delay, drop, close after, reset,
-//                                                      bandwidth/slice of the response)
-//                                                   3. observer.on_request
-//            requests leave in arrival order (a delayed one holds those behind it) ──► upstream
+//  request:  ClientConnection ─frame─► Pipeline::on_request_frame
+//              header parsed; SASL v0 raw tokens pass through; Produce acks=0 expects no answer
+//              ─► stages in order (on_request):  api_versions ─► fault_rules ─► observer
+//              ─► answered by a stage: its answer takes a slot, the broker never sees the request
+//                 held by a delay:    waits (and so does every later request, order holds)
+//                 else:               PipelineOutput::send_to_broker (through the request's shaper)
 //
-//  client ◄── ordered slots ◄── Pipeline::on_response ◄── broker-address rewrite ◄── FIFO match ◄── upstream
-//             (one per request    1. ApiVersions rewrite (clamp/hide, decode limits); Metadata: topic ids
-//              expecting an          learned (proxy/topic_names.h) for `topic:` rules on Produce/Fetch v13+
-//              answer; synthetic  2. fault actions marked on the slot: error codes, throttle, delay, drop, close after
-//              answers take their 3. observer.on_response (latency = broker round trip)
-//              place, so order holds)
+//  response: ClientConnection ─frame─► Pipeline::on_response_frame
+//              matched with the oldest forwarded request (a correlation id mismatch closes)
+//              ─► stages in order (on_response): broker_address ─► api_versions ─► topic_ids
+//                                                ─► fault_rules ─► observer
+//              ─► its slot; slots leave in request order (kProxy's own answers included),
+//                 after any delay, through the response's shaper: PipelineOutput::send_to_client
 //
-// Bodies are decoded lazily, once: RequestContext/ResponseContext::message() decodes on first use
-// (codec make_request/make_response) and keeps a shared_ptr that observers may keep too. A stage
-// that changes a body calls mark_dirty(); the frame is then re-encoded with a patched size prefix.
-// A frame nobody changed leaves as its original bytes. Stages that only need a response's error
-// codes use ResponseContext::scan() (codec::scan_response: no decode, no allocation), made once
-// per frame, or handed in by the broker-address rewrite that already walked the body.
+// The list of stages is built in one place, the constructor in proxy/pipeline.cc. A frame nobody
+// changed leaves as its original bytes; a changed one is re-encoded with a patched size prefix.
 //
 // drop_response (blackhole): the response is swallowed and so is every later response on that
 // connection, as if the broker had hung. Delivering later ones would break clients that match
@@ -34,237 +29,141 @@
 // is swallowed and the client connection closed: the outcome is unknown to the client.
 //
 // Transport toxics (bandwidth, slice) shape the bytes of the exchange a rule matched: the request
-// on its way to the broker (send_broker) and/or the response on its way to the client, through one
+// on its way to the broker and/or the response on its way to the client, through one
 // chaos::TransportShaper per direction (proxy/chaos/transport_shaper.h). reset_after_bytes sends
 // the next N response bytes, then resets the client connection (RST, like Toxiproxy's reset_peer);
 // bytes a shaper still holds at that moment are lost with the connection, as on a real reset.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include <uv.h>
 
-#include "codec/message.h"
 #include "codec/request_header.h"
-#include "codec/response_scan.h"
 #include "proxy/chaos/rule_set.h"
 #include "proxy/chaos/transport_shaper.h"
+#include "proxy/close_reason.h"
 #include "proxy/deadline_timer.h"
+#include "proxy/frame_context.h"
+#include "proxy/frame_observer.h"
 #include "proxy/lazy_deque.h"
+#include "proxy/rule_snapshot.h"
+#include "proxy/sasl_raw_tokens.h"
+#include "proxy/stage.h"
+#include "proxy/stages/api_versions_stage.h"
+#include "proxy/stages/broker_address_stage.h"
+#include "proxy/stages/fault_stage.h"
+#include "proxy/stages/observer_stage.h"
+#include "proxy/stages/topic_ids_stage.h"
+
+namespace kproxy::metrics {
+class ConnectionMetrics;
+}
 
 namespace kproxy::proxy {
 
-/// What the pipeline knows of its connection; observers receive it with every frame.
-struct ConnectionInfo {
-  uint64_t id = 0;
-  std::string listener;
-  /// The listener's position in the config (metrics slots), resolved once per connection.
-  size_t listener_index = 0;
-  std::string peer;
-  /// KIP-511, from ApiVersions v3+ ("" until seen).
-  std::string client_software_name;
-  std::string client_software_version;
-};
+class BrokerAddressRewrite;
 
-/// A request frame in flight through the pipeline.
-class RequestContext {
+/// The connection's side of the pipeline: where its bytes and decisions go. Called on the loop
+/// thread, from within Pipeline's calls or from its timers.
+class PipelineOutput : public BrokerPortOpener {
  public:
-  RequestContext(const codec::RequestHeader& header, codec::Bytes frame, const ConnectionInfo& connection)
-      : header_(header), frame_(frame), connection_(connection) {}
-
-  const codec::RequestHeader& header() const { return header_; }
-  /// The original frame, size prefix included.
-  codec::Bytes frame() const { return frame_; }
-  const ConnectionInfo& connection() const { return connection_; }
-  /// The decoded body (decoded on first call), or nullptr when the version is unknown or the body
-  /// does not decode (then decode_error() says why). Views point into frame().
-  std::shared_ptr<codec::Message> message() const;
-  const std::string& decode_error() const { return decode_error_; }
-
- private:
-  const codec::RequestHeader& header_;
-  codec::Bytes frame_;
-  const ConnectionInfo& connection_;
-  mutable std::shared_ptr<codec::Message> message_;
-  mutable bool decoded_ = false;
-  mutable std::string decode_error_;
-};
-
-/// A response frame (after broker-address rewriting) about to go to the client.
-class ResponseContext {
- public:
-  ResponseContext(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, const ConnectionInfo& connection)
-      : api_key_(api_key), api_version_(api_version), header_version_(header_version), frame_(frame), connection_(connection) {}
-
-  int16_t api_key() const { return api_key_; }
-  int16_t api_version() const { return api_version_; }
-  /// The version the body decodes at (ApiVersions' v0 fallback may differ from api_version()).
-  int16_t body_version() const { return body_version_; }
-  int header_version() const { return header_version_; }
-  codec::Bytes frame() const { return frame_; }
-  const ConnectionInfo& connection() const { return connection_; }
-  /// True for answers kproxy built itself (the broker never saw the request).
-  bool synthetic() const { return synthetic_; }
-  std::shared_ptr<codec::Message> message() const;
-  const std::string& decode_error() const { return decode_error_; }
-  /// The body's error codes (with their offsets) and top-level tags, scanned without decoding on
-  /// first call (or given by an earlier stage), or nullptr when the body does not scan. Describes
-  /// the original frame(): once a stage has changed the body (dirty()), use message() instead.
-  const codec::ResponseScan* scan() const;
-  /// Uses `scan` (of this frame's body, made by an earlier stage; it must outlive the context)
-  /// instead of scanning again.
-  void adopt_scan(const codec::ResponseScan* scan) {
-    scan_ = scan;
-    scanned_ = scan != nullptr;
-  }
-  void mark_dirty() { dirty_ = true; }
-  bool dirty() const { return dirty_; }
-  /// The frame to send: the original bytes, or the re-encoded body with a patched size prefix.
-  std::vector<uint8_t> encode() const;
-
- private:
-  friend class Pipeline;
-  int16_t api_key_, api_version_;
-  int16_t body_version_ = -1;
-  int header_version_;
-  codec::Bytes frame_;
-  const ConnectionInfo& connection_;
-  bool synthetic_ = false;
-  bool dirty_ = false;
-  mutable const codec::ResponseScan* scan_ = nullptr;
-  mutable bool scanned_ = false;
-  mutable std::optional<codec::ResponseScan> own_scan_;
-  mutable std::shared_ptr<codec::Message> message_;
-  mutable bool decoded_ = false;
-  mutable std::string decode_error_;
-};
-
-/// A rule fired on a frame.
-struct FaultEvent {
-  const chaos::FaultRule& rule;
-  int16_t api_key;
-  int16_t api_version;
-  const ConnectionInfo& connection;
-};
-
-/// Observes every frame (metrics, tap). Called on the worker's loop thread: must be quick and must
-/// not block. Install one process-wide with set_frame_observer() before connections open.
-class FrameObserver {
- public:
-  virtual ~FrameObserver() = default;
-  /// A request as it leaves for the broker (or is answered by kproxy).
-  virtual void on_request(const RequestContext&) {}
-  /// A response as it goes to the client; `latency` = broker round trip seen by kproxy (0 for
-  /// synthetic answers).
-  virtual void on_response(const ResponseContext&, std::chrono::nanoseconds /*latency*/) {}
-  /// A fault rule injected its action on a frame.
-  virtual void on_fault_injected(const FaultEvent&) {}
-};
-
-/// Sets the process-wide observer (nullptr = none). Connections opened afterwards use it.
-void set_frame_observer(std::shared_ptr<FrameObserver> observer);
-std::shared_ptr<FrameObserver> frame_observer();
-
-/// What ClientConnection does with a request after Pipeline::on_request.
-enum class RequestVerdict : uint8_t {
-  kForward,  ///< forward now (push the in-flight entry, send the frame)
-  kHeld,     ///< the pipeline holds it (delay) and forwards it later through the sink
-  kAnswered, ///< kproxy answered; do not forward
-  kClose,    ///< close the connection (reason in close_reason())
+  /// Bytes for the broker / for the client, in order.
+  virtual void send_to_broker(codec::Bytes bytes) = 0;
+  virtual void send_to_client(codec::Bytes bytes) = 0;
+  /// Bytes went out from a timer (a delay ended, a shaper released a piece): write both sides and
+  /// re-check backpressure, as held_bytes_to_*() went down.
+  virtual void flush() = 0;
+  /// Close the connection now. The pipeline sends nothing afterwards.
+  virtual void close(CloseReason reason) = 0;
+  /// Make the next close of the client socket a reset (RST) instead of an orderly FIN.
+  virtual void reset_client() = 0;
 };
 
 class Pipeline {
  public:
-  /// The connection's side of things, called by the pipeline.
-  struct Sink {
-    /// Forward a request now: push its in-flight entry (when `expects_response`), send the bytes.
-    std::function<void(codec::Bytes frame, const codec::RequestHeader& header, bool expects_response)> forward_request;
-    /// Append bytes for the client.
-    std::function<void(codec::Bytes bytes)> send_client;
-    /// Flush both directions (after timer-driven sends, e.g. a shaper releasing bytes: the
-    /// connection re-checks backpressure there, as held_bytes_to_*() went down).
-    std::function<void()> flush;
-    std::function<void(const std::string& reason)> close;
-    /// Append bytes for the broker (what forward_request sends goes through Pipeline::send_broker).
-    std::function<void(codec::Bytes bytes)> send_broker;
-    /// Make the next close of the client socket a reset (RST) instead of an orderly FIN.
-    std::function<void()> reset_client;
-  };
-
-  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, Sink sink);
+  /// `rewrite` == nullptr: broker addresses pass unchanged (unit tests). `metrics`, when given,
+  /// counts requests in flight.
+  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info, PipelineOutput& output,
+           metrics::ConnectionMetrics* metrics = nullptr);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  /// A parsed request. `expects_response` false for Produce acks=0.
-  RequestVerdict on_request(const codec::RequestHeader& header, codec::Bytes frame, bool expects_response);
-  /// A broker response to the oldest forwarded request (`api_key` v`api_version`, response header
-  /// `header_version`, `sent_at` when forwarded). Sends, holds, or drops it; may close. `scan`:
-  /// the body of `frame` already scanned by an earlier stage (nullptr: scanned when needed).
-  void on_response(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::chrono::steady_clock::time_point sent_at,
-                   const codec::ResponseScan* scan = nullptr);
+  /// A whole request frame (size prefix included) from the client. False when the connection was
+  /// closed because of it.
+  bool on_request_frame(codec::Bytes frame);
+  /// A whole response frame from the broker. False when the connection was closed because of it.
+  bool on_response_frame(codec::Bytes frame);
 
-  /// The way a forwarded request's bytes reach the broker (Sink::forward_request implementations
-  /// call it): shaped when a transport rule fired on that request, else passed to Sink::send_broker.
-  void send_broker(codec::Bytes bytes);
-
-  /// Bytes a fault rule holds for the client / for the broker, not yet handed to the Sink: what a
-  /// transport toxic has queued, responses waiting for a delay (or behind one, to keep their
+  /// Bytes a fault rule holds for the client / for the broker, not yet handed to the output: what
+  /// a transport toxic has queued, responses waiting for a delay (or behind one, to keep their
   /// order), requests waiting for a delay. They count toward that side's write-queue high-water
   /// mark (proxy/tcp_stream.h): a slow bandwidth rule or a long delay stops kproxy reading the
   /// other side instead of filling its memory.
   size_t held_bytes_to_client() const { return to_client_.queued_bytes() + held_response_bytes_; }
   size_t held_bytes_to_broker() const { return to_broker_.queued_bytes() + held_request_bytes_; }
 
-  const std::string& close_reason() const { return close_reason_; }
+  /// Requests forwarded to the broker and not yet answered.
+  size_t awaiting_broker() const { return awaiting_broker_; }
+  /// True when nothing is in flight, held or waiting to be sent: a draining connection may close.
+  bool idle() const { return slots_.empty() && held_.empty(); }
+
   const ConnectionInfo& info() const { return info_; }
   /// Stops timers; nothing is sent afterwards.
   void shutdown();
 
  private:
-  struct ResponseActions;
   struct Slot;
   struct HeldRequest;
 
-  const chaos::RuleSet& rules();
-  bool matches(const chaos::FaultRule& rule, const codec::RequestHeader& header, RequestContext& ctx) const;
-  void fired(const chaos::FaultRule& rule, const codec::RequestHeader& header);
-  void apply_response_actions(Slot& slot, ResponseContext& ctx);
+  /// Sends `frame` to the broker now (through `toxic`'s shaper, if any); the slot of the request,
+  /// when it expects a response, is then waiting for it.
+  void forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic);
+  /// Queues `frame` behind the held requests, released `delay` from now (or after the last one).
+  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::optional<chaos::TransportToxic>& toxic);
   /// Sends what is ready, in order; arms the timer for what is not.
   void pump();
   void arm_timer(std::chrono::steady_clock::time_point at);
-  /// Removes the oldest slot (keeping held_response_bytes_ right) and returns it, or drops it.
-  Slot take_front_slot();
+  /// Removes the oldest slot, keeping held_response_bytes_ right.
   void pop_front_slot();
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
-  std::chrono::milliseconds jittered(const chaos::RuleAction& a);
+  void close(CloseReason reason);
 
-  const chaos::ChaosControl& chaos_;
-  uint64_t generation_ = 0;
-  std::shared_ptr<const chaos::RuleSet> rules_;
-  std::shared_ptr<FrameObserver> observer_;
   ConnectionInfo info_;
-  Sink sink_;
+  PipelineOutput& output_;
+  metrics::ConnectionMetrics* metrics_;
+  RuleSnapshot rules_;
+
+  // The stages, in the order of the list in stages_ (built in the constructor).
+  BrokerAddressStage broker_address_;
+  ApiVersionsStage api_versions_;
+  TopicIdsStage topic_ids_;
+  FaultStage faults_;
+  ObserverStage observer_;
+  std::array<Stage*, kStageCount> stages_;
+
+  SaslRawTokens sasl_;
+  /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
+  bool unanswered_sasl_tokens_ = false;
   // Allocated on first use (an idle connection holds neither; proxy/lazy_deque.h).
-  LazyDeque<Slot> slots_;            ///< client-bound, in request order
+  LazyDeque<Slot> slots_;            ///< one per request that gets an answer, in request order
   LazyDeque<HeldRequest> held_;      ///< broker-bound requests waiting for a delay
-  size_t held_request_bytes_ = 0;   ///< frames in held_
-  size_t held_response_bytes_ = 0;  ///< encoded responses in slots_
+  size_t forwarded_ahead_ = 0;       ///< slots (from the front) up to the next one to forward
+  size_t answered_ahead_ = 0;        ///< slots (from the front) up to the next one awaiting the broker
+  size_t awaiting_broker_ = 0;       ///< forwarded slots without a response yet
+  size_t held_request_bytes_ = 0;    ///< frames in held_
+  size_t held_response_bytes_ = 0;   ///< encoded responses in slots_
   DeadlineTimer timer_;              ///< releases delayed requests and responses
   bool blackholed_ = false;
   bool closed_ = false;
   std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close
-  uint64_t jitter_state_;
-  std::string close_reason_;
   chaos::TransportShaper to_client_, to_broker_;
-  /// The toxic of the request being forwarded right now (set around Sink::forward_request).
-  std::optional<chaos::TransportToxic> request_toxic_;
 };
 
 }  // namespace kproxy::proxy

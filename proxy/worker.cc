@@ -100,14 +100,14 @@ void Worker::accept(uv_stream_t* server, const ListenerSpec& spec) {
   connections_.insert(connection);
   bump(counters().connections_accepted);
   if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
-    connection->close(std::string("accept failed: ") + uv_strerror(rc));
+    connection->close({CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
     return;
   }
   config::HostPort upstream;
   if (spec.is_broker_port()) {
     auto route = proxy_.directory(spec.listener_index).route_for_port(spec.port);
     if (!route) {
-      connection->close("no broker is known for port " + std::to_string(spec.port));
+      connection->close({CloseCategory::kLimit, "no broker is known for port " + std::to_string(spec.port)});
       return;
     }
     upstream = route->real;
@@ -140,7 +140,7 @@ void Worker::on_drain_deadline(uv_timer_t* timer) {
     spdlog::warn("worker {}: drain deadline passed, closing {} connections", self->index_, self->connections_.size());
   }
   std::vector<ClientConnection*> open(self->connections_.begin(), self->connections_.end());
-  for (ClientConnection* c : open) c->close("drain deadline passed with requests in flight");
+  for (ClientConnection* c : open) c->close({CloseCategory::kLimit, "drain deadline passed with requests in flight"});
 }
 
 void Worker::maybe_finish_drain() {

@@ -113,7 +113,10 @@ int main(int argc, char** argv) {
       proxy::RequestContext rctx(header, request, info);
       if (mode != Mode::kOff) observer.on_request(rctx);
       proxy::ResponseContext sctx(0, 12, hv, response, info);
-      if (mode == Mode::kHanded) sctx.adopt_scan(&handed);
+      if (mode == Mode::kHanded) {  // as the broker-address stage leaves it
+        *sctx.scan_storage() = handed;
+        sctx.scan_stored();
+      }
       if (mode != Mode::kOff) observer.on_response(sctx, std::chrono::microseconds(300 + (i & 255)));
     }
     return (thread_cpu_ns() - start) / static_cast<double>(iterations);

@@ -9,7 +9,7 @@
 #include "proxy/counters.h"
 #include "proxy/chaos/admin_registration.h"
 #include "proxy/metrics/frame_metrics.h"
-#include "proxy/pipeline.h"
+#include "proxy/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::admin {

@@ -24,7 +24,9 @@ constexpr size_t kMaxRemembered = 10000;
 }  // namespace
 
 FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors)
-    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {}
+    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {
+  for (size_t i = 0; i < proxy::kStageCount; ++i) stage_ids_[i] = metrics_.stage_id(proxy::stage_name(static_cast<proxy::StageId>(i)));
+}
 
 void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& topics) {
   const auto& h = ctx.header();
@@ -57,7 +59,7 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
   if (LabelValues* clients = metrics_.client_id_labels()) clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
   if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
-  if (h.api_key == 18 && h.api_version >= 3 && !ctx.connection().client_software_name.empty()) {
+  if (h.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions) && h.api_version >= 3 && !ctx.connection().client_software_name.empty()) {
     metrics_.client_seen(ctx.connection().client_software_name, ctx.connection().client_software_version);
   }
   if (!hub_.active()) return;
@@ -74,12 +76,8 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   size_t listener = ctx.connection().listener_index;
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
-  if (ctx.dirty()) {
-    // The pipeline's response stages that change bodies: ApiVersions rewrite, fault rules.
-    static thread_local int api_versions_stage = metrics_.stage_id("api_versions");
-    static thread_local int fault_stage = metrics_.stage_id("fault_rules");
-    metrics_.rewritten(api, api == 18 ? api_versions_stage : fault_stage);
-  }
+  // Each stage that changed the frame says so itself (ResponseContext::changed_by()).
+  for (uint32_t bits = ctx.changed_by(); bits != 0; bits &= bits - 1) metrics_.rewritten(api, stage_ids_[static_cast<size_t>(__builtin_ctz(bits))]);
   bool has_error = false;
   if (!count_errors_ && !hub_.active()) return;
   // The scan (made once per frame, often already by the broker-address rewrite) describes the
@@ -95,7 +93,7 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
         has_error = true;
       }
     });
-  } else if (ctx.decode_error().empty() || ctx.decode_error().find("unknown to kproxy") != std::string::npos) {
+  } else if (ctx.decode_failure() != proxy::DecodeFailure::kMalformed) {
     metrics_.undecoded(api, codec::api_name(api) ? UndecodedReason::kUnknownVersion : UndecodedReason::kUnknownApi);
   } else {
     metrics_.decode_error(api, Direction::kResponse, DecodeErrorReason::kBody);
@@ -115,7 +113,7 @@ void FrameMetrics::on_fault_injected(const proxy::FaultEvent& event) {
 ConnectionMetrics::ConnectionMetrics(size_t listener_index) : listener_(listener_index) {}
 
 ConnectionMetrics::~ConnectionMetrics() {
-  if (!closed_) closed("destroyed", "", "");
+  if (!closed_) closed(proxy::CloseCategory::kOther, "", "");
 }
 
 void ConnectionMetrics::opened() {
@@ -129,7 +127,7 @@ void ConnectionMetrics::upstream_connected() {
   ProxyMetrics::instance().connection_opened(listener_, Side::kUpstream);
 }
 
-void ConnectionMetrics::closed(std::string_view reason, const std::string& software_name, const std::string& software_version) {
+void ConnectionMetrics::closed(proxy::CloseCategory reason, const std::string& software_name, const std::string& software_version) {
   if (closed_) return;
   closed_ = true;
   auto& m = ProxyMetrics::instance();
@@ -137,20 +135,8 @@ void ConnectionMetrics::closed(std::string_view reason, const std::string& softw
   if (upstream_open_) m.connection_closed(listener_, Side::kUpstream);
   if (inflight_) m.inflight(-inflight_);
   inflight_ = 0;
-  if (client_open_) m.connection_close_reason(listener_, close_reason_label(reason));
+  if (client_open_) m.connection_close_reason(listener_, reason);
   if (!software_name.empty()) m.client_gone(software_name, software_version);
-}
-
-std::string close_reason_label(std::string_view reason) {
-  auto has = [&](std::string_view s) { return reason.find(s) != std::string_view::npos; };
-  if (has("shutting down")) return "shutdown";
-  if (has("fault") || has("rule")) return "fault";
-  if (has("framing") || has("malformed")) return "protocol_error";
-  if (has("connect")) return "upstream_connect_failed";
-  if (has("broker") || has("upstream")) return "upstream_closed";
-  if (has("client")) return "client_closed";
-  if (has("destroyed")) return "other";
-  return "other";
 }
 
 }  // namespace kproxy::metrics

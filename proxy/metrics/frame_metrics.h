@@ -13,6 +13,7 @@
 // cost a request decode and a per-thread hash lookup, only when turned on.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -20,7 +21,9 @@
 #include <vector>
 
 #include "proxy/metrics/proxy_metrics.h"
-#include "proxy/pipeline.h"
+#include "proxy/close_reason.h"
+#include "proxy/frame_observer.h"
+#include "proxy/stage.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::metrics {
@@ -44,6 +47,7 @@ class FrameMetrics final : public proxy::FrameObserver {
   tap::TapHub& hub_;
   std::vector<std::string> listener_names_;
   bool count_errors_;
+  std::array<int, proxy::kStageCount> stage_ids_{};  ///< ProxyMetrics' id of each stage's label
 };
 
 /// Per-connection gauges; a member of ClientConnection. Loop thread only.
@@ -62,8 +66,9 @@ class ConnectionMetrics {
   void bytes_out(size_t n) { bytes_out_ += n; }
   uint64_t bytes_in() const { return bytes_in_; }
   uint64_t bytes_out() const { return bytes_out_; }
-  /// The connection closes: `reason` is bucketed into a few labels; `software` from KIP-511.
-  void closed(std::string_view reason, const std::string& software_name, const std::string& software_version);
+  /// The connection closes: `reason` names the label of kproxy_connections_closed_total;
+  /// `software` from KIP-511.
+  void closed(proxy::CloseCategory reason, const std::string& software_name, const std::string& software_version);
 
  private:
   size_t listener_;
@@ -74,8 +79,5 @@ class ConnectionMetrics {
   uint64_t bytes_in_ = 0;
   uint64_t bytes_out_ = 0;
 };
-
-/// A bounded label for a close reason ("client closed", "broker closed", "fault", ...).
-std::string close_reason_label(std::string_view reason);
 
 }  // namespace kproxy::metrics

@@ -44,6 +44,8 @@
 
 #include <prometheus/metric_family.h>
 
+#include "proxy/close_reason.h"
+
 namespace kproxy::metrics {
 
 class LabelValues;
@@ -157,7 +159,7 @@ class ProxyMetrics {
   void connection_closed(size_t listener, Side side);
 
   // Rare events (mutex).
-  void connection_close_reason(size_t listener, std::string_view reason);
+  void connection_close_reason(size_t listener, proxy::CloseCategory reason);
   void fault_injected(std::string_view rule, int16_t api, std::string_view action);
   /// A client announced its software (ApiVersions v3+); client_gone when its connection closes.
   void client_seen(std::string_view software_name, std::string_view software_version);

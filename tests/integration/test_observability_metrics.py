@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -391,3 +392,60 @@ def test_token_file_opt_in_labels_with_a_cap_and_tap_records(kafka, topic_name, 
         keys = {r["key"]["text"] for r in shown if r.get("key")}
         assert {"obs-a-key-0", "obs-c-key-4"} <= keys, sorted(keys)[:20]
         assert all(r["value"]["size"] == len(r["key"]["text"]) + 3 for r in shown if r.get("key")), shown[:3]
+
+
+def _api_versions_v0(correlation_id: int) -> bytes:
+    client_id = b"close-reason-test"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n):
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+            out += chunk
+        return out
+    size = struct.unpack(">i", exactly(4))[0]
+    return exactly(size)
+
+
+def _wait_for_value(port: int, name: str, want: float, **labels) -> float:
+    deadline = time.monotonic() + 30
+    got = None
+    while time.monotonic() < deadline:
+        got = _value(_scrape(port), name, **labels)
+        if got >= want:
+            return got
+        time.sleep(0.1)
+    return got
+
+
+def test_close_reason_labels_for_a_client_close_and_a_broker_close(observed_kproxy):
+    """kproxy_connections_closed_total{reason} comes from the close's category: an ordinary client
+    disconnect is client_closed (it was once counted as upstream_connect_failed), a real broker
+    closing the connection (Kafka closes a connection whose request names an api key it does not
+    know) is broker_closed."""
+    kp = observed_kproxy
+    closed = "kproxy_connections_closed_total"
+    before = _scrape(kp.admin_port)  # the fixture's readiness probe may have connected already
+    base = {r: _value(before, closed, reason=r) for r in ("client_closed", "broker_closed", "upstream_connect_failed")}
+    with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
+        s.sendall(_api_versions_v0(1))
+        answer = _read_frame(s)
+        assert struct.unpack(">i", answer[:4])[0] == 1
+    assert _wait_for_value(kp.admin_port, closed, base["client_closed"] + 1, reason="client_closed") == base["client_closed"] + 1
+
+    with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
+        s.sendall(_api_versions_v0(1))
+        _read_frame(s)  # the upstream connection is up
+        body = struct.pack(">hhih", 9999, 0, 2, 1) + b"x"
+        s.sendall(struct.pack(">i", len(body)) + body)
+        assert s.recv(1) == b"", "kproxy closes the client after the broker closed"
+    assert _wait_for_value(kp.admin_port, closed, base["broker_closed"] + 1, reason="broker_closed") == base["broker_closed"] + 1
+    text = _scrape(kp.admin_port)
+    assert _value(text, closed, reason="client_closed") == base["client_closed"] + 1
+    assert _value(text, closed, reason="upstream_connect_failed") == base["upstream_connect_failed"] == 0

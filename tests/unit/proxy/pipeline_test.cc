@@ -1,9 +1,11 @@
-// Pipeline with fault rules on a real libuv loop and a recording Sink (no sockets): the transport
-// toxics' wiring (which bytes each direction's shaper sees), reset_after_bytes, and topic-id
-// matching learned from a Metadata response.
+// Pipeline with fault rules on a real libuv loop and a recording PipelineOutput (no sockets): the
+// transport toxics' wiring (which bytes each direction's shaper sees), reset_after_bytes, topic-id
+// matching learned from a Metadata response, response order and the typed close reasons.
 #include "proxy/pipeline.h"
 
 #include <chrono>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -14,33 +16,29 @@
 #include "codec/messages/produce.h"
 #include "codec/request_header.h"
 #include "codec/writer.h"
+#include "codec/response_header.h"
 #include "proxy/chaos/answer_builder.h"
 
 using namespace kproxy;
+using proxy::CloseCategory;
 using proxy::Pipeline;
-using proxy::RequestVerdict;
 
 namespace {
 
-struct Recorder {
+struct Recorder final : proxy::PipelineOutput {
   std::vector<std::string> to_client, to_broker;
-  int forwards = 0;
   int resets = 0;
-  std::string closed;
-};
+  int flushes = 0;
+  std::optional<proxy::CloseReason> closed;
+  std::vector<std::pair<int32_t, uint16_t>> broker_ports;
 
-Pipeline::Sink sink_for(Recorder& rec, Pipeline*& self) {
-  return Pipeline::Sink{
-      [&rec, &self](codec::Bytes f, const codec::RequestHeader&, bool) {
-        ++rec.forwards;
-        self->send_broker(f);
-      },
-      [&rec](codec::Bytes b) { rec.to_client.emplace_back(b.begin(), b.end()); },
-      [] {},
-      [&rec](const std::string& reason) { rec.closed = reason; },
-      [&rec](codec::Bytes b) { rec.to_broker.emplace_back(b.begin(), b.end()); },
-      [&rec] { ++rec.resets; }};
-}
+  void send_to_broker(codec::Bytes b) override { to_broker.emplace_back(b.begin(), b.end()); }
+  void send_to_client(codec::Bytes b) override { to_client.emplace_back(b.begin(), b.end()); }
+  void flush() override { ++flushes; }
+  void close(proxy::CloseReason reason) override { closed = std::move(reason); }
+  void reset_client() override { ++resets; }
+  void open_broker_port(int32_t node_id, uint16_t port) override { broker_ports.emplace_back(node_id, port); }
+};
 
 // A request frame: size prefix, header v1 (client id "t") or v2 when flexible, then `body`.
 std::vector<uint8_t> request_frame(int16_t api, int16_t version, int32_t correlation_id, const std::vector<uint8_t>& body, bool flexible = false) {
@@ -73,12 +71,8 @@ std::vector<uint8_t> heartbeat_response(int32_t correlation_id) {
   return out;
 }
 
-RequestVerdict offer(Pipeline& p, const std::vector<uint8_t>& frame, codec::RequestHeader& header) {
-  codec::Bytes bytes(frame.data(), frame.size());
-  std::string error;
-  REQUIRE(codec::read_request_header(bytes.subspan(codec::kFrameSizePrefix), header, &error));
-  return p.on_request(header, bytes, true);
-}
+bool offer(Pipeline& p, const std::vector<uint8_t>& frame) { return p.on_request_frame(codec::Bytes(frame.data(), frame.size())); }
+bool answer(Pipeline& p, const std::vector<uint8_t>& frame) { return p.on_response_frame(codec::Bytes(frame.data(), frame.size())); }
 
 void put(chaos::ChaosControl& control, const char* name, const char* rule) {
   std::string e = control.put_rule(name, nlohmann::json::parse(rule));
@@ -112,18 +106,14 @@ TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client 
   put(control, "down", R"({"match":{"api":"Heartbeat"},"action":{"slice":4}})");
   Recorder rec;
   {
-    Pipeline* self = nullptr;
-    Pipeline p(&loop, control, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, sink_for(rec, self));
-    self = &p;
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, rec);
     auto request = heartbeat_request(7);
-    codec::RequestHeader header;
-    REQUIRE(offer(p, request, header) == RequestVerdict::kForward);
-    p.send_broker(codec::Bytes(request.data(), request.size()));  // what ClientConnection::forward_request does
+    REQUIRE(offer(p, request));
     CHECK(rec.to_broker.size() == (request.size() + 4) / 5);
     CHECK(rec.to_broker.front().size() == 5);
     CHECK(joined(rec.to_broker) == std::string(request.begin(), request.end()));
     auto response = heartbeat_response(7);
-    p.on_response(12, 0, 0, codec::Bytes(response.data(), response.size()), std::chrono::steady_clock::now());
+    REQUIRE(answer(p, response));
     CHECK(rec.to_client == std::vector<std::string>{std::string(response.begin(), response.begin() + 4),
                                                      std::string(response.begin() + 4, response.begin() + 8),
                                                      std::string(response.begin() + 8, response.end())});
@@ -132,11 +122,10 @@ TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client 
     rec.to_broker.clear();
     rec.to_client.clear();
     auto request2 = heartbeat_request(8);
-    REQUIRE(offer(p, request2, header) == RequestVerdict::kForward);
-    p.send_broker(codec::Bytes(request2.data(), request2.size()));
+    REQUIRE(offer(p, request2));
     CHECK(rec.to_broker.size() == 1);
     auto response2 = heartbeat_response(8);
-    p.on_response(12, 0, 0, codec::Bytes(response2.data(), response2.size()), std::chrono::steady_clock::now());
+    REQUIRE(answer(p, response2));
     CHECK(rec.to_client.size() == 1);
     p.shutdown();
   }
@@ -151,14 +140,11 @@ TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
   put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":3,"direction":"to_broker"}})");
   Recorder rec;
   {
-    Pipeline* self = nullptr;
-    Pipeline p(&loop, control, proxy::ConnectionInfo{2, "l", 0, "", "", ""}, sink_for(rec, self));
-    self = &p;
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{2, "l", 0, "", "", ""}, rec);
     auto request = heartbeat_request(1);
-    codec::RequestHeader header;
-    REQUIRE(offer(p, request, header) == RequestVerdict::kHeld);
+    REQUIRE(offer(p, request));
     CHECK(rec.to_broker.empty());
-    drain(&loop, [&] { return rec.forwards == 1; });
+    drain(&loop, [&] { return joined(rec.to_broker).size() == request.size(); });
     CHECK(rec.to_broker.size() == (request.size() + 2) / 3);
     CHECK(joined(rec.to_broker) == std::string(request.begin(), request.end()));
     p.shutdown();
@@ -173,17 +159,16 @@ TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
   put(control, "rst", R"({"match":{"api":"Heartbeat"},"action":{"reset_after_bytes":5},"trigger":"once"})");
   Recorder rec;
   {
-    Pipeline* self = nullptr;
-    Pipeline p(&loop, control, proxy::ConnectionInfo{3, "l", 0, "", "", ""}, sink_for(rec, self));
-    self = &p;
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{3, "l", 0, "", "", ""}, rec);
     auto request = heartbeat_request(4);
-    codec::RequestHeader header;
-    REQUIRE(offer(p, request, header) == RequestVerdict::kForward);
+    REQUIRE(offer(p, request));
     auto response = heartbeat_response(4);
-    p.on_response(12, 0, 0, codec::Bytes(response.data(), response.size()), std::chrono::steady_clock::now());
+    CHECK_FALSE(answer(p, response));  // the connection closed itself
     CHECK(joined(rec.to_client) == std::string(response.begin(), response.begin() + 5));
     CHECK(rec.resets == 1);
-    CHECK(rec.closed.find("reset after") != std::string::npos);
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kFault);
+    CHECK(rec.closed->detail.find("reset after") != std::string::npos);
   }
   close_loop(&loop);
 }
@@ -197,9 +182,7 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
   codec::Uuid id{};
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(0xa0 + i);
   {
-    Pipeline* self = nullptr;
-    Pipeline p(&loop, control, proxy::ConnectionInfo{4, "l", 0, "", "", ""}, sink_for(rec, self));
-    self = &p;
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{4, "l", 0, "", "", ""}, rec);
     // Produce v13 naming the topic by id, before kproxy knows the id: no match.
     codec::ProduceRequest produce;
     produce.acks = 1;
@@ -209,22 +192,21 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
     codec::Writer bw(body);
     produce.write(bw, 13);
     auto frame = request_frame(0, 13, 10, body, true);
-    codec::RequestHeader header;
-    REQUIRE(offer(p, frame, header) == RequestVerdict::kForward);
+    REQUIRE(offer(p, frame));
     CHECK(control.rule("by-name")->stats->hits == 0);
     // A Metadata v12 response names the id.
     codec::MetadataResponse md;
     auto& t = md.topics.emplace_back();
     t.name = "pipeline-test-orders";
     t.topic_id = id;
-    REQUIRE(offer(p, request_frame(3, 12, 11, {1, 1, 0, 0}, true), header) == RequestVerdict::kForward);
+    REQUIRE(offer(p, request_frame(3, 12, 11, {1, 1, 0, 0}, true)));
     auto md_frame = chaos::encode_response_frame(11, 1, md, 12);
     // The Produce response comes first (FIFO), then Metadata's.
     auto produce_response = chaos::encode_response_frame(10, 1, codec::ProduceResponse{}, 13);
-    p.on_response(0, 13, 1, codec::Bytes(produce_response.data(), produce_response.size()), std::chrono::steady_clock::now());
-    p.on_response(3, 12, 1, codec::Bytes(md_frame.data(), md_frame.size()), std::chrono::steady_clock::now());
+    REQUIRE(answer(p, produce_response));
+    REQUIRE(answer(p, md_frame));
     // The same Produce again: now it matches by name.
-    REQUIRE(offer(p, request_frame(0, 13, 12, body, true), header) == RequestVerdict::kForward);
+    REQUIRE(offer(p, request_frame(0, 13, 12, body, true)));
     CHECK(control.rule("by-name")->stats->hits == 1);
     p.shutdown();
   }
@@ -233,30 +215,22 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
 
 TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction until released, each release followed by a flush") {
   // ClientConnection counts held_bytes_to_*() toward the write-queue high-water mark and
-  // re-checks backpressure in Sink::flush (proxy/client_connection.cc).
+  // re-checks backpressure in PipelineOutput::flush (proxy/client_connection.cc).
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
   put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
   Recorder rec;
-  int flushes = 0;
   {
-    Pipeline* self = nullptr;
-    auto sink = sink_for(rec, self);
-    sink.flush = [&flushes] { ++flushes; };
-    Pipeline p(&loop, control, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, std::move(sink));
-    self = &p;
-    codec::RequestHeader header;
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, rec);
     auto request = heartbeat_request(7), request2 = heartbeat_request(8);
-    REQUIRE(offer(p, request, header) == RequestVerdict::kForward);
-    p.send_broker(codec::Bytes(request.data(), request.size()));
-    REQUIRE(offer(p, request2, header) == RequestVerdict::kForward);  // the rule fired once: not shaped
-    p.send_broker(codec::Bytes(request2.data(), request2.size()));
+    REQUIRE(offer(p, request));
+    REQUIRE(offer(p, request2));  // the rule fired once: not shaped
     CHECK(p.held_bytes_to_broker() == 0);
     auto response = heartbeat_response(7), response2 = heartbeat_response(8);
-    p.on_response(12, 0, 0, codec::Bytes(response.data(), response.size()), std::chrono::steady_clock::now());
+    REQUIRE(answer(p, response));
     CHECK(p.held_bytes_to_client() == response.size() - 2);  // the first piece left at once
-    p.on_response(12, 0, 0, codec::Bytes(response2.data(), response2.size()), std::chrono::steady_clock::now());
+    REQUIRE(answer(p, response2));
     CHECK(p.held_bytes_to_client() == response.size() - 2 + response2.size());  // waits behind: counted too
     size_t peak = p.held_bytes_to_client();
     bool decreasing = true;
@@ -268,7 +242,7 @@ TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction 
     });
     CHECK(decreasing);
     CHECK(p.held_bytes_to_client() == 0);
-    CHECK(flushes >= 4);  // one per timer release: where the connection resumes reading
+    CHECK(rec.flushes >= 4);  // one per timer release: where the connection resumes reading
     CHECK(joined(rec.to_client) == std::string(response.begin(), response.end()) + std::string(response2.begin(), response2.end()));
     p.shutdown();
   }
@@ -284,22 +258,19 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
   put(control, "hold-request", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"request"},"trigger":{"once":true}})");
   Recorder rec;
   {
-    Pipeline* self = nullptr;
-    Pipeline p(&loop, control, proxy::ConnectionInfo{5, "l", 0, "", "", ""}, sink_for(rec, self));
-    self = &p;
-    codec::RequestHeader header;
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{5, "l", 0, "", "", ""}, rec);
     auto first = heartbeat_request(1), second = heartbeat_request(2);
-    REQUIRE(offer(p, first, header) == RequestVerdict::kHeld);
+    REQUIRE(offer(p, first));
     // The rule fired once, but the second request must wait behind the first (order is kept).
-    REQUIRE(offer(p, second, header) == RequestVerdict::kHeld);
+    REQUIRE(offer(p, second));
     CHECK(p.held_bytes_to_broker() == first.size() + second.size());
     CHECK(p.held_bytes_to_client() == 0);
-    drain(&loop, [&] { return rec.forwards == 2; });
+    drain(&loop, [&] { return joined(rec.to_broker).size() == first.size() + second.size(); });
     CHECK(p.held_bytes_to_broker() == 0);
     CHECK(joined(rec.to_broker) == std::string(first.begin(), first.end()) + std::string(second.begin(), second.end()));
     for (int32_t id : {1, 2}) {  // answered at once: nothing held for the client
       auto r = heartbeat_response(id);
-      p.on_response(12, 0, 0, codec::Bytes(r.data(), r.size()), std::chrono::steady_clock::now());
+      REQUIRE(answer(p, r));
     }
     CHECK(rec.to_client.size() == 2);
     CHECK(p.held_bytes_to_client() == 0);
@@ -308,17 +279,108 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
     // A delayed response holds its own bytes and those of every response behind it.
     put(control, "hold-response", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"response"},"trigger":{"once":true}})");
     auto third = heartbeat_request(3), fourth = heartbeat_request(4);
-    REQUIRE(offer(p, third, header) == RequestVerdict::kForward);
-    REQUIRE(offer(p, fourth, header) == RequestVerdict::kForward);
+    REQUIRE(offer(p, third));
+    REQUIRE(offer(p, fourth));
     auto r3 = heartbeat_response(3), r4 = heartbeat_response(4);
-    p.on_response(12, 0, 0, codec::Bytes(r3.data(), r3.size()), std::chrono::steady_clock::now());
-    p.on_response(12, 0, 0, codec::Bytes(r4.data(), r4.size()), std::chrono::steady_clock::now());
+    REQUIRE(answer(p, r3));
+    REQUIRE(answer(p, r4));
     CHECK(rec.to_client.empty());
     CHECK(p.held_bytes_to_client() == r3.size() + r4.size());
     drain(&loop, [&] { return rec.to_client.size() == 2; });
     CHECK(p.held_bytes_to_client() == 0);
     CHECK(joined(rec.to_client) == std::string(r3.begin(), r3.end()) + std::string(r4.begin(), r4.end()));
     p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a response whose correlation id differs closes with a broker protocol error") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{6, "l", 0, "", "", ""}, rec);
+    REQUIRE(offer(p, heartbeat_request(1)));
+    CHECK(p.awaiting_broker() == 1);
+    CHECK_FALSE(answer(p, heartbeat_response(2)));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kBrokerProtocolError);
+    CHECK(rec.closed->detail.find("correlation id mismatch") != std::string::npos);
+    CHECK(rec.to_client.empty());
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a response with nothing in flight closes with a broker protocol error") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{7, "l", 0, "", "", ""}, rec);
+    CHECK_FALSE(answer(p, heartbeat_response(1)));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kBrokerProtocolError);
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a request header that does not parse closes with a client protocol error") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{8, "l", 0, "", "", ""}, rec);
+    std::vector<uint8_t> truncated{0, 0, 0, 3, 0, 12, 0};  // size 3: api key and half a version
+    CHECK_FALSE(offer(p, truncated));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kClientProtocolError);
+    CHECK(rec.to_broker.empty());
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a close-before rule closes with the fault category and forwards nothing") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"before"}})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{9, "l", 0, "", "", ""}, rec);
+    CHECK_FALSE(offer(p, heartbeat_request(1)));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kFault);
+    CHECK(rec.closed->detail.find("'cut'") != std::string::npos);
+    CHECK(rec.to_broker.empty());
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earlier requests") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "fence", R"({"match":{"api":"Heartbeat"},"action":{"answer":"REBALANCE_IN_PROGRESS"},"trigger":{"nth":2}})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{10, "l", 0, "", "", ""}, rec);
+    auto first = heartbeat_request(1), second = heartbeat_request(2), third = heartbeat_request(3);
+    REQUIRE(offer(p, first));
+    REQUIRE(offer(p, second));  // answered by the rule: never reaches the broker
+    REQUIRE(offer(p, third));
+    CHECK(joined(rec.to_broker) == std::string(first.begin(), first.end()) + std::string(third.begin(), third.end()));
+    CHECK(rec.to_client.empty());  // the answer to 2 waits for the broker's answer to 1
+    CHECK(p.awaiting_broker() == 2);
+    REQUIRE(answer(p, heartbeat_response(1)));
+    REQUIRE(rec.to_client.size() == 2);
+    CHECK(codec::peek_response_correlation_id(codec::Bytes(reinterpret_cast<const uint8_t*>(rec.to_client[1].data()), rec.to_client[1].size()).subspan(4)) == 2);
+    REQUIRE(answer(p, heartbeat_response(3)));  // matched with request 3, not with the answered 2
+    CHECK(rec.to_client.size() == 3);
+    CHECK_FALSE(rec.closed);
+    CHECK(p.idle());
   }
   close_loop(&loop);
 }

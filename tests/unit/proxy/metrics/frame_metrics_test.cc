@@ -111,7 +111,7 @@ TEST_CASE("frame metrics: a body a stage changed is counted as it leaves, not as
   auto m = ctx.message();
   REQUIRE(m);
   m->for_each_error_code(12, [](int16_t& code, const codec::ErrorScope&) { code = 47; });  // INVALID_PRODUCER_EPOCH
-  ctx.mark_dirty();
+  ctx.mark_dirty(proxy::StageId::kFaultRules);
   f.frames.on_response(ctx, 1ms);
   CHECK(f.metrics.errors_total(0, 47) == 1);
   CHECK(contains(f.metrics.render(), "kproxy_frames_rewritten_total{api=\"Produce\",stage=\"fault_rules\"} 1"));

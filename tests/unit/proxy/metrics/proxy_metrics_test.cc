@@ -77,7 +77,7 @@ TEST_CASE("metrics: rare events, stages, connections, clients") {
   m.connection_opened(0, Side::kUpstream);
   m.connection_opened(0, Side::kClient);
   m.connection_closed(0, Side::kClient);
-  m.connection_close_reason(0, "client closed");
+  m.connection_close_reason(0, kproxy::proxy::CloseCategory::kClientClosed);
   int stage = m.stage_id("broker_address");
   CHECK(m.stage_id("broker_address") == stage);
   m.rewritten(3, stage);
@@ -95,7 +95,7 @@ TEST_CASE("metrics: rare events, stages, connections, clients") {
   std::string text = m.render();
   CHECK(contains(text, "kproxy_connections{listener=\"kafka\",side=\"client\"} 1"));
   CHECK(contains(text, "kproxy_connections_opened_total{listener=\"kafka\",side=\"client\"} 2"));
-  CHECK(contains(text, "kproxy_connections_closed_total{listener=\"kafka\",reason=\"client closed\"} 1"));
+  CHECK(contains(text, "kproxy_connections_closed_total{listener=\"kafka\",reason=\"client_closed\"} 1"));
   CHECK(contains(text, "kproxy_frames_rewritten_total{api=\"Metadata\",stage=\"broker_address\"} 1"));
   CHECK(contains(text, "kproxy_frames_undecoded_total{api=\"other\",reason=\"unknown_api\"} 1"));
   CHECK(contains(text, "kproxy_decode_errors_total{api=\"Metadata\",direction=\"response\",reason=\"body\"} 1"));

@@ -1,0 +1,36 @@
+// ConnectionState: where a client connection is in its life, and the only transitions it may make.
+//
+//   connecting ──upstream connected──► forwarding ──drain()──► draining
+//       │  └──────────────drain()────────────────────────────────┘ │
+//       └──────────────┬──────────────────────┬──────────────────────┘
+//                      ▼ close() / finish()   ▼
+//                   closing ──every handle closed──► closed (the object is deleted)
+//
+// connecting: the client is read (requests wait for the broker); forwarding: both sides open;
+// draining: no new requests, closes once every request was answered (kproxy is shutting down);
+// closing: sockets closing, nothing is sent or read; closed: libuv is done with every handle.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace kproxy::proxy {
+
+enum class ConnectionState : uint8_t { kConnecting, kForwarding, kDraining, kClosing, kClosed };
+
+/// True when a connection in `from` may move to `to`.
+constexpr bool can_transition(ConnectionState from, ConnectionState to) {
+  using S = ConnectionState;
+  switch (from) {
+    case S::kConnecting: return to == S::kForwarding || to == S::kDraining || to == S::kClosing;
+    case S::kForwarding: return to == S::kDraining || to == S::kClosing;
+    case S::kDraining: return to == S::kClosing;
+    case S::kClosing: return to == S::kClosed;
+    case S::kClosed: return false;
+  }
+  return false;
+}
+
+std::string_view state_name(ConnectionState state);
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,27 @@
+// ApiVersionsStage: everything kproxy does with ApiVersions.
+//
+// Requests: a v3+ request names the client's software (KIP-511), kept on the connection for
+// metrics and logs; a request newer than kproxy decodes is answered by kproxy with the v0
+// UNSUPPORTED_VERSION answer a broker gives (the client retries lower; KIP-511).
+// Responses: the version ranges are clamped or hidden by the `api_versions:` policy
+// (proxy/chaos/api_versions_rewrite.h), which reloads and the admin API may change at any time.
+#pragma once
+
+#include "proxy/stage.h"
+
+namespace kproxy::proxy {
+
+class RuleSnapshot;
+
+class ApiVersionsStage final : public Stage {
+ public:
+  explicit ApiVersionsStage(RuleSnapshot& rules) : rules_(rules) {}
+  StageId id() const override { return StageId::kApiVersions; }
+  void on_request(RequestContext& ctx) override;
+  void on_response(ResponseContext& ctx) override;
+
+ private:
+  RuleSnapshot& rules_;
+};
+
+}  // namespace kproxy::proxy

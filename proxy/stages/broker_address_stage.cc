@@ -1,0 +1,44 @@
+#include "proxy/stages/broker_address_stage.h"
+
+#include <string>
+#include <vector>
+
+#include "codec/api_keys.h"
+#include "proxy/broker_address_rewrite.h"
+#include "proxy/counters.h"
+#include "proxy/frame_context.h"
+
+namespace kproxy::proxy {
+
+void BrokerAddressStage::on_response(ResponseContext& ctx) {
+  if (!rewrite_ || ctx.synthetic() || !BrokerAddressRewrite::applies_to(ctx.api_key())) return;
+  auto what = [&] {
+    const char* name = codec::api_name(ctx.api_key());
+    return std::string(name ? name : "unknown-api") + " v" + std::to_string(ctx.api_version());
+  };
+  if (ctx.header_version() < 0) {
+    ctx.close({CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: version unknown to kproxy"});
+    return;
+  }
+  std::vector<uint8_t> rewritten;
+  std::vector<BrokerAddressRewrite::NewBrokerPort> added;
+  std::string error;
+  auto outcome = rewrite_->rewrite(ctx.api_key(), ctx.api_version(), ctx.header_version(), ctx.frame(), rewritten, added, error,
+                                   ctx.scan_storage());
+  for (const auto& a : added) opener_.open_broker_port(a.node_id, a.port);
+  switch (outcome) {
+    case BrokerAddressRewrite::Outcome::kFailed:
+      bump(counters().malformed_responses);
+      ctx.close({CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: " + error});
+      return;
+    case BrokerAddressRewrite::Outcome::kRewritten:
+      bump(counters().responses_rewritten);
+      ctx.replace_frame(std::move(rewritten), id());
+      return;
+    case BrokerAddressRewrite::Outcome::kUnchanged:
+      ctx.scan_stored();  // the body walked once, for the later stages too
+      return;
+  }
+}
+
+}  // namespace kproxy::proxy
