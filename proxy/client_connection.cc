@@ -230,7 +230,7 @@ bool ClientConnection::on_request_frame(codec::Bytes frame) {
         return false;
       }
       if (*acks == 0) {
-        expects_response = false;  // the broker sends nothing back (PROTOCOL.md 13)
+        expects_response = false;  // the broker sends nothing back (docs/protocol.md "Produce acks=0")
         bump(counters().requests_without_response);
       }
     } else if (header.api_key == kSaslHandshakeApiKey && header.api_version == 0) {

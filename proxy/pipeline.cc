@@ -257,7 +257,7 @@ RequestVerdict Pipeline::on_request(const codec::RequestHeader& header, codec::B
       }
     }
   } else if (header.api_key == kApiVersionsKey && header.api_version > codec::request_versions(kApiVersionsKey).max) {
-    // Newer than kproxy decodes: answer as the broker would, clients retry lower (PROTOCOL.md 8).
+    // Newer than kproxy decodes: answer as the broker would, clients retry lower (docs/protocol.md "Requests newer than kproxy").
     synthetic = chaos::unsupported_api_versions_frame(header.correlation_id);
     answered = true;
   }
