@@ -4,7 +4,7 @@
 // *version 0* body (ErrorCode 35 UNSUPPORTED_VERSION plus the ApiVersions range it supports), whatever
 // version was requested. Decoding that body at the requested version fails or misreads it, so Java's
 // ApiVersionsResponse.parse(Readable, short) retries at version 0 when parsing at the requested
-// version fails. kproxy does the same (PROTOCOL.md item 7; peers broke on it: kroxylicious #1611).
+// version fails. kproxy does the same (docs/protocol.md "The v0 fallback"; peers broke on it: kroxylicious #1611).
 #pragma once
 
 #include <cstdint>

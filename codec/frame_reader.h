@@ -13,7 +13,7 @@
 // time the bytes already received fill it. A hostile prefix announcing 100 MiB therefore costs
 // 4 MiB of untouched address space until the bytes really come.
 //
-// Framing errors (PROTOCOL.md 5, 6): a negative size, a size above the configured maximum, or
+// Framing errors (docs/protocol.md "Framing"): a negative size, a size above the configured maximum, or
 // the first bytes of a TLS record on a plaintext port. Size 0 is legal at this layer (SASL).
 #pragma once
 

@@ -2,7 +2,7 @@
 //
 //   v0: api_key int16, api_version int16, correlation_id int32
 //   v1: + client_id (nullable string, int16 length)
-//   v2: + tagged fields. client_id stays a classic int16-length string (PROTOCOL.md 3).
+//   v2: + tagged fields. client_id stays a classic int16-length string (docs/protocol.md "Request and response headers").
 //
 // The header version follows from the API's flexible versions (generated table, see
 // codec/api_keys.h). The api key, version and correlation id sit at fixed offsets in every

@@ -1,7 +1,7 @@
 // BrokerAddressRewrite: replaces every broker address in a response with the kproxy address
 // that stands for that broker, so a client never learns (or connects to) a real broker.
 //
-// Where brokers are named (PROTOCOL.md 24; KIP-951 for the NodeEndpoints):
+// Where brokers are named (docs/protocol.md "Broker addresses"; KIP-951 for the NodeEndpoints):
 //   Metadata            Brokers[].{NodeId,Host,Port}
 //   FindCoordinator     v0-3 NodeId/Host/Port; v4+ Coordinators[].{NodeId,Host,Port}
 //   DescribeCluster     Brokers[].{BrokerId,Host,Port}

@@ -3,7 +3,7 @@
 //
 // Responses that name brokers (Metadata, FindCoordinator, DescribeCluster, KIP-951 endpoints...)
 // teach the directory each node's real address; the directory hands back the kproxy port that
-// replaces it (PROTOCOL.md 25). Ports follow the listener's scheme: base + node id, or the next
+// replaces it (docs/protocol.md "Broker addresses"). Ports follow the listener's scheme: base + node id, or the next
 // free port of a range in order of discovery. A connection accepted on a broker port goes to the
 // real address learnt last for that node. Shared by all workers (a mutex; touched only when a
 // response names brokers and when a broker-port connection is accepted, never per frame).

@@ -1,6 +1,6 @@
 // InflightRequests: the requests of one client connection that still await a response.
 //
-// A Kafka broker answers the requests of one connection one at a time, in order (PROTOCOL.md 14),
+// A Kafka broker answers the requests of one connection one at a time, in order (docs/protocol.md "Response order"),
 // so a FIFO pairs each response with its request: the front entry says which API and version the
 // next response frame is, and which correlation id it must carry. Requests that get no response
 // (Produce acks=0) never enter. SASL v0 raw tokens enter as kSaslToken: their answers have no

@@ -136,7 +136,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
         return false;
       }
       if (*acks == 0) {
-        expects_response = false;  // the broker sends nothing back (docs/protocol.md)
+        expects_response = false;  // the broker sends nothing back (docs/protocol.md "Produce acks=0")
         bump(counters().requests_without_response);
       }
     } else if (header.api_key == static_cast<int16_t>(codec::ApiKey::kSaslHandshake) && header.api_version == 0) {

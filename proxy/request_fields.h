@@ -1,7 +1,7 @@
 // A few request fields the proxy core needs, read straight from the body without decoding it.
 //
 // The in-flight FIFO must know whether a Produce expects a response (acks=0 gets none,
-// PROTOCOL.md 13), and the SASL tracking needs the mechanism of a SaslHandshake v0. Reading two
+// docs/protocol.md "Produce acks=0"), and the SASL tracking needs the mechanism of a SaslHandshake v0. Reading two
 // leading fields by hand keeps Produce bodies (and their records) undecoded on the hot path.
 #pragma once
 

@@ -2,7 +2,7 @@
 //
 // After a SaslHandshake v0 request (Kafka's SaslClientAuthenticator without SaslAuthenticate),
 // SASL tokens travel as bare size-prefixed frames with no Kafka header and no correlation id,
-// until authentication completes (PROTOCOL.md 16). The proxy must pass them through untouched and
+// until authentication completes (docs/protocol.md "SASL"). The proxy must pass them through untouched and
 // must not mistake them for requests. A proxy cannot see when the SASL exchange completes, so:
 //
 //  - for mechanisms whose exchange has a fixed number of client tokens, each answered by one

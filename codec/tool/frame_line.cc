@@ -106,7 +106,7 @@ bool decode(const FrameLine& line, DecodedFrame& out, std::string* error) {
   out.body_version = line.version;
   if (read_body(frame, body_offset, *out.body, line.version, error)) return true;
 
-  // PROTOCOL.md 7: a broker that does not support the requested ApiVersions version answers
+  // docs/protocol.md "The v0 fallback": a broker that does not support the requested ApiVersions version answers
   // with a v0 body (UNSUPPORTED_VERSION). Decode it as the proxy does (codec/api_versions.h, the
   // same rule as Java's ApiVersionsResponse.parse); the error above stays the one reported.
   if (!line.request && line.api_key == kApiVersionsKey && line.version != 0) {

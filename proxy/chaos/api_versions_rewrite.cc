@@ -83,7 +83,7 @@ bool rewrite_api_versions(codec::ApiVersionsResponse& response, const ApiVersion
     int16_t min = entry.min_version, max = entry.max_version;
     auto known = codec::api_name(entry.api_key) != nullptr;
     if (known) {
-      // Never advertise what kproxy cannot decode (PROTOCOL.md 10).
+      // Never advertise what kproxy cannot decode (docs/protocol.md "What kproxy advertises").
       auto codec_range = codec::request_versions(entry.api_key);
       max = std::min(max, codec_range.max);
       if (entry.api_key != kProduce) min = std::max(min, codec_range.min);

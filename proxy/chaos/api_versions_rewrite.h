@@ -1,5 +1,5 @@
 // ApiVersionsRewrite: what kproxy advertises to clients in ApiVersions responses
-// (PROTOCOL.md 7-12, FAULTS.md scenario 13).
+// (docs/protocol.md "ApiVersions", docs/faults.md scenario 13).
 //
 // The config's `api_versions:` list (or PUT /api-versions) clamps or hides APIs:
 //   [{"api": "Produce", "max": 9}, {"api": "EndTxn", "min": 0, "max": 4}, {"api": "DescribeTransactions", "hide": true}]
@@ -15,7 +15,7 @@
 //     left untouched: the client retries at a lower version;
 //   - every other field, tagged fields included (SupportedFeatures, FinalizedFeatures...), is kept.
 // A request newer than kproxy can decode gets kproxy's own v0 UNSUPPORTED_VERSION answer listing
-// the ApiVersions versions it decodes (PROTOCOL.md 8), as the broker does.
+// the ApiVersions versions it decodes (docs/protocol.md "Requests newer than kproxy"), as the broker does.
 #pragma once
 
 #include <cstdint>

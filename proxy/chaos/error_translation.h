@@ -1,5 +1,5 @@
-// Version-correct error codes for injected faults (FAULTS.md "Inject only codes valid for the
-// request's version").
+// Version-correct error codes for injected faults (docs/faults.md
+// "Version-correct error codes").
 //
 // Old clients do not know newer error codes, so the broker itself sends an older equivalent:
 //   PRODUCER_FENCED (90) → INVALID_PRODUCER_EPOCH (47) for InitProducerId < v4 (KafkaApis

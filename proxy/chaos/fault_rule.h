@@ -1,4 +1,4 @@
-// FaultRule: one chaos rule = match + action + trigger, with its hit counters (FAULTS.md).
+// FaultRule: one chaos rule = match + action + trigger, with its hit counters (docs/faults.md).
 //
 // Rules are immutable once built (parse_fault_rule), shared by every worker thread through a
 // RuleSet snapshot; only the counters (relaxed atomics) change at run time. A rule is written as

@@ -1,4 +1,4 @@
-// TransportShaper: the byte-stream toxics of fault rules (FAULTS.md scenario 14, as Toxiproxy's
+// TransportShaper: the byte-stream toxics of fault rules (docs/faults.md scenario 14, as Toxiproxy's
 // `bandwidth` and `slicer`), for one direction of one connection.
 //
 //   Pipeline ──send(bytes, toxic?)──► TransportShaper ──write(piece); flush()──► TcpStream

@@ -24,7 +24,8 @@ void ApiVersionsStage::on_request(RequestContext& ctx) {
       ctx.set_client_software(std::string(av.client_software_name), std::string(av.client_software_version));
     }
   } else if (h.api_version > codec::request_versions(kApiVersions).max) {
-    // Newer than kproxy decodes: answer as a broker would, the client retries lower (KIP-511).
+    // Newer than kproxy decodes: answer as a broker would, the client retries lower (KIP-511;
+    // docs/protocol.md "Requests newer than kproxy").
     ctx.answer(chaos::unsupported_api_versions_frame(h.correlation_id));
   }
 }

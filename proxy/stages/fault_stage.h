@@ -7,7 +7,7 @@
 // the exchange's ExchangeActions, which the pipeline keeps with the request.
 // Responses: sets the recorded error codes (translated to what the response's version can carry,
 // proxy/chaos/error_translation.h) and throttle time; the pipeline applies the transport actions.
-// See docs/faults.md for what each action does and what a client sees.
+// docs/faults.md says what each action does and what a client sees.
 #pragma once
 
 #include <chrono>

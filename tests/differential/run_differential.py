@@ -18,7 +18,7 @@ For every API key, every version and both directions that kafka-clients 4.4.0 de
   edge      hand-written frames for the rules around lengths, varints, tags and strings
             (edge_cases()); open codec issues are listed in KNOWN_ISSUES and printed.
   fallback  ApiVersions responses: a v0 body with error 35 labelled as a higher version must
-            decode (as v0) and re-encode to the same bytes (PROTOCOL.md 7).
+            decode (as v0) and re-encode to the same bytes (docs/protocol.md "The v0 fallback").
 
 Prints the coverage (pairs covered of pairs defined, per direction), lists every mismatch with
 api/version/direction and the first differing offset, and keeps the failing input lines in the
@@ -107,7 +107,7 @@ MUTANT_DIVERGENCES = [
     ("diverges (explained): kproxy checks a known tagged field's size, Kafka does not",
      lambda hexin, kafka, ours: not kafka.startswith("error") and re.search(r"tagged field (decoded to|\d+ of \d+ bytes exceeds)", ours)),
     ("diverges (explained): a tag known only in other versions: kproxy keeps it as unknown "
-     "(PROTOCOL.md 20), Kafka refuses it",
+     "(docs/protocol.md 'Tagged fields'), Kafka refuses it",
      lambda hexin, kafka, ours: re.search(r"Tag \d+ is not valid for version", kafka) and not ours.startswith("error")),
     ("diverges (explained): Kafka drops the bits above 32 of a 5-byte varint, kproxy refuses it",
      lambda hexin, kafka, ours: not kafka.startswith("error") and "varint longer than 5 bytes or above 32 bits" in ours),

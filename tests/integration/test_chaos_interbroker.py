@@ -1,4 +1,4 @@
-"""Chaos scenario 15 (FAULTS.md): faults between the transaction coordinator and the partition
+"""Chaos scenario 15 (docs/faults.md): faults between the transaction coordinator and the partition
 leader. The broker's INTERNAL (inter-broker) listener advertises a kproxy port, so the
 coordinator's WriteTxnMarkers requests reach the leader through kproxy, where a rule answers
 some of them with a retriable error.

@@ -1,4 +1,4 @@
-"""Chaos transport toxics (FAULTS.md scenario 14): slice, bandwidth and reset_after_bytes rules in
+"""Chaos transport toxics (docs/faults.md scenario 14): slice, bandwidth and reset_after_bytes rules in
 front of the real broker. The slicer and the reset are checked on the wire with a raw socket; the
 bandwidth limit and the slicer together with a real client (librdkafka) that must still produce
 and consume every record, exactly once, in the time the limit implies.

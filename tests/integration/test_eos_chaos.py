@@ -1,7 +1,7 @@
 """Exactly-once under chaos (issue #8): a Java consume-transform-produce job
 (java/ConsumeTransformProduce.java: read_committed consumer, transactional producer,
 sendOffsetsToTransaction, abort-and-rewind) runs through kproxy while seeded-probability fault
-rules inject a random mix of retriable faults from FAULTS.md scenarios 1 (coordinator moved),
+rules inject a random mix of retriable faults from docs/faults.md scenarios 1 (coordinator moved),
 2 (coordinator loading), 3 (concurrent transactions), 7 (NOT_ENOUGH_REPLICAS on Produce) and
 14 (latency, connections closed before / after forwarding, a reset in the middle of a Fetch
 response, a blackholed response). Input is fed straight to the broker for the whole run.

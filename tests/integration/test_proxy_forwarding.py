@@ -57,7 +57,7 @@ def test_librdkafka_produce_consume_and_transactions(kafka, topic_name):
 
 
 def test_produce_acks0_gets_no_inflight_entry(kafka, topic_name):
-    """acks=0: the broker sends no response, so kproxy must not wait for one (PROTOCOL.md 13).
+    """acks=0: the broker sends no response, so kproxy must not wait for one (docs/protocol.md "Produce acks=0").
     A wrong FIFO entry would make the next response look mismatched and close the connection."""
     kafka.create_topic(topic_name, partitions=1)
     with Kproxy(kafka.bootstrap(), name="acks0") as kp:

@@ -1,6 +1,6 @@
 """SASL through kproxy (issue #4, item 7): Java and librdkafka with PLAIN and SCRAM-SHA-256
 (SaslHandshake v1 + SaslAuthenticate), and the legacy SaslHandshake v0 flow whose tokens travel as
-bare frames without a Kafka header (PROTOCOL.md 16), written by hand here since no current client
+bare frames without a Kafka header (docs/protocol.md "SASL"), written by hand here since no current client
 uses it. kproxy passes the tokens through untouched and rewrites the Metadata after them."""
 
 import socket

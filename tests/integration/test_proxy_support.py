@@ -224,7 +224,7 @@ class Kproxy:
 # ---------------------------------------------------------------------------------------------
 
 def fault_rule(name: str, match: str, action: str, trigger: Optional[str] = None) -> str:
-    """One rule of a config's `faults:` list (FAULTS.md), as YAML: match and action are the insides
+    """One rule of a config's `faults:` list (docs/faults.md "Rules"), as YAML: match and action are the insides
     of their { } maps, trigger its value ("once", "{ times: 2 }", "{ probability: 0.01, seed: 7 }");
     without a trigger the rule fires on every match."""
     text = f"  - name: {name}\n    match: {{ {match} }}\n    action: {{ {action} }}\n"

@@ -1,4 +1,4 @@
-// Java Admin describeTransactions through kproxy, for the chaos tests (FAULTS.md scenarios 13, 16).
+// Java Admin describeTransactions through kproxy, for the chaos tests (docs/faults.md scenarios 13, 16).
 //
 //   java -cp 'build/java-classes:.cache/kafka-4.4.0/libs/*' ChaosDescribeTxn \
 //        --bootstrap 127.0.0.1:9092 --transactional-id T [--timeout-ms 20000]

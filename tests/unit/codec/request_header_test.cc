@@ -41,7 +41,7 @@ TEST_CASE("RequestHeader v1 for a non-flexible version, with a null client id") 
 }
 
 TEST_CASE("RequestHeader of an unknown API key is parsed as far as it can be and kept") {
-  // A vendor API key above 10000 (PEERS.md: must pass through)
+  // A vendor API key above 10000 (docs/protocol.md "Request and response headers": passed through)
   std::vector<uint8_t> frame{0x27, 0x1a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a, 0x00, 0x01, 'x', 0x01, 0x02};
   RequestHeader h;
   REQUIRE(read_request_header(frame, h, nullptr));
