@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/api_keys.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
 #include "codec/response_scan.h"
@@ -27,6 +28,12 @@ struct FaultRule;
 }
 
 namespace kproxy::proxy {
+
+/// Kafka's name of `api_key` for logs ("Metadata"), or "unknown-api".
+inline const char* api_label(int16_t api_key) {
+  const char* name = codec::api_name(api_key);
+  return name ? name : "unknown-api";
+}
 
 /// Why message() returned nullptr.
 enum class DecodeFailure : uint8_t {

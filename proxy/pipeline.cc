@@ -14,13 +14,6 @@
 
 namespace kproxy::proxy {
 
-namespace {
-const char* api_label(int16_t api_key) {
-  const char* n = codec::api_name(api_key);
-  return n ? n : "unknown-api";
-}
-}  // namespace
-
 /// One request that gets an answer (from the broker or from a stage), in request order.
 struct Pipeline::Slot {
   enum class Kind : uint8_t {

@@ -13,8 +13,6 @@
 
 namespace kproxy::proxy {
 
-inline constexpr int16_t kProduceApiKey = 0;
-inline constexpr int16_t kSaslHandshakeApiKey = 17;
 /// First flexible version of ProduceRequest (Kafka's ProduceRequest.json: "flexibleVersions": "9+").
 inline constexpr int16_t kProduceFirstFlexibleVersion = 9;
 

@@ -13,7 +13,6 @@
 namespace kproxy::codec::tool {
 namespace {
 
-constexpr int16_t kApiVersionsKey = 18;
 
 std::string_view next_word(std::string_view& rest) {
   size_t b = rest.find_first_not_of(" \t\r\n");
@@ -109,7 +108,7 @@ bool decode(const FrameLine& line, DecodedFrame& out, std::string* error) {
   // docs/protocol.md "The v0 fallback": a broker that does not support the requested ApiVersions version answers
   // with a v0 body (UNSUPPORTED_VERSION). Decode it as the proxy does (codec/api_versions.h, the
   // same rule as Java's ApiVersionsResponse.parse); the error above stays the one reported.
-  if (!line.request && line.api_key == kApiVersionsKey && line.version != 0) {
+  if (!line.request && line.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions) && line.version != 0) {
     auto v0 = std::make_unique<ApiVersionsResponse>();
     if (decode_api_versions_response(frame.subspan(body_offset), line.version, *v0) == 0) {
       out.body = std::move(v0);

@@ -46,9 +46,9 @@ void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& t
     auto name = proxy::TopicNames::shared().name(id);  // learned by the pipeline from Metadata responses
     add(name ? std::string_view(*name) : std::string_view("unknown_topic_id"));
   };
-  if (h.api_key == codec::FetchRequest::kApiKey && h.api_version >= 13) {
+  if (h.api_key == static_cast<int16_t>(codec::ApiKey::kFetch) && h.api_version >= 13) {
     for (const auto& t : static_cast<const codec::FetchRequest&>(*message).topics) by_id(t.topic_id);
-  } else if (h.api_key == codec::ProduceRequest::kApiKey && h.api_version >= 13) {
+  } else if (h.api_key == static_cast<int16_t>(codec::ApiKey::kProduce) && h.api_version >= 13) {
     for (const auto& t : static_cast<const codec::ProduceRequest&>(*message).topic_data) by_id(t.topic_id);
   }
   for (const auto& t : named) topics.count(h.api_key, t);

@@ -13,8 +13,7 @@ namespace kproxy::proxy {
 void BrokerAddressStage::on_response(ResponseContext& ctx) {
   if (!rewrite_ || ctx.synthetic() || !BrokerAddressRewrite::applies_to(ctx.api_key())) return;
   auto what = [&] {
-    const char* name = codec::api_name(ctx.api_key());
-    return std::string(name ? name : "unknown-api") + " v" + std::to_string(ctx.api_version());
+    return std::string(api_label(ctx.api_key())) + " v" + std::to_string(ctx.api_version());
   };
   if (ctx.header_version() < 0) {
     ctx.close({CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: version unknown to kproxy"});

@@ -14,13 +14,6 @@
 
 namespace kproxy::proxy {
 
-namespace {
-const char* api_label(int16_t api_key) {
-  const char* n = codec::api_name(api_key);
-  return n ? n : "unknown-api";
-}
-}  // namespace
-
 std::chrono::milliseconds FaultStage::jittered(const chaos::RuleAction& a) {
   if (a.jitter.count() == 0) return a.delay;
   jitter_state_ ^= jitter_state_ << 13;

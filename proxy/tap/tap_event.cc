@@ -39,7 +39,7 @@ nlohmann::json summary_json(const std::optional<codec::Bytes>& records, const Ta
 /// batch and record counts, or with the records themselves when tap.records is on.
 void summarise_record_fields(const codec::Message& message, nlohmann::json& body, const TapLimits& limits) {
   try {
-    if (message.api_key() == 0 && message.is_request()) {
+    if (message.api_key() == static_cast<int16_t>(codec::ApiKey::kProduce) && message.is_request()) {
       const auto& produce = static_cast<const codec::ProduceRequest&>(message);
       auto& topics = body.at("TopicData");
       for (size_t t = 0; t < produce.topic_data.size() && t < topics.size(); ++t) {
@@ -48,7 +48,7 @@ void summarise_record_fields(const codec::Message& message, nlohmann::json& body
           parts[p]["Records"] = summary_json(produce.topic_data[t].partition_data[p].records, limits);
         }
       }
-    } else if (message.api_key() == 1 && !message.is_request()) {
+    } else if (message.api_key() == static_cast<int16_t>(codec::ApiKey::kFetch) && !message.is_request()) {
       const auto& fetch = static_cast<const codec::FetchResponse&>(message);
       auto& topics = body.at("Responses");
       for (size_t t = 0; t < fetch.responses.size() && t < topics.size(); ++t) {
