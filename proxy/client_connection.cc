@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
 #include "proxy/broker_address_rewrite.h"

@@ -52,7 +52,7 @@
 
 #include "codec/message.h"
 #include "codec/request_header.h"
-#include "codec/response_scan.h"
+#include "codec/generated/response_scan.h"
 #include "proxy/chaos/rule_set.h"
 #include "proxy/chaos/transport_shaper.h"
 #include "proxy/deadline_timer.h"

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "codec/messages/metadata.h"
+#include "codec/generated/messages/metadata.h"
 
 namespace kproxy::proxy {
 

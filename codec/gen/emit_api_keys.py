@@ -1,5 +1,5 @@
-"""Emits codec/api_keys.h/.cc: the ApiKey enum, API names, version ranges and the header-version
-table."""
+"""Emits codec/generated/api_keys.h/.cc: the ApiKey enum, API names, version ranges and the
+header-version table."""
 
 from cpp import cpp_string
 from model import api_base_name, empty
@@ -45,8 +45,8 @@ def emit(out, reqs, resps):
           "/// header v0, flexible ones v1, except ApiVersions, whose responses always use v0 (KIP-511).",
           "int response_header_version(int16_t api_key, int16_t version);", "",
           "}  // namespace kproxy::codec"]
-    out.add("codec/api_keys.h", h)
-    c = ['#include "codec/api_keys.h"', "", "#include <array>", "", "namespace kproxy::codec {", "namespace {", "",
+    out.add("codec/generated/api_keys.h", h)
+    c = ['#include "codec/generated/api_keys.h"', "", "#include <array>", "", "namespace kproxy::codec {", "namespace {", "",
          "struct ApiInfo {", "  int16_t key;", "  const char* name;", "  VersionRange request;", "  VersionRange response;",
          "  int16_t request_flexible;   // -1: never", "  int16_t response_flexible;  // -1: never", "  bool unstable;", "};", "",
          f"constexpr std::array<ApiInfo, {len(keys)}> kApis{{{{"]
@@ -110,4 +110,4 @@ def emit(out, reqs, resps):
           "  return a->response_flexible >= 0 && version >= a->response_flexible ? 1 : 0;",
           "}", "",
           "}  // namespace kproxy::codec"]
-    out.add("codec/api_keys.cc", c)
+    out.add("codec/generated/api_keys.cc", c)

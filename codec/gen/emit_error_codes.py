@@ -1,4 +1,4 @@
-"""Emits codec/error_code.h/.cc: the ErrorCode enum and Kafka's error names."""
+"""Emits codec/generated/error_code.h/.cc: the ErrorCode enum and Kafka's error names."""
 
 import re
 
@@ -27,10 +27,10 @@ def emit(out, errors):
           "/// Every error code Kafka defines, ascending.",
           "std::span<const int16_t> all_error_codes();", "",
           "}  // namespace kproxy::codec"]
-    out.add("codec/error_code.h", h)
+    out.add("codec/generated/error_code.h", h)
     codes = [e["code"] for e in errors]
     lo = min(codes)
-    c = ['#include "codec/error_code.h"', "", "#include <array>", "", "namespace kproxy::codec {", "namespace {", "",
+    c = ['#include "codec/generated/error_code.h"', "", "#include <array>", "", "namespace kproxy::codec {", "namespace {", "",
          f"constexpr int16_t kLowest = {lo};",
          "// Indexed by code - kLowest; nullptr where Kafka defines no error.",
          f"constexpr std::array<const char*, {max(codes) - lo + 1}> kNames{{"]
@@ -51,4 +51,4 @@ def emit(out, errors):
           "}", "",
           "std::span<const int16_t> all_error_codes() { return kCodes; }", "",
           "}  // namespace kproxy::codec"]
-    out.add("codec/error_code.cc", c)
+    out.add("codec/generated/error_code.cc", c)

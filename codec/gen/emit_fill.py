@@ -1,5 +1,5 @@
-"""Emits the test instances: codec/testing/fill.h, codec/testing/fill_<i>.cc (one `fill` per
-struct) and codec/testing/make_instance.cc. Library kproxy_codec_testing, never in the daemon."""
+"""Emits the test instances, under codec/generated/testing/: fill.h, fill_<i>.cc (one `fill`
+per struct) and make_instance.cc. Library kproxy_codec_testing, never in the daemon."""
 
 from cpp import cond, func, indent_lines, when
 from wire import code_for
@@ -24,7 +24,7 @@ def fill_body(s):
 
 def emit(out, msgs, chunks):
     h = ["// Smallest and random instances of every generated message, for tests (not in the daemon).",
-         "#pragma once", "", "#include <cstdint>", "#include <memory>", "", '#include "codec/messages.h"',
+         "#pragma once", "", "#include <cstdint>", "#include <memory>", "", '#include "codec/generated/messages.h"',
          '#include "codec/testing/filler.h"', "", "namespace kproxy::codec::testing {", ""]
     for m in msgs:
         for s in m.order:
@@ -33,17 +33,17 @@ def emit(out, msgs, chunks):
           "/// A message for (api_key, request?, version) filled by `f`, or nullptr for an unknown key.",
           "std::unique_ptr<Message> make_instance(int16_t api_key, bool request, int16_t version, Filler& f);", "",
           "}  // namespace kproxy::codec::testing"]
-    out.add("codec/testing/fill.h", h)
+    out.add("codec/generated/testing/fill.h", h)
     mu = "[[maybe_unused]] "
     for i in range(chunks):
-        c = ['#include "codec/testing/fill.h"', "", "namespace kproxy::codec::testing {", ""]
+        c = ['#include "codec/generated/testing/fill.h"', "", "namespace kproxy::codec::testing {", ""]
         for m in msgs[i::chunks]:
             for s in m.order:
                 c += func(f"void fill({mu}Filler& f, {mu}{s.qualified()}& x, {mu}int16_t version)",
                           fill_body(s) or ["(void)x;"])
         c.append("}  // namespace kproxy::codec::testing")
-        out.add(f"codec/testing/fill_{i}.cc", c)
-    c = ['#include "codec/testing/fill.h"', "", "namespace kproxy::codec::testing {", "",
+        out.add(f"codec/generated/testing/fill_{i}.cc", c)
+    c = ['#include "codec/generated/testing/fill.h"', "", "namespace kproxy::codec::testing {", "",
          "std::unique_ptr<Message> make_instance(int16_t api_key, bool request, int16_t version, Filler& f) {",
          "  std::unique_ptr<Message> m = request ? make_request(api_key) : make_response(api_key);",
          "  if (!m) return nullptr;",
@@ -58,4 +58,4 @@ def emit(out, msgs, chunks):
         c.append(f"      if (request) fill(f, static_cast<{rq.cpp_name}&>(*m), version); else fill(f, static_cast<{rs.cpp_name}&>(*m), version);")
         c.append("      break;")
     c += ["    default:", "      break;", "  }", "  return m;", "}", "", "}  // namespace kproxy::codec::testing"]
-    out.add("codec/testing/make_instance.cc", c)
+    out.add("codec/generated/testing/make_instance.cc", c)

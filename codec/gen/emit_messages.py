@@ -1,6 +1,6 @@
-"""Emits the message structs: codec/messages/<api>.h (declarations), codec/messages.h (includes
-them all), codec/messages_<i>.cc (method bodies, several APIs per file) and
-codec/message_factory.cc (make_request / make_response)."""
+"""Emits the message structs, under codec/generated/: messages/<api>.h (declarations),
+messages.h (includes them all), messages_<i>.cc (method bodies, several APIs per file) and
+message_factory.cc (make_request / make_response)."""
 
 from cpp import cond, cpp_string, func, indent_lines, when
 from wire import code_for, on_each, tag_section
@@ -300,10 +300,10 @@ def emit(out, msgs, chunks):
             h += struct_decl(m, m.top, "")
             h.append("")
         h.append("}  // namespace kproxy::codec")
-        out.add(f"codec/messages/{hname}.h", h)
+        out.add(f"codec/generated/messages/{hname}.h", h)
     names = sorted(groups)
-    out.add("codec/messages.h", ["// Every Kafka request, response and header message kproxy knows.", "#pragma once", ""] +
-            [f'#include "codec/messages/{n}.h"' for n in names])
+    out.add("codec/generated/messages.h", ["// Every Kafka request, response and header message kproxy knows.", "#pragma once", ""] +
+            [f'#include "codec/generated/messages/{n}.h"' for n in names])
     # Implementation chunks, balanced by rough size.
     weights = sorted(((sum(len(m.order) + sum(len(s.fields) for s in m.order) for m in groups[n]), n) for n in names), reverse=True)
     bins = [[0, []] for _ in range(chunks)]
@@ -315,7 +315,7 @@ def emit(out, msgs, chunks):
     for i, (_, ns) in enumerate(bins):
         ms = [m for n in sorted(ns) for m in groups[n]]
         c = ["#include <bit>", "#include <memory>", "#include <nlohmann/json.hpp>", "", '#include "codec/message_support.h"']
-        c += [f'#include "codec/messages/{n}.h"' for n in sorted(ns)]
+        c += [f'#include "codec/generated/messages/{n}.h"' for n in sorted(ns)]
         c += ["", "namespace kproxy::codec {", ""]
         for m in ms:
             for s in m.order:
@@ -326,7 +326,7 @@ def emit(out, msgs, chunks):
             c += factory_switch(f"make_{kind}_{i}",
                                 [(m.api_key, f"std::make_unique<{m.cpp_name}>()") for m in ms if m.kind == kind])
         c.append("}  // namespace kproxy::codec")
-        out.add(f"codec/messages_{i}.cc", c)
+        out.add(f"codec/generated/messages_{i}.cc", c)
         chunk_of.update((m.api_key, i) for m in ms if m.kind in ("request", "response"))
     # Factories: dispatch to the chunk that holds the key.
     c = ['#include <memory>', "", '#include "codec/message.h"', "", "namespace kproxy::codec {", ""]
@@ -337,4 +337,4 @@ def emit(out, msgs, chunks):
     for kind in ("request", "response"):
         c += factory_switch(f"make_{kind}", [(k, f"make_{kind}_{chunk_of[k]}(api_key)") for k in sorted(chunk_of)])
     c.append("}  // namespace kproxy::codec")
-    out.add("codec/message_factory.cc", c)
+    out.add("codec/generated/message_factory.cc", c)

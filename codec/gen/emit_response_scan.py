@@ -1,7 +1,7 @@
-"""Emits codec/response_scan.h/.cc: scan_response(), which walks a response body exactly as the
-generated decoder reads it (same nullability and bounds checks) but builds and allocates nothing:
-every field is skipped, a non-zero error-code field is reported with its offset, and the tags of
-the top-level tagged fields present are collected."""
+"""Emits codec/generated/response_scan.h/.cc: scan_response(), which walks a response body
+exactly as the generated decoder reads it (same nullability and bounds checks) but builds and
+allocates nothing: every field is skipped, a non-zero error-code field is reported with its
+offset, and the tags of the top-level tagged fields present are collected."""
 
 from cpp import cond, func, when
 from wire import code_for, scan_function, tag_section
@@ -82,8 +82,8 @@ def emit(out, msgs):
          "/// then incomplete and the caller decodes instead.",
          "bool scan_response(int16_t api_key, int16_t version, Bytes body, ResponseScan& out);", "",
          "}  // namespace kproxy::codec"]
-    out.add("codec/response_scan.h", h)
-    c = ['#include "codec/response_scan.h"', "", '#include "codec/message_support.h"', "", "namespace kproxy::codec {",
+    out.add("codec/generated/response_scan.h", h)
+    c = ['#include "codec/generated/response_scan.h"', "", '#include "codec/message_support.h"', "", "namespace kproxy::codec {",
          "namespace {", ""]
     walked = [s for m in resps for s in walked_structs(m)]
     for s in walked:
@@ -103,4 +103,4 @@ def emit(out, msgs):
         c.append("      break;")
     c += ["    default:", "      return false;", "  }", "  return r.ok() && r.at_end();", "}", "",
           "}  // namespace kproxy::codec"]
-    out.add("codec/response_scan.cc", c)
+    out.add("codec/generated/response_scan.cc", c)

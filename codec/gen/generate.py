@@ -2,10 +2,11 @@
 """Generates kproxy's Kafka codec (C++) from the facts-only schema made by import_schema.py.
 
 Usage:
-  generate.py --schema codec/gen/kafka-4.4.0-messages.json --out <build>/generated [--chunks N]
+  generate.py --schema codec/gen/kafka-4.4.0-messages.json --out <build>/codec/gen_include [--chunks N]
   generate.py --schema ... --out ... --list-outputs      # prints the files it would write
 
-Writes, under <out>/codec/:
+Writes, under <out>/codec/generated/ (so that an #include names a generated file as one,
+"codec/generated/messages.h"):
   api_keys.h/.cc          ApiKey enum, names, version ranges, header-version table
   error_code.h/.cc        ErrorCode enum and names
   messages.h              includes every per-API header below
@@ -26,11 +27,11 @@ Modules (Python 3 standard library only):
   model.py               the schema read into messages, structs and fields (checks, names, C++ types)
   wire.py                one class per field type: read, write, size, scan, fill, JSON, default
   cpp.py                 C++ text helpers (version conditions, blocks) and the output files
-  emit_api_keys.py       codec/api_keys.h/.cc
-  emit_error_codes.py    codec/error_code.h/.cc
-  emit_messages.py       codec/messages.h, codec/messages/*.h, codec/messages_<i>.cc, message_factory.cc
-  emit_fill.py           codec/testing/fill.h, fill_<i>.cc, make_instance.cc
-  emit_response_scan.py  codec/response_scan.h/.cc
+  emit_api_keys.py       api_keys.h/.cc
+  emit_error_codes.py    error_code.h/.cc
+  emit_messages.py       messages.h, messages/*.h, messages_<i>.cc, message_factory.cc
+  emit_fill.py           testing/fill.h, testing/fill_<i>.cc, testing/make_instance.cc
+  emit_response_scan.py  response_scan.h/.cc
 """
 
 import argparse

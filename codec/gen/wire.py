@@ -47,7 +47,7 @@ def _element(f):
 
 
 def scan_function(struct):
-    """The response scanner's function for one struct (codec/response_scan.cc)."""
+    """The response scanner's function for one struct (codec/generated/response_scan.cc)."""
     return f"scan_{struct.msg.cpp_name}_{struct.name}"
 
 
