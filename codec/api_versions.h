@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codec/messages/api_versions.h"
+#include "codec/generated/messages/api_versions.h"
 #include "codec/reader.h"
 
 namespace kproxy::codec {

@@ -2,7 +2,7 @@
 //
 // The proxy handles bodies through this interface (decode lazily, change a field, re-encode),
 // without a switch over API keys. Concrete types (e.g. `MetadataResponse`) are generated from
-// Kafka's message definitions into the build directory: see codec/gen/ and "codec/messages.h".
+// Kafka's message definitions into the build directory: see codec/gen/ and "codec/generated/messages.h".
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 #include "codec/request_header.h"
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 
 namespace kproxy::codec {
 

@@ -5,7 +5,7 @@
 //   v2: + tagged fields. client_id stays a classic int16-length string (docs/protocol.md "Request and response headers").
 //
 // The header version follows from the API's flexible versions (generated table, see
-// codec/api_keys.h). The api key, version and correlation id sit at fixed offsets in every
+// codec/generated/api_keys.h). The api key, version and correlation id sit at fixed offsets in every
 // version, so even a request for an API kproxy does not know can be matched to its response.
 #pragma once
 

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
-#include "codec/messages.h"
+#include "codec/generated/messages.h"
 #include "codec/response_header.h"
-#include "codec/response_scan.h"
+#include "codec/generated/response_scan.h"
 
 namespace kproxy::proxy {
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "codec/reader.h"
-#include "codec/response_scan.h"
+#include "codec/generated/response_scan.h"
 #include "proxy/broker_directory.h"
 
 namespace kproxy::proxy {

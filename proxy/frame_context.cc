@@ -1,9 +1,9 @@
 #include "proxy/frame_context.h"
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "codec/frame_reader.h"
-#include "codec/messages/api_versions.h"
+#include "codec/generated/messages/api_versions.h"
 #include "codec/response_header.h"
 #include "codec/writer.h"
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
-#include "codec/response_scan.h"
+#include "codec/generated/response_scan.h"
 #include "proxy/chaos/transport_shaper.h"
 #include "proxy/close_reason.h"
 #include "proxy/stage.h"

@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
 #include "codec/response_header.h"
 #include "proxy/counters.h"

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "codec/api_keys.h"
-#include "codec/messages/metadata.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages/metadata.h"
 
 namespace kproxy::proxy {
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/messages.h"
+#include "codec/generated/messages.h"
 #include "codec/reader.h"
 #include "codec/request_header.h"
 #include "codec/writer.h"

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
-#include "codec/messages/produce.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages/produce.h"
 #include "codec/response_header.h"
-#include "codec/response_scan.h"
+#include "codec/generated/response_scan.h"
 #include "codec/writer.h"
 #include "proxy/metrics/frame_metrics.h"
 

@@ -46,10 +46,10 @@
 #include <nlohmann/json.hpp>
 #include <uv.h>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "codec/frame_reader.h"
-#include "codec/messages.h"
+#include "codec/generated/messages.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
 

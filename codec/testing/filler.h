@@ -1,4 +1,4 @@
-// Filler: the source of values for the generated `fill()` functions (codec/testing/fill.h).
+// Filler: the source of values for the generated `fill()` functions (codec/generated/testing/fill.h).
 //
 // Two modes: *smallest* (zeros, empty strings and bytes, one element per array, no nulls, no
 // tagged fields) and *random* (seeded, so a failure can be replayed from the printed seed).

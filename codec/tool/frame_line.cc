@@ -3,7 +3,7 @@
 #include <charconv>
 #include <memory>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "codec/message.h"
 #include "codec/message_support.h"

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
-#include "codec/testing/fill.h"
+#include "codec/generated/testing/fill.h"
 #include "codec/tool/frame_line.h"
 
 namespace kproxy::codec::tool {

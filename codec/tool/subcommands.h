@@ -5,7 +5,7 @@ namespace kproxy::codec::tool {
 
 /// `random <request|response> <api_key> <version> <seed> [count]`, or with no arguments one such
 /// spec per stdin line: prints random frames (header + body) in kproxy-codec's line format,
-/// from the generated random instances (codec/testing/fill.h). A frame the codec cannot write
+/// from the generated random instances (codec/generated/testing/fill.h). A frame the codec cannot write
 /// consistently prints "error <direction> <api_key> <version>: <reason>" instead.
 int run_random(int argc, char** argv);
 

@@ -1,7 +1,7 @@
 #include "proxy/chaos/answer_builder.h"
 
-#include "codec/api_keys.h"
-#include "codec/messages.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages.h"
 #include "codec/response_header.h"
 #include "codec/writer.h"
 

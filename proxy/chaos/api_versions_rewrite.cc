@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "proxy/chaos/answer_builder.h"
 
 namespace kproxy::chaos {

@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/messages/api_versions.h"
+#include "codec/generated/messages/api_versions.h"
 
 namespace kproxy::chaos {
 

@@ -1,7 +1,7 @@
 #include "proxy/chaos/error_translation.h"
 
-#include "codec/api_keys.h"
-#include "codec/error_code.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/error_code.h"
 
 namespace kproxy::chaos {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <set>
 
-#include "codec/api_keys.h"
-#include "codec/error_code.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/error_code.h"
 #include "proxy/chaos/answer_builder.h"
 #include "proxy/chaos/error_translation.h"
 

@@ -1,6 +1,6 @@
 #include "proxy/chaos/rule_set.h"
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 
 namespace kproxy::chaos {
 

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/api_keys.h"
-#include "codec/messages/fetch.h"
-#include "codec/messages/produce.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages/fetch.h"
+#include "codec/generated/messages/produce.h"
 #include "proxy/chaos/fault_rule.h"
 #include "proxy/metrics/label_values.h"
 #include "proxy/tap/tap_event.h"

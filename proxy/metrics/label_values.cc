@@ -1,6 +1,6 @@
 #include "proxy/metrics/label_values.h"
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 
 namespace kproxy::metrics {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <prometheus/text_serializer.h>
 
-#include "codec/api_keys.h"
-#include "codec/error_code.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/error_code.h"
 #include "proxy/metrics/label_values.h"
 
 namespace kproxy::metrics {

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "codec/api_keys.h"
-#include "codec/messages/api_versions.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages/api_versions.h"
 #include "proxy/chaos/api_versions_rewrite.h"
 #include "proxy/frame_context.h"
 #include "proxy/rule_snapshot.h"

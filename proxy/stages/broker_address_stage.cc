@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "proxy/broker_address_rewrite.h"
 #include "proxy/counters.h"
 #include "proxy/frame_context.h"

@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "proxy/chaos/answer_builder.h"
 #include "proxy/chaos/error_translation.h"
 #include "proxy/chaos/fault_rule.h"

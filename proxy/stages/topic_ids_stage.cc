@@ -1,6 +1,6 @@
 #include "proxy/stages/topic_ids_stage.h"
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "proxy/frame_context.h"
 #include "proxy/topic_names.h"
 

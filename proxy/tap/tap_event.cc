@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/api_keys.h"
-#include "codec/messages/fetch.h"
-#include "codec/messages/produce.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages/fetch.h"
+#include "codec/generated/messages/produce.h"
 #include "proxy/tap/record_contents.h"
 
 namespace kproxy::tap {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 
 namespace kproxy::tap {
 

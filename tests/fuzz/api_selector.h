@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 
 namespace kproxy::fuzz {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "proxy/chaos/api_versions_rewrite.h"
 #include "tests/fuzz/fuzz_common.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
 #include "codec/message.h"
 #include "codec/response_header.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
 #include "tests/fuzz/api_selector.h"

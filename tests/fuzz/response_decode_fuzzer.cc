@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "codec/message.h"
 #include "codec/response_header.h"

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
-#include "codec/testing/fill.h"
+#include "codec/generated/testing/fill.h"
 #include "codec/testing/filler.h"
 #include "proxy/broker_address_rewrite.h"
 #include "tests/fuzz/api_selector.h"

@@ -1,4 +1,4 @@
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 
 #include <doctest/doctest.h>
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "codec/error_code.h"
+#include "codec/generated/error_code.h"
 #include "codec/writer.h"
 
 using namespace kproxy::codec;

@@ -1,4 +1,4 @@
-#include "codec/error_code.h"
+#include "codec/generated/error_code.h"
 
 #include <doctest/doctest.h>
 

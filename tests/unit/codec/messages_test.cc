@@ -1,6 +1,6 @@
 // Generated messages: seed vectors byte for byte, round trips of every API × version × direction,
 // malformed input, tagged fields, and the error-code and entity visitors.
-#include "codec/messages.h"
+#include "codec/generated/messages.h"
 
 #include <doctest/doctest.h>
 
@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/api_keys.h"
-#include "codec/testing/fill.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/testing/fill.h"
 #include "tests/unit/codec/test_vectors.h"
 
 using namespace kproxy::codec;

@@ -1,14 +1,14 @@
-#include "codec/response_scan.h"
+#include "codec/generated/response_scan.h"
 
 #include <cstring>
 #include <vector>
 
 #include <doctest/doctest.h>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/message.h"
-#include "codec/messages.h"
-#include "codec/testing/fill.h"
+#include "codec/generated/messages.h"
+#include "codec/generated/testing/fill.h"
 #include "codec/testing/filler.h"
 #include "codec/writer.h"
 

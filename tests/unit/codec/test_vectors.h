@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "codec/message.h"
-#include "codec/messages.h"
+#include "codec/generated/messages.h"
 #include "codec/writer.h"
 
 namespace kproxy::codec::test {

@@ -12,8 +12,8 @@
 #include <doctest/doctest.h>
 
 #include "codec/frame_reader.h"
-#include "codec/messages/metadata.h"
-#include "codec/messages/produce.h"
+#include "codec/generated/messages/metadata.h"
+#include "codec/generated/messages/produce.h"
 #include "codec/request_header.h"
 #include "codec/writer.h"
 #include "codec/response_header.h"

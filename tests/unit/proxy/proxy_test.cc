@@ -17,8 +17,8 @@
 #include <mutex>
 #include <thread>
 
-#include "codec/api_keys.h"
-#include "codec/messages.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages.h"
 #include "codec/response_header.h"
 #include "config/config_loader.h"
 #include "proxy/counters.h"

@@ -5,8 +5,8 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/messages/metadata.h"
-#include "codec/messages/produce.h"
+#include "codec/generated/messages/metadata.h"
+#include "codec/generated/messages/produce.h"
 
 using kproxy::proxy::TopicNames;
 namespace codec = kproxy::codec;

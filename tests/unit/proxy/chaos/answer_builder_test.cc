@@ -2,8 +2,8 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/api_keys.h"
-#include "codec/messages.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages.h"
 #include "codec/request_header.h"
 #include "../../codec/test_vectors.h"
 

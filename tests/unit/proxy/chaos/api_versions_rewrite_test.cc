@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "../../codec/test_vectors.h"
 

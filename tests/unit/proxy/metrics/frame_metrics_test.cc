@@ -2,9 +2,9 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
-#include "codec/messages.h"
+#include "codec/generated/messages.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
 #include "proxy/metrics/label_values.h"

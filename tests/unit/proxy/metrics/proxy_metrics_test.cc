@@ -4,8 +4,8 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/api_keys.h"
-#include "codec/error_code.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/error_code.h"
 
 using namespace kproxy::metrics;
 using namespace std::chrono_literals;

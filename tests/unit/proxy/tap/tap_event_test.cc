@@ -5,10 +5,10 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "codec/api_keys.h"
+#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
-#include "codec/messages/produce.h"
-#include "codec/messages/sasl_authenticate.h"
+#include "codec/generated/messages/produce.h"
+#include "codec/generated/messages/sasl_authenticate.h"
 #include "tests/unit/proxy/tap/record_batch_builder.h"
 
 using namespace kproxy::tap;
