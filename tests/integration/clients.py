@@ -11,7 +11,8 @@
   stdlib-only): `rd_produce()`, `rd_consume()`, `rd_partition_leaders()`.
 
 Every call is bounded by a timeout; a Java client that outlives it is killed with its
-process group.
+process group. The timeouts (seconds, for an idle machine) are scaled by the measured machine
+slowness (slowness.py); the clients' own settings (--timeout-ms, linger) are not.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import kafka_harness as kh
+import slowness
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 CLIENT_LOG4J = JAVA_DIR / "log4j2-clients.properties"
@@ -102,6 +104,7 @@ def java_command(program: str, args: Iterable[str]) -> List[str]:
 def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
     """Runs java/<program>.java; returns its JSON summary plus _rc, _stderr, _elapsed_s."""
     cmd = java_command(program, args)
+    timeout = slowness.scaled(timeout)
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                          preexec_fn=kh._child_setup, text=True)
@@ -113,7 +116,7 @@ def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
         except ProcessLookupError:
             pass
         out, err = p.communicate()
-        raise ClientError(f"{program} timed out after {timeout}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+        raise ClientError(f"{program} timed out after {timeout:.0f}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
     finally:
         if p.poll() is None:
             try:
@@ -150,6 +153,7 @@ class JavaRun:
         exits or the time runs out first."""
         import re
         rx = re.compile(pattern)
+        timeout = slowness.scaled(timeout)
         deadline = time.monotonic() + timeout
         while True:
             for line in self.stdout().splitlines():
@@ -160,12 +164,13 @@ class JavaRun:
                 raise ClientError(f"{self.program} exited (rc={self.proc.returncode}) before printing /{pattern}/\n"
                                   f"stdout:\n{self.stdout()[-2000:]}\nstderr:\n{self.stderr_path.read_text(errors='replace')[-3000:]}")
             if time.monotonic() > deadline:
-                raise ClientError(f"{self.program} did not print /{pattern}/ within {timeout}s")
+                raise ClientError(f"{self.program} did not print /{pattern}/ within {timeout:.0f}s")
             time.sleep(0.1)
 
     def result(self, timeout: float = 180.0) -> Dict:
         """Waits for the program to exit (killing it after `timeout`) and returns its JSON summary
         plus _rc, _stderr, _elapsed_s (as run_java)."""
+        timeout = slowness.scaled(timeout)
         try:
             self.proc.wait(timeout=timeout)
             timed_out = False
@@ -176,7 +181,7 @@ class JavaRun:
         out = self.stdout()
         err = self.stderr_path.read_text(errors="replace")
         if timed_out:
-            raise ClientError(f"{self.program} timed out after {timeout}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+            raise ClientError(f"{self.program} timed out after {timeout:.0f}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
         return _summary(self.program, out, err, self.proc.returncode, self.t0)
 
     def kill(self) -> None:
@@ -270,6 +275,7 @@ def rd_produce(bootstrap: str, topic: str, count: int, key_prefix: str = "rd-",
     """Produces count records (key=<prefix><i>, value=<key>|rd) idempotently, waits for every
     delivery report. Returns {delivered, errors, partitions{p: n}, offsets{p: [min,max]}}."""
     ck = _ck()
+    timeout = slowness.scaled(timeout)
     c = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
          "message.timeout.ms": int(timeout * 1000), "client.id": "kproxy-rd-producer"}
     c.update(conf or {})
@@ -317,6 +323,7 @@ def rd_consume(bootstrap: str, topic: str, expect: int, key_prefix: str = "",
          "client.id": "kproxy-rd-consumer", "session.timeout.ms": 10000}
     c.update(conf or {})
     consumer = ck.Consumer(c)
+    timeout = slowness.scaled(timeout)
     seen: Dict[str, int] = {}
     count = dups = mismatches = 0
     partitions: Dict[int, int] = {}
@@ -363,7 +370,7 @@ def rd_partition_leaders(bootstrap: str, topic: str, conf: Optional[Dict] = None
     from confluent_kafka.admin import AdminClient
     c = {"bootstrap.servers": bootstrap}
     c.update(conf or {})
-    md = AdminClient(c).list_topics(topic=topic, timeout=timeout)
+    md = AdminClient(c).list_topics(topic=topic, timeout=slowness.scaled(timeout))
     t = md.topics.get(topic)
     if t is None or t.error is not None:
         raise ClientError(f"topic {topic} metadata error: {None if t is None else t.error}")
@@ -380,6 +387,7 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
          "linger.ms": 5, "client.id": "kproxy-rd-txn-producer", "transaction.timeout.ms": 60000}
     c.update(conf or {})
     p = ck.Producer(c)
+    timeout = slowness.scaled(timeout)
     errors: List[str] = []
 
     def on_delivery(err, _msg):

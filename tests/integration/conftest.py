@@ -4,10 +4,19 @@ Session-scoped: `kafka` (one combined broker+controller with PLAINTEXT and SASL_
 listeners) and `kafka_cluster` (3 nodes, each broker+controller) start once per run, only
 if a selected test asks for them, and are always stopped at the end. Startup times are
 shown in the terminal summary and written to build/test-logs/kafka-startup-times.json.
+
+A test that uses one of them gets it healthy: before each such test the autouse fixture
+`shared_clusters_healthy` checks every node is up, sees every broker, and every partition has a
+leader and a full ISR; if not (a test before it failed half-way through killing a node, say),
+the cluster is repaired (dead nodes restarted, ISRs waited for) or, failing that, started anew,
+and the log says so. One failing test does not fail the tests after it.
+
+Waits are scaled by the measured machine slowness (slowness.py); ports come from ports.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,6 +34,8 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import kafka_harness as kh  # noqa: E402
+import ports  # noqa: E402
+import slowness  # noqa: E402
 
 STARTUP_SECONDS: dict = {}
 # Upper bound for the whole integration session (seconds, 0 = none). When it passes, the
@@ -121,6 +132,10 @@ def pytest_sessionstart(session):
     # Reports of an earlier session are not this session's failures.
     for n in sanitizer_reports():
         (SANITIZER_DIR / n).unlink(missing_ok=True)
+    lo, hi = ports.pool()
+    eph = ports.ephemeral_range()
+    sys.stderr.write(f"[conftest] listener ports from {lo}-{hi} (ephemeral range {eph[0]}-{eph[1]}); "
+                     f"machine slowness factor {slowness.factor():.2f} (waits are scaled by it)\n")
     if SESSION_TIMEOUT_S <= 0:
         return
 
@@ -156,6 +171,12 @@ def _started(cluster: kh.KafkaCluster, timeout: float, what: str):
         cluster.stop()
 
 
+# Shared (session) clusters: fixture name -> (what, startup timeout on an idle machine).
+SHARED_CLUSTERS = {"kafka": ("single node", SINGLE_NODE_TIMEOUT_S), "kafka_cluster": ("3-node cluster", CLUSTER_TIMEOUT_S)}
+# Repairs of a shared cluster found unhealthy before a test: (test, what, reason, action).
+CLUSTER_REPAIRS: list = []
+
+
 @pytest.fixture(scope="session")
 def kafka():
     """One real Kafka 4.4.0 node (broker+controller), PLAINTEXT + SASL_PLAINTEXT."""
@@ -166,6 +187,46 @@ def kafka():
 def kafka_cluster():
     """A real 3-node Kafka 4.4.0 KRaft cluster, every node broker+controller, PLAINTEXT."""
     yield from _started(kh.KafkaCluster(3, name="cluster3"), CLUSTER_TIMEOUT_S, "3-node cluster")
+
+
+def _say(config, line: str) -> None:
+    """A line in the run's output (not captured with the test's output)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            sys.stderr.write(line + "\n")
+
+
+def ensure_healthy(cluster: kh.KafkaCluster, what: str, test: str, config) -> None:
+    """Repairs `cluster` if it is not healthy: restarts its dead nodes and waits for every ISR;
+    if that does not do it, stops it and starts it anew (new ports and data). Says so."""
+    reason = cluster.health()
+    if reason is None:
+        return
+    _say(config, f"\n[conftest] shared {what} is NOT healthy before {test}: {reason}; repairing it")
+    t0 = time.monotonic()
+    try:
+        cluster.restore(timeout=120)
+        action = f"repaired (dead nodes restarted, ISRs full) in {time.monotonic() - t0:.1f}s"
+    except kh.KafkaHarnessError as e:
+        _say(config, f"[conftest] repairing the shared {what} failed ({e}); restarting it from scratch")
+        cluster.stop()
+        timeout = dict(SHARED_CLUSTERS.values())[what]
+        cluster.start(timeout=timeout)
+        action = f"restarted from scratch (new ports, empty) in {time.monotonic() - t0:.1f}s"
+    CLUSTER_REPAIRS.append((test, what, reason, action))
+    _say(config, f"[conftest] shared {what} {action}")
+
+
+@pytest.fixture(autouse=True)
+def shared_clusters_healthy(request):
+    """Before a test that uses a shared cluster: the cluster is healthy (see ensure_healthy)."""
+    for name, (what, _timeout) in SHARED_CLUSTERS.items():
+        if name in request.fixturenames:
+            ensure_healthy(request.getfixturevalue(name), what, request.node.nodeid, request.config)
 
 
 @pytest.fixture
@@ -180,6 +241,13 @@ def pytest_terminal_summary(terminalreporter):
         # scripts/test looks for this line (stderr written during a test is captured).
         terminalreporter.write_line(f"{WATCHDOG_MESSAGE}: the session ran longer than {SESSION_TIMEOUT_S:.0f}s "
                                     f"(KPROXY_INTEGRATION_TIMEOUT) and was interrupted")
+    terminalreporter.section("machine, ports, shared clusters")
+    terminalreporter.write_line(f"slowness factor (waits scaled by it): {slowness.summary()}")
+    terminalreporter.write_line(f"ports: {ports.stats()}")
+    for test, what, reason, action in CLUSTER_REPAIRS:
+        terminalreporter.write_line(f"shared {what} unhealthy before {test}: {reason}; {action}")
+    if not CLUSTER_REPAIRS:
+        terminalreporter.write_line("shared clusters: healthy before every test that used them")
     if not STARTUP_SECONDS:
         return
     terminalreporter.section("Kafka startup times")

@@ -25,6 +25,7 @@ import pytest
 
 import clients
 import kafka_harness as kh
+import ports
 from test_proxy_support import (CompactBuf, Kproxy, compact_str, connection_closed, frame, metadata_brokers, recv_frame,
                                 request, sasl_handshake_v0, scram_v0_exchange, uvarint)
 from tls_pki import TestPki
@@ -331,7 +332,7 @@ def test_upstream_tls_failures_say_why(tls_kafka, pki, listener, ca, expected):
 def test_a_tls_handshake_that_never_answers_times_out(pki):
     """A listener that accepts and never answers the ClientHello: limits.connect_timeout covers the handshake."""
     silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
+    silent.bind(("127.0.0.1", ports.free_port()))
     silent.listen(8)
     port = silent.getsockname()[1]
     try:
