@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+import jvm_cds
 import kafka_harness as kh
 import slowness
 
@@ -95,8 +96,12 @@ def java_command(program: str, args: Iterable[str]) -> List[str]:
     """The command line running java/<program>.java's main class (compiled by java_classes())."""
     if not (JAVA_DIR / f"{program}.java").exists():
         raise ClientError(f"no such Java client: {JAVA_DIR / program}.java")
-    classpath = f"{java_classes()}{os.pathsep}{kh.kafka_classpath()}"
-    cmd = [kh.java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+    # The Kafka jars first: a class-data-sharing archive (jvm_cds.py) covers a classpath prefix of
+    # jars only; the test clients' own classes (a directory) come after them.
+    java, jars = kh.java_binary(), kh.kafka_classpath()
+    classpath = f"{jars}{os.pathsep}{java_classes()}"
+    cds = jvm_cds.options("clients", java, jars, dump_opts=["-XX:+UseSerialGC"])
+    cmd = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *cds,
            f"-Dlog4j2.configurationFile={CLIENT_LOG4J}", "-cp", classpath, program]
     return cmd + [str(a) for a in args]
 
@@ -124,6 +129,7 @@ def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
             except ProcessLookupError:
                 pass
             p.wait()
+    jvm_cds.recorded("clients")
     return _summary(program, out, err, p.returncode, t0)
 
 
@@ -178,6 +184,7 @@ class JavaRun:
             timed_out = True
         finally:
             self.kill()
+        jvm_cds.recorded("clients")
         out = self.stdout()
         err = self.stderr_path.read_text(errors="replace")
         if timed_out:

@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import jvm_cds  # noqa: E402
 import kafka_harness as kh  # noqa: E402
 import ports  # noqa: E402
 import slowness  # noqa: E402
@@ -244,6 +245,7 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("machine, ports, shared clusters")
     terminalreporter.write_line(f"slowness factor (waits scaled by it): {slowness.summary()}")
     terminalreporter.write_line(f"ports: {ports.stats()}")
+    terminalreporter.write_line(f"JVM class-data-sharing archives (jvm_cds.py): {jvm_cds.stats()}")
     for test, what, reason, action in CLUSTER_REPAIRS:
         terminalreporter.write_line(f"shared {what} unhealthy before {test}: {reason}; {action}")
     if not CLUSTER_REPAIRS:

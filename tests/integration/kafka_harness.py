@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+import jvm_cds
 import ports
 import slowness
 
@@ -343,6 +344,9 @@ def free_ports(n: int, host: str = "127.0.0.1") -> List[int]:
     return ports.free_ports(n, host)
 
 
+jvm_cds.child_setup = _child_setup
+
+
 def java_binary() -> str:
     jh = os.environ.get("JAVA_HOME")
     if jh and (Path(jh) / "bin" / "java").exists():
@@ -537,6 +541,7 @@ class KafkaCluster:
                 for n in self.nodes:
                     self._spawn(n)
                 self._wait_ready(t0 + timeout)
+                jvm_cds.recorded("kafka")
                 break
             except KafkaHarnessError:
                 # free_ports() bind-checks and reserves its ports, but a process outside the
@@ -784,16 +789,20 @@ class KafkaCluster:
         props.update(self.extra_properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
-    def _java_base(self, n: KafkaNode) -> List[str]:
-        return [java_binary(), f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+    def _java_base(self, n: KafkaNode, broker: bool = True) -> List[str]:
+        # Class-data sharing (jvm_cds.py): the first broker JVM records its classes, the archive
+        # made from them speeds up every later broker and storage-tool start.
+        java, cp = java_binary(), kafka_classpath()
+        cds = jvm_cds.options("kafka", java, cp, dump_opts=["-XX:+UseG1GC"], record=broker)
+        return [java, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true", *cds,
                 f"-Dlog4j2.configurationFile={n.log_dir / 'log4j2.properties'}",
-                f"-Dkafka.logs.dir={n.log_dir}", "-cp", kafka_classpath()]
+                f"-Dkafka.logs.dir={n.log_dir}", "-cp", cp]
 
     def _format_all(self) -> None:
         """`kafka-storage format` for every node (in parallel), SCRAM users added at format time."""
         procs = []
         for n in self.nodes:
-            cmd = self._java_base(n) + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+            cmd = self._java_base(n, broker=False) + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                         "-c", str(n.properties_path), "--ignore-formatted"]
             if self.sasl:
                 for user, pw in SCRAM_USERS.items():
