@@ -1,8 +1,9 @@
 """pytest fixtures for kproxy's integration tests against real Kafka 4.4.0 brokers.
 
-Session-scoped: `kafka` (one combined broker+controller with PLAINTEXT and SASL_PLAINTEXT
-listeners) and `kafka_cluster` (3 nodes, each broker+controller) start once per run, only
-if a selected test asks for them, and are always stopped at the end. Startup times are
+Session-scoped: `kafka` (one combined broker+controller with PLAINTEXT, SASL_PLAINTEXT and the
+TLS listeners test_proxy_tls.py needs, certificates from `tls_pki`) and `kafka_cluster` (3 nodes,
+each broker+controller) start once per run, only if a selected test asks for them, and are always
+stopped at the end. Startup times are
 shown in the terminal summary and written to build/test-logs/kafka-startup-times.json.
 
 A test that uses one of them gets it healthy: before each such test the autouse fixture
@@ -179,9 +180,36 @@ CLUSTER_REPAIRS: list = []
 
 
 @pytest.fixture(scope="session")
-def kafka():
-    """One real Kafka 4.4.0 node (broker+controller), PLAINTEXT + SASL_PLAINTEXT."""
-    yield from _started(kh.KafkaCluster(1, sasl=True, name="single"), SINGLE_NODE_TIMEOUT_S, "single node")
+def tls_pki(tmp_path_factory):
+    """A throw-away PKI (tls_pki.py): the CA, and certificates for the broker's TLS listeners
+    (broker, expired, wronghost), kproxy's client leg and upstream client certificate, an app."""
+    from tls_pki import TestPki
+    p = TestPki(tmp_path_factory.mktemp("tls-pki"))
+    p.broker = p.issue("broker", "IP:127.0.0.1,DNS:localhost")
+    p.expired = p.issue("expired", "IP:127.0.0.1,DNS:localhost", days=-1)
+    p.wronghost = p.issue("wronghost", "DNS:wrong.example")
+    p.kproxy = p.issue("kproxy", "IP:127.0.0.1,DNS:localhost")
+    p.kproxy_client = p.issue("kproxy-client", "DNS:kproxy-client")
+    p.app = p.issue("app", "DNS:app")
+    return p
+
+
+@pytest.fixture(scope="session")
+def kafka(tls_pki):
+    """One real Kafka 4.4.0 node (broker+controller): PLAINTEXT, SASL_PLAINTEXT (PLAIN and
+    SCRAM-SHA-256), and for test_proxy_tls.py SSL, SASL_SSL (PLAIN, SCRAM-SHA-256/512) and SSL
+    listeners with an expired certificate (EXPIRED), one for another host (WRONGHOST), one that
+    requires a client certificate (MTLS), and one advertised as "localhost" (BYNAME). One broker
+    for all of them instead of a second JVM for the TLS tests."""
+    tls = kh.BrokerTls(keystore=tls_pki.broker.keystore, truststore=tls_pki.ca,
+                       extra_listeners={"EXPIRED": tls_pki.expired.keystore, "WRONGHOST": tls_pki.wronghost.keystore,
+                                        "MTLS": tls_pki.broker.keystore, "BYNAME": tls_pki.broker.keystore})
+    # BYNAME advertises the host name "localhost" (the certificate names it), so kproxy's
+    # connections to that listener verify a DNS name and send it as SNI.
+    cluster = kh.KafkaCluster(1, sasl=True, name="single", tls=tls,
+                              advertise=lambda node, listener, host, port: ("localhost", port) if listener == "BYNAME" else None,
+                              extra_properties={"listener.name.mtls.ssl.client.auth": "required"})
+    yield from _started(cluster, SINGLE_NODE_TIMEOUT_S, "single node")
 
 
 @pytest.fixture(scope="session")

@@ -111,13 +111,15 @@ def _assert_clients_rode_out_broker_kill(kp: Kproxy, base: Tuple[int, int], prod
     _assert_no_leak(kp, base, what)
 
 
-def test_broker_kill9_and_restart_under_traffic_single_node(topic_name):
-    """A single broker is SIGKILLed while a producer and a consumer run through kproxy, and
-    restarted 3 s later on the same ports and data dir: both clients reconnect through kproxy and
-    finish; nothing lost or duplicated; kproxy keeps no descriptor and no memory of it."""
+def test_broker_kill9_and_restart_under_traffic_single_node(kafka, topic_name):
+    """The shared single broker is SIGKILLed while a producer and a consumer run through kproxy,
+    and restarted 3 s later on the same ports and data dir: both clients reconnect through kproxy
+    and finish; nothing lost or duplicated; kproxy keeps no descriptor and no memory of it.
+    Whatever happens, the broker is left as found (restore() in finally) for the tests after it."""
     records = 2500
-    with kh.KafkaCluster(1, name="kill-single") as kafka:
-        kafka.create_topic(topic_name, partitions=3)
+    node = kafka.nodes[0].node_id
+    kafka.create_topic(topic_name, partitions=3)
+    try:
         with Kproxy(kafka.bootstrap(), name="kill-single", workers=2, log_level="info") as kp:
             _warm_up(kp, topic_name)
             base = _quiet_state(kp)
@@ -126,14 +128,16 @@ def test_broker_kill9_and_restart_under_traffic_single_node(topic_name):
             cons = _reader(kp.bootstrap, topic_name, records, "k1-")
             prod.wait_for_line(r"acked=([5-9]\d\d|\d{4,})", timeout=90)  # >= 500 acked: traffic flows
             cons.wait_for_line(r"count=[1-9]", timeout=60)
-            pid = kafka.kill_node(1)
+            pid = kafka.kill_node(node)
             t_kill = time.monotonic()
             time.sleep(3)
-            kafka.start_node(1, timeout=90)
+            kafka.start_node(node, timeout=90)
             print(f"[failures] broker pid {pid} killed, back after {time.monotonic() - t_kill:.1f}s")
 
             _assert_clients_rode_out_broker_kill(kp, base, prod, cons, records, "single-node broker kill")
             assert kp.stop() == 0
+    finally:
+        kafka.restore(timeout=120)
 
 
 def test_broker_kill9_and_restart_one_node_of_three(kafka_cluster, topic_name):
