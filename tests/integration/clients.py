@@ -280,11 +280,19 @@ def _ck():
 def rd_produce(bootstrap: str, topic: str, count: int, key_prefix: str = "rd-",
                conf: Optional[Dict] = None, timeout: float = 60.0) -> Dict:
     """Produces count records (key=<prefix><i>, value=<key>|rd) idempotently, waits for every
-    delivery report. Returns {delivered, errors, partitions{p: n}, offsets{p: [min,max]}}."""
+    delivery report. Returns {delivered, errors, partitions{p: n}, offsets{p: [min,max]}}.
+    Stops waiting as soon as the broker refuses the SASL authentication (nothing would be
+    delivered before the timeout): the refusal is in `errors`."""
     ck = _ck()
     timeout = slowness.scaled(timeout)
+    auth_failed: List[str] = []
+
+    def on_error(err):
+        if err.code() == ck.KafkaError._AUTHENTICATION:
+            auth_failed.append(str(err))
+
     c = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-         "message.timeout.ms": int(timeout * 1000), "client.id": "kproxy-rd-producer"}
+         "message.timeout.ms": int(timeout * 1000), "client.id": "kproxy-rd-producer", "error_cb": on_error}
     c.update(conf or {})
     p = ck.Producer(c)
     delivered, errors = 0, []
@@ -313,9 +321,15 @@ def rd_produce(bootstrap: str, topic: str, count: int, key_prefix: str = "rd-",
                 if time.monotonic() > deadline:
                     raise ClientError("librdkafka producer queue stayed full")
         p.poll(0)
-    left = p.flush(max(0.0, deadline - time.monotonic()))
+    while len(p) and not auth_failed and time.monotonic() < deadline:
+        p.poll(0.1)
+    left = len(p)
+    if auth_failed:
+        p.purge()
+        p.poll(0)
+    errors += auth_failed
     if left:
-        errors.append(f"{left} message(s) still undelivered at timeout")
+        errors.append(f"{left} message(s) still undelivered" + (" (authentication refused)" if auth_failed else " at timeout"))
     return {"delivered": delivered, "errors": errors, "partitions": partitions, "offsets": offsets}
 
 
