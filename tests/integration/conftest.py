@@ -45,6 +45,7 @@ STARTUP_SECONDS: dict = {}
 # the process exits hard 120 s later. Per-test hangs also get a stack dump after
 # faulthandler_timeout (pytest.ini).
 SESSION_TIMEOUT_S = float(os.environ.get("KPROXY_INTEGRATION_TIMEOUT", "2700"))
+SESSION_LIMIT_S = SESSION_TIMEOUT_S  # x the machine slowness measured at session start
 WATCHDOG_MESSAGE = "[conftest] integration session timeout"
 _WATCHDOG_FIRED = threading.Event()
 SINGLE_NODE_TIMEOUT_S = 90.0
@@ -140,10 +141,13 @@ def pytest_sessionstart(session):
                      f"machine slowness factor {slowness.factor():.2f} (waits are scaled by it)\n")
     if SESSION_TIMEOUT_S <= 0:
         return
+    # A limit for an idle machine, like every other wait: scaled by the slowness measured now.
+    global SESSION_LIMIT_S
+    SESSION_LIMIT_S = SESSION_TIMEOUT_S * slowness.factor()
 
     def fire():
         _WATCHDOG_FIRED.set()
-        sys.stderr.write(f"\n{WATCHDOG_MESSAGE}: {SESSION_TIMEOUT_S:.0f}s passed, interrupting\n")
+        sys.stderr.write(f"\n{WATCHDOG_MESSAGE}: {SESSION_LIMIT_S:.0f}s passed, interrupting\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(120)
@@ -151,7 +155,7 @@ def pytest_sessionstart(session):
         kh._cleanup_all()
         os._exit(3)
 
-    timer = threading.Timer(SESSION_TIMEOUT_S, fire)
+    timer = threading.Timer(SESSION_LIMIT_S, fire)
     timer.daemon = True
     timer.start()
 
@@ -268,7 +272,7 @@ def topic_name(request) -> str:
 def pytest_terminal_summary(terminalreporter):
     if _WATCHDOG_FIRED.is_set():
         # scripts/test looks for this line (stderr written during a test is captured).
-        terminalreporter.write_line(f"{WATCHDOG_MESSAGE}: the session ran longer than {SESSION_TIMEOUT_S:.0f}s "
+        terminalreporter.write_line(f"{WATCHDOG_MESSAGE}: the session ran longer than {SESSION_LIMIT_S:.0f}s "
                                     f"(KPROXY_INTEGRATION_TIMEOUT) and was interrupted")
     terminalreporter.section("machine, ports, shared clusters")
     terminalreporter.write_line(f"slowness factor (waits scaled by it): {slowness.summary()}")
