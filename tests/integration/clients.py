@@ -11,7 +11,8 @@
   stdlib-only): `rd_produce()`, `rd_consume()`, `rd_partition_leaders()`.
 
 Every call is bounded by a timeout; a Java client that outlives it is killed with its
-process group.
+process group. The timeouts (seconds, for an idle machine) are scaled by the measured machine
+slowness (slowness.py); the clients' own settings (--timeout-ms, linger) are not.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+import jvm_cds
 import kafka_harness as kh
+import slowness
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 CLIENT_LOG4J = JAVA_DIR / "log4j2-clients.properties"
@@ -93,8 +96,12 @@ def java_command(program: str, args: Iterable[str]) -> List[str]:
     """The command line running java/<program>.java's main class (compiled by java_classes())."""
     if not (JAVA_DIR / f"{program}.java").exists():
         raise ClientError(f"no such Java client: {JAVA_DIR / program}.java")
-    classpath = f"{java_classes()}{os.pathsep}{kh.kafka_classpath()}"
-    cmd = [kh.java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+    # The Kafka jars first: a class-data-sharing archive (jvm_cds.py) covers a classpath prefix of
+    # jars only; the test clients' own classes (a directory) come after them.
+    java, jars = kh.java_binary(), kh.kafka_classpath()
+    classpath = f"{jars}{os.pathsep}{java_classes()}"
+    cds = jvm_cds.options("clients", java, jars, dump_opts=["-XX:+UseSerialGC"])
+    cmd = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *cds,
            f"-Dlog4j2.configurationFile={CLIENT_LOG4J}", "-cp", classpath, program]
     return cmd + [str(a) for a in args]
 
@@ -102,6 +109,7 @@ def java_command(program: str, args: Iterable[str]) -> List[str]:
 def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
     """Runs java/<program>.java; returns its JSON summary plus _rc, _stderr, _elapsed_s."""
     cmd = java_command(program, args)
+    timeout = slowness.scaled(timeout)
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                          preexec_fn=kh._child_setup, text=True)
@@ -113,7 +121,7 @@ def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
         except ProcessLookupError:
             pass
         out, err = p.communicate()
-        raise ClientError(f"{program} timed out after {timeout}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+        raise ClientError(f"{program} timed out after {timeout:.0f}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
     finally:
         if p.poll() is None:
             try:
@@ -121,6 +129,7 @@ def run_java(program: str, args: Iterable[str], timeout: float = 180.0) -> Dict:
             except ProcessLookupError:
                 pass
             p.wait()
+    jvm_cds.recorded("clients")
     return _summary(program, out, err, p.returncode, t0)
 
 
@@ -150,6 +159,7 @@ class JavaRun:
         exits or the time runs out first."""
         import re
         rx = re.compile(pattern)
+        timeout = slowness.scaled(timeout)
         deadline = time.monotonic() + timeout
         while True:
             for line in self.stdout().splitlines():
@@ -160,12 +170,13 @@ class JavaRun:
                 raise ClientError(f"{self.program} exited (rc={self.proc.returncode}) before printing /{pattern}/\n"
                                   f"stdout:\n{self.stdout()[-2000:]}\nstderr:\n{self.stderr_path.read_text(errors='replace')[-3000:]}")
             if time.monotonic() > deadline:
-                raise ClientError(f"{self.program} did not print /{pattern}/ within {timeout}s")
+                raise ClientError(f"{self.program} did not print /{pattern}/ within {timeout:.0f}s")
             time.sleep(0.1)
 
     def result(self, timeout: float = 180.0) -> Dict:
         """Waits for the program to exit (killing it after `timeout`) and returns its JSON summary
         plus _rc, _stderr, _elapsed_s (as run_java)."""
+        timeout = slowness.scaled(timeout)
         try:
             self.proc.wait(timeout=timeout)
             timed_out = False
@@ -173,10 +184,11 @@ class JavaRun:
             timed_out = True
         finally:
             self.kill()
+        jvm_cds.recorded("clients")
         out = self.stdout()
         err = self.stderr_path.read_text(errors="replace")
         if timed_out:
-            raise ClientError(f"{self.program} timed out after {timeout}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+            raise ClientError(f"{self.program} timed out after {timeout:.0f}s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
         return _summary(self.program, out, err, self.proc.returncode, self.t0)
 
     def kill(self) -> None:
@@ -268,10 +280,19 @@ def _ck():
 def rd_produce(bootstrap: str, topic: str, count: int, key_prefix: str = "rd-",
                conf: Optional[Dict] = None, timeout: float = 60.0) -> Dict:
     """Produces count records (key=<prefix><i>, value=<key>|rd) idempotently, waits for every
-    delivery report. Returns {delivered, errors, partitions{p: n}, offsets{p: [min,max]}}."""
+    delivery report. Returns {delivered, errors, partitions{p: n}, offsets{p: [min,max]}}.
+    Stops waiting as soon as the broker refuses the SASL authentication (nothing would be
+    delivered before the timeout): the refusal is in `errors`."""
     ck = _ck()
+    timeout = slowness.scaled(timeout)
+    auth_failed: List[str] = []
+
+    def on_error(err):
+        if err.code() == ck.KafkaError._AUTHENTICATION:
+            auth_failed.append(str(err))
+
     c = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-         "message.timeout.ms": int(timeout * 1000), "client.id": "kproxy-rd-producer"}
+         "message.timeout.ms": int(timeout * 1000), "client.id": "kproxy-rd-producer", "error_cb": on_error}
     c.update(conf or {})
     p = ck.Producer(c)
     delivered, errors = 0, []
@@ -300,9 +321,15 @@ def rd_produce(bootstrap: str, topic: str, count: int, key_prefix: str = "rd-",
                 if time.monotonic() > deadline:
                     raise ClientError("librdkafka producer queue stayed full")
         p.poll(0)
-    left = p.flush(max(0.0, deadline - time.monotonic()))
+    while len(p) and not auth_failed and time.monotonic() < deadline:
+        p.poll(0.1)
+    left = len(p)
+    if auth_failed:
+        p.purge()
+        p.poll(0)
+    errors += auth_failed
     if left:
-        errors.append(f"{left} message(s) still undelivered at timeout")
+        errors.append(f"{left} message(s) still undelivered" + (" (authentication refused)" if auth_failed else " at timeout"))
     return {"delivered": delivered, "errors": errors, "partitions": partitions, "offsets": offsets}
 
 
@@ -317,6 +344,7 @@ def rd_consume(bootstrap: str, topic: str, expect: int, key_prefix: str = "",
          "client.id": "kproxy-rd-consumer", "session.timeout.ms": 10000}
     c.update(conf or {})
     consumer = ck.Consumer(c)
+    timeout = slowness.scaled(timeout)
     seen: Dict[str, int] = {}
     count = dups = mismatches = 0
     partitions: Dict[int, int] = {}
@@ -363,7 +391,7 @@ def rd_partition_leaders(bootstrap: str, topic: str, conf: Optional[Dict] = None
     from confluent_kafka.admin import AdminClient
     c = {"bootstrap.servers": bootstrap}
     c.update(conf or {})
-    md = AdminClient(c).list_topics(topic=topic, timeout=timeout)
+    md = AdminClient(c).list_topics(topic=topic, timeout=slowness.scaled(timeout))
     t = md.topics.get(topic)
     if t is None or t.error is not None:
         raise ClientError(f"topic {topic} metadata error: {None if t is None else t.error}")
@@ -380,6 +408,7 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
          "linger.ms": 5, "client.id": "kproxy-rd-txn-producer", "transaction.timeout.ms": 60000}
     c.update(conf or {})
     p = ck.Producer(c)
+    timeout = slowness.scaled(timeout)
     errors: List[str] = []
 
     def on_delivery(err, _msg):

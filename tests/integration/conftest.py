@@ -1,13 +1,23 @@
 """pytest fixtures for kproxy's integration tests against real Kafka 4.4.0 brokers.
 
-Session-scoped: `kafka` (one combined broker+controller with PLAINTEXT and SASL_PLAINTEXT
-listeners) and `kafka_cluster` (3 nodes, each broker+controller) start once per run, only
-if a selected test asks for them, and are always stopped at the end. Startup times are
+Session-scoped: `kafka` (one combined broker+controller with PLAINTEXT, SASL_PLAINTEXT and the
+TLS listeners test_proxy_tls.py needs, certificates from `tls_pki`) and `kafka_cluster` (3 nodes,
+each broker+controller) start once per run, only if a selected test asks for them, and are always
+stopped at the end. Startup times are
 shown in the terminal summary and written to build/test-logs/kafka-startup-times.json.
+
+A test that uses one of them gets it healthy: before each such test the autouse fixture
+`shared_clusters_healthy` checks every node is up, sees every broker, and every partition has a
+leader and a full ISR; if not (a test before it failed half-way through killing a node, say),
+the cluster is repaired (dead nodes restarted, ISRs waited for) or, failing that, started anew,
+and the log says so. One failing test does not fail the tests after it.
+
+Waits are scaled by the measured machine slowness (slowness.py); ports come from ports.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,7 +34,10 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import jvm_cds  # noqa: E402
 import kafka_harness as kh  # noqa: E402
+import ports  # noqa: E402
+import slowness  # noqa: E402
 
 STARTUP_SECONDS: dict = {}
 # Upper bound for the whole integration session (seconds, 0 = none). When it passes, the
@@ -32,6 +45,7 @@ STARTUP_SECONDS: dict = {}
 # the process exits hard 120 s later. Per-test hangs also get a stack dump after
 # faulthandler_timeout (pytest.ini).
 SESSION_TIMEOUT_S = float(os.environ.get("KPROXY_INTEGRATION_TIMEOUT", "2700"))
+SESSION_LIMIT_S = SESSION_TIMEOUT_S  # x the machine slowness measured at session start
 WATCHDOG_MESSAGE = "[conftest] integration session timeout"
 _WATCHDOG_FIRED = threading.Event()
 SINGLE_NODE_TIMEOUT_S = 90.0
@@ -121,12 +135,19 @@ def pytest_sessionstart(session):
     # Reports of an earlier session are not this session's failures.
     for n in sanitizer_reports():
         (SANITIZER_DIR / n).unlink(missing_ok=True)
+    lo, hi = ports.pool()
+    eph = ports.ephemeral_range()
+    sys.stderr.write(f"[conftest] listener ports from {lo}-{hi} (ephemeral range {eph[0]}-{eph[1]}); "
+                     f"machine slowness factor {slowness.factor():.2f} (waits are scaled by it)\n")
     if SESSION_TIMEOUT_S <= 0:
         return
+    # A limit for an idle machine, like every other wait: scaled by the slowness measured now.
+    global SESSION_LIMIT_S
+    SESSION_LIMIT_S = SESSION_TIMEOUT_S * slowness.factor()
 
     def fire():
         _WATCHDOG_FIRED.set()
-        sys.stderr.write(f"\n{WATCHDOG_MESSAGE}: {SESSION_TIMEOUT_S:.0f}s passed, interrupting\n")
+        sys.stderr.write(f"\n{WATCHDOG_MESSAGE}: {SESSION_LIMIT_S:.0f}s passed, interrupting\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(120)
@@ -134,7 +155,7 @@ def pytest_sessionstart(session):
         kh._cleanup_all()
         os._exit(3)
 
-    timer = threading.Timer(SESSION_TIMEOUT_S, fire)
+    timer = threading.Timer(SESSION_LIMIT_S, fire)
     timer.daemon = True
     timer.start()
 
@@ -156,16 +177,89 @@ def _started(cluster: kh.KafkaCluster, timeout: float, what: str):
         cluster.stop()
 
 
+# Shared (session) clusters: fixture name -> (what, startup timeout on an idle machine).
+SHARED_CLUSTERS = {"kafka": ("single node", SINGLE_NODE_TIMEOUT_S), "kafka_cluster": ("3-node cluster", CLUSTER_TIMEOUT_S)}
+# Repairs of a shared cluster found unhealthy before a test: (test, what, reason, action).
+CLUSTER_REPAIRS: list = []
+
+
 @pytest.fixture(scope="session")
-def kafka():
-    """One real Kafka 4.4.0 node (broker+controller), PLAINTEXT + SASL_PLAINTEXT."""
-    yield from _started(kh.KafkaCluster(1, sasl=True, name="single"), SINGLE_NODE_TIMEOUT_S, "single node")
+def tls_pki(tmp_path_factory):
+    """A throw-away PKI (tls_pki.py): the CA, and certificates for the broker's TLS listeners
+    (broker, expired, wronghost), kproxy's client leg and upstream client certificate, an app."""
+    from tls_pki import TestPki
+    p = TestPki(tmp_path_factory.mktemp("tls-pki"))
+    p.broker = p.issue("broker", "IP:127.0.0.1,DNS:localhost")
+    p.expired = p.issue("expired", "IP:127.0.0.1,DNS:localhost", days=-1)
+    p.wronghost = p.issue("wronghost", "DNS:wrong.example")
+    p.kproxy = p.issue("kproxy", "IP:127.0.0.1,DNS:localhost")
+    p.kproxy_client = p.issue("kproxy-client", "DNS:kproxy-client")
+    p.app = p.issue("app", "DNS:app")
+    return p
+
+
+@pytest.fixture(scope="session")
+def kafka(tls_pki):
+    """One real Kafka 4.4.0 node (broker+controller): PLAINTEXT, SASL_PLAINTEXT (PLAIN and
+    SCRAM-SHA-256), and for test_proxy_tls.py SSL, SASL_SSL (PLAIN, SCRAM-SHA-256/512) and SSL
+    listeners with an expired certificate (EXPIRED), one for another host (WRONGHOST), one that
+    requires a client certificate (MTLS), and one advertised as "localhost" (BYNAME). One broker
+    for all of them instead of a second JVM for the TLS tests."""
+    tls = kh.BrokerTls(keystore=tls_pki.broker.keystore, truststore=tls_pki.ca,
+                       extra_listeners={"EXPIRED": tls_pki.expired.keystore, "WRONGHOST": tls_pki.wronghost.keystore,
+                                        "MTLS": tls_pki.broker.keystore, "BYNAME": tls_pki.broker.keystore})
+    # BYNAME advertises the host name "localhost" (the certificate names it), so kproxy's
+    # connections to that listener verify a DNS name and send it as SNI.
+    cluster = kh.KafkaCluster(1, sasl=True, name="single", tls=tls,
+                              advertise=lambda node, listener, host, port: ("localhost", port) if listener == "BYNAME" else None,
+                              extra_properties={"listener.name.mtls.ssl.client.auth": "required"})
+    yield from _started(cluster, SINGLE_NODE_TIMEOUT_S, "single node")
 
 
 @pytest.fixture(scope="session")
 def kafka_cluster():
     """A real 3-node Kafka 4.4.0 KRaft cluster, every node broker+controller, PLAINTEXT."""
     yield from _started(kh.KafkaCluster(3, name="cluster3"), CLUSTER_TIMEOUT_S, "3-node cluster")
+
+
+def _say(config, line: str) -> None:
+    """A line in the run's output (not captured with the test's output)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            sys.stderr.write(line + "\n")
+
+
+def ensure_healthy(cluster: kh.KafkaCluster, what: str, test: str, config) -> None:
+    """Repairs `cluster` if it is not healthy: restarts its dead nodes and waits for every ISR;
+    if that does not do it, stops it and starts it anew (new ports and data). Says so."""
+    reason = cluster.health()
+    if reason is None:
+        return
+    _say(config, f"\n[conftest] shared {what} is NOT healthy before {test}: {reason}; repairing it")
+    t0 = time.monotonic()
+    try:
+        cluster.restore(timeout=120)
+        action = f"repaired (dead nodes restarted, ISRs full) in {time.monotonic() - t0:.1f}s"
+    except kh.KafkaHarnessError as e:
+        _say(config, f"[conftest] repairing the shared {what} failed ({e}); restarting it from scratch")
+        cluster.stop()
+        timeout = dict(SHARED_CLUSTERS.values())[what]
+        cluster.start(timeout=timeout)
+        action = f"restarted from scratch (new ports, empty) in {time.monotonic() - t0:.1f}s"
+    CLUSTER_REPAIRS.append((test, what, reason, action))
+    _say(config, f"[conftest] shared {what} {action}")
+
+
+@pytest.fixture(autouse=True)
+def shared_clusters_healthy(request):
+    """Before a test that uses a shared cluster: the cluster is healthy (see ensure_healthy)."""
+    for name, (what, _timeout) in SHARED_CLUSTERS.items():
+        if name in request.fixturenames:
+            ensure_healthy(request.getfixturevalue(name), what, request.node.nodeid, request.config)
 
 
 @pytest.fixture
@@ -178,8 +272,16 @@ def topic_name(request) -> str:
 def pytest_terminal_summary(terminalreporter):
     if _WATCHDOG_FIRED.is_set():
         # scripts/test looks for this line (stderr written during a test is captured).
-        terminalreporter.write_line(f"{WATCHDOG_MESSAGE}: the session ran longer than {SESSION_TIMEOUT_S:.0f}s "
+        terminalreporter.write_line(f"{WATCHDOG_MESSAGE}: the session ran longer than {SESSION_LIMIT_S:.0f}s "
                                     f"(KPROXY_INTEGRATION_TIMEOUT) and was interrupted")
+    terminalreporter.section("machine, ports, shared clusters")
+    terminalreporter.write_line(f"slowness factor (waits scaled by it): {slowness.summary()}")
+    terminalreporter.write_line(f"ports: {ports.stats()}")
+    terminalreporter.write_line(f"JVM class-data-sharing archives (jvm_cds.py): {jvm_cds.stats()}")
+    for test, what, reason, action in CLUSTER_REPAIRS:
+        terminalreporter.write_line(f"shared {what} unhealthy before {test}: {reason}; {action}")
+    if not CLUSTER_REPAIRS:
+        terminalreporter.write_line("shared clusters: healthy before every test that used them")
     if not STARTUP_SECONDS:
         return
     terminalreporter.section("Kafka startup times")

@@ -12,7 +12,8 @@ scripts/kafka (a thin CLI) and by scripts/demo.
 
 Each node is one JVM running `kafka.Kafka server.properties` as a combined
 broker+controller, with a static controller quorum. Every node has these listeners,
-all on free loopback ports found by binding to port 0:
+all on loopback ports from ports.py (outside the kernel's ephemeral range, reserved for this
+process, so nothing else takes one while a node is down):
 
     CONTROLLER      KRaft quorum traffic
     INTERNAL        inter-broker traffic (always advertises its real address, so
@@ -29,6 +30,12 @@ The address a client-facing listener advertises can be set per node and listener
 INTERNAL (inter-broker) listener, e.g. a kproxy port forwarding to the real one, so that
 broker-to-broker requests (replica fetches, the transaction coordinator's WriteTxnMarkers) pass
 through kproxy; the real port stays in `node.ports["INTERNAL"]`.
+
+Waits (startup, a restarted node, a topic's leaders and ISRs) take their timeouts for an idle
+machine and scale them by the measured machine slowness (slowness.py).
+
+`health()` says why a cluster is not as started (a node down, a partition without leader or with
+a shrunk ISR); `restore()` restarts the nodes that are down and waits until it is healthy again.
 
 Cleanup is guaranteed as far as a process can guarantee it: context manager,
 atexit, SIGTERM/SIGHUP turned into SystemExit, and every JVM is started in its own
@@ -57,6 +64,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import jvm_cds
+import ports
+import slowness
 
 KAFKA_VERSION = "4.4.0"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -328,17 +339,12 @@ def _child_setup() -> None:  # runs in the child between fork and exec
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> List[int]:
-    """n distinct free TCP ports on host (bound to port 0 together, then released)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """n distinct TCP ports on host, free now and reserved for this process (ports.py: outside the
+    ephemeral range, never handed out twice, not to another test run either)."""
+    return ports.free_ports(n, host)
+
+
+jvm_cds.child_setup = _child_setup
 
 
 def java_binary() -> str:
@@ -496,6 +502,7 @@ class KafkaCluster:
         if err not in (0, 36):  # 36 = TOPIC_ALREADY_EXISTS
             raise KafkaHarnessError(f"CreateTopics {name}: error {err} {msg or ''}")
         want = len(assignments) if assignments else partitions
+        timeout = slowness.scaled(timeout)
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
@@ -516,12 +523,12 @@ class KafkaCluster:
             if ok:
                 return self.metadata([name]).topics[name]
             time.sleep(0.2)
-        raise KafkaHarnessError(f"topic {name} not ready within {timeout}s (last: {last})")
+        raise KafkaHarnessError(f"topic {name} not ready within {timeout:.0f}s (last: {last})")
 
     def start(self, timeout: Optional[float] = None) -> "KafkaCluster":
         if self._started:
             return self
-        timeout = timeout if timeout is not None else 60.0 + 30.0 * self.n
+        timeout = slowness.scaled(timeout if timeout is not None else 60.0 + 30.0 * self.n)
         _install_handlers()
         t0 = time.monotonic()
         for attempt in range(1, 4):
@@ -534,10 +541,11 @@ class KafkaCluster:
                 for n in self.nodes:
                     self._spawn(n)
                 self._wait_ready(t0 + timeout)
+                jvm_cds.recorded("kafka")
                 break
             except KafkaHarnessError:
-                # A port picked by free_ports() can be taken by someone else before the broker
-                # binds it: retry with fresh ports (and fresh logs) instead of failing the run.
+                # free_ports() bind-checks and reserves its ports, but a process outside the
+                # tests may still bind one first: retry with fresh ports (and fresh logs).
                 if attempt < 3 and self._port_clash():
                     self._log(f"{self.name}: a listener port was taken meanwhile; retrying with new ports")
                     self.stop()
@@ -575,7 +583,9 @@ class KafkaCluster:
         n = self.node(node_id)
         if n.alive():
             return
+        self._kill(n, graceful=False)  # a node that died by itself: reap it, close its log
         self._spawn(n)
+        timeout = slowness.scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive(n)
@@ -586,7 +596,7 @@ class KafkaCluster:
             except (OSError, KafkaHarnessError):
                 pass
             time.sleep(0.25)
-        raise KafkaHarnessError(f"node {node_id} did not come back within {timeout}s; log {n.log_path}")
+        raise KafkaHarnessError(f"node {node_id} did not come back within {timeout:.0f}s; log {n.log_path}")
 
     def kill_node(self, node_id: int) -> int:
         """`kill -9` of one node's JVM, as a crash would do it: no shutdown hook, no flush, no
@@ -605,6 +615,7 @@ class KafkaCluster:
     def wait_in_sync(self, topic: str, timeout: float = 60.0) -> TopicMeta:
         """Waits until every partition of `topic` has a leader and its ISR is all of its
         replicas, as every live node reports it (e.g. after a killed node came back)."""
+        timeout = slowness.scaled(timeout)
         deadline = time.monotonic() + timeout
         last: object = None
         while time.monotonic() < deadline:
@@ -623,7 +634,57 @@ class KafkaCluster:
             except (OSError, KafkaHarnessError) as e:
                 last = e
             time.sleep(0.25)
-        raise KafkaHarnessError(f"topic {topic} not fully in sync within {timeout}s (last: {last})")
+        raise KafkaHarnessError(f"topic {topic} not fully in sync within {timeout:.0f}s (last: {last})")
+
+    def health(self, timeout: float = 5.0) -> Optional[str]:
+        """None if the cluster is as started: every node running and answering, seeing every
+        broker, and every partition of every topic (internal ones too) led and fully in sync
+        (ISR = replicas) as each node reports it. Otherwise the first problem found."""
+        if not self._started or not self.nodes:
+            return "not started"
+        for n in self.nodes:
+            if not n.alive():
+                rc = n.proc.returncode if n.proc is not None else None
+                return f"node {n.node_id} is not running" + (f" (exit code {rc})" if rc is not None else "")
+        want = {n.node_id for n in self.nodes}
+        for n in self.nodes:
+            try:
+                md = metadata(n.host, n.ports["PLAINTEXT"], None, timeout)
+            except (OSError, KafkaHarnessError) as e:
+                return f"node {n.node_id} does not answer Metadata: {type(e).__name__}: {e}"
+            if not want <= set(md.brokers):
+                return f"node {n.node_id} sees brokers {sorted(md.brokers)}, not {sorted(want)}"
+            bad = [f"{t.name}[{p.partition}] error {p.error_code} leader {p.leader} isr {sorted(p.isr)} "
+                   f"replicas {sorted(p.replicas)}"
+                   for t in md.topics.values() for p in t.partitions.values()
+                   if p.error_code != 0 or p.leader < 0 or sorted(p.isr) != sorted(p.replicas)]
+            if bad:
+                return f"node {n.node_id} reports {len(bad)} partition(s) not in sync, e.g. {'; '.join(bad[:3])}"
+        return None
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        """Waits until health() is None; KafkaHarnessError with the last problem otherwise."""
+        timeout = slowness.scaled(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            reason = self.health()
+            if reason is None:
+                return
+            dead = [n for n in self.nodes if n.proc is not None and not n.alive()]
+            if dead or time.monotonic() > deadline:
+                raise KafkaHarnessError(f"{self.name} not healthy within {timeout:.0f}s: {reason}")
+            time.sleep(0.25)
+
+    def restore(self, timeout: float = 120.0) -> None:
+        """Brings the cluster back to health(): restarts every node that is not running (same
+        ports, same data dir) and waits until every node sees every broker and every ISR is full.
+        For a test that stopped or killed nodes to call in `finally`."""
+        t0 = time.monotonic()
+        for n in self.nodes:
+            if not n.alive():
+                self._log(f"{self.name}: restoring: restarting node {n.node_id}")
+                self.start_node(n.node_id, timeout=timeout)
+        self.wait_healthy(max(5.0, timeout - (time.monotonic() - t0) / slowness.factor()))
 
     def __enter__(self) -> "KafkaCluster":
         return self.start()
@@ -728,16 +789,20 @@ class KafkaCluster:
         props.update(self.extra_properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
-    def _java_base(self, n: KafkaNode) -> List[str]:
-        return [java_binary(), f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+    def _java_base(self, n: KafkaNode, broker: bool = True) -> List[str]:
+        # Class-data sharing (jvm_cds.py): the first broker JVM records its classes, the archive
+        # made from them speeds up every later broker and storage-tool start.
+        java, cp = java_binary(), kafka_classpath()
+        cds = jvm_cds.options("kafka", java, cp, dump_opts=["-XX:+UseG1GC"], record=broker)
+        return [java, f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true", *cds,
                 f"-Dlog4j2.configurationFile={n.log_dir / 'log4j2.properties'}",
-                f"-Dkafka.logs.dir={n.log_dir}", "-cp", kafka_classpath()]
+                f"-Dkafka.logs.dir={n.log_dir}", "-cp", cp]
 
     def _format_all(self) -> None:
         """`kafka-storage format` for every node (in parallel), SCRAM users added at format time."""
         procs = []
         for n in self.nodes:
-            cmd = self._java_base(n) + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+            cmd = self._java_base(n, broker=False) + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                         "-c", str(n.properties_path), "--ignore-formatted"]
             if self.sasl:
                 for user, pw in SCRAM_USERS.items():
@@ -751,7 +816,7 @@ class KafkaCluster:
         failed = []
         for n, out, p in procs:
             try:
-                rc = p.wait(timeout=60)
+                rc = p.wait(timeout=slowness.scaled(60))
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -27,6 +28,7 @@ import pytest
 yaml = pytest.importorskip("yaml", reason="python3-yaml is needed to read the manifests")
 
 import kafka_harness as kh  # noqa: E402
+import slowness  # noqa: E402
 from test_deploy_manifests import parse_duration  # noqa: E402
 from test_proxy_support import LOG_ROOT, free_port_block, kproxy_binary, recv_frame, request  # noqa: E402
 
@@ -82,7 +84,7 @@ class DeployedKproxy:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([kproxy_binary(), "--config", str(self.config_path)], stdout=self._log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=kh._child_setup)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + slowness.scaled(15)
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"kproxy exited {self.proc.returncode}:\n{self.log()}"
             try:
@@ -109,6 +111,7 @@ class DeployedKproxy:
                               timeout=15).returncode
 
     def wait_status(self, path: str, status: int, timeout: float) -> None:
+        timeout = slowness.scaled(timeout)
         deadline, last = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
             try:
@@ -118,7 +121,7 @@ class DeployedKproxy:
             except OSError as e:
                 last = e
             time.sleep(0.2)
-        raise AssertionError(f"{path} never answered {status} within {timeout}s (last: {last}); log:\n{self.log()[-3000:]}")
+        raise AssertionError(f"{path} never answered {status} within {timeout:.0f}s (last: {last}); log:\n{self.log()[-3000:]}")
 
     def close(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -188,15 +191,48 @@ def fetch_v4(topic: str, max_wait_ms: int) -> bytes:
     return struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0) + topics
 
 
+def fetch_error(frame_body: bytes) -> int:
+    """The first partition's error code in a Fetch v4 response (correlation id first)."""
+    r = kh._Buf(frame_body)
+    r.int32()  # correlation id
+    r.int32()  # throttle_time_ms
+    r.int32()  # topics
+    r.string()
+    r.int32()  # partitions
+    r.int32()  # partition index
+    return r.int16()
+
+
+def wait_fetchable(node: kh.KafkaNode, topic: str, timeout: float = 30.0) -> None:
+    """Until the broker serves a Fetch of partition 0 without error (a new topic's leader shows in
+    Metadata a moment before its replica manager serves it; on a busy machine that moment is long
+    enough for a Fetch to be answered at once with NOT_LEADER_OR_FOLLOWER instead of parked)."""
+    deadline, err = time.monotonic() + slowness.scaled(timeout), None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((node.host, node.ports["PLAINTEXT"]), timeout=5) as s:
+                s.sendall(request(FETCH, 4, 1, fetch_v4(topic, 0)))
+                err = fetch_error(recv_frame(s))
+            if err == 0:
+                return
+        except OSError as e:
+            err = e
+        time.sleep(0.1)
+    raise AssertionError(f"partition 0 of {topic} not fetchable: last error {err}")
+
+
 def test_sigterm_drains_in_flight_request_within_deadline(late_broker, deployed, topic_name):
     late_broker.create_topic(topic_name, partitions=1)
+    wait_fetchable(late_broker.node(1), topic_name)
     kp = deployed.start()
     drain = parse_duration(kp.drain_timeout)
     wait_ms = 4000
     with socket.create_connection(("127.0.0.1", kp.port), timeout=30) as s:
-        # The broker parks a Fetch on an empty partition for max_wait_ms: a request in flight.
+        # The broker parks a Fetch on an empty partition for max_wait_ms: a request in flight. It is
+        # still unanswered a second later (an answer now would be an error, not a parked Fetch).
         s.sendall(request(FETCH, 4, 4242, fetch_v4(topic_name, wait_ms)))
-        time.sleep(1.0)
+        answered, _, _ = select.select([s], [], [], 1.0)
+        assert not answered, f"the Fetch was answered at once, error code {fetch_error(recv_frame(s))}"
         t0 = time.monotonic()
         kp.proc.send_signal(15)
         if binary_has_admin():

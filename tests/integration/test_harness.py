@@ -57,6 +57,13 @@ def test_advertised_address_and_cleanup_after_context_manager():
         # Inter-broker traffic keeps working: a transaction-free topic gets a leader.
         t = k.create_topic("adv-check", partitions=2)
         assert {p.leader for p in t.partitions.values()} == {1}
+        # health() names a killed node; restore() brings it back on the same ports and data.
+        assert k.health() is None
+        k.kill_node(1)
+        assert k.health().startswith("node 1 is not running")
+        k.restore(timeout=90)
+        assert k.health() is None
+        assert set(k.metadata(["adv-check"]).topics["adv-check"].partitions) == {0, 1}
         pid = node.proc.pid
         ports = list(node.ports.values())
         data_dir = node.data_dir

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import kafka_harness as kh
+import ports
+import slowness
 
 REPO_ROOT = kh.REPO_ROOT
 LOG_ROOT = Path(os.environ.get("KPROXY_TEST_LOGS", REPO_ROOT / "build" / "test-logs")) / "kproxy"
@@ -46,24 +48,10 @@ def kproxy_binary() -> str:
 
 
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """A base port such that base .. base+count-1 are all free right now."""
-    for _ in range(200):
-        base = kh.free_ports(1, host)[0]
-        if base + count > 65000:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(s)
-                s.bind((host, p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port block")
+    """A base port such that base .. base+count-1 are free now and reserved for this process
+    (ports.py: outside the ephemeral range, so no outgoing connection takes one before kproxy
+    opens it when a response first names the broker)."""
+    return ports.port_block(count, host)
 
 
 class Kproxy:
@@ -112,6 +100,7 @@ class Kproxy:
         return self.base + node_id
 
     def start(self, timeout: float = 10.0, append_log: bool = False) -> "Kproxy":
+        timeout = slowness.scaled(timeout)
         self._log_file = open(self.log_path, "ab" if append_log else "wb")
         self.proc = subprocess.Popen([kproxy_binary(), "--config", str(self.config_path)], stdout=self._log_file,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=kh._child_setup,
@@ -125,7 +114,7 @@ class Kproxy:
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"kproxy did not listen on {self.bootstrap} within {timeout}s:\n{self.log_text()}")
+        raise RuntimeError(f"kproxy did not listen on {self.bootstrap} within {timeout:.0f}s:\n{self.log_text()}")
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None
@@ -188,6 +177,7 @@ class Kproxy:
             return ""
 
     def wait_for_log(self, pattern: str, timeout: float = 10.0) -> re.Match:
+        timeout = slowness.scaled(timeout)
         deadline = time.monotonic() + timeout
         rx = re.compile(pattern)
         while time.monotonic() < deadline:
@@ -195,7 +185,7 @@ class Kproxy:
             if m:
                 return m
             time.sleep(0.05)
-        raise AssertionError(f"kproxy never logged /{pattern}/ within {timeout}s; log tail:\n{self.log_text()[-3000:]}")
+        raise AssertionError(f"kproxy never logged /{pattern}/ within {timeout:.0f}s; log tail:\n{self.log_text()[-3000:]}")
 
     def __enter__(self) -> "Kproxy":
         return self.start()

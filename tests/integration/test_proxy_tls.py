@@ -1,7 +1,7 @@
 """TLS through kproxy (issue #9) against a real Kafka 4.4.0 broker with SSL and SASL_SSL listeners.
 
-One broker for the whole module, its certificates made by the test with the `openssl` tool
-(tls_pki.py): the SSL and SASL_SSL listeners serve a good certificate; three more SSL listeners
+The broker is the session's shared single node (conftest.kafka), which has these listeners too;
+its certificates are made with the `openssl` tool (tls_pki.py, conftest.tls_pki): the SSL and SASL_SSL listeners serve a good certificate; three more SSL listeners
 serve an expired one (EXPIRED), one for another host (WRONGHOST), demand a client
 certificate (MTLS), and advertise the host name "localhost" instead of 127.0.0.1 (BYNAME). Each combination carries records with the Java client and librdkafka:
 
@@ -25,38 +25,22 @@ import pytest
 
 import clients
 import kafka_harness as kh
+import ports
 from test_proxy_support import (CompactBuf, Kproxy, compact_str, connection_closed, frame, metadata_brokers, recv_frame,
                                 request, sasl_handshake_v0, scram_v0_exchange, uvarint)
-from tls_pki import TestPki
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    p = TestPki(tmp_path_factory.mktemp("tls-pki"))
-    p.broker = p.issue("broker", "IP:127.0.0.1,DNS:localhost")
-    p.expired = p.issue("expired", "IP:127.0.0.1,DNS:localhost", days=-1)
-    p.wronghost = p.issue("wronghost", "DNS:wrong.example")
-    p.kproxy = p.issue("kproxy", "IP:127.0.0.1,DNS:localhost")
-    p.kproxy_client = p.issue("kproxy-client", "DNS:kproxy-client")
-    p.app = p.issue("app", "DNS:app")
-    return p
+@pytest.fixture
+def pki(tls_pki):
+    """The session PKI (conftest.tls_pki): the certificates the shared broker's TLS listeners serve."""
+    return tls_pki
 
 
-@pytest.fixture(scope="module")
-def tls_kafka(pki):
-    tls = kh.BrokerTls(keystore=pki.broker.keystore, truststore=pki.ca,
-                       extra_listeners={"EXPIRED": pki.expired.keystore, "WRONGHOST": pki.wronghost.keystore,
-                                        "MTLS": pki.broker.keystore, "BYNAME": pki.broker.keystore})
-    # BYNAME advertises the host name "localhost" (the certificate names it), so kproxy's
-    # connections to that listener verify a DNS name and send it as SNI.
-    cluster = kh.KafkaCluster(1, sasl=True, name="tls", tls=tls,
-                              advertise=lambda node, listener, host, port: ("localhost", port) if listener == "BYNAME" else None,
-                              extra_properties={"listener.name.mtls.ssl.client.auth": "required"})
-    try:
-        cluster.start(timeout=90)
-        yield cluster
-    finally:
-        cluster.stop()
+@pytest.fixture
+def tls_kafka(kafka):
+    """The shared single node (conftest.kafka), which has the SSL, SASL_SSL, EXPIRED, WRONGHOST,
+    MTLS and BYNAME listeners these tests use."""
+    return kafka
 
 
 def upstream_tls(ca, cert=None, key=None) -> str:
@@ -331,7 +315,7 @@ def test_upstream_tls_failures_say_why(tls_kafka, pki, listener, ca, expected):
 def test_a_tls_handshake_that_never_answers_times_out(pki):
     """A listener that accepts and never answers the ClientHello: limits.connect_timeout covers the handshake."""
     silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
+    silent.bind(("127.0.0.1", ports.free_port()))
     silent.listen(8)
     port = silent.getsockname()[1]
     try:
