@@ -70,7 +70,11 @@ ChaosHttpResponse ChaosAdmin::put_api_versions(const std::string& body) {
   nlohmann::json list;
   std::string why;
   if (!parse_body(body, list, why)) return error(400, why);
-  if (list.is_object() && list.contains("api_versions")) list = list["api_versions"];
+  if (list.is_object()) {
+    if (list.size() != 1 || !list.contains("api_versions")) return error(400, "api_versions: expected a list, null or {\"api_versions\": list}");
+    nlohmann::json inner = std::move(list["api_versions"]);
+    list = std::move(inner);
+  }
   if (auto e = control_.set_api_versions(list); !e.empty()) return error(400, "api_versions" + e);
   return get_api_versions();
 }

@@ -24,7 +24,7 @@ using namespace kproxy;
 
 namespace {
 
-std::string exchange(uint16_t port, const std::string& raw) {
+std::string http_exchange(uint16_t port, const std::string& raw) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -52,7 +52,7 @@ std::string exchange(uint16_t port, const std::string& raw) {
 
 std::string request(uint16_t port, const std::string& method, const std::string& target, const std::string& body = "",
                     const std::string& headers = "") {
-  return exchange(port, method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
+  return http_exchange(port, method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
                             "\r\nConnection: close\r\n\r\n" + body);
 }
 
