@@ -5,12 +5,13 @@ import uuid
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
 def test_producer_retries_injected_not_leader(kproxy):
     topic = f"example-{uuid.uuid4().hex[:8]}"
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kproxy.bootstrap})
-    admin.create_topics([confluent_kafka.admin.NewTopic(topic, 1, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": kproxy.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
 
     # The broker's next two Produce answers for this topic carry NOT_LEADER_OR_FOLLOWER.
     kproxy.put_rule("not-leader", {"match": {"api": "Produce", "topic": topic},
