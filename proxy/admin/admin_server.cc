@@ -336,7 +336,9 @@ bool AdminServer::authorized(const HttpRequest& request) const {
 
 HttpResponse AdminServer::handle(HttpRequest request) const {
   HttpResponse response = dispatch(request);
-  note_refusal(request, response);
+  // A handler's 503 is an answer (/healthz, /readyz not ready), not a refusal; the server's own
+  // 503s (stream limits) are noted where they are sent.
+  if (response.status >= 400 && response.status < 500) note_refusal(request, response);
   return response;
 }
 

@@ -77,7 +77,9 @@ constexpr size_t kMaxJsonDepth = 32;
 /// and escapes are skipped; the text need not be valid JSON). Linear, no recursion.
 bool json_too_deep(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
-/// Refusals by status (400, 401, 404, 405, 413, 503) since start, across every AdminServer.
+/// Refusals by status (400, 401, 404, 405, 413, 503) since start, across every AdminServer. A
+/// handler's own 503 (a health probe saying "not ready") is an answer, not a refusal; the 503s
+/// counted are the server's (too many streams, too many tap subscribers).
 uint64_t admin_refusals(int status);
 /// The statuses admin_refusals counts.
 inline constexpr int kRefusalStatuses[] = {400, 401, 404, 405, 413, 503};

@@ -164,8 +164,9 @@ def test_schemathesis_finds_no_server_error_nor_contract_violation(kp, kafka, tm
            "--no-color", "--output-truncate", "true"]
     t0 = time.monotonic()
     try:
+        # cwd: schemathesis keeps a crash cache (.schemathesis/) in its working directory.
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIME_LIMIT_S, env={**os.environ, "NO_COLOR": "1"},
-                              preexec_fn=kh._child_setup)
+                              cwd=tmp_path, preexec_fn=kh._child_setup)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"schemathesis (seed {seed}) ran over {TIME_LIMIT_S}s:\n{(e.stdout or '')[-6000:]}")
     elapsed = time.monotonic() - t0

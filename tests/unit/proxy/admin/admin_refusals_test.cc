@@ -193,6 +193,17 @@ TEST_CASE("admin refusals: 401, 413 and 400 are logged with the client and count
     CHECK(status_of(request(server.port(), "PUT", "/faults/x", "{nope", "Authorization: Bearer sesame\r\n")) == 400);
   }
   spdlog::set_default_logger(previous);
+  {
+    // A handler's 503 (a probe saying "not ready") is an answer: not counted, not logged.
+    auto before503 = admin::admin_refusals(503);
+    admin::AdminServer server;
+    server.route("GET", "/readyz", [](const admin::HttpRequest&) { return admin::HttpResponse{503, "application/json", "{}"}; });
+    admin::HttpRequest probe;
+    probe.method = "GET";
+    probe.path = "/readyz";
+    CHECK(server.handle(probe).status == 503);
+    CHECK(admin::admin_refusals(503) == before503);
+  }
   CHECK(admin::admin_refusals(401) == before401 + 1);
   CHECK(admin::admin_refusals(413) == before413 + 1);
   CHECK(admin::admin_refusals(400) == before400 + 1);
