@@ -152,7 +152,7 @@ def test_schemathesis_finds_no_server_error_nor_contract_violation(kp, kafka, tm
         "response_schema_conformance", "negative_data_rejection", "use_after_free", "ensure_resource_availability",
         "ignored_auth",
     ])
-    cmd = [str(ST), "run", f"{kp.admin_url}/openapi.json",
+    cmd = [str(ST), "--config-file", str(Path(__file__).with_name("schemathesis.toml")), "run", f"{kp.admin_url}/openapi.json",
            "-H", f"Authorization: Bearer {TOKEN}",
            "--checks", checks,
            # GET /tap streams until the client leaves: its refusals are checked above and in the unit tests.
