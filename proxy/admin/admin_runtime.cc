@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/admin/observability_routes.h"
+#include "proxy/admin/openapi_document.h"
 #include "proxy/counters.h"
 #include "proxy/chaos/admin_registration.h"
 #include "proxy/metrics/frame_metrics.h"
@@ -44,7 +45,30 @@ void export_proxy_counters(std::vector<prometheus::MetricFamily>& out) {
   counter("kproxy_proxy_sasl_raw_tokens_total", "SaslHandshake v0 raw-token frames passed through.", c.sasl_raw_tokens);
 }
 
+/// Admin requests refused, by status (admin_server.h), as kproxy_admin_refusals_total{status}.
+void export_admin_refusals(std::vector<prometheus::MetricFamily>& out) {
+  prometheus::MetricFamily f;
+  f.name = "kproxy_admin_refusals_total";
+  f.help = "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 413 body too large, 503 busy).";
+  f.type = prometheus::MetricType::Counter;
+  for (int status : kRefusalStatuses) {
+    prometheus::ClientMetric m;
+    m.label.push_back({"status", std::to_string(status)});
+    m.counter.value = static_cast<double>(admin_refusals(status));
+    f.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(f));
+}
+
 }  // namespace
+
+void register_admin_routes(AdminServer& server, chaos::ChaosAdmin& chaos, Health& health) {
+  register_observability_routes(server, metrics::ProxyMetrics::instance(), tap::TapHub::instance(), health);
+  chaos::register_chaos_routes(chaos, server);
+  server.route("GET", "/openapi.json", [](const HttpRequest&) {
+    return HttpResponse{200, "application/json", std::string(openapi_json())};
+  });
+}
 
 AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> reload) : proxy_(proxy) {
   auto config = proxy_.config();
@@ -76,6 +100,7 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
     proxy::set_frame_observer(nullptr);
   }
   metrics::ProxyMetrics::instance().add_collector(export_proxy_counters);
+  metrics::ProxyMetrics::instance().add_collector(export_admin_refusals);
   chaos_admin_ = std::make_unique<chaos::ChaosAdmin>(proxy_.chaos(), std::move(reload));
 
   HealthHooks hooks;
@@ -106,8 +131,7 @@ std::string AdminRuntime::start() {
     token_origin = "env KPROXY_ADMIN_TOKEN";
   }
   server_ = std::make_unique<AdminServer>(options);
-  register_observability_routes(*server_, metrics::ProxyMetrics::instance(), tap::TapHub::instance(), *health_);
-  chaos::register_chaos_routes(*chaos_admin_, *server_);
+  register_admin_routes(*server_, *chaos_admin_, *health_);
   std::string error = server_->start();
   if (!error.empty()) {
     server_.reset();

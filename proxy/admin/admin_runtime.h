@@ -3,6 +3,7 @@
 //   main ──► AdminRuntime(proxy) ──► FrameMetrics installed as the pipeline's FrameObserver
 //                                ──► AdminServer: /metrics /healthz /readyz /tap /log-level
 //                                                 + chaos routes (/faults..., /api-versions, /reload)
+//                                                 + /openapi.json (docs/admin-api.openapi.yaml)
 //
 // Create it before Proxy::start() (connections must see the observer), start() it after.
 // The bearer token comes from the config (admin.token_file or admin.token_env, resolved by the
@@ -24,6 +25,11 @@ class ChaosAdmin;
 }
 
 namespace kproxy::admin {
+
+/// Registers every route kproxy's admin listener serves: the observability ones, the chaos ones
+/// and GET /openapi.json. AdminRuntime::start calls it; so does the test that checks the routes
+/// against docs/admin-api.openapi.yaml (tests/unit/proxy/admin/openapi_test.cc).
+void register_admin_routes(AdminServer& server, chaos::ChaosAdmin& chaos, Health& health);
 
 class AdminRuntime {
  public:

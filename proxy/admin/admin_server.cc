@@ -1,9 +1,12 @@
 #include "proxy/admin/admin_server.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <civetweb.h>
 #include <nlohmann/json.hpp>
@@ -61,6 +64,42 @@ std::string civetweb_listen(const std::string& listen, std::string* error) {
   return host + ":" + port;
 }
 
+/// What a log line may show of a client-supplied string: printable ASCII, the rest as \xNN, at
+/// most 200 bytes.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 200)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  if (s.size() > 200) out += "...";
+  return out;
+}
+
+bool has_control_character(std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+std::array<std::atomic<uint64_t>, std::size(kRefusalStatuses)> g_refusals{};
+
+/// Refusal log lines: at most kRefusalLogBurst per 10 s window, process-wide.
+struct RefusalLogBudget {
+  std::mutex mutex;
+  std::chrono::steady_clock::time_point window_start{};
+  unsigned logged = 0;
+  uint64_t suppressed = 0;
+};
+RefusalLogBudget g_refusal_log;
+
 class CivetStreamWriter final : public StreamWriter {
  public:
   CivetStreamWriter(mg_connection* conn, const std::atomic<bool>& stopping) : conn_(conn), stopping_(stopping) {}
@@ -104,7 +143,42 @@ std::string HttpRequest::query_param(const std::string& name, std::string fallba
 
 HttpResponse json_error(int status, std::string_view message) {
   nlohmann::json body = {{"error", std::string(message)}};
-  return HttpResponse{status, "application/json", body.dump() + "\n"};
+  return HttpResponse{status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+}
+
+bool json_too_deep(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+void reset_refusal_log_budget() {
+  std::lock_guard lock(g_refusal_log.mutex);
+  g_refusal_log.window_start = std::chrono::steady_clock::now();
+  g_refusal_log.logged = 0;
+  g_refusal_log.suppressed = 0;
+}
+
+uint64_t admin_refusals(int status) {
+  for (size_t i = 0; i < std::size(kRefusalStatuses); ++i) {
+    if (kRefusalStatuses[i] == status) return g_refusals[i].load(std::memory_order_relaxed);
+  }
+  return 0;
 }
 
 bool url_decode(std::string_view text, std::string& out, bool plus_is_space) {
@@ -190,6 +264,7 @@ void AdminServer::route(std::string method, std::string pattern, Handler handler
   auto r = std::make_shared<Route>();
   r->method = std::move(method);
   r->segments = split_path(pattern);
+  r->pattern = std::move(pattern);
   r->handler = std::move(handler);
   add_route(std::move(r));
 }
@@ -198,11 +273,19 @@ void AdminServer::stream_route(std::string pattern, std::string content_type, St
   auto r = std::make_shared<Route>();
   r->method = "GET";
   r->segments = split_path(pattern);
+  r->pattern = std::move(pattern);
   r->streaming = true;
   r->content_type = std::move(content_type);
   r->precheck = std::move(precheck);
   r->stream = std::move(handler);
   add_route(std::move(r));
+}
+
+std::vector<AdminServer::RouteInfo> AdminServer::routes() const {
+  std::lock_guard lock(routes_mutex_);
+  std::vector<RouteInfo> out;
+  for (const auto& r : routes_) out.push_back({r->method, r->pattern, r->streaming});
+  return out;
 }
 
 std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& method, const std::string& path,
@@ -252,7 +335,50 @@ bool AdminServer::authorized(const HttpRequest& request) const {
 }
 
 HttpResponse AdminServer::handle(HttpRequest request) const {
+  HttpResponse response = dispatch(request);
+  // A handler's 503 is an answer (/healthz, /readyz not ready), not a refusal; the server's own
+  // 503s (stream limits) are noted where they are sent.
+  if (response.status >= 400 && response.status < 500) note_refusal(request, response);
+  return response;
+}
+
+void AdminServer::note_refusal(const HttpRequest& request, const HttpResponse& response) const {
+  size_t index = std::size(kRefusalStatuses);
+  for (size_t i = 0; i < std::size(kRefusalStatuses); ++i) {
+    if (kRefusalStatuses[i] == response.status) index = i;
+  }
+  if (index == std::size(kRefusalStatuses)) return;
+  g_refusals[index].fetch_add(1, std::memory_order_relaxed);
+
+  uint64_t suppressed = 0;
+  {
+    std::lock_guard lock(g_refusal_log.mutex);
+    auto now = std::chrono::steady_clock::now();
+    if (now - g_refusal_log.window_start >= std::chrono::seconds(10)) {
+      g_refusal_log.window_start = now;
+      g_refusal_log.logged = 0;
+      suppressed = std::exchange(g_refusal_log.suppressed, 0);
+    }
+    if (g_refusal_log.logged >= kRefusalLogBurst) {
+      ++g_refusal_log.suppressed;
+      return;
+    }
+    ++g_refusal_log.logged;
+  }
+  if (suppressed) spdlog::warn("admin: {} more refusals not logged (at most {} lines per 10 s)", suppressed, kRefusalLogBurst);
+  std::string why;
+  auto body = nlohmann::json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_string()) why = body["error"].get<std::string>();
+  // Not-found answers are part of normal use (ctl faults get NAME); the others say a client is
+  // misconfigured or hostile.
+  auto level = response.status == 404 ? spdlog::level::debug : spdlog::level::warn;
+  spdlog::log(level, "admin: refused {} {} from {}: {} {}", printable(request.method), printable(request.path),
+              request.remote.empty() ? std::string("(local)") : request.remote, response.status, printable(why));
+}
+
+HttpResponse AdminServer::dispatch(HttpRequest& request) const {
   if (!authorized(request)) return json_error(401, "missing or wrong bearer token");
+  if (has_control_character(request.path)) return json_error(400, "the path has a control character or NUL");
   bool mismatch = false;
   auto r = find(request.method, request.path, request.path_params, &mismatch);
   if (!r) {
@@ -260,6 +386,7 @@ HttpResponse AdminServer::handle(HttpRequest request) const {
     return json_error(404, "no such endpoint: " + request.path);
   }
   if (r->streaming) return json_error(404, "streaming endpoint: " + request.path);
+  if (json_too_deep(request.body)) return json_error(400, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   try {
     return r->handler(request);
   } catch (const std::exception& e) {
@@ -278,6 +405,7 @@ std::string AdminServer::start() {
       "listening_ports", listen.c_str(),
       "num_threads", threads.c_str(),
       "enable_keep_alive", "no",
+      "decode_url", "no",  // serve() decodes: civetweb's in-place decoding cuts a path at %00
       "request_timeout_ms", "30000",
       nullptr,
   };
@@ -317,6 +445,11 @@ void AdminServer::stop() {
   port_ = 0;
 }
 
+int AdminServer::respond(mg_connection* conn, const HttpRequest& request, const HttpResponse& response) const {
+  note_refusal(request, response);
+  return send_response(conn, response);
+}
+
 int AdminServer::on_request(mg_connection* conn, void* self) {
   // civetweb's worker threads have small stacks (Debian's build): JSON, Prometheus serialisation
   // and logging overflow them. Each request is served on a thread with the default stack, while
@@ -331,16 +464,26 @@ int AdminServer::serve(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
   HttpRequest request;
   request.method = info->request_method ? info->request_method : "";
-  request.path = info->local_uri ? info->local_uri : "/";
   request.query = info->query_string ? info->query_string : "";
+  request.remote = std::string(info->remote_addr) + ":" + std::to_string(info->remote_port);
   for (int i = 0; i < info->num_headers; ++i) request.headers[lower(info->http_headers[i].name)] = info->http_headers[i].value;
+  // civetweb leaves the path encoded (decode_url: no); decoded here into a std::string, so a %00
+  // stays in it (and is refused) instead of ending it.
+  const std::string raw_path = info->local_uri ? info->local_uri : "/";
+  if (!url_decode(raw_path, request.path, false)) {
+    request.path = raw_path;
+    return respond(conn, request, json_error(400, "malformed percent-escape in the path"));
+  }
+  if (std::count(request.path.begin(), request.path.end(), '/') != std::count(raw_path.begin(), raw_path.end(), '/')) {
+    return respond(conn, request, json_error(400, "a path segment holds an encoded '/' (%2F)"));
+  }
 
-  if (!parse_query(request.query, request.query_params)) return send_response(conn, json_error(400, "malformed query string"));
+  if (!parse_query(request.query, request.query_params)) return respond(conn, request, json_error(400, "malformed query string"));
 
   // The token is checked before the body is read, so an anonymous client cannot make us buffer.
-  if (!authorized(request)) return send_response(conn, json_error(401, "missing or wrong bearer token"));
+  if (!authorized(request)) return respond(conn, request, json_error(401, "missing or wrong bearer token"));
   if (info->content_length > 0 && static_cast<unsigned long long>(info->content_length) > options_.max_body_bytes) {
-    return send_response(conn, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
+    return respond(conn, request, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
   }
   char buffer[8192];
   for (;;) {
@@ -348,22 +491,22 @@ int AdminServer::serve(mg_connection* conn) {
     if (n <= 0) break;
     request.body.append(buffer, static_cast<size_t>(n));
     if (request.body.size() > options_.max_body_bytes) {
-      return send_response(conn, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
+      return respond(conn, request, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
     }
   }
 
   bool mismatch = false;
-  auto r = find(request.method, request.path, request.path_params, &mismatch);
+  auto r = has_control_character(request.path) ? nullptr : find(request.method, request.path, request.path_params, &mismatch);
   if (!r || !r->streaming) return send_response(conn, handle(std::move(request)));
 
   if (r->precheck) {
     HttpResponse pre = r->precheck(request);
-    if (pre.status != 200) return send_response(conn, pre);
+    if (pre.status != 200) return respond(conn, request, pre);
   }
   unsigned open = open_streams_.fetch_add(1) + 1;
   if (open > options_.max_streams) {
     open_streams_.fetch_sub(1);
-    return send_response(conn, json_error(503, "too many streams open (limit " + std::to_string(options_.max_streams) + ")"));
+    return respond(conn, request, json_error(503, "too many streams open (limit " + std::to_string(options_.max_streams) + ")"));
   }
   mg_response_header_start(conn, 200);
   mg_response_header_add(conn, "Content-Type", r->content_type.c_str(), -1);

@@ -11,6 +11,12 @@
 // Limits (AdminServerOptions): `max_connections` requests served at once (civetweb threads; more
 // wait in the accept queue), `max_streams` streaming subscribers at once (more get 503), request
 // bodies above `max_body_bytes` get 413. Requests without the configured bearer token get 401.
+// A path that decodes to a control character or NUL gets 400 (it would otherwise be cut short),
+// and so does a body that nests JSON deeper than kMaxJsonDepth (checked before any handler parses
+// it: recursive JSON code would overflow the stack). Every refusal (4xx, 503) is counted
+// (admin_refusals) and logged, at most kRefusalLogBurst lines per 10 s.
+//
+// The contract of every route is docs/admin-api.openapi.yaml (served at GET /openapi.json).
 //
 // Other modules register their routes before or after start():
 //
@@ -47,6 +53,7 @@ struct HttpRequest {
   std::map<std::string, std::string> path_params;   ///< from `{name}` segments
   std::map<std::string, std::string> query_params;  ///< URL-decoded; a repeated key keeps the last
   std::map<std::string, std::string> headers;       ///< names lower-cased
+  std::string remote;                               ///< "addr:port" of the client ("" in tests)
 
   /// Header value by case-insensitive name, "" when absent.
   std::string header(std::string_view name) const;
@@ -60,8 +67,26 @@ struct HttpResponse {
   std::string body;
 };
 
-/// `{"error": message}` with `status` (400, 404, ...).
+/// `{"error": message}` with `status` (400, 404, ...). Bytes of `message` that are not UTF-8
+/// (e.g. from a path) are replaced, never thrown on.
 HttpResponse json_error(int status, std::string_view message);
+
+/// Admin request bodies may nest JSON arrays/objects at most this deep (a fault rule needs 3).
+constexpr size_t kMaxJsonDepth = 32;
+/// True when `text`, read as JSON, opens more than `max_depth` arrays/objects at once (strings
+/// and escapes are skipped; the text need not be valid JSON). Linear, no recursion.
+bool json_too_deep(std::string_view text, size_t max_depth = kMaxJsonDepth);
+
+/// Refusals by status (400, 401, 404, 405, 413, 503) since start, across every AdminServer. A
+/// handler's own 503 (a health probe saying "not ready") is an answer, not a refusal; the 503s
+/// counted are the server's (too many streams, too many tap subscribers).
+uint64_t admin_refusals(int status);
+/// The statuses admin_refusals counts.
+inline constexpr int kRefusalStatuses[] = {400, 401, 404, 405, 413, 503};
+/// At most this many refusal log lines per 10 s (then one line says how many were not logged).
+constexpr unsigned kRefusalLogBurst = 20;
+/// Starts a new refusal-log window now (tests).
+void reset_refusal_log_budget();
 
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
@@ -115,12 +140,22 @@ class AdminServer {
   unsigned open_streams() const { return open_streams_.load(); }
 
   /// Dispatches one request as if it had arrived over HTTP (tests; also used by the server).
-  /// Streaming routes are not served here (404).
+  /// Streaming routes are not served here (404). Refusals are counted and logged.
   HttpResponse handle(HttpRequest request) const;
+
+  /// One registered route: method, pattern as registered ("/faults/{name}"), streaming or not.
+  struct RouteInfo {
+    std::string method;
+    std::string pattern;
+    bool streaming = false;
+  };
+  /// Every route registered, in registration order (the OpenAPI agreement test reads this).
+  std::vector<RouteInfo> routes() const;
 
  private:
   struct Route {
     std::string method;
+    std::string pattern;
     std::vector<std::string> segments;
     bool streaming = false;
     std::string content_type;
@@ -134,6 +169,12 @@ class AdminServer {
   std::shared_ptr<const Route> find(const std::string& method, const std::string& path,
                                     std::map<std::string, std::string>& params, bool* method_mismatch) const;
   bool authorized(const HttpRequest& request) const;
+  /// handle() without the refusal accounting.
+  HttpResponse dispatch(HttpRequest& request) const;
+  /// Counts and logs `response` when it refuses `request`.
+  void note_refusal(const HttpRequest& request, const HttpResponse& response) const;
+  /// Notes and sends.
+  int respond(mg_connection* conn, const HttpRequest& request, const HttpResponse& response) const;
   static int on_request(mg_connection* conn, void* self);
   int serve(mg_connection* conn);
 

@@ -47,12 +47,15 @@ void register_observability_routes(AdminServer& server, metrics::ProxyMetrics& m
     return HttpResponse{200, "application/json", nlohmann::json{{"level", std::string(level.data(), level.size())}}.dump() + "\n"};
   });
   server.route("PUT", "/log-level", [](const HttpRequest& r) {
+    // The level comes from ?level= or from the body; a body, when there is one, must be valid
+    // (and agree with the query), so no invalid input is silently ignored.
     std::string level = r.query_param("level");
-    if (level.empty()) {
+    if (level.empty() || r.body.find_first_not_of(" \t\r\n") != std::string::npos) {
       auto body = nlohmann::json::parse(r.body, nullptr, false);
       if (body.is_discarded() || !body.is_object() || !body.contains("level") || !body["level"].is_string()) {
-        return json_error(400, "want {\"level\": \"trace|debug|info|warn|error|critical|off\"}");
+        return json_error(400, "want {\"level\": \"trace|debug|info|warn|error|critical|off\"} or ?level=");
       }
+      if (!level.empty() && level != body["level"].get<std::string>()) return json_error(400, "?level= and the body name different levels");
       level = body["level"].get<std::string>();
     }
     static const char* kLevels[] = {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"};

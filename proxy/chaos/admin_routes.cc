@@ -1,11 +1,22 @@
 #include "proxy/chaos/admin_routes.h"
 
+#include "proxy/admin/admin_server.h"
+
 namespace kproxy::chaos {
 
 namespace {
-ChaosHttpResponse error(int status, const std::string& message) { return {status, nlohmann::json{{"error", message}}.dump()}; }
+/// JSON text of `j`; strings that are not UTF-8 (a rule name from a path, a YAML config's value)
+/// have their bad bytes replaced instead of throwing (which would be a 500).
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+ChaosHttpResponse error(int status, const std::string& message) { return {status, dump(nlohmann::json{{"error", message}})}; }
 
 bool parse_body(const std::string& body, nlohmann::json& out, std::string& why) {
+  // The depth is bounded before parsing: copying, comparing and dumping a json value recurse.
+  if (admin::json_too_deep(body)) {
+    why = "JSON nested deeper than " + std::to_string(admin::kMaxJsonDepth) + " levels";
+    return false;
+  }
   try {
     out = nlohmann::json::parse(body);
     return true;
@@ -20,7 +31,7 @@ ChaosHttpResponse ChaosAdmin::list_faults() const {
   auto set = control_.current();
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : set->rules) list.push_back(r->to_json());
-  return {200, nlohmann::json{{"faults", list}}.dump()};
+  return {200, dump(nlohmann::json{{"faults", list}})};
 }
 
 ChaosHttpResponse ChaosAdmin::put_fault(const std::string& name, const std::string& body) {
@@ -28,16 +39,16 @@ ChaosHttpResponse ChaosAdmin::put_fault(const std::string& name, const std::stri
   std::string why;
   if (!parse_body(body, spec, why)) return error(400, why);
   if (spec.is_object() && spec.contains("name") && spec["name"] != name)
-    return error(400, "name: the body names '" + spec["name"].dump() + "' but the path names '" + name + "'");
+    return error(400, "name: the body names " + dump(spec["name"]) + " but the path names '" + name + "'");
   if (auto e = control_.put_rule(name, spec); !e.empty()) return error(400, e);
   auto rule = control_.rule(name);
-  return {200, nlohmann::json{{"rule", rule ? rule->to_json() : nlohmann::json()}}.dump()};
+  return {200, dump(nlohmann::json{{"rule", rule ? rule->to_json() : nlohmann::json()}})};
 }
 
 ChaosHttpResponse ChaosAdmin::get_fault(const std::string& name) const {
   auto rule = control_.rule(name);
   if (!rule) return error(404, "no fault rule named '" + name + "'");
-  return {200, rule->to_json().dump()};
+  return {200, dump(rule->to_json())};
 }
 
 ChaosHttpResponse ChaosAdmin::delete_fault(const std::string& name) {
@@ -48,18 +59,22 @@ ChaosHttpResponse ChaosAdmin::delete_fault(const std::string& name) {
 ChaosHttpResponse ChaosAdmin::reset_faults() {
   size_t n = control_.current()->rules.size();
   control_.reset_rules();
-  return {200, nlohmann::json{{"removed", n}}.dump()};
+  return {200, dump(nlohmann::json{{"removed", n}})};
 }
 
 ChaosHttpResponse ChaosAdmin::get_api_versions() const {
-  return {200, nlohmann::json{{"api_versions", control_.current()->api_versions.spec}}.dump()};
+  return {200, dump(nlohmann::json{{"api_versions", control_.current()->api_versions.spec}})};
 }
 
 ChaosHttpResponse ChaosAdmin::put_api_versions(const std::string& body) {
   nlohmann::json list;
   std::string why;
   if (!parse_body(body, list, why)) return error(400, why);
-  if (list.is_object() && list.contains("api_versions")) list = list["api_versions"];
+  if (list.is_object()) {
+    if (list.size() != 1 || !list.contains("api_versions")) return error(400, "api_versions: expected a list, null or {\"api_versions\": list}");
+    nlohmann::json inner = std::move(list["api_versions"]);
+    list = std::move(inner);
+  }
   if (auto e = control_.set_api_versions(list); !e.empty()) return error(400, "api_versions" + e);
   return get_api_versions();
 }

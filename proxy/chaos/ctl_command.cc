@@ -29,6 +29,7 @@ const char* ctl_usage() {
          "  api-versions put LIST         replace it (LIST: JSON, @FILE or -)\n"
          "  reload                        re-read the config file\n"
          "The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN.\n"
+         "The API and the rule format: docs/admin-api.openapi.yaml (kproxy serves it at GET /openapi.json).\n"
          "Example: kproxy ctl faults put slow '{\"match\":{\"api\":\"Produce\"},\"action\":{\"delay\":\"200ms\"}}'\n";
 }
 

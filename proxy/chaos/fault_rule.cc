@@ -284,25 +284,43 @@ struct Parser {
     }
     if (m.contains("versions")) {
       const auto& v = m["versions"];
+      // A version is an integer 0-32767: anything else (a float, a string in {min, max}, digits
+      // followed by junk, 70000) is refused rather than converted.
+      auto number = [](const nlohmann::json& n, int16_t& to) {
+        if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 0x7fff) return false;
+        to = static_cast<int16_t>(n.get<int64_t>());
+        return true;
+      };
+      auto digits = [](std::string_view text, int16_t& to) {
+        if (text.empty() || text.size() > 5) return false;
+        int32_t n = 0;
+        for (char c : text) {
+          if (c < '0' || c > '9') return false;
+          n = n * 10 + (c - '0');
+        }
+        if (n > 0x7fff) return false;
+        to = static_cast<int16_t>(n);
+        return true;
+      };
       if (v.is_number_integer()) {
-        out.versions.min = out.versions.max = static_cast<int16_t>(v.get<int>());
+        if (!number(v, out.versions.min)) return fail("match.versions", "expected a version 0-32767");
+        out.versions.max = out.versions.min;
       } else if (v.is_string()) {
         std::string s = v.get<std::string>();
         auto dash = s.find('-');
-        try {
-          if (dash == std::string::npos) {
-            out.versions.min = out.versions.max = static_cast<int16_t>(std::stoi(s));
-          } else {
-            out.versions.min = dash == 0 ? 0 : static_cast<int16_t>(std::stoi(s.substr(0, dash)));
-            out.versions.max = dash + 1 == s.size() ? 0x7fff : static_cast<int16_t>(std::stoi(s.substr(dash + 1)));
-          }
-        } catch (...) {
-          return fail("match.versions", "expected 'N', 'A-B', 'A-' or '-B', got '" + s + "'");
+        bool ok;
+        if (dash == std::string::npos) {
+          ok = digits(s, out.versions.min);
+          out.versions.max = out.versions.min;
+        } else {
+          std::string_view lo = std::string_view(s).substr(0, dash), hi = std::string_view(s).substr(dash + 1);
+          ok = (lo.empty() || digits(lo, out.versions.min)) && (hi.empty() || digits(hi, out.versions.max));
         }
+        if (!ok) return fail("match.versions", "expected 'N', 'A-B', 'A-' or '-B' (versions 0-32767), got '" + s + "'");
       } else if (v.is_object()) {
         if (!only_keys(v, "match.versions", {"min", "max"})) return false;
-        if (v.contains("min")) out.versions.min = static_cast<int16_t>(v["min"].get<int>());
-        if (v.contains("max")) out.versions.max = static_cast<int16_t>(v["max"].get<int>());
+        if (v.contains("min") && !number(v["min"], out.versions.min)) return fail("match.versions.min", "expected a version 0-32767");
+        if (v.contains("max") && !number(v["max"], out.versions.max)) return fail("match.versions.max", "expected a version 0-32767");
       } else {
         return fail("match.versions", "expected 'A-B' or {min, max}");
       }
@@ -500,7 +518,8 @@ struct Parser {
 };
 
 bool valid_name(std::string_view n) {
-  if (n.empty() || n.size() > 128) return false;
+  // "." and ".." would be dot segments in /faults/{name}: no HTTP client could address them.
+  if (n.empty() || n.size() > 128 || n == "." || n == "..") return false;
   for (char c : n) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.')) return false;
   }
@@ -529,7 +548,7 @@ std::shared_ptr<FaultRule> parse_fault_rule(const nlohmann::json& spec_in, std::
     return nullptr;
   }
   if (!valid_name(rule->name)) {
-    p.fail("name", "'" + rule->name + "' is not a valid rule name (1-128 of A-Z a-z 0-9 - _ .)");
+    p.fail("name", "'" + rule->name + "' is not a valid rule name (1-128 of A-Z a-z 0-9 - _ ., not . or ..)");
     return nullptr;
   }
   if (!spec_in.contains("action")) {

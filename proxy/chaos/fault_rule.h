@@ -1,4 +1,6 @@
 // FaultRule: one chaos rule = match + action + trigger, with its hit counters (docs/faults.md).
+// The reference for the rule format is docs/admin-api.openapi.yaml (components.schemas.FaultRule);
+// below is a summary.
 //
 // Rules are immutable once built (parse_fault_rule), shared by every worker thread through a
 // RuleSet snapshot; only the counters (relaxed atomics) change at run time. A rule is written as

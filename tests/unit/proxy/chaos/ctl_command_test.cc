@@ -84,4 +84,5 @@ TEST_CASE("kproxy ctl usage errors say what was expected") {
   CHECK(parse_error({"--bogus", "faults", "list"}) == "unknown option --bogus");
   CHECK(parse_error({"api-versions", "set", "[]"}).find("unknown api-versions command 'set'") == 0);
   CHECK(std::string(kproxy::chaos::ctl_usage()).find("faults put NAME RULE") != std::string::npos);
+  CHECK(std::string(kproxy::chaos::ctl_usage()).find("docs/admin-api.openapi.yaml") != std::string::npos);
 }

@@ -1,0 +1,3 @@
+module example.com/kproxy-example
+
+go 1.21

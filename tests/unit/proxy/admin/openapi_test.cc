@@ -1,0 +1,101 @@
+// The admin API's routes agree with its contract, docs/admin-api.openapi.yaml: every route the
+// server registers (register_admin_routes, the same call AdminRuntime makes) is documented with
+// its method, and every documented operation is served. Both lists are derived: one from the
+// server's route table, the other from the document (the repository's YAML and the JSON kproxy
+// embeds and serves at GET /openapi.json).
+#include "proxy/admin/openapi_document.h"
+
+#include <set>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "proxy/admin/admin_runtime.h"
+#include "proxy/admin/admin_server.h"
+#include "proxy/admin/health.h"
+#include "proxy/chaos/admin_routes.h"
+#include "proxy/chaos/rule_set.h"
+
+using namespace kproxy;
+
+namespace {
+
+const std::set<std::string> kMethods = {"get", "put", "post", "delete", "patch", "head", "options", "trace"};
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+/// "METHOD /path" of every route kproxy's admin listener serves.
+std::set<std::string> served_operations() {
+  admin::AdminServer server;
+  chaos::ChaosControl control;
+  chaos::ChaosAdmin chaos_admin(control, [] { return std::string(); });
+  admin::HealthHooks hooks;
+  hooks.worker_count = [] { return size_t{0}; };
+  hooks.post = [](size_t, std::function<void()>) {};
+  hooks.upstreams = [] { return std::vector<std::string>{}; };
+  hooks.draining = [] { return false; };
+  admin::Health health(hooks);
+  admin::register_admin_routes(server, chaos_admin, health);
+  std::set<std::string> out;
+  for (const auto& r : server.routes()) out.insert(r.method + " " + r.pattern);
+  return out;
+}
+
+std::set<std::string> documented_operations(const nlohmann::json& doc) {
+  std::set<std::string> out;
+  for (const auto& [path, item] : doc.at("paths").items()) {
+    for (const auto& [method, op] : item.items()) {
+      if (kMethods.count(method)) out.insert(upper(method) + " " + path);
+    }
+  }
+  return out;
+}
+
+std::set<std::string> documented_operations(const YAML::Node& doc) {
+  std::set<std::string> out;
+  for (const auto& path : doc["paths"]) {
+    for (const auto& op : path.second) {
+      std::string method = op.first.as<std::string>();
+      if (kMethods.count(method)) out.insert(upper(method) + " " + path.first.as<std::string>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("openapi: the routes kproxy serves and the documented operations are the same") {
+  auto served = served_operations();
+  auto embedded = nlohmann::json::parse(admin::openapi_json());
+  auto documented = documented_operations(embedded);
+  REQUIRE(served.size() >= 15);
+  for (const auto& op : served) CHECK_MESSAGE(documented.count(op) == 1, "served but not documented: " << op);
+  for (const auto& op : documented) CHECK_MESSAGE(served.count(op) == 1, "documented but not served: " << op);
+
+  // The embedded JSON is the repository's YAML (regenerated at build time).
+  auto yaml = YAML::LoadFile(std::string(KPROXY_SOURCE_DIR) + "/docs/admin-api.openapi.yaml");
+  CHECK(documented_operations(yaml) == documented);
+  CHECK(embedded.at("openapi").get<std::string>().rfind("3.1", 0) == 0);
+}
+
+TEST_CASE("openapi: every operation documents its refusals; bodies document 413") {
+  auto doc = nlohmann::json::parse(admin::openapi_json());
+  for (const auto& [path, item] : doc.at("paths").items()) {
+    for (const auto& [method, op] : item.items()) {
+      if (!kMethods.count(method)) continue;
+      INFO(method << " " << path);
+      const auto& responses = op.at("responses");
+      CHECK(responses.contains("400"));  // malformed query, control characters in the path
+      CHECK(responses.contains("401"));  // bearer token
+      if (op.contains("requestBody")) CHECK(responses.contains("413"));
+      if (path.find('{') != std::string::npos && method != "put") CHECK(responses.contains("404"));
+      CHECK(op.contains("operationId"));
+    }
+  }
+  CHECK(doc.at("components").at("securitySchemes").at("bearerAuth").at("scheme") == "bearer");
+}
