@@ -50,6 +50,7 @@ void register_observability_routes(AdminServer& server, metrics::ProxyMetrics& m
     // The level comes from ?level= or from the body; a body, when there is one, must be valid
     // (and agree with the query), so no invalid input is silently ignored.
     std::string level = r.query_param("level");
+    if (r.query_params.count("level") && level.empty()) return json_error(400, "?level= names no level");
     if (level.empty() || r.body.find_first_not_of(" \t\r\n") != std::string::npos) {
       auto body = nlohmann::json::parse(r.body, nullptr, false);
       if (body.is_discarded() || !body.is_object() || !body.contains("level") || !body["level"].is_string()) {

@@ -145,6 +145,8 @@ def test_health_ready_log_level_and_auth_errors(observed_kproxy):
     assert status == 200, body
     assert json.loads(_get(kp.admin_port, "/log-level")[1])["level"] == "debug"
     assert _get(kp.admin_port, "/log-level", "PUT", '{"level":"loud"}')[0] == 400
+    # An empty ?level= is invalid even with a valid body (schemathesis seed 1722497108 found it accepted).
+    assert _get(kp.admin_port, "/log-level?level=", "PUT", '{"level":"err"}')[0] == 400
     assert _get(kp.admin_port, "/nope")[0] == 404
     assert _get(kp.admin_port, "/tap?direction=sideways")[0] == 400
 
