@@ -138,16 +138,28 @@ def schemas() -> Path:
             for name in z.namelist():
                 if not name.startswith(f"{prefix}{w}/") or not name.endswith(".json"):
                     continue
-                text = z.read(name).decode()
-                text = re.sub(r'"\$id":\s*"[^"]*",?\s*', "", text)
-                text = text.replace('"/api/_definitions.json#', '"_definitions.json#')
-                (tmp / Path(name).name).write_text(text)
+                schema = _relative_refs(json.loads(z.read(name)))
+                (tmp / Path(name).name).write_text(json.dumps(schema))
                 n += 1
             assert n > 100, f"{w}: only {n} schemas in {wheel.name}"
             (tmp / ".done").write_text(f"{n}\n")
             shutil.rmtree(root / w, ignore_errors=True)
             os.replace(tmp, root / w)
     return root
+
+
+def _relative_refs(node):
+    if isinstance(node, dict):
+        node.pop("$id", None)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("/api/_definitions.json#"):
+            node["$ref"] = ref[len("/api/"):]
+        for v in node.values():
+            _relative_refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            _relative_refs(v)
+    return node
 
 
 def kubeconform(schemas: Path, version: str, manifest: Path) -> subprocess.CompletedProcess:
