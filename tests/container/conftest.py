@@ -18,6 +18,7 @@ CACHE = Path(os.environ.get("KPROXY_CONTAINER_CACHE", ROOT / ".cache" / "contain
 BIN = CACHE / "bin"
 PODMAN = HERE / "podman"
 IMAGE = os.environ.get("KPROXY_CONTAINER_IMAGE", "localhost/kproxy:test")
+CONTAINER_PREFIX = os.environ.get("KPROXY_CONTAINER_PREFIX", f"kproxy-test-{os.getpid()}")
 LOGS = ROOT / "build" / "test-logs" / "container"
 
 

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 import pytest
 import yaml
 
-from conftest import IMAGE, LOGS, PODMAN, ROOT
+from conftest import CONTAINER_PREFIX, IMAGE, LOGS, PODMAN, ROOT
 
 import clients  # noqa: E402
 import kafka_harness as kh  # noqa: E402
@@ -98,7 +98,7 @@ class KproxyContainer:
     """The image run the way the sidecar manifests run it; ports and upstream made local."""
 
     def __init__(self, upstream_port: int, name: str, env: Optional[Dict[str, str]] = None):
-        self.name = f"kproxy-test-{name}-{uuid.uuid4().hex[:6]}"
+        self.name = f"{CONTAINER_PREFIX}-{name}-{uuid.uuid4().hex[:6]}"
         cfg = yaml.safe_load(sidecar_configmap()["data"]["config.yaml"])
         self.drain_timeout = parse_duration(cfg.get("drain_timeout", "30s"))
         (listener,) = cfg["listeners"]
