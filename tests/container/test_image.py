@@ -266,9 +266,11 @@ def test_image_config_user_healthcheck_and_size(image):
     cfg = image["Config"]
     assert cfg["User"] == f"{UID}:{UID}", "numeric non-root user (runAsNonRoot can verify it)"
     assert cfg["Entrypoint"] == ["/usr/local/bin/kproxy", "--config", "/etc/kproxy/config.yaml"]
-    health = cfg.get("Healthcheck") or {}
+    assert image["ManifestType"] == "application/vnd.docker.distribution.manifest.v2+json"
+    health = image.get("Healthcheck") or cfg.get("Healthcheck") or {}
     assert health.get("Test") and "/healthz" in " ".join(health["Test"]), \
         "HEALTHCHECK missing: build with --format docker (the OCI format drops it)"
+    assert "kproxy-probe" in " ".join(health["Test"])
     assert image["Size"] < SIZE_LIMIT, f"image is {image['Size'] / 1e6:.1f} MB"
     print(f"image {IMAGE}: {image['Size'] / 1e6:.1f} MB")
 
