@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "codec/message.h"
 #include "codec/reader.h"
 #include "codec/tagged_fields.h"
 #include "codec/writer.h"
@@ -34,6 +36,10 @@ void write_response_header(Writer& w, const ResponseHeader& h);
 
 /// Bytes `write_response_header` appends.
 size_t response_header_size(const ResponseHeader& h);
+
+/// A whole response frame: size prefix, response header (`header_version` 0 or 1) with
+/// `correlation_id`, then `body` encoded at `version`.
+std::vector<uint8_t> encode_response_frame(int32_t correlation_id, int header_version, const Message& body, int16_t version);
 
 /// The correlation id of a response frame (after the size prefix); it is at offset 0 in every
 /// header version. Requires at least 4 bytes.

@@ -2,8 +2,8 @@
 //
 //   kproxy --config FILE        run
 //   kproxy check-config FILE    validate a config and exit (0 = fine, 2 = errors, listed)
-//   kproxy tap [options]        follow a running kproxy's decoded traffic (proxy/tap/tap_client.h)
-//   kproxy ctl COMMAND          fault rules and ApiVersions policy at run time (proxy/chaos/ctl_command.h)
+//   kproxy tap [options]        follow a running kproxy's decoded traffic (proxy/cli/tap_client.h)
+//   kproxy ctl COMMAND          fault rules and ApiVersions policy at run time (proxy/cli/ctl_command.h)
 //   kproxy --help | --version
 //
 // The main thread loads the config, starts the workers and then runs a small control loop for
@@ -19,11 +19,11 @@
 
 #include "config/config_loader.h"
 #include "proxy/admin/admin_runtime.h"
-#include "proxy/chaos/ctl_command.h"
+#include "proxy/cli/ctl_command.h"
 #include "proxy/logging.h"
 #include "proxy/proxy.h"
 #include "proxy/tls/listener_tls.h"
-#include "proxy/tap/tap_client.h"
+#include "proxy/cli/tap_client.h"
 
 namespace {
 
@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
     std::printf("%s: OK (%zu listeners, %u workers)\n", argv[2], loaded.config->listeners.size(), loaded.config->worker_count());
     return 0;
   }
-  if (argc >= 2 && std::strcmp(argv[1], "tap") == 0) return kproxy::tap::run_tap_command(argc - 2, argv + 2);
-  if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return kproxy::chaos::run_ctl_command(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "tap") == 0) return kproxy::cli::run_tap_command(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return kproxy::cli::run_ctl_command(argc - 2, argv + 2);
   if (argc == 3 && std::strcmp(argv[1], "--config") == 0) return run(argv[2]);
   if (argc == 2 && std::strncmp(argv[1], "--config=", 9) == 0) return run(argv[1] + 9);
   print_usage(stderr);

@@ -8,7 +8,7 @@
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
 #include "proxy/counters.h"
-#include "proxy/chaos/admin_registration.h"
+#include "proxy/admin/chaos_routes.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
@@ -62,9 +62,9 @@ void export_admin_refusals(std::vector<prometheus::MetricFamily>& out) {
 
 }  // namespace
 
-void register_admin_routes(AdminServer& server, chaos::ChaosAdmin& chaos, Health& health) {
+void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health) {
   register_observability_routes(server, metrics::ProxyMetrics::instance(), tap::TapHub::instance(), health);
-  chaos::register_chaos_routes(chaos, server);
+  register_chaos_routes(chaos, server);
   server.route("GET", "/openapi.json", [](const HttpRequest&) {
     return HttpResponse{200, "application/json", std::string(openapi_json())};
   });
@@ -101,7 +101,7 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   }
   metrics::ProxyMetrics::instance().add_collector(export_proxy_counters);
   metrics::ProxyMetrics::instance().add_collector(export_admin_refusals);
-  chaos_admin_ = std::make_unique<chaos::ChaosAdmin>(proxy_.chaos(), std::move(reload));
+  chaos_admin_ = std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload));
 
   HealthHooks hooks;
   hooks.worker_count = [this] { return proxy_.worker_count(); };

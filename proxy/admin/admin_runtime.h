@@ -20,16 +20,14 @@
 #include "proxy/admin/health.h"
 #include "proxy/proxy.h"
 
-namespace kproxy::chaos {
-class ChaosAdmin;
-}
-
 namespace kproxy::admin {
+
+class ChaosAdmin;
 
 /// Registers every route kproxy's admin listener serves: the observability ones, the chaos ones
 /// and GET /openapi.json. AdminRuntime::start calls it; so does the test that checks the routes
 /// against docs/admin-api.openapi.yaml (tests/unit/proxy/admin/openapi_test.cc).
-void register_admin_routes(AdminServer& server, chaos::ChaosAdmin& chaos, Health& health);
+void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health);
 
 class AdminRuntime {
  public:
@@ -44,7 +42,7 @@ class AdminRuntime {
 
  private:
   proxy::Proxy& proxy_;
-  std::unique_ptr<chaos::ChaosAdmin> chaos_admin_;
+  std::unique_ptr<ChaosAdmin> chaos_admin_;
   std::unique_ptr<Health> health_;
   std::unique_ptr<AdminServer> server_;
 };

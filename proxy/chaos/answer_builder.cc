@@ -220,18 +220,4 @@ bool set_throttle_time(codec::Message& response, int16_t version, int32_t thrott
   return true;
 }
 
-std::vector<uint8_t> encode_response_frame(int32_t correlation_id, int header_version, const codec::Message& body, int16_t version) {
-  codec::ResponseHeader h;
-  h.correlation_id = correlation_id;
-  h.header_version = header_version;
-  size_t total = codec::response_header_size(h) + body.size(version);
-  std::vector<uint8_t> out;
-  out.reserve(4 + total);
-  codec::Writer w(out);
-  w.int32(static_cast<int32_t>(total));
-  codec::write_response_header(w, h);
-  body.write(w, version);
-  return out;
-}
-
 }  // namespace kproxy::chaos

@@ -28,8 +28,5 @@ std::unique_ptr<codec::Message> build_answer(const codec::Message& request, int1
 /// Sets ThrottleTimeMs in a response, when its type has one at `version`. False otherwise.
 bool set_throttle_time(codec::Message& response, int16_t version, int32_t throttle_ms);
 
-/// A whole response frame: size prefix, response header (`header_version` 0 or 1) with
-/// `correlation_id`, then `body` at `version`.
-std::vector<uint8_t> encode_response_frame(int32_t correlation_id, int header_version, const codec::Message& body, int16_t version);
 
 }  // namespace kproxy::chaos

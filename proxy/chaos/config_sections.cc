@@ -95,9 +95,9 @@ std::string load_root(const YAML::Node& root, const std::string& source, ChaosCo
   if (auto av = root["api_versions"]; av && !av.IsNull()) {
     auto list = to_json(av, "api_versions", marks);
     std::string why;
-    auto policy = parse_api_versions_policy(list, why);
-    if (!policy) errors += locate(source, "api_versions" + why, marks) + "\n";
-    else out.api_versions = std::move(*policy);
+    auto parsed = policy::parse_api_versions_policy(list, why);
+    if (!parsed) errors += locate(source, "api_versions" + why, marks) + "\n";
+    else out.api_versions = std::move(*parsed);
   }
   return errors;
 }

@@ -15,14 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/policy/api_versions_policy.h"
 #include "proxy/chaos/fault_rule.h"
 
 namespace kproxy::chaos {
 
 struct ChaosConfig {
   std::vector<std::shared_ptr<FaultRule>> rules;
-  ApiVersionsPolicy api_versions;
+  policy::ApiVersionsPolicy api_versions;
 };
 
 /// Parses the sections of `config` (from its source file when readable, else from the kept YAML).

@@ -65,16 +65,16 @@ void ChaosControl::reset_rules() {
 
 std::string ChaosControl::set_api_versions(const nlohmann::json& list) {
   std::string error;
-  auto policy = parse_api_versions_policy(list, error);
-  if (!policy) return error;
+  auto parsed = policy::parse_api_versions_policy(list, error);
+  if (!parsed) return error;
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>(*current_);
-  next->api_versions = std::move(*policy);
+  next->api_versions = std::move(*parsed);
   publish(std::move(next));
   return "";
 }
 
-void ChaosControl::replace(std::vector<std::shared_ptr<FaultRule>> rules, ApiVersionsPolicy policy) {
+void ChaosControl::replace(std::vector<std::shared_ptr<FaultRule>> rules, policy::ApiVersionsPolicy api_versions) {
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>();
   for (auto& r : rules) {
@@ -86,7 +86,7 @@ void ChaosControl::replace(std::vector<std::shared_ptr<FaultRule>> rules, ApiVer
     }
     next->rules.push_back(std::move(r));
   }
-  next->api_versions = std::move(policy);
+  next->api_versions = std::move(api_versions);
   publish(std::move(next));
 }
 

@@ -17,14 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/policy/api_versions_policy.h"
 #include "proxy/chaos/fault_rule.h"
 
 namespace kproxy::chaos {
 
 struct RuleSet {
   std::vector<std::shared_ptr<const FaultRule>> rules;  ///< in order; the first matching rule of each action wins
-  ApiVersionsPolicy api_versions;
+  policy::ApiVersionsPolicy api_versions;
   /// Per api key: some rule names it (or matches any API). Index 0..kApiSlots-1.
   static constexpr int kApiSlots = 128;
   std::array<bool, kApiSlots> api_has_rules{};
@@ -63,7 +63,7 @@ class ChaosControl {
   /// Replaces the ApiVersions policy. "" or why refused.
   std::string set_api_versions(const nlohmann::json& list);
   /// Replaces everything at once (config load / reload): rules already parsed, policy parsed.
-  void replace(std::vector<std::shared_ptr<FaultRule>> rules, ApiVersionsPolicy policy);
+  void replace(std::vector<std::shared_ptr<FaultRule>> rules, policy::ApiVersionsPolicy api_versions);
 
   std::shared_ptr<const FaultRule> rule(const std::string& name) const;
   std::vector<RuleCounters> counters() const;

@@ -4,7 +4,7 @@
 
 #include "codec/generated/api_keys.h"
 #include "codec/generated/messages/api_versions.h"
-#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/policy/api_versions_policy.h"
 #include "proxy/frame_context.h"
 #include "proxy/rule_snapshot.h"
 
@@ -26,7 +26,7 @@ void ApiVersionsStage::on_request(RequestContext& ctx) {
   } else if (h.api_version > codec::request_versions(kApiVersions).max) {
     // Newer than kproxy decodes: answer as a broker would, the client retries lower (KIP-511;
     // docs/protocol.md "Requests newer than kproxy").
-    ctx.answer(chaos::unsupported_api_versions_frame(h.correlation_id));
+    ctx.answer(policy::unsupported_api_versions_frame(h.correlation_id));
   }
 }
 
@@ -37,7 +37,7 @@ void ApiVersionsStage::on_response(ResponseContext& ctx) {
     spdlog::debug("conn={} ApiVersions response not decoded ({}): forwarded as is", ctx.connection().id, ctx.decode_error());
     return;
   }
-  if (chaos::rewrite_api_versions(static_cast<codec::ApiVersionsResponse&>(*m), rules_.get().api_versions)) ctx.mark_dirty(id());
+  if (policy::rewrite_api_versions(static_cast<codec::ApiVersionsResponse&>(*m), rules_.get().api_versions)) ctx.mark_dirty(id());
 }
 
 }  // namespace kproxy::proxy

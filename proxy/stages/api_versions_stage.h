@@ -4,7 +4,7 @@
 // metrics and logs; a request newer than kproxy decodes is answered by kproxy with the v0
 // UNSUPPORTED_VERSION answer a broker gives (the client retries lower; KIP-511).
 // Responses: the version ranges are clamped or hidden by the `api_versions:` policy
-// (proxy/chaos/api_versions_rewrite.h), which reloads and the admin API may change at any time.
+// (proxy/policy/api_versions_policy.h), which reloads and the admin API may change at any time.
 #pragma once
 
 #include "proxy/stage.h"

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "codec/generated/api_keys.h"
+#include "codec/response_header.h"
 #include "proxy/chaos/answer_builder.h"
 #include "proxy/chaos/error_translation.h"
 #include "proxy/chaos/fault_rule.h"
@@ -82,7 +83,7 @@ void FaultStage::on_request(RequestContext& ctx) {
                        header.api_version, request ? "no builder" : ctx.decode_error());
           break;
         }
-        ctx.answer(chaos::encode_response_frame(header.correlation_id, codec::response_header_version(header.api_key, header.api_version),
+        ctx.answer(codec::encode_response_frame(header.correlation_id, codec::response_header_version(header.api_key, header.api_version),
                                                 *response, header.api_version));
         fired(*rule, ctx);
         break;

@@ -1,5 +1,5 @@
 // Fuzz target: the admin API's JSON bodies, parsed and validated as the routes do
-// (PUT/POST /faults → chaos::parse_fault_rule, PUT /api-versions → chaos::parse_api_versions_policy).
+// (PUT/POST /faults → chaos::parse_fault_rule, PUT /api-versions → policy::parse_api_versions_policy).
 //
 // Properties: parsing never crashes or throws; a refusal always says why; an accepted rule's
 // normalised spec parses again to the same spec (GET then PUT is a no-op), its JSON view dumps,
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/policy/api_versions_policy.h"
 #include "proxy/chaos/fault_rule.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -45,12 +45,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (named) fuzz::check(named->name == "from-path", "the path name does not override the body's");
 
   error.clear();
-  auto policy = chaos::parse_api_versions_policy(body, error);
+  auto policy = policy::parse_api_versions_policy(body, error);
   if (!policy) {
     fuzz::check(!error.empty(), "parse_api_versions_policy refused without a reason");
   } else {
     std::string error2;
-    auto again = chaos::parse_api_versions_policy(policy->spec, error2);
+    auto again = policy::parse_api_versions_policy(policy->spec, error2);
     fuzz::check(again.has_value(), "the spec of an accepted api-versions policy is refused: " + error2);
   }
 

@@ -1,4 +1,4 @@
-// Fuzz target: the ApiVersions rewrite (proxy/chaos/api_versions_rewrite.h) on decoded responses.
+// Fuzz target: the ApiVersions rewrite (proxy/policy/api_versions_policy.h) on decoded responses.
 //
 // Input: [requested version][policy length n] then n policy bytes (groups of 4: api selector,
 // min, max, flags), then the ApiVersions response body. The policy goes through
@@ -16,7 +16,7 @@
 
 #include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
-#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/policy/api_versions_policy.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace kproxy;
@@ -37,17 +37,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     spec.push_back(e);
   }
   std::string error;
-  auto policy = chaos::parse_api_versions_policy(spec, error);
+  auto policy = policy::parse_api_versions_policy(spec, error);
   if (!policy) {
     fuzz::check(!error.empty(), "parse_api_versions_policy refused without a reason");
-    policy = chaos::ApiVersionsPolicy{};
+    policy = policy::ApiVersionsPolicy{};
   }
 
   codec::ApiVersionsResponse resp;
   int16_t at = codec::decode_api_versions_response(codec::Bytes(data, size), requested, resp, &error);
   if (at < 0) return 0;
   const codec::ApiVersionsResponse before = resp;
-  bool changed = chaos::rewrite_api_versions(resp, *policy);
+  bool changed = policy::rewrite_api_versions(resp, *policy);
   fuzz::check_round_trip(resp, at, [] { return std::make_unique<codec::ApiVersionsResponse>(); });
   if (!changed) {
     fuzz::check(fuzz::encode(resp, at, "unchanged") == fuzz::encode(before, at, "before"), "rewrite said unchanged but the response differs");
@@ -78,6 +78,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check(found, label + "no broker entry it could come from (range widened, Produce minimum changed, or order changed)");
   }
   codec::ApiVersionsResponse again = resp;
-  fuzz::check(!chaos::rewrite_api_versions(again, *policy), "a second rewrite changed the response again");
+  fuzz::check(!policy::rewrite_api_versions(again, *policy), "a second rewrite changed the response again");
   return 0;
 }

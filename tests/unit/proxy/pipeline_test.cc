@@ -207,9 +207,9 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
     t.name = "pipeline-test-orders";
     t.topic_id = id;
     REQUIRE(offer(p, request_frame(3, 12, 11, {1, 1, 0, 0}, true)));
-    auto md_frame = chaos::encode_response_frame(11, 1, md, 12);
+    auto md_frame = codec::encode_response_frame(11, 1, md, 12);
     // The Produce response comes first (FIFO), then Metadata's.
-    auto produce_response = chaos::encode_response_frame(10, 1, codec::ProduceResponse{}, 13);
+    auto produce_response = codec::encode_response_frame(10, 1, codec::ProduceResponse{}, 13);
     REQUIRE(answer(p, produce_response));
     REQUIRE(answer(p, md_frame));
     // The same Produce again: now it matches by name.

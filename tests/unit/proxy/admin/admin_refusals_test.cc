@@ -16,8 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/admin/admin_server.h"
-#include "proxy/chaos/admin_registration.h"
-#include "proxy/chaos/admin_routes.h"
+#include "proxy/admin/chaos_routes.h"
 #include "proxy/chaos/rule_set.h"
 
 using namespace kproxy;
@@ -67,10 +66,10 @@ std::string error_of(const std::string& response) {
 /// An AdminServer on a free loopback port with the chaos routes.
 struct ChaosServer {
   chaos::ChaosControl control;
-  chaos::ChaosAdmin chaos_admin{control, [] { return std::string(); }};
+  admin::ChaosAdmin chaos_admin{control, [] { return std::string(); }};
   admin::AdminServer server;
   explicit ChaosServer(std::string token = "") : server(admin::AdminServerOptions{"127.0.0.1:0", std::move(token)}) {
-    chaos::register_chaos_routes(chaos_admin, server);
+    admin::register_chaos_routes(chaos_admin, server);
     REQUIRE(server.start() == "");
   }
 };
@@ -159,7 +158,7 @@ TEST_CASE("admin refusals: bytes that are not UTF-8 get 400/404, never 500 or a 
 
 TEST_CASE("admin refusals: match.versions must be integers 0-32767 (a string in {min, max} was a 500)") {
   chaos::ChaosControl c;
-  chaos::ChaosAdmin a(c, nullptr);
+  admin::ChaosAdmin a(c, nullptr);
   for (const char* versions : {R"({"min":"x"})", R"({"max":1.5})", R"({"min":70000})", R"("3abc")", R"("1-2-3")", R"(70000)",
                                R"("99999")", R"(" 3")", R"({"min":true})"}) {
     auto r = a.put_fault("v", std::string(R"({"match":{"versions":)") + versions + R"(},"action":{"drop_response":true}})");
@@ -184,9 +183,9 @@ TEST_CASE("admin refusals: 401, 413 and 400 are logged with the client and count
     admin::AdminServerOptions options{"127.0.0.1:0", "sesame"};
     options.max_body_bytes = 1024;
     chaos::ChaosControl control;
-    chaos::ChaosAdmin chaos_admin(control, nullptr);
+    admin::ChaosAdmin chaos_admin(control, nullptr);
     admin::AdminServer server(options);
-    chaos::register_chaos_routes(chaos_admin, server);
+    admin::register_chaos_routes(chaos_admin, server);
     REQUIRE(server.start() == "");
     CHECK(status_of(request(server.port(), "GET", "/faults", "", "Authorization: Bearer wrong\r\n")) == 401);
     CHECK(status_of(request(server.port(), "PUT", "/faults/x", std::string(2000, ' '), "Authorization: Bearer sesame\r\n")) == 413);

@@ -15,7 +15,7 @@
 #include "proxy/admin/admin_runtime.h"
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/health.h"
-#include "proxy/chaos/admin_routes.h"
+#include "proxy/admin/chaos_routes.h"
 #include "proxy/chaos/rule_set.h"
 
 using namespace kproxy;
@@ -33,7 +33,7 @@ std::string upper(std::string s) {
 std::set<std::string> served_operations() {
   admin::AdminServer server;
   chaos::ChaosControl control;
-  chaos::ChaosAdmin chaos_admin(control, [] { return std::string(); });
+  admin::ChaosAdmin chaos_admin(control, [] { return std::string(); });
   admin::HealthHooks hooks;
   hooks.worker_count = [] { return size_t{0}; };
   hooks.post = [](size_t, std::function<void()>) {};

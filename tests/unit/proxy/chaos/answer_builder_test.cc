@@ -1,3 +1,4 @@
+#include "codec/response_header.h"
 #include "proxy/chaos/answer_builder.h"
 
 #include <doctest/doctest.h>
@@ -23,7 +24,7 @@ std::vector<uint8_t> answer_vector(const std::string& request_vector, int16_t co
   REQUIRE(r.ok());
   auto resp = chaos::build_answer(*req, h.api_version, code);
   REQUIRE(resp);
-  return chaos::encode_response_frame(h.correlation_id, codec::response_header_version(h.api_key, h.api_version), *resp, h.api_version);
+  return codec::encode_response_frame(h.correlation_id, codec::response_header_version(h.api_key, h.api_version), *resp, h.api_version);
 }
 
 void put16(std::vector<uint8_t>& v, size_t at, int16_t code) {

@@ -1,4 +1,4 @@
-#include "proxy/tap/tap_client.h"
+#include "proxy/cli/tap_client.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "config/admin_token.h"
-#include "proxy/admin/admin_client.h"
+#include "proxy/cli/admin_client.h"
 
-namespace kproxy::tap {
+namespace kproxy::cli {
 namespace {
 
 std::string url_encode(const std::string& s) {
@@ -97,12 +97,12 @@ int run_tap_command(int argc, char** argv) {
     else { usage(); return 2; }
   }
   std::string error;
-  int fd = admin::connect_admin(admin, error);
+  int fd = connect_admin(admin, error);
   if (fd < 0) {
     std::fprintf(stderr, "kproxy tap: %s\n", error.c_str());
     return 1;
   }
-  if (!admin::send_all(fd, admin::admin_request_head("GET", "/tap" + query, admin, token) + "\r\n")) {
+  if (!send_all(fd, admin_request_head("GET", "/tap" + query, admin, token) + "\r\n")) {
     ::close(fd);
     return 1;
   }
@@ -171,4 +171,4 @@ int run_tap_command(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace kproxy::tap
+}  // namespace kproxy::cli

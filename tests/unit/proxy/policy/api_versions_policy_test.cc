@@ -1,4 +1,4 @@
-#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/policy/api_versions_policy.h"
 
 #include <doctest/doctest.h>
 
@@ -36,9 +36,9 @@ const codec::ApiVersionsResponse::ApiVersion* find(const codec::ApiVersionsRespo
   for (const auto& v : r.api_keys) if (v.api_key == k) return &v;
   return nullptr;
 }
-chaos::ApiVersionsPolicy policy(const char* text) {
+policy::ApiVersionsPolicy parsed_policy(const char* text) {
   std::string error;
-  auto p = chaos::parse_api_versions_policy(json::parse(text), error);
+  auto p = policy::parse_api_versions_policy(json::parse(text), error);
   INFO(error);
   REQUIRE(p);
   return *p;
@@ -47,7 +47,7 @@ chaos::ApiVersionsPolicy policy(const char* text) {
 
 TEST_CASE("clamp, hide, decode limits, Produce keeps min 0, unknown keys and tagged fields kept") {
   auto r = broker_response();
-  CHECK(chaos::rewrite_api_versions(r, policy(R"([{"api":"Produce","min":3,"max":9},{"api":"EndTxn","max":4},{"api":"DescribeTransactions","hide":true}])")));
+  CHECK(policy::rewrite_api_versions(r, parsed_policy(R"([{"api":"Produce","min":3,"max":9},{"api":"EndTxn","max":4},{"api":"DescribeTransactions","hide":true}])")));
   CHECK(find(r, 0)->min_version == 0);
   CHECK(find(r, 0)->max_version == 9);
   CHECK(find(r, 26)->max_version == 4);
@@ -61,10 +61,10 @@ TEST_CASE("clamp, hide, decode limits, Produce keeps min 0, unknown keys and tag
 
 TEST_CASE("never widens the broker's range") {
   auto r = broker_response();
-  chaos::rewrite_api_versions(r, policy(R"([{"api":"EndTxn","min":0,"max":20}])"));
+  policy::rewrite_api_versions(r, parsed_policy(R"([{"api":"EndTxn","min":0,"max":20}])"));
   CHECK(find(r, 26)->max_version == 5);
   auto r2 = broker_response();
-  chaos::rewrite_api_versions(r2, policy(R"([{"api":"EndTxn","min":6}])"));
+  policy::rewrite_api_versions(r2, parsed_policy(R"([{"api":"EndTxn","min":6}])"));
   CHECK(!find(r2, 26));  // empty range: hidden
 }
 
@@ -72,11 +72,11 @@ TEST_CASE("the v0 UNSUPPORTED_VERSION reply is left alone") {
   codec::ApiVersionsResponse r;
   r.error_code = 35;
   r.api_keys.push_back({});
-  CHECK(!chaos::rewrite_api_versions(r, policy(R"([{"api":"ApiVersions","max":0}])")));
+  CHECK(!policy::rewrite_api_versions(r, parsed_policy(R"([{"api":"ApiVersions","max":0}])")));
 }
 
 TEST_CASE("kproxy's own v0 UNSUPPORTED_VERSION answer decodes as Java's client would") {
-  auto frame = chaos::unsupported_api_versions_frame(42);
+  auto frame = policy::unsupported_api_versions_frame(42);
   codec::Bytes body(frame.data() + 8, frame.size() - 8);
   CHECK(frame[7] == 42);
   codec::ApiVersionsResponse r;
@@ -91,17 +91,17 @@ TEST_CASE("the seed ApiVersions v3 response re-encodes with its tagged field aft
   auto frame = codec::test::load_vector("api_versions_v3_response.hex");
   codec::ApiVersionsResponse r;
   REQUIRE(codec::decode_api_versions_response(codec::Bytes(frame.data() + 8, frame.size() - 8), 3, r) == 3);
-  CHECK(chaos::rewrite_api_versions(r, policy(R"([{"api":"ApiVersions","max":3}])")));
+  CHECK(policy::rewrite_api_versions(r, parsed_policy(R"([{"api":"ApiVersions","max":3}])")));
   CHECK(r.api_keys[0].max_version == 3);
   CHECK(r.finalized_features_epoch == 5);
 }
 
 TEST_CASE("policy errors") {
   std::string e;
-  CHECK(!chaos::parse_api_versions_policy(json::parse(R"([{"api":"Nope","max":1}])"), e));
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"Nope","max":1}])"), e));
   CHECK(e.rfind("[0].api", 0) == 0);
-  CHECK(!chaos::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","min":4,"max":1}])"), e));
-  CHECK(!chaos::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","hide":true}])"), e));
-  CHECK(!chaos::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn"}])"), e));
-  CHECK(!chaos::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","maxx":1}])"), e));
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","min":4,"max":1}])"), e));
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","hide":true}])"), e));
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn"}])"), e));
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","maxx":1}])"), e));
 }

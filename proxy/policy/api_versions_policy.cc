@@ -1,16 +1,17 @@
-#include "proxy/chaos/api_versions_rewrite.h"
+#include "proxy/policy/api_versions_policy.h"
 
 #include <algorithm>
 
 #include "codec/generated/api_keys.h"
-#include "proxy/chaos/answer_builder.h"
+#include "codec/generated/error_code.h"
+#include "codec/response_header.h"
 
-namespace kproxy::chaos {
+namespace kproxy::policy {
 
 namespace {
-constexpr int16_t kProduce = 0;
-constexpr int16_t kApiVersions = 18;
-constexpr int16_t kUnsupportedVersion = 35;
+constexpr auto kProduce = static_cast<int16_t>(codec::ApiKey::kProduce);
+constexpr auto kApiVersions = static_cast<int16_t>(codec::ApiKey::kApiVersions);
+constexpr auto kUnsupportedVersion = static_cast<int16_t>(codec::ErrorCode::kUnsupportedVersion);
 }  // namespace
 
 std::optional<ApiVersionsPolicy> parse_api_versions_policy(const nlohmann::json& list, std::string& error) {
@@ -120,7 +121,7 @@ std::vector<uint8_t> unsupported_api_versions_frame(int32_t correlation_id) {
   v.min_version = range.min;
   v.max_version = range.max;
   r.api_keys.push_back(v);
-  return encode_response_frame(correlation_id, 0, r, 0);
+  return codec::encode_response_frame(correlation_id, 0, r, 0);
 }
 
-}  // namespace kproxy::chaos
+}  // namespace kproxy::policy

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace kproxy::chaos {
+namespace kproxy::cli {
 
 /// One admin API call, as `kproxy ctl` arguments describe it.
 struct CtlCall {
@@ -41,4 +41,4 @@ const char* ctl_usage();
 /// Runs the command with the arguments after "ctl"; returns the process exit status.
 int run_ctl_command(int argc, char** argv);
 
-}  // namespace kproxy::chaos
+}  // namespace kproxy::cli

@@ -1,4 +1,4 @@
-#include "proxy/admin/admin_client.h"
+#include "proxy/cli/admin_client.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -30,19 +30,19 @@ struct Listening {
 }  // namespace
 
 TEST_CASE("admin client: the request head names the host, closes, and carries the token only when given") {
-  CHECK(admin::admin_request_head("GET", "/tap?api=Produce", "127.0.0.1:9644", "") ==
+  CHECK(cli::admin_request_head("GET", "/tap?api=Produce", "127.0.0.1:9644", "") ==
         "GET /tap?api=Produce HTTP/1.1\r\nHost: 127.0.0.1:9644\r\nConnection: close\r\n");
-  CHECK(admin::admin_request_head("PUT", "/faults/x", "[::1]:9644", "s3cret") ==
+  CHECK(cli::admin_request_head("PUT", "/faults/x", "[::1]:9644", "s3cret") ==
         "PUT /faults/x HTTP/1.1\r\nHost: [::1]:9644\r\nConnection: close\r\nAuthorization: Bearer s3cret\r\n");
 }
 
 TEST_CASE("admin client: malformed, unresolvable and refused addresses say why") {
   std::string error;
-  CHECK(admin::connect_admin("localhost", error) == -1);
+  CHECK(cli::connect_admin("localhost", error) == -1);
   CHECK(error == "bad admin address 'localhost' (expected HOST:PORT)");
-  CHECK(admin::connect_admin("[::1]", error) == -1);
+  CHECK(cli::connect_admin("[::1]", error) == -1);
   CHECK(error == "bad admin address '[::1]' (expected HOST:PORT)");
-  CHECK(admin::connect_admin("no-such-host.invalid:9644", error) == -1);
+  CHECK(cli::connect_admin("no-such-host.invalid:9644", error) == -1);
   CHECK(error == "cannot resolve no-such-host.invalid:9644");
   uint16_t closed_port;
   {
@@ -50,19 +50,19 @@ TEST_CASE("admin client: malformed, unresolvable and refused addresses say why")
     closed_port = gone.port;
   }
   std::string address = "127.0.0.1:" + std::to_string(closed_port);
-  CHECK(admin::connect_admin(address, error) == -1);
+  CHECK(cli::connect_admin(address, error) == -1);
   CHECK(error == "cannot connect to " + address + ": Connection refused (is kproxy running with admin.listen set?)");
 }
 
 TEST_CASE("admin client: connects to a listener and sends the whole request") {
   Listening listener;
   std::string error;
-  int fd = admin::connect_admin("127.0.0.1:" + std::to_string(listener.port), error);
+  int fd = cli::connect_admin("127.0.0.1:" + std::to_string(listener.port), error);
   REQUIRE_MESSAGE(fd >= 0, error);
   int peer = ::accept(listener.fd, nullptr, nullptr);
   REQUIRE(peer >= 0);
-  std::string request = admin::admin_request_head("GET", "/healthz", "127.0.0.1", "") + "\r\n" + std::string(20000, 'x');
-  CHECK(admin::send_all(fd, request));
+  std::string request = cli::admin_request_head("GET", "/healthz", "127.0.0.1", "") + "\r\n" + std::string(20000, 'x');
+  CHECK(cli::send_all(fd, request));
   ::close(fd);
   std::string got;
   char buf[65536];

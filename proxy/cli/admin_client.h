@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace kproxy::admin {
+namespace kproxy::cli {
 
 /// Connects to the admin listener at `admin` ("HOST:PORT" or "[IPv6]:PORT"). Returns the socket,
 /// or -1 with `error` saying why (a malformed address, a name that does not resolve, a refused
@@ -20,4 +20,4 @@ std::string admin_request_head(std::string_view method, std::string_view path_an
 /// Writes all of `data` to `fd`; false (errno set) when the connection fails first.
 bool send_all(int fd, std::string_view data);
 
-}  // namespace kproxy::admin
+}  // namespace kproxy::cli

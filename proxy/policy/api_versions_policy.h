@@ -1,4 +1,4 @@
-// ApiVersionsRewrite: what kproxy advertises to clients in ApiVersions responses
+// ApiVersions policy: what kproxy advertises to clients in ApiVersions responses
 // (docs/protocol.md "ApiVersions", docs/faults.md scenario 13).
 //
 // The config's `api_versions:` list (or PUT /api-versions) clamps or hides APIs:
@@ -28,7 +28,7 @@
 
 #include "codec/generated/messages/api_versions.h"
 
-namespace kproxy::chaos {
+namespace kproxy::policy {
 
 struct ApiVersionsPolicy {
   struct Entry {
@@ -49,4 +49,4 @@ bool rewrite_api_versions(codec::ApiVersionsResponse& response, const ApiVersion
 /// frame (response header v0), ApiKeys = [ApiVersions min-max kproxy decodes].
 std::vector<uint8_t> unsupported_api_versions_frame(int32_t correlation_id);
 
-}  // namespace kproxy::chaos
+}  // namespace kproxy::policy

@@ -1,4 +1,4 @@
-#include "proxy/chaos/ctl_command.h"
+#include "proxy/cli/ctl_command.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,8 +10,8 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::chaos::CtlCall;
-using kproxy::chaos::parse_ctl_args;
+using kproxy::cli::CtlCall;
+using kproxy::cli::parse_ctl_args;
 
 namespace {
 CtlCall parse_ok(std::vector<std::string> args) {
@@ -83,6 +83,6 @@ TEST_CASE("kproxy ctl usage errors say what was expected") {
   CHECK(parse_error({"--admin"}) == "--admin needs a value");
   CHECK(parse_error({"--bogus", "faults", "list"}) == "unknown option --bogus");
   CHECK(parse_error({"api-versions", "set", "[]"}).find("unknown api-versions command 'set'") == 0);
-  CHECK(std::string(kproxy::chaos::ctl_usage()).find("faults put NAME RULE") != std::string::npos);
-  CHECK(std::string(kproxy::chaos::ctl_usage()).find("docs/admin-api.openapi.yaml") != std::string::npos);
+  CHECK(std::string(kproxy::cli::ctl_usage()).find("faults put NAME RULE") != std::string::npos);
+  CHECK(std::string(kproxy::cli::ctl_usage()).find("docs/admin-api.openapi.yaml") != std::string::npos);
 }

@@ -1,4 +1,4 @@
-#include "proxy/chaos/ctl_command.h"
+#include "proxy/cli/ctl_command.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "proxy/admin/admin_client.h"
+#include "proxy/cli/admin_client.h"
 
-namespace kproxy::chaos {
+namespace kproxy::cli {
 
 const char* ctl_usage() {
   return "usage: kproxy ctl [--admin HOST:PORT] [--token TOKEN] COMMAND\n"
@@ -77,16 +77,16 @@ struct HttpResult {
 
 HttpResult http_call(const CtlCall& call) {
   HttpResult result;
-  int fd = admin::connect_admin(call.admin, result.error);
+  int fd = connect_admin(call.admin, result.error);
   if (fd < 0) return result;
   timeval tv{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string request = admin::admin_request_head(call.method, call.path, call.admin, call.token);
+  std::string request = admin_request_head(call.method, call.path, call.admin, call.token);
   if (!call.body.empty() || call.method == "PUT" || call.method == "POST") {
     request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(call.body.size()) + "\r\n";
   }
   request += "\r\n" + call.body;
-  if (!admin::send_all(fd, request)) {
+  if (!send_all(fd, request)) {
     result.error = std::string("sending to ") + call.admin + " failed: " + std::strerror(errno);
     ::close(fd);
     return result;
@@ -250,4 +250,4 @@ int run_ctl_command(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace kproxy::chaos
+}  // namespace kproxy::cli

@@ -1,4 +1,4 @@
-#include "proxy/admin/admin_client.h"
+#include "proxy/cli/admin_client.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace kproxy::admin {
+namespace kproxy::cli {
 
 int connect_admin(const std::string& admin, std::string& error) {
   std::string host = admin, port;
@@ -59,4 +59,4 @@ bool send_all(int fd, std::string_view data) {
   return true;
 }
 
-}  // namespace kproxy::admin
+}  // namespace kproxy::cli

@@ -9,9 +9,9 @@
 // correlation id, latency, then the body as compact JSON. --json prints the raw JSON lines.
 #pragma once
 
-namespace kproxy::tap {
+namespace kproxy::cli {
 
 /// Runs the command with the arguments after "tap"; returns the process exit status.
 int run_tap_command(int argc, char** argv);
 
-}  // namespace kproxy::tap
+}  // namespace kproxy::cli

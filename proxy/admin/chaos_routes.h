@@ -1,0 +1,47 @@
+// The chaos part of the admin API: the fault-rule and ApiVersions-policy handlers as plain
+// functions (request body in, status + JSON out, testable without a server), and
+// register_chaos_routes() that puts them on the admin HTTP server.
+//
+//   GET    /faults            {"faults": [rule + hits + injected + notes, ...]}
+//   PUT    /faults/{name}     body: a rule (see proxy/chaos/fault_rule.h); 200 {"rule": ...}; 400 {"error": ...}
+//   GET    /faults/{name}     the rule with its counters; 404 when unknown
+//   DELETE /faults/{name}     204; 404 when unknown
+//   POST   /faults/reset      removes every rule; 200 {"removed": N}
+//   GET    /api-versions      {"api_versions": [...]}
+//   PUT    /api-versions      body: the list (see proxy/policy/api_versions_policy.h); 400 when invalid
+//   POST   /reload            re-reads the config file (listeners unchanged); 400 with the errors
+// Invalid input changes nothing. Every change applies from the next frame, connections stay open.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "proxy/admin/admin_server.h"
+#include "proxy/chaos/rule_set.h"
+
+namespace kproxy::admin {
+
+class ChaosAdmin {
+ public:
+  /// `reload`: re-reads the config; returns "" or the errors.
+  ChaosAdmin(chaos::ChaosControl& control, std::function<std::string()> reload) : control_(control), reload_(std::move(reload)) {}
+
+  HttpResponse list_faults() const;
+  HttpResponse put_fault(const std::string& name, const std::string& body);
+  HttpResponse get_fault(const std::string& name) const;
+  HttpResponse delete_fault(const std::string& name);
+  HttpResponse reset_faults();
+  HttpResponse get_api_versions() const;
+  HttpResponse put_api_versions(const std::string& body);
+  HttpResponse reload();
+
+ private:
+  chaos::ChaosControl& control_;
+  std::function<std::string()> reload_;
+};
+
+/// Registers GET/PUT/DELETE /faults..., /api-versions and POST /reload on `server`; `chaos` must
+/// outlive the server.
+void register_chaos_routes(ChaosAdmin& chaos, AdminServer& server);
+
+}  // namespace kproxy::admin

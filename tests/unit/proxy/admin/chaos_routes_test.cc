@@ -1,0 +1,36 @@
+// Tests for proxy/admin/chaos_routes.h: the fault-rule and ApiVersions handlers, called directly.
+#include "proxy/admin/chaos_routes.h"
+
+#include <doctest/doctest.h>
+
+using kproxy::admin::ChaosAdmin;
+using kproxy::chaos::ChaosControl;
+using nlohmann::json;
+
+TEST_CASE("admin handlers: status codes and JSON bodies; invalid input changes nothing") {
+  ChaosControl c;
+  ChaosAdmin admin(c, [] { return std::string("kproxy.yaml:3:5: faults[0].match.api: unknown API 'X'"); });
+  auto r = admin.put_fault("fence", R"({"match":{"api":"InitProducerId"},"action":{"error":"PRODUCER_FENCED"},"trigger":"once"})");
+  CHECK(r.status == 200);
+  CHECK(json::parse(r.body)["rule"]["notes"].size() == 1);
+  CHECK(admin.put_fault("fence2", "{not json").status == 400);
+  auto bad = admin.put_fault("fence3", R"({"match":{"api":"InitProducerId"},"action":{"error":"NOPE"}})");
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body)["error"].get<std::string>().rfind("action.error", 0) == 0);
+  CHECK(admin.put_fault("x", R"({"name":"y","action":{"drop_response":true}})").status == 400);
+  auto list = json::parse(admin.list_faults().body);
+  CHECK(list["faults"].size() == 1);
+  CHECK(list["faults"][0]["hits"] == 0);
+  CHECK(admin.get_fault("fence").status == 200);
+  CHECK(admin.get_fault("nope").status == 404);
+  CHECK(admin.put_api_versions(R"([{"api":"Produce","max":9}])").status == 200);
+  CHECK(json::parse(admin.get_api_versions().body)["api_versions"][0]["max"] == 9);
+  CHECK(admin.put_api_versions(R"([{"api":"Produce","max":-1}])").status == 400);
+  CHECK(json::parse(admin.get_api_versions().body)["api_versions"][0]["max"] == 9);
+  CHECK(admin.reload().status == 400);
+  CHECK(admin.delete_fault("fence").status == 204);
+  CHECK(admin.delete_fault("fence").status == 404);
+  admin.put_fault("a", R"({"action":{"drop_response":true}})");
+  CHECK(json::parse(admin.reset_faults().body)["removed"] == 1);
+}
+
