@@ -1,6 +1,21 @@
 #include "codec/frame_reader.h"
 
+#include <algorithm>
+#include <string_view>
+
 namespace kproxy::codec {
+
+std::string_view FrameReader::foreign_protocol(const uint8_t* p) {
+  std::string_view start(reinterpret_cast<const char*>(p), kFrameSizePrefix);
+  for (std::string_view method : {"GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC", "PRI "}) {
+    if (start == method) return "HTTP request bytes on a Kafka port (an HTTP client or health check connected to a Kafka listener)";
+  }
+  if (start == "HTTP") return "HTTP response bytes where a Kafka frame was expected (the peer is an HTTP server)";
+  if (start == "SSH-") return "SSH bytes where a Kafka frame was expected";
+  bool text = std::all_of(start.begin(), start.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  if (text) return "text bytes where a Kafka frame was expected (not the Kafka protocol)";
+  return {};
+}
 
 int64_t FrameReader::frame_size(const uint8_t* p) {
   // A TLS handshake record starts 0x16 0x03 (content type 22, major version 3): read as a size
@@ -17,23 +32,35 @@ int64_t FrameReader::frame_size(const uint8_t* p) {
   }
   if (static_cast<size_t>(size) > max_frame_size_) {
     error_ = "frame size " + std::to_string(size) + " exceeds the limit of " + std::to_string(max_frame_size_) + " bytes";
+    // Text where a size prefix belongs is another protocol: say which, not just "1195725856".
+    if (std::string_view what = foreign_protocol(p); !what.empty()) error_ = std::string(what) + " (" + error_ + ")";
     return -1;
   }
   return size;
 }
 
-void FrameReader::make_room(size_t n) {
+bool FrameReader::make_room(size_t n) {
   size_t need = pending_.size() + n;
-  if (need <= pending_.capacity()) return;
+  if (need <= pending_.capacity()) return true;
+  size_t want;
   if (frame_total_ == 0) {
-    // Only the size prefix (or less) so far: room for the prefix.
-    pending_.reserve(std::max(need, kFrameSizePrefix));
-    return;
+    want = std::max(need, kFrameSizePrefix);  // only the size prefix (or less) so far: room for the prefix
+  } else {
+    // The whole frame when it is small enough; else double what the received bytes filled.
+    size_t upfront = std::min(frame_total_, kFrameUpfrontReserve);
+    size_t doubled = std::min(frame_total_, 2 * pending_.capacity());
+    want = std::max({need, upfront, doubled});
   }
-  // The whole frame when it is small enough; else double what the received bytes filled.
-  size_t upfront = std::min(frame_total_, kFrameUpfrontReserve);
-  size_t doubled = std::min(frame_total_, 2 * pending_.capacity());
-  pending_.reserve(std::max({need, upfront, doubled}));
+  if (budget_ && want > charged_ && !budget_->charge(want - charged_)) {
+    over_budget_ = true;
+    error_ = "partial frames of all connections would hold more than " + std::to_string(budget_->limit()) +
+             " bytes (limits.max_buffered_frame_bytes; " + std::to_string(budget_->used()) + " held now): this connection's " +
+             (frame_total_ ? std::to_string(frame_total_) + "-byte frame" : std::string("frame")) + " is refused";
+    return false;
+  }
+  if (budget_ && want > charged_) charged_ = want;
+  pending_.reserve(want);
+  return true;
 }
 
 std::span<uint8_t> FrameReader::read_space() {
@@ -42,7 +69,8 @@ std::span<uint8_t> FrameReader::read_space() {
   if (missing < kFrameDirectReadMin) return {};
   // Grow only once the bytes received have (nearly) filled the room: memory follows the bytes
   // that really arrive, not the size prefix.
-  if (pending_.capacity() - pending_.size() < kFrameDirectReadMin) make_room(std::min(missing, kFrameUpfrontReserve));
+  // Refused by the budget: the room stays as it is, and the next feed() reports the refusal.
+  if (pending_.capacity() - pending_.size() < kFrameDirectReadMin) (void)make_room(std::min(missing, kFrameUpfrontReserve));
   std::span<uint8_t> room = pending_.spare();
   return room.first(std::min(room.size(), missing));
 }

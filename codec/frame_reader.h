@@ -21,8 +21,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "codec/frame_buffer.h"
+#include "codec/frame_memory_budget.h"
 #include "codec/reader.h"
 
 namespace kproxy::codec {
@@ -38,7 +40,13 @@ inline constexpr size_t kFrameDirectReadMin = 32 << 10;
 
 class FrameReader {
  public:
-  explicit FrameReader(size_t max_frame_size) : max_frame_size_(max_frame_size) {}
+  /// `budget` (optional, outlives the reader) caps the memory of partial frames over many readers.
+  explicit FrameReader(size_t max_frame_size, FrameMemoryBudget* budget = nullptr) : max_frame_size_(max_frame_size), budget_(budget) {}
+  ~FrameReader() {
+    if (budget_) budget_->refund(charged_);
+  }
+  FrameReader(const FrameReader&) = delete;
+  FrameReader& operator=(const FrameReader&) = delete;
 
   /// Feeds the next piece of the stream. Calls `on_frame(Bytes frame)` for every complete frame,
   /// size prefix included; the view is valid only during the call (unless its buffer is taken
@@ -66,13 +74,17 @@ class FrameReader {
   /// to on_frame stays valid as long as the returned buffer lives.
   FrameBuffer take_frame() {
     frame_total_ = 0;
-    return std::move(pending_);
+    FrameBuffer taken = std::move(pending_);
+    settle_budget();  // the buffer now belongs to the write side
+    return taken;
   }
 
   /// Why the stream was refused, "" while it is fine.
   const std::string& error() const { return error_; }
   /// The refused stream started like a TLS handshake record (a TLS client on a plaintext port).
   bool looks_like_tls() const { return looks_like_tls_; }
+  /// The stream was refused because the budget of partial-frame memory is used up.
+  bool over_budget() const { return over_budget_; }
   /// Bytes held for an incomplete frame.
   size_t buffered() const { return pending_.size(); }
   /// Bytes of memory held for an incomplete frame (at least buffered()).
@@ -83,14 +95,30 @@ class FrameReader {
   void set_max_frame_size(size_t n) { max_frame_size_ = n; }
 
  private:
+  /// What protocol the 4 bytes at `p` (an oversized "size") start, or "" when they are not text.
+  static std::string_view foreign_protocol(const uint8_t* p);
   /// Checks the size prefix at p[0..3]; records an error and returns -1 when it is refused.
   int64_t frame_size(const uint8_t* p);
-  /// Grows pending_ (by the policy above) so that `n` more bytes fit.
-  void make_room(size_t n);
-  /// Appends bytes of the frame being gathered.
-  void gather(Bytes bytes) {
-    make_room(bytes.size());
+  /// Grows pending_ (by the policy above) so that `n` more bytes fit. False (error() says why)
+  /// when the budget refuses the memory.
+  bool make_room(size_t n);
+  /// Appends bytes of the frame being gathered. False when make_room() failed.
+  bool gather(Bytes bytes) {
+    if (!make_room(bytes.size())) return false;
     pending_.append(bytes);
+    return true;
+  }
+  /// Frees pending_ and gives back what it was charged.
+  void release_pending() {
+    pending_.release();
+    settle_budget();
+  }
+  /// Gives the budget back whatever pending_ no longer holds.
+  void settle_budget() {
+    if (budget_ && charged_ > pending_.capacity()) {
+      budget_->refund(charged_ - pending_.capacity());
+      charged_ = pending_.capacity();
+    }
   }
 
   size_t max_frame_size_;
@@ -98,7 +126,10 @@ class FrameReader {
   /// Size of the frame being gathered, prefix included; 0 while its prefix is incomplete.
   size_t frame_total_ = 0;
   std::string error_;
+  FrameMemoryBudget* budget_;
+  size_t charged_ = 0;  ///< bytes of pending_'s capacity charged to budget_
   bool looks_like_tls_ = false;
+  bool over_budget_ = false;
   uint64_t frames_ = 0;
 };
 
@@ -114,7 +145,7 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
     } else {
       if (pending_.size() < kFrameSizePrefix) {
         size_t take = std::min(kFrameSizePrefix - pending_.size(), data.size());
-        gather(data.first(take));
+        if (!gather(data.first(take))) return false;
         pos = take;
         if (pending_.size() < kFrameSizePrefix) return true;
       }
@@ -124,14 +155,14 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
         frame_total_ = kFrameSizePrefix + static_cast<size_t>(size);
       }
       size_t take = std::min(frame_total_ - pending_.size(), data.size() - pos);
-      gather(data.subspan(pos, take));
+      if (!gather(data.subspan(pos, take))) return false;
       pos += take;
     }
     if (pending_.size() < frame_total_) return true;
     ++frames_;
     bool go_on = on_frame(pending_.bytes());
     frame_total_ = 0;
-    pending_.release();  // an idle connection keeps no buffer (no-op when the frame was taken)
+    release_pending();  // an idle connection keeps no buffer (no-op when the frame was taken)
     if (!go_on) return true;
   }
   // Then every frame that lies wholly inside this piece, as views.
@@ -148,7 +179,7 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
     pos += total;
   }
   // Keep the start of the next frame.
-  if (pos < data.size()) gather(data.subspan(pos));
+  if (pos < data.size() && !gather(data.subspan(pos))) return false;
   return true;
 }
 

@@ -15,7 +15,7 @@
 //   admin: { listen: 127.0.0.1:9644, token_file: /run/secrets/kproxy-admin-token }  # or token_env: NAME
 //   metrics: { frames: on, topic_labels: false, client_id_labels: false, max_label_values: 100 }
 //   tap: { records: false, max_record_bytes: 256, max_records: 100 }
-//   limits: { max_request_frame_bytes: 100MiB, max_response_frame_bytes: 256MiB,
+//   limits: { max_request_frame_bytes: 100MiB, max_response_frame_bytes: 256MiB, max_buffered_frame_bytes: 512MiB,
 //             max_connections: 10000, connect_timeout: 10s, tls_handshake_timeout: 10s }
 //   workers: 4                       # default: number of cores
 //   drain_timeout: 30s
@@ -106,6 +106,10 @@ struct Limits {
   size_t max_request_frame_bytes = 100 * kMiB;
   /// Largest response frame accepted from a broker.
   size_t max_response_frame_bytes = 256 * kMiB;
+  /// Memory all connections together may hold for frames still arriving (split across reads);
+  /// a frame that would pass it closes its own connection (codec/frame_memory_budget.h). At
+  /// least each of the two frame limits above.
+  size_t max_buffered_frame_bytes = 512 * kMiB;
   /// Client connections open at once over all listeners and workers; more are refused.
   size_t max_connections = 10000;
   /// How long an upstream connect (resolve + TCP) may take before the client is closed.

@@ -250,8 +250,8 @@ class Loader {
   }
 
   void load_limits(const YAML::Node& n, Limits& limits) {
-    if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_connections", "connect_timeout",
-                            "tls_handshake_timeout"})) return;
+    if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections",
+                                 "connect_timeout", "tls_handshake_timeout"})) return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
       auto v = n[key];
@@ -262,6 +262,15 @@ class Loader {
     };
     frame_limit("max_request_frame_bytes", limits.max_request_frame_bytes);
     frame_limit("max_response_frame_bytes", limits.max_response_frame_bytes);
+    if (auto v = n["max_buffered_frame_bytes"]) {
+      if (auto b = byte_size(v, "limits.max_buffered_frame_bytes")) limits.max_buffered_frame_bytes = *b;
+    }
+    if (limits.max_buffered_frame_bytes < std::max(limits.max_request_frame_bytes, limits.max_response_frame_bytes)) {
+      auto at = n["max_buffered_frame_bytes"] ? n["max_buffered_frame_bytes"] : n;
+      error(at, "limits.max_buffered_frame_bytes: " + std::to_string(limits.max_buffered_frame_bytes) +
+                    " is less than the largest frame allowed (max_request_frame_bytes " + std::to_string(limits.max_request_frame_bytes) +
+                    ", max_response_frame_bytes " + std::to_string(limits.max_response_frame_bytes) + "): such a frame could never arrive");
+    }
     if (auto v = n["max_connections"]) {
       auto text = scalar(v, "limits.max_connections");
       auto c = text ? parse_unsigned(*text) : std::nullopt;

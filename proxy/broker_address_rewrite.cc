@@ -14,6 +14,18 @@ namespace {
 
 using codec::ApiKey;
 
+/// A DNS name is at most 253 characters (RFC 1035 2.3.4, without the trailing dot); 255 leaves
+/// room for a literal IPv6 address with a zone.
+constexpr size_t kMaxBrokerHost = 255;
+
+/// A peer-supplied host for a log line: at most 64 bytes, non-printable bytes as '?'.
+std::string shown(std::string_view host) {
+  std::string out;
+  for (char c : host.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (host.size() > 64) out += "...";
+  return out;
+}
+
 // One rewrite of one response: decodes it as M, lets `visit` replace addresses, re-encodes.
 class Rewriting {
  public:
@@ -24,7 +36,24 @@ class Rewriting {
   // Replaces a broker's host and port with its kproxy address. False when it has none.
   template <class Port>
   bool replace(int32_t node_id, std::string_view& host, Port& port) {
-    if (node_id < 0) return true;  // "no node" (e.g. FindCoordinator with an error): nothing real to hide
+    auto p = static_cast<int64_t>(port);
+    if (node_id < 0) {
+      if (host.empty() && p <= 0) return true;  // "no node" (e.g. FindCoordinator with an error): nothing real to hide
+      // Passed on, the client would connect to the broker directly, bypassing kproxy.
+      error_ = "the broker names node id " + std::to_string(node_id) + " at " + shown(host) + ":" + std::to_string(p) +
+               " (a negative node id names no broker: a broker bug or a corrupt response)";
+      return false;
+    }
+    if (host.size() > kMaxBrokerHost) {
+      error_ = "broker node " + std::to_string(node_id) + " advertises a host name of " + std::to_string(host.size()) + " bytes (" +
+               shown(host) + "), longer than a DNS name can be (" + std::to_string(kMaxBrokerHost) + ")";
+      return false;
+    }
+    if (p < 1 || p > 65535) {
+      error_ = "broker node " + std::to_string(node_id) + " advertises port " + std::to_string(p) + " for " + shown(host) +
+               ", which is not a TCP port (a broker bug or a corrupt response)";
+      return false;
+    }
     auto learned = directory_.learn(node_id, host, static_cast<int32_t>(port));
     if (learned.proxy_port == 0) {
       error_ = "no kproxy port can be given to broker node " + std::to_string(node_id) + " (check broker_ports / broker_port_range)";

@@ -6,8 +6,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "proxy/counters.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/proxy.h"
+#include "proxy/log_throttle.h"
+#include "proxy/self_connection.h"
 #include "proxy/tls/tls_session.h"
 #include "proxy/worker.h"
 
@@ -21,8 +23,8 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
       id_(id),
       client_(worker.loop(), *this, "client"),
       upstream_(worker.loop(), *this, *this),
-      requests_(config_->limits.max_request_frame_bytes),
-      responses_(config_->limits.max_response_frame_bytes),
+      requests_(config_->limits.max_request_frame_bytes, &worker.proxy().frame_budget()),
+      responses_(config_->limits.max_response_frame_bytes, &worker.proxy().frame_budget()),
       pipeline_(worker.loop(), worker.proxy().chaos(), &worker.proxy().rewrite(listener.listener_index),
                 ConnectionInfo{id, listener.name, listener.listener_index, "", "", ""}, *this, &metrics_),
       tls_handshake_deadline_(worker.loop(), [this] {
@@ -56,18 +58,43 @@ void ClientConnection::start(const config::HostPort& upstream) {
     tls_handshake_deadline_.arm(opened_at_ + config_->limits.tls_handshake_timeout);
   }
   if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
+  sockaddr_storage peer{};
+  int len = sizeof(peer);
+  if (uv_tcp_getpeername(client_.handle(), reinterpret_cast<sockaddr*>(&peer), &len) == 0) {
+    std::string key = SelfConnectionDetector::endpoint_key(peer);
+    if (SelfConnectionDetector::instance().accepted(key)) {
+      refuse_self_connection("connection from " + peer_ + ", which is one of kproxy's own upstream sockets");
+      return;
+    }
+    client_endpoint_ = std::move(key);
+  }
   client_.start_reading();
   upstream_.connect(upstream, config_->limits.connect_timeout);
 }
 
+void ClientConnection::refuse_self_connection(std::string detail) {
+  metrics::count(metrics::ProxyEvent::kSelfConnection);
+  // A misconfigured cluster makes every client attempt hit this: one error line per 10 s.
+  static LogThrottle throttle(std::chrono::seconds(10));
+  uint64_t suppressed = 0;
+  if (throttle.allow(&suppressed)) {
+    spdlog::error("listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
+                  "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
+                  listener_.label(), detail, suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+  }
+  close({CloseCategory::kSelfConnection, "kproxy connected to itself: " + detail});
+}
+
 void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   enter(ConnectionState::kClosing);
+  SelfConnectionDetector::instance().accepted_closed(client_endpoint_);
+  SelfConnectionDetector::instance().upstream_closed(upstream_endpoint_);
   tls_handshake_deadline_.cancel();
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
   spdlog::info("conn={} {}: {} [{}] (client {}, {} requests, {} awaiting the broker, {} bytes in, {} bytes out, open {} ms)", id_, how,
                reason.detail, close_label(reason.category), peer_, requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
                metrics_.bytes_out(), lived.count());
-  metrics_.closed(reason.category, pipeline_.info().client_software_name, pipeline_.info().client_software_version);
+  metrics_.closed(reason.category);
 }
 
 void ClientConnection::close(CloseReason reason) {
@@ -87,16 +114,21 @@ void ClientConnection::finish(CloseReason reason) {
 }
 
 void ClientConnection::drain() {
+  begin_drain({CloseCategory::kShutdown, requests_in_ == 0 ? "kproxy is shutting down (nothing in flight)"
+                                                           : "kproxy is shutting down (in-flight requests answered)"});
+}
+
+void ClientConnection::begin_drain(CloseReason reason) {
   if (closing() || state_ == ConnectionState::kDraining) return;
   enter(ConnectionState::kDraining);
+  drain_reason_ = std::move(reason);
   client_.stop_reading();
   finish_drain_if_idle();
 }
 
 void ClientConnection::finish_drain_if_idle() {
   if (state_ != ConnectionState::kDraining || !pipeline_.idle()) return;
-  finish({CloseCategory::kShutdown, requests_in_ == 0 ? "kproxy is shutting down (nothing in flight)"
-                                                      : "kproxy is shutting down (in-flight requests answered)"});
+  finish(std::move(drain_reason_));
 }
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
@@ -107,7 +139,6 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     ~NothingBorrowedAfter() { assert(!c.client_.holds_borrowed() && !c.upstream_.stream().holds_borrowed()); }
   } check{*this};
   if (&s == &client_) {
-    bump(counters().request_bytes, data.size());
     metrics_.bytes_in(data.size());
     // Views into the loop's read buffer may be borrowed; bytes read in place into a frame's own
     // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
@@ -119,8 +150,13 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     client_piece_ = {};
     if (closing()) return;
     if (!ok) {
-      if (requests_.looks_like_tls()) bump(counters().tls_on_plaintext);
-      else bump(counters().framing_errors);
+      if (requests_.over_budget()) {
+        metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
+        close({CloseCategory::kLimit, "request refused: " + requests_.error()});
+        return;
+      }
+      if (requests_.looks_like_tls()) metrics::count(metrics::ProxyEvent::kTlsOnPlaintext);
+      else metrics::count(metrics::ProxyEvent::kFramingError);
       close({CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
       return;
     }
@@ -129,14 +165,18 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
     apply_backpressure(client_, upstream_.stream());
   } else {
-    bump(counters().response_bytes, data.size());
     metrics_.bytes_out(data.size());
     upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
     bool ok = responses_.feed(data, [this](codec::Bytes frame) { return pipeline_.on_response_frame(frame); });
     upstream_piece_ = {};
     if (closing()) return;
     if (!ok) {
-      bump(counters().framing_errors);
+      if (responses_.over_budget()) {
+        metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
+        close({CloseCategory::kLimit, "response refused: " + responses_.error()});
+        return;
+      }
+      metrics::count(metrics::ProxyEvent::kFramingError);
       // The first bytes a TLS listener sends a plaintext client are a TLS record (an alert,
       // content type 21, or a handshake, 22; RFC 8446 5.1), read as a size of ~350 MB.
       bool first_bytes = metrics_.bytes_out() == data.size();
@@ -217,11 +257,18 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
     return;
   }
   if (&s == &client_) {
+    if (status == UV_EOF && !pipeline_.idle()) {
+      // A half-close (shutdown(SHUT_WR)) after the last request: the client still reads. A
+      // broker answers every request it received before it closes, and so does kproxy.
+      begin_drain({CloseCategory::kClientClosed, "client closed its side after " + std::to_string(requests_in_) +
+                                                     " requests; every request was answered"});
+      return;
+    }
     if (status == UV_EOF) close({CloseCategory::kClientClosed, "client closed the connection"});
     else close({CloseCategory::kClientClosed, std::string("client ") + during + " failed: " + uv_strerror(status)});
     return;
   }
-  bump(counters().upstream_disconnects);
+  metrics::count(metrics::ProxyEvent::kUpstreamDisconnect);
   std::string reason = status == UV_EOF ? "broker " + upstream_.target().to_string() + " closed the connection"
                                         : "broker " + upstream_.target().to_string() + " " + during + " failed: " + uv_strerror(status);
   if (pipeline_.awaiting_broker() > 0) reason += " with " + std::to_string(pipeline_.awaiting_broker()) + " requests in flight";
@@ -249,12 +296,12 @@ void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& rea
     s.close();
     return;
   }
-  bump(counters().tls_failures);
+  metrics::count(metrics::ProxyEvent::kTlsFailure);
   if (&s == &client_) {
     close({CloseCategory::kTls, "TLS with client " + peer_ + " failed: " + reason});
     return;
   }
-  bump(counters().upstream_connect_failures);
+  metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
   close({CloseCategory::kUpstreamConnectFailed, "TLS with broker " + upstream_peer() + " failed: " + reason});
 }
 
@@ -270,6 +317,16 @@ void ClientConnection::on_stream_tls_established(TcpStream& s) {
 void ClientConnection::on_upstream_connected() {
   if (closing()) return;
   spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
+  sockaddr_storage local{};
+  int len = sizeof(local);
+  if (uv_tcp_getsockname(upstream_.stream().handle(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+    std::string key = SelfConnectionDetector::endpoint_key(local);
+    if (SelfConnectionDetector::instance().connected(key)) {
+      refuse_self_connection("upstream " + upstream_peer() + " is one of kproxy's own listening ports");
+      return;
+    }
+    upstream_endpoint_ = std::move(key);
+  }
   if (state_ == ConnectionState::kConnecting) enter(ConnectionState::kForwarding);
   metrics_.upstream_connected();
   if (!upstream_.stream().flush()) return;
@@ -278,9 +335,14 @@ void ClientConnection::on_upstream_connected() {
 }
 
 void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
-  bump(counters().upstream_connect_failures);
+  metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
   if (!listener_.is_broker_port()) worker_.proxy().bootstrap_unreachable(listener_.listener_index, upstream_.target());
   close({CloseCategory::kUpstreamConnectFailed, "upstream unavailable: " + reason});
+}
+
+void ClientConnection::on_upstream_is_self(const std::string& detail) {
+  if (closing()) return;
+  refuse_self_connection(detail);
 }
 
 void ClientConnection::on_upstream_part_released() { maybe_destroy(); }

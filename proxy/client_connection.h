@@ -63,6 +63,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   // UpstreamConnectionEvents
   void on_upstream_connected() override;
   void on_upstream_connect_failed(const std::string& reason) override;
+  void on_upstream_is_self(const std::string& detail) override;
   void on_upstream_part_released() override;
 
   // PipelineOutput
@@ -85,6 +86,10 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void finish(CloseReason reason);
   /// Logs and counts the close, moves to kClosing.
   void begin_close(const CloseReason& reason, const char* how);
+  /// Stops reading the client and finishes with `reason` once every request has its response.
+  void begin_drain(CloseReason reason);
+  /// kproxy reached itself (proxy/self_connection.h): logs what is misconfigured and closes.
+  void refuse_self_connection(std::string detail);
   /// A draining connection with nothing left in flight or held finishes.
   void finish_drain_if_idle();
   void maybe_destroy();
@@ -106,6 +111,11 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   codec::Bytes client_piece_;
   codec::Bytes upstream_piece_;
   ConnectionState state_ = ConnectionState::kConnecting;
+  /// This connection's endpoints in the SelfConnectionDetector ("" = not registered).
+  std::string client_endpoint_;
+  std::string upstream_endpoint_;
+  /// Why a draining connection closes once idle: kproxy shuts down, or the client half-closed.
+  CloseReason drain_reason_;
   metrics::ConnectionMetrics metrics_{listener_.listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
   /// The stages every frame passes through (proxy/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;

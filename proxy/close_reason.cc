@@ -13,6 +13,7 @@ std::string_view close_label(CloseCategory category) {
     case CloseCategory::kLimit: return "limit";
     case CloseCategory::kFault: return "fault";
     case CloseCategory::kShutdown: return "shutdown";
+    case CloseCategory::kSelfConnection: return "self_connection";
     case CloseCategory::kOther: break;
   }
   return "other";

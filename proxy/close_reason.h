@@ -22,6 +22,7 @@ enum class CloseCategory : uint8_t {
   kLimit,                  ///< a configured limit: handshake timeout, drain deadline, no broker port
   kFault,                  ///< a fault rule closed or reset the connection on purpose
   kShutdown,               ///< kproxy is draining: every in-flight request was answered first
+  kSelfConnection,         ///< the upstream is kproxy itself (a broker advertises kproxy's own address)
   kOther,
 };
 

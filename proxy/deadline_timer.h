@@ -1,16 +1,18 @@
 // DeadlineTimer: a one-shot libuv timer for an owner that may go away before libuv lets go.
 //
-// A uv_timer_t must outlive its owner until uv_close's callback has run, so the handle lives on
-// the heap and is freed there; cancelling (or destroying the DeadlineTimer) detaches the owner
-// first, so a callback already queued never reaches a dead object. The handle is allocated on the
-// first arm() and released on cancel(): an owner that never needs a timer (most connections: the
-// fault-rule holds and transport toxics it serves are rare) pays 48 bytes, not a libuv handle.
+// The handle is a UvHandle (proxy/uv_handle.h): destroying the DeadlineTimer, or cancel(),
+// closes it and detaches the owner, so a callback already queued never reaches a dead object.
+// The handle is allocated on the first arm() and released on cancel(): an owner that never needs
+// a timer (most connections: the fault-rule holds and transport toxics it serves are rare) pays
+// for an empty UvHandle, not a libuv handle.
 #pragma once
 
 #include <uv.h>
 
 #include <chrono>
 #include <functional>
+
+#include "proxy/uv_handle.h"
 
 namespace kproxy::proxy {
 
@@ -29,13 +31,14 @@ class DeadlineTimer {
   /// Stops the timer and gives its handle back to libuv; arm() may be called again later.
   void cancel();
   /// True while a handle is allocated (between the first arm() and cancel()).
-  bool allocated() const { return handle_ != nullptr; }
+  bool allocated() const { return handle_.get() != nullptr; }
 
  private:
-  struct Handle;
+  static void on_timer(uv_timer_t* t);
+
   uv_loop_t* loop_;
   std::function<void()> on_fire_;
-  Handle* handle_ = nullptr;
+  UvHandle<uv_timer_t> handle_;
 };
 
 }  // namespace kproxy::proxy

@@ -1,52 +1,83 @@
 #include "proxy/listener.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
+#include "proxy/log_throttle.h"
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/self_connection.h"
 #include "proxy/worker.h"
 
 namespace kproxy::proxy {
 
-Listener::Listener(Worker& worker, ListenerSpec spec) : worker_(worker), spec_(std::move(spec)) {
-  handle_.data = this;
+Listener::Listener(Worker& worker, ListenerSpec spec) : worker_(worker), spec_(std::move(spec)) {}
+
+Listener::~Listener() {
+  if (bound_.ss_family != AF_UNSPEC) SelfConnectionDetector::instance().listener_closed(bound_);
 }
 
 std::string Listener::open() {
   sockaddr_storage addr{};
   if (uv_ip4_addr(spec_.host.c_str(), spec_.port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
       uv_ip6_addr(spec_.host.c_str(), spec_.port, reinterpret_cast<sockaddr_in6*>(&addr)) != 0) {
-    uv_tcp_init(worker_.loop(), &handle_);
     return "listen address '" + spec_.host + "' is not an IP address";
   }
-  int rc = uv_tcp_init_ex(worker_.loop(), &handle_, addr.ss_family);
-  if (rc < 0) {
-    uv_tcp_init(worker_.loop(), &handle_);
-    return std::string("cannot create a socket: ") + uv_strerror(rc);
-  }
-  uv_os_fd_t fd;
-  uv_fileno(reinterpret_cast<uv_handle_t*>(&handle_), &fd);
-  int one = 1;
-  // libuv 1.44 has no UV_TCP_REUSEPORT: set it on the socket before bind.
-  if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) return "cannot set SO_REUSEPORT";
-  rc = uv_tcp_bind(&handle_, reinterpret_cast<const sockaddr*>(&addr), 0);
-  if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&handle_), 511, on_connection);
+  int rc = handle_.init(worker_.loop(), this, uv_tcp_init_ex, static_cast<unsigned>(addr.ss_family));
+  if (rc < 0) return std::string("cannot create a socket: ") + uv_strerror(rc);
+  rc = uv_tcp_bind(handle_.get(), reinterpret_cast<const sockaddr*>(&addr), 0);
   if (rc < 0) return "cannot listen on " + spec_.host + ":" + std::to_string(spec_.port) + ": " + uv_strerror(rc);
+  return listen();
+}
+
+std::string Listener::open_shared(int bound_fd) {
+  int fd = ::dup(bound_fd);
+  if (fd < 0) return std::string("cannot share the listening socket: ") + std::strerror(errno);
+  int rc = handle_.init(worker_.loop(), this, uv_tcp_init);
+  if (rc == 0) rc = uv_tcp_open(handle_.get(), fd);
+  if (rc < 0) {
+    ::close(fd);
+    handle_.reset();
+    return std::string("cannot share the listening socket: ") + uv_strerror(rc);
+  }
+  return listen();
+}
+
+std::string Listener::listen() {
+  int rc = uv_listen(handle_.stream(), 511, on_connection);
+  if (rc < 0) return "cannot listen on " + spec_.host + ":" + std::to_string(spec_.port) + ": " + uv_strerror(rc);
+  int len = sizeof(bound_);
+  if (uv_tcp_getsockname(handle_.get(), reinterpret_cast<sockaddr*>(&bound_), &len) == 0) {
+    SelfConnectionDetector::instance().listener_opened(bound_);
+  } else {
+    bound_.ss_family = AF_UNSPEC;
+  }
   return "";
 }
 
-void Listener::close() {
-  uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
-}
-
-void Listener::on_close(uv_handle_t* h) {
-  delete static_cast<Listener*>(h->data);
+int Listener::fd() const {
+  uv_os_fd_t fd = -1;
+  if (!handle_.open() || uv_fileno(handle_.base(), &fd) != 0) return -1;
+  return fd;
 }
 
 void Listener::on_connection(uv_stream_t* server, int status) {
   auto* self = static_cast<Listener*>(server->data);
   if (status < 0) {
-    spdlog::warn("listener={} accept failed: {}", self->spec_.label(), uv_strerror(status));
+    // EMFILE/ENFILE: libuv accepted and closed the connection to keep the backlog moving, so the
+    // client saw a reset. Every one is counted; the log says it once per 5 s.
+    metrics::count(metrics::ProxyEvent::kAcceptFailure);
+    static LogThrottle throttle(std::chrono::seconds(5));
+    uint64_t suppressed = 0;
+    if (throttle.allow(&suppressed)) {
+      spdlog::error("listener={} accept failed, the connection was dropped: {}{}{}", self->spec_.label(), uv_strerror(status),
+                    status == UV_EMFILE || status == UV_ENFILE ? " (raise the open-file limit, RLIMIT_NOFILE, or lower limits.max_connections)" : "",
+                    suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+    }
     return;
   }
   self->worker_.accept(server, self->spec_);

@@ -1,14 +1,21 @@
 // Listener: one listening socket on one worker's loop.
 //
-// Every worker binds its own socket to each listening address with SO_REUSEPORT, so the kernel
-// spreads new connections over the workers and a connection stays on the loop that accepted it.
-// A listener is either a listener's bootstrap port or the port of one broker (port-per-broker).
+// Each listening address is bound once, by the first worker that opens it (without
+// SO_REUSEPORT: a second process that tries the same address fails with "address in use", where a
+// reuseport group would have let it take a share of the connections); the other workers listen
+// on duplicates of that descriptor (open_shared), so whichever loop is free accepts the next
+// connection, and a connection stays on the loop that accepted it. A listener is either a
+// listener's bootstrap port or the port of one broker (port-per-broker).
 #pragma once
+
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <string>
 
 #include <uv.h>
+
+#include "proxy/uv_handle.h"
 
 namespace kproxy::proxy {
 
@@ -30,23 +37,30 @@ struct ListenerSpec {
 class Listener {
  public:
   Listener(Worker& worker, ListenerSpec spec);
+  ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
-  /// Binds (SO_REUSEPORT) and listens. Returns "" or why it failed (then call close()).
+  /// Binds a new socket to the spec's address and listens. Returns "" or why it failed.
   std::string open();
-  /// Closes the socket; the object deletes itself when libuv is done with it.
-  void close();
+  /// Listens on a duplicate of `bound_fd`, a socket another worker's Listener opened. Returns ""
+  /// or why it failed.
+  std::string open_shared(int bound_fd);
+  /// The socket's descriptor (for open_shared on the other workers), -1 if not open.
+  int fd() const;
+  // Destroying the Listener closes its socket (UvHandle): no new connection is accepted from then on.
 
   const ListenerSpec& spec() const { return spec_; }
 
  private:
   static void on_connection(uv_stream_t* server, int status);
-  static void on_close(uv_handle_t* h);
+  /// Starts listening and registers the address with the SelfConnectionDetector.
+  std::string listen();
 
   Worker& worker_;
   ListenerSpec spec_;
-  uv_tcp_t handle_;
+  UvHandle<uv_tcp_t> handle_;
+  sockaddr_storage bound_{};  ///< where it listens, registered with the SelfConnectionDetector once open
 };
 
 }  // namespace kproxy::proxy

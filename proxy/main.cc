@@ -24,6 +24,7 @@
 #include "proxy/proxy.h"
 #include "proxy/tls/listener_tls.h"
 #include "proxy/cli/tap_client.h"
+#include "proxy/uv_handle.h"
 
 namespace {
 
@@ -42,8 +43,8 @@ void print_usage(FILE* out) {
 
 struct ControlLoop {
   uv_loop_t loop;
-  uv_signal_t sigterm, sigint, sighup;
-  uv_async_t stopped;
+  kproxy::proxy::UvHandle<uv_signal_t> sigterm, sigint, sighup;
+  kproxy::proxy::UvHandle<uv_async_t> stopped;
   kproxy::proxy::Proxy* proxy = nullptr;
   std::string config_path;
   int drain_requests = 0;
@@ -68,9 +69,13 @@ void on_reload_signal(uv_signal_t* handle, int) {
   if (!error.empty()) spdlog::error("reload refused, keeping the running config: {}", error);
 }
 
-void on_workers_stopped(uv_async_t* handle) {
-  uv_walk(handle->loop, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
+/// Every worker has ended: closing the control loop's handles ends uv_run.
+void close_control_loop(ControlLoop& control) {
+  for (auto* s : {&control.sigterm, &control.sigint, &control.sighup}) s->close();
+  control.stopped.close();
 }
+
+void on_workers_stopped(uv_async_t* handle) { close_control_loop(*static_cast<ControlLoop*>(handle->data)); }
 
 int run(const std::string& path) {
   auto loaded = kproxy::config::load_config_file(path);
@@ -86,15 +91,13 @@ int run(const std::string& path) {
   uv_loop_init(&control.loop);
   kproxy::proxy::Proxy proxy(loaded.config);
   control.proxy = &proxy;
-  uv_async_init(&control.loop, &control.stopped, on_workers_stopped);
-  proxy.set_on_stopped([&control] { uv_async_send(&control.stopped); });
-  for (uv_signal_t* s : {&control.sigterm, &control.sigint, &control.sighup}) {
-    uv_signal_init(&control.loop, s);
-    s->data = &control;
-  }
-  uv_signal_start(&control.sigterm, on_stop_signal, SIGTERM);
-  uv_signal_start(&control.sigint, on_stop_signal, SIGINT);
-  uv_signal_start(&control.sighup, on_reload_signal, SIGHUP);
+  control.stopped.init(&control.loop, &control, uv_async_init, on_workers_stopped);
+  // The async handle lives until the control loop ends, after every worker has stopped.
+  proxy.set_on_stopped([&control] { uv_async_send(control.stopped.get()); });
+  for (auto* s : {&control.sigterm, &control.sigint, &control.sighup}) s->init(&control.loop, &control, uv_signal_init);
+  uv_signal_start(control.sigterm.get(), on_stop_signal, SIGTERM);
+  uv_signal_start(control.sigint.get(), on_stop_signal, SIGINT);
+  uv_signal_start(control.sighup.get(), on_reload_signal, SIGHUP);
 
   // Admin API, metrics and tap: the observer is installed before connections open.
   kproxy::admin::AdminRuntime admin(proxy, [&proxy, &path]() -> std::string {
@@ -108,7 +111,7 @@ int run(const std::string& path) {
   if (!error.empty()) {
     spdlog::critical("cannot start: {}", error);
     status = 1;
-    on_workers_stopped(&control.stopped);
+    close_control_loop(control);
   } else if (std::string admin_error = admin.start(); !admin_error.empty()) {
     spdlog::critical("cannot start the admin API: {}", admin_error);
     status = 1;

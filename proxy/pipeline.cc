@@ -8,7 +8,7 @@
 #include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
 #include "codec/response_header.h"
-#include "proxy/counters.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/request_fields.h"
 
@@ -90,7 +90,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
     codec::RequestHeader probe;
     bool parses = codec::read_request_header(message, probe, nullptr) && probe.header_version >= 0;
     if (sasl_.is_raw_token(parses)) {
-      bump(counters().sasl_raw_tokens);
+      metrics::count(metrics::ProxyEvent::kSaslRawToken);
       bool answered = sasl_.tokens_are_answered();
       if (answered) {
         Slot slot;
@@ -107,15 +107,14 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
   codec::RequestHeader header;
   std::string error;
   if (!codec::read_request_header(message, header, &error)) {
-    bump(counters().malformed_requests);
+    metrics::count(metrics::ProxyEvent::kMalformedRequest);
     close({CloseCategory::kClientProtocolError, "malformed request header: " + error});
     return false;
   }
   unanswered_sasl_tokens_ = false;
-  counters().count_request(header.api_key);
   bool expects_response = true;
   if (header.header_version < 0) {
-    bump(counters().requests_unknown_version);
+    metrics::count(metrics::ProxyEvent::kRequestUnknownVersion);
     spdlog::debug("conn={} forwarding api key {} ({}) v{} untouched: unknown to kproxy", info_.id, header.api_key, api_label(header.api_key),
                   header.api_version);
   } else {
@@ -123,19 +122,19 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
     if (header.api_key == static_cast<int16_t>(codec::ApiKey::kProduce)) {
       auto acks = produce_request_acks(body, header.api_version);
       if (!acks) {
-        bump(counters().malformed_requests);
+        metrics::count(metrics::ProxyEvent::kMalformedRequest);
         close({CloseCategory::kClientProtocolError,
                "malformed ProduceRequest v" + std::to_string(header.api_version) + ": body too short for TransactionalId and Acks"});
         return false;
       }
       if (*acks == 0) {
         expects_response = false;  // the broker sends nothing back (docs/protocol.md "Produce acks=0")
-        bump(counters().requests_without_response);
+        metrics::count(metrics::ProxyEvent::kRequestWithoutResponse);
       }
     } else if (header.api_key == static_cast<int16_t>(codec::ApiKey::kSaslHandshake) && header.api_version == 0) {
       auto mechanism = sasl_handshake_mechanism(body);
       if (!mechanism) {
-        bump(counters().malformed_requests);
+        metrics::count(metrics::ProxyEvent::kMalformedRequest);
         close({CloseCategory::kClientProtocolError, "malformed SaslHandshakeRequest v0"});
         return false;
       }
@@ -146,6 +145,9 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
 
   RequestContext ctx(header, frame, info_, expects_response);
   for (Stage* stage : stages_) stage->on_request(ctx);
+  if (metrics_ && header.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions)) {
+    metrics_->client_software(info_.client_software_name, info_.client_software_version);  // set by the ApiVersions stage
+  }
   if (ctx.closing()) {
     close(std::move(*ctx.close_reason()));
     return false;
@@ -223,7 +225,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame) {
       send_client(frame);
       return true;
     }
-    bump(counters().unexpected_responses);
+    metrics::count(metrics::ProxyEvent::kUnexpectedResponse);
     close({CloseCategory::kBrokerProtocolError, "broker sent a response with no request in flight"});
     return false;
   }
@@ -247,20 +249,19 @@ bool Pipeline::on_response_frame(codec::Bytes frame) {
   }
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
   if (message.size() < 4) {
-    bump(counters().malformed_responses);
+    metrics::count(metrics::ProxyEvent::kMalformedResponse);
     close({CloseCategory::kBrokerProtocolError,
            "response of " + std::to_string(message.size()) + " bytes to " + api_label(slot.api_key) + " has no correlation id"});
     return false;
   }
   int32_t correlation_id = codec::peek_response_correlation_id(message);
   if (correlation_id != slot.correlation_id) {
-    bump(counters().correlation_mismatches);
+    metrics::count(metrics::ProxyEvent::kCorrelationMismatch);
     close({CloseCategory::kBrokerProtocolError, "correlation id mismatch: expected " + std::to_string(slot.correlation_id) + " (" +
                                                     api_label(slot.api_key) + " v" + std::to_string(slot.api_version) + "), broker sent " +
                                                     std::to_string(correlation_id)});
     return false;
   }
-  bump(counters().responses);
   ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, slot.actions, /*synthetic=*/false,
                       std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
   for (Stage* stage : stages_) {

@@ -1,15 +1,33 @@
 #include "proxy/proxy.h"
 
+#include <unistd.h>
+
+#include <memory>
+
 #include <spdlog/spdlog.h>
 
 #include "proxy/chaos/config_sections.h"
-#include "proxy/counters.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/logging.h"
 
 namespace kproxy::proxy {
+namespace {
+/// A descriptor closed when the last task that needs it is done.
+struct SharedDescriptor {
+  explicit SharedDescriptor(int fd) : fd(fd) {}
+  ~SharedDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+  SharedDescriptor(const SharedDescriptor&) = delete;
+  SharedDescriptor& operator=(const SharedDescriptor&) = delete;
+  int fd;
+};
+}  // namespace
 
 Proxy::Proxy(std::shared_ptr<const config::Config> config)
-    : config_(std::move(config)), preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
+    : config_(std::move(config)),
+      frame_budget_(config_->limits.max_buffered_frame_bytes),
+      preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
   for (size_t i = 0; i < config_->listeners.size(); ++i) preferred_upstream_[i] = 0;
   for (const auto& listener : config_->listeners) {
     directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports));
@@ -39,9 +57,12 @@ std::string Proxy::start() {
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
     const auto& l = config_->listeners[li];
     ListenerSpec spec{li, l.name, l.listen.host, l.listen.port, -1};
+    // Bound once by the first worker, shared by the others (proxy/listener.h).
+    int bound_fd = -1;
     for (auto& w : workers_) {
-      std::string error = w->open_listener(spec);
+      std::string error = w->open_listener(spec, bound_fd);
       if (!error.empty()) return "listener '" + l.name + "': " + error;
+      if (bound_fd < 0) bound_fd = w->listener_fd(spec.port);
     }
     std::string bootstrap;
     for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
@@ -97,6 +118,7 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   std::vector<tls::ListenerTls> tls;
   if (std::string error = tls::build_listener_tls(*next, tls); !error.empty()) return error;
   chaos_.replace(std::move(faults.rules), std::move(faults.api_versions));
+  frame_budget_.set_limit(next->limits.max_buffered_frame_bytes);
   {
     std::lock_guard lock(config_mutex_);
     config_ = next;
@@ -128,7 +150,7 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec);
   auto& directory = *directories_[listener_index];
   if (!error.empty()) {
-    bump(counters().broker_port_failures);
+    metrics::count(metrics::ProxyEvent::kBrokerPortFailure);
     // Not for good: the next response naming the node asks again (BrokerDirectory::learn), so a
     // port another process held for a moment (an ephemeral source port, say) does not cut the
     // broker off from the clients for the rest of kproxy's life. Logged once as an error.
@@ -142,16 +164,19 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
     return;
   }
   uint32_t failed_before = directory.opened(node_id);
-  bump(counters().broker_ports_opened);
+  metrics::count(metrics::ProxyEvent::kBrokerPortOpened);
   spdlog::info("listener={} opened {}:{} for broker node {} at {}{}", spec.label(), l.advertise, port, node_id,
                route ? route->real.to_string() : "?",
                failed_before ? " after " + std::to_string(failed_before) + " failed attempts" : std::string());
+  // The other workers listen on the same socket; the duplicate travels with the tasks, so it
+  // stays valid even if the caller's listener closes first.
+  auto bound = std::make_shared<SharedDescriptor>(::dup(caller.listener_fd(port)));
   for (auto& w : workers_) {
     if (w.get() == &caller) continue;
     Worker* worker = w.get();
-    worker->post([worker, spec] {
+    worker->post([worker, spec, bound] {
       if (worker->draining() || worker->listens_on(spec.port)) return;
-      std::string e = worker->open_listener(spec);
+      std::string e = bound->fd < 0 ? std::string("cannot share the listening socket") : worker->open_listener(spec, bound->fd);
       if (!e.empty()) spdlog::error("listener={} worker {} cannot open port {}: {}", spec.label(), worker->index(), spec.port, e);
     });
   }
@@ -182,13 +207,11 @@ bool Proxy::reserve_connection() {
     open_connections_.fetch_sub(1);
     return false;
   }
-  counters().connections_open.store(now, std::memory_order_relaxed);
   return true;
 }
 
 void Proxy::release_connection() {
-  int64_t now = open_connections_.fetch_sub(1) - 1;
-  counters().connections_open.store(now, std::memory_order_relaxed);
+  open_connections_.fetch_sub(1);
 }
 
 }  // namespace kproxy::proxy

@@ -6,7 +6,7 @@
 //
 // The config is an immutable snapshot (shared_ptr<const Config>) read when a connection is
 // accepted; reload() swaps it. The admin API (a later issue) plugs in here: it needs config(),
-// reload(), counters() and the broker directories, all safe to call from its own thread.
+// reload() and the broker directories, all safe to call from its own thread.
 #pragma once
 
 #include <atomic>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/frame_memory_budget.h"
 #include "config/config.h"
 #include "proxy/broker_address_rewrite.h"
 #include "proxy/broker_directory.h"
@@ -61,6 +62,8 @@ class Proxy {
   /// Fault rules and ApiVersions policy (from the config's faults:/api_versions:, changed at run
   /// time through the admin API); every connection reads its current snapshot per frame.
   chaos::ChaosControl& chaos() { return chaos_; }
+  /// Memory every connection's FrameReaders may hold for partial frames (limits.max_buffered_frame_bytes).
+  codec::FrameMemoryBudget& frame_budget() { return frame_budget_; }
 
   // For workers and connections.
   /// A response named a broker that has no port yet: open its port on every worker, on the
@@ -83,6 +86,7 @@ class Proxy {
   std::vector<std::unique_ptr<BrokerDirectory>> directories_;
   std::vector<std::unique_ptr<BrokerAddressRewrite>> rewrites_;
   chaos::ChaosControl chaos_;
+  codec::FrameMemoryBudget frame_budget_;
   std::vector<std::unique_ptr<Worker>> workers_;
   /// Per listener: index (modulo the list size) of the bootstrap server new connections use.
   std::unique_ptr<std::atomic<uint32_t>[]> preferred_upstream_;

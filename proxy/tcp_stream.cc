@@ -28,8 +28,7 @@ std::vector<uv_buf_t>& buffers_of(const auto& segments) {
 }  // namespace
 
 TcpStream::TcpStream(uv_loop_t* loop, TcpStreamEvents& events, const char* name) : events_(events), name_(name) {
-  uv_tcp_init(loop, &handle_);
-  handle_.data = this;
+  handle_.init(loop, this, uv_tcp_init);
 }
 
 TcpStream::~TcpStream() = default;
@@ -47,7 +46,7 @@ void TcpStream::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
 }
 
 void TcpStream::start_reading() {
-  if (reading_ || closing_) return;
+  if (reading_ || closing()) return;
   if (uv_read_start(stream(), on_alloc, after_read) == 0) reading_ = true;
 }
 
@@ -59,7 +58,7 @@ void TcpStream::stop_reading() {
 
 void TcpStream::after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
   auto* self = static_cast<TcpStream*>(s->data);
-  if (self->closing_) return;
+  if (self->closing()) return;
   if (self->tls_) {
     self->read_tls(nread, buf);
     return;
@@ -187,8 +186,8 @@ void TcpStream::drop_pending() {
 }
 
 bool TcpStream::flush() {
-  if (tls_ && !closing_ && !encrypt_tls()) return false;
-  if (closing_) {
+  if (tls_ && !closing() && !encrypt_tls()) return false;
+  if (closing()) {
     drop_pending();
     return true;
   }
@@ -213,7 +212,7 @@ bool TcpStream::flush() {
     }
   }
   own_borrowed();
-  auto* w = new WriteRequest{uv_write_t{}, this, std::move(pending_), pending_bytes_};
+  auto* w = new WriteRequest{uv_write_t{}, std::move(pending_), pending_bytes_};
   drop_pending();
   writing_bytes_ += w->bytes;
   std::vector<uv_buf_t>& bufs = buffers_of(w->segments);
@@ -231,10 +230,12 @@ bool TcpStream::flush() {
 
 void TcpStream::after_write(uv_write_t* req, int status) {
   auto* w = static_cast<WriteRequest*>(req->data);
-  TcpStream* self = w->stream;
-  self->writing_bytes_ -= w->bytes;
+  auto* self = static_cast<TcpStream*>(req->handle->data);  // nullptr once the stream is gone (UvHandle)
+  size_t bytes = w->bytes;
   delete w;
-  if (self->closing_) return;
+  if (self == nullptr) return;
+  self->writing_bytes_ -= bytes;
+  if (self->closing()) return;
   if (status < 0) {
     self->events_.on_stream_error(*self, status, "write");
     return;
@@ -242,13 +243,13 @@ void TcpStream::after_write(uv_write_t* req, int status) {
   if (self->was_above_high_water_ && self->queued_bytes() < kWriteQueueLowWater) {
     self->was_above_high_water_ = false;
     self->events_.on_stream_writable(*self);
-    if (self->closing_) return;
+    if (self->closing()) return;
   }
   if (self->shutdown_wanted_ && self->queued_bytes() == 0) self->begin_shutdown();
 }
 
 void TcpStream::shutdown_and_close() {
-  if (closing_) return;
+  if (closing()) return;
   shutdown_wanted_ = true;
   stop_reading();
   if (tls_) {
@@ -264,7 +265,7 @@ void TcpStream::shutdown_and_close() {
 }
 
 void TcpStream::begin_shutdown() {
-  if (closing_ || shutdown_req_.data == this) return;
+  if (closing() || shutdown_req_.data == this) return;
   shutdown_req_.data = this;
   if (uv_shutdown(&shutdown_req_, stream(), after_shutdown) < 0) close();
 }
@@ -274,23 +275,22 @@ void TcpStream::after_shutdown(uv_shutdown_t* req, int) {
 }
 
 void TcpStream::close() {
-  if (closing_) return;
-  closing_ = true;
+  if (closing()) return;
   reading_ = false;
   drop_pending();  // queued writes are cancelled; their requests own their own bytes
-  uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
+  handle_.close(on_closed);
 }
 
-void TcpStream::on_close(uv_handle_t* h) {
-  auto* self = static_cast<TcpStream*>(h->data);
-  self->closed_ = true;
-  self->events_.on_stream_closed(*self);
+void TcpStream::on_closed(void* self) {
+  auto* stream = static_cast<TcpStream*>(self);
+  stream->events_.on_stream_closed(*stream);
 }
 
 std::string TcpStream::peer_address() const {
   sockaddr_storage addr{};
   int len = sizeof(addr);
-  if (uv_tcp_getpeername(&handle_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
+  if (handle_.get() == nullptr) return "";
+  if (uv_tcp_getpeername(handle_.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
   char ip[64] = {0};
   int port = 0;
   if (addr.ss_family == AF_INET) {
@@ -372,9 +372,9 @@ void TcpStream::read_tls(ssize_t nread, const uv_buf_t* buf) {
   codec::Bytes ciphertext(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread));
   auto status = tls_->receive(ciphertext, [this](codec::Bytes plaintext) {
     events_.on_stream_read(*this, plaintext);
-    return !closing_;
+    return !closing();
   });
-  if (closing_) return;
+  if (closing()) return;
   move_tls_output();  // handshake messages, session tickets, an alert
   if (status == tls::TlsSession::Status::kFailed) {
     fail_tls(/*send_alert=*/true);
@@ -382,7 +382,7 @@ void TcpStream::read_tls(ssize_t nread, const uv_buf_t* buf) {
   }
   if (tls_->take_just_established()) {
     events_.on_stream_tls_established(*this);
-    if (closing_) return;
+    if (closing()) return;
   }
   if (!flush()) return;
   if (status == tls::TlsSession::Status::kPeerClosed) {

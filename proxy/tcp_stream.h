@@ -32,6 +32,7 @@
 
 #include "codec/frame_buffer.h"
 #include "codec/reader.h"
+#include "proxy/uv_handle.h"
 
 namespace kproxy::proxy {
 
@@ -81,8 +82,8 @@ class TcpStream {
   TcpStream(const TcpStream&) = delete;
   TcpStream& operator=(const TcpStream&) = delete;
 
-  uv_tcp_t* handle() { return &handle_; }
-  uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&handle_); }
+  uv_tcp_t* handle() { return handle_.get(); }
+  uv_stream_t* stream() { return handle_.stream(); }
   const char* name() const { return name_; }
 
   /// Marks the socket connected: flush() sends from now on.
@@ -112,8 +113,10 @@ class TcpStream {
   void close();
   /// Flushes, waits for queued writes, half-closes (uv_shutdown), then closes.
   void shutdown_and_close();
-  bool closing() const { return closing_; }
-  bool closed() const { return closed_; }
+  /// close() was called (the socket may still be closing).
+  bool closing() const { return !handle_.open(); }
+  /// libuv has finished closing the socket (on_stream_closed has been called).
+  bool closed() const { return handle_.get() == nullptr; }
 
   /// "ip:port" of the peer, "" if unknown.
   std::string peer_address() const;
@@ -137,7 +140,6 @@ class TcpStream {
   /// A uv_write in progress; owns its segments until after_write.
   struct WriteRequest {
     uv_write_t req;
-    TcpStream* stream;
     std::vector<Segment> segments;
     size_t bytes;
   };
@@ -146,7 +148,7 @@ class TcpStream {
   static void after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf);
   static void after_write(uv_write_t* req, int status);
   static void after_shutdown(uv_shutdown_t* req, int status);
-  static void on_close(uv_handle_t* h);
+  static void on_closed(void* self);
   void begin_shutdown();
   /// Copies every borrowed segment (adjacent ones into one owned segment).
   void own_borrowed();
@@ -166,7 +168,7 @@ class TcpStream {
   void fail_tls(bool send_alert);
   size_t tls_held_bytes() const;
 
-  uv_tcp_t handle_;
+  UvHandle<uv_tcp_t> handle_;
   uv_shutdown_t shutdown_req_{};
   TcpStreamEvents& events_;
   const char* name_;
@@ -178,8 +180,6 @@ class TcpStream {
   bool reading_ = false;
   bool was_above_high_water_ = false;
   bool shutdown_wanted_ = false;
-  bool closing_ = false;
-  bool closed_ = false;
   std::unique_ptr<tls::TlsSession> tls_;
 };
 

@@ -2,17 +2,18 @@
 
 #include <cstring>
 
+#include "proxy/self_connection.h"
+
 namespace kproxy::proxy {
 
 UpstreamConnection::UpstreamConnection(uv_loop_t* loop, TcpStreamEvents& stream_events, UpstreamConnectionEvents& events)
     : loop_(loop), events_(events), stream_(loop, stream_events, "upstream") {
-  uv_timer_init(loop, &timer_);
-  timer_.data = this;
+  timer_.init(loop, this, uv_timer_init);
 }
 
 void UpstreamConnection::connect(const config::HostPort& target, std::chrono::milliseconds timeout) {
   target_ = target;
-  uv_timer_start(&timer_, on_connect_timeout, static_cast<uint64_t>(timeout.count()), 0);
+  uv_timer_start(timer_.get(), on_connect_timeout, static_cast<uint64_t>(timeout.count()), 0);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -40,6 +41,11 @@ void UpstreamConnection::after_resolve(uv_getaddrinfo_t* req, int status, addrin
     self->fail("cannot resolve " + self->target_.to_string() + ": " + uv_strerror(status));
     return;
   }
+  if (SelfConnectionDetector::instance().is_own_listener(res->ai_addr)) {
+    uv_freeaddrinfo(res);
+    self->events_.on_upstream_is_self("broker " + self->target_.to_string() + " resolves to an address kproxy listens on");
+    return;
+  }
   self->connect_req_.data = self;
   int rc = uv_tcp_connect(&self->connect_req_, self->stream_.handle(), res->ai_addr, after_connect);
   uv_freeaddrinfo(res);
@@ -58,7 +64,7 @@ void UpstreamConnection::after_connect(uv_connect_t* req, int status) {
     self->fail("cannot connect to " + self->target_.to_string() + ": " + uv_strerror(status));
     return;
   }
-  if (self->stream_.tls() == nullptr) uv_timer_stop(&self->timer_);  // else at handshake_done()
+  if (self->stream_.tls() == nullptr) uv_timer_stop(self->timer_.get());  // else at handshake_done()
   uv_tcp_nodelay(self->stream_.handle(), 1);
   self->stream_.set_connected();
   self->events_.on_upstream_connected();
@@ -82,15 +88,9 @@ void UpstreamConnection::close(bool flush_first) {
   if (closed_) return;
   closed_ = true;
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
-  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_timer_closed);
+  timer_.close();
   if (flush_first) stream_.shutdown_and_close();
   else stream_.close();
-}
-
-void UpstreamConnection::on_timer_closed(uv_handle_t* h) {
-  auto* self = static_cast<UpstreamConnection*>(h->data);
-  self->timer_closed_ = true;
-  self->events_.on_upstream_part_released();
 }
 
 }  // namespace kproxy::proxy

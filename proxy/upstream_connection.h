@@ -13,6 +13,7 @@
 
 #include "config/host_port.h"
 #include "proxy/tcp_stream.h"
+#include "proxy/uv_handle.h"
 
 namespace kproxy::proxy {
 
@@ -23,6 +24,9 @@ class UpstreamConnectionEvents {
   virtual void on_upstream_connected() = 0;
   /// Resolve or connect failed, or timed out; `reason` says which and why.
   virtual void on_upstream_connect_failed(const std::string& reason) = 0;
+  /// The broker resolved to an address kproxy itself listens on (proxy/self_connection.h): no
+  /// connection was made. `detail` names the target and the address.
+  virtual void on_upstream_is_self(const std::string& detail) { on_upstream_connect_failed(detail); }
   /// One of the upstream's handles or requests finished closing (see released()).
   virtual void on_upstream_part_released() = 0;
 };
@@ -41,31 +45,32 @@ class UpstreamConnection {
 
   /// The TLS handshake with the broker completed: the connect timeout, which covers it on a TLS
   /// stream (a listener that accepts and never answers would otherwise hang the client), stops.
-  void handshake_done() { uv_timer_stop(&timer_); }
+  void handshake_done() {
+    if (timer_.open()) uv_timer_stop(timer_.get());
+  }
 
   /// Closes the socket and timer and cancels a pending resolve. With `flush_first`, bytes queued
   /// for the broker are written before the socket closes.
   void close(bool flush_first);
-  /// True once every handle is closed and no request is pending: the object may be destroyed.
-  bool released() const { return stream_.closed() && timer_closed_ && !resolving_; }
+  /// True once the socket is closed and no resolve is pending: the object may be destroyed (the
+  /// connect timer's handle is freed by its UvHandle whenever libuv is done with it).
+  bool released() const { return stream_.closed() && !resolving_; }
 
  private:
   static void after_resolve(uv_getaddrinfo_t* req, int status, addrinfo* res);
   static void after_connect(uv_connect_t* req, int status);
   static void on_connect_timeout(uv_timer_t* t);
-  static void on_timer_closed(uv_handle_t* h);
   void fail(const std::string& reason);
 
   uv_loop_t* loop_;
   UpstreamConnectionEvents& events_;
   TcpStream stream_;
-  uv_timer_t timer_;
+  UvHandle<uv_timer_t> timer_;  ///< the connect (and TLS handshake) timeout
   uv_getaddrinfo_t resolve_req_{};
   uv_connect_t connect_req_{};
   config::HostPort target_;
   bool resolving_ = false;
   bool connecting_ = false;
-  bool timer_closed_ = false;
   bool closed_ = false;
 };
 

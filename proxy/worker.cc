@@ -3,48 +3,47 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/client_connection.h"
-#include "proxy/counters.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/proxy.h"
 
 namespace kproxy::proxy {
 
 Worker::Worker(Proxy& proxy, unsigned index) : proxy_(proxy), index_(index) {
   uv_loop_init(&loop_);
-  uv_async_init(&loop_, &wakeup_, on_wakeup);
-  wakeup_.data = this;
-  uv_timer_init(&loop_, &drain_timer_);
-  drain_timer_.data = this;
+  wakeup_.init(&loop_, this, uv_async_init, on_wakeup);
+  drain_timer_.init(&loop_, this, uv_timer_init);
 }
 
 Worker::~Worker() {
   join();
   if (!finished_) {
     // Never started (start-up failed): close what the constructor and open_listener made.
-    for (Listener* l : listeners_) l->close();
-    listeners_.clear();
-    uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&drain_timer_), nullptr);
+    close_handles();
     uv_run(&loop_, UV_RUN_DEFAULT);
   }
   if (int rc = uv_loop_close(&loop_); rc != 0) {
-    bump(counters().loops_closed_uncleanly);
+    metrics::count(metrics::ProxyEvent::kLoopClosedUncleanly);
     spdlog::error("worker {}: loop did not close cleanly: {}", index_, uv_strerror(rc));
   }
 }
 
-std::string Worker::open_listener(const ListenerSpec& spec) {
-  auto* listener = new Listener(*this, spec);
-  std::string error = listener->open();
-  if (!error.empty()) {
-    listener->close();
-    return error;
-  }
-  listeners_.push_back(listener);
+std::string Worker::open_listener(const ListenerSpec& spec, int shared_fd) {
+  auto listener = std::make_unique<Listener>(*this, spec);
+  std::string error = shared_fd >= 0 ? listener->open_shared(shared_fd) : listener->open();
+  if (!error.empty()) return error;
+  listeners_.push_back(std::move(listener));
   return "";
 }
 
+int Worker::listener_fd(uint16_t port) const {
+  for (const auto& l : listeners_) {
+    if (l->spec().port == port) return l->fd();
+  }
+  return -1;
+}
+
 bool Worker::listens_on(uint16_t port) const {
-  for (const Listener* l : listeners_) {
+  for (const auto& l : listeners_) {
     if (l->spec().port == port) return true;
   }
   return false;
@@ -67,7 +66,7 @@ void Worker::post(std::function<void()> task) {
   std::lock_guard lock(tasks_mutex_);
   if (!accepting_tasks_) return;  // the loop has ended its drain: nothing more to do there
   tasks_.push_back(std::move(task));
-  uv_async_send(&wakeup_);
+  uv_async_send(wakeup_.get());
 }
 
 void Worker::on_wakeup(uv_async_t* async) {
@@ -84,22 +83,22 @@ void Worker::accept(uv_stream_t* server, const ListenerSpec& spec) {
   bool reserved = proxy_.reserve_connection();
   if (!reserved || draining_) {
     // Accept and close at once, so the client sees a refusal instead of a hanging connect.
-    auto* refused = new uv_tcp_t;
-    uv_tcp_init(&loop_, refused);
-    if (uv_accept(server, reinterpret_cast<uv_stream_t*>(refused)) == 0) {
-      bump(counters().connections_refused);
+    UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
+    refused.init(&loop_, nullptr, uv_tcp_init);
+    if (uv_accept(server, refused.stream()) == 0) {
+      metrics::count(metrics::ProxyEvent::kConnectionRefused);
       spdlog::warn("listener={} refused a connection: {}", spec.label(),
                    draining_ ? "kproxy is shutting down" : "limits.max_connections reached");
     }
     if (reserved) proxy_.release_connection();
-    uv_close(reinterpret_cast<uv_handle_t*>(refused), [](uv_handle_t* h) { delete reinterpret_cast<uv_tcp_t*>(h); });
     return;
   }
   auto config = proxy_.config();
   auto* connection = new ClientConnection(*this, spec, config, proxy_.next_connection_id());
   connections_.insert(connection);
-  bump(counters().connections_accepted);
+  metrics::count(metrics::ProxyEvent::kConnectionAccepted);
   if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
+    metrics::count(metrics::ProxyEvent::kAcceptFailure);
     connection->close({CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
     return;
   }
@@ -124,11 +123,10 @@ void Worker::forget(ClientConnection* connection) {
 
 void Worker::begin_drain(std::chrono::milliseconds deadline) {
   if (finished_) return;
-  uv_timer_start(&drain_timer_, on_drain_deadline, static_cast<uint64_t>(deadline.count()), 0);
+  uv_timer_start(drain_timer_.get(), on_drain_deadline, static_cast<uint64_t>(deadline.count()), 0);
   if (draining_) return;
   draining_ = true;
-  for (Listener* l : listeners_) l->close();
-  listeners_.clear();
+  listeners_.clear();  // closes them
   std::vector<ClientConnection*> open(connections_.begin(), connections_.end());
   for (ClientConnection* c : open) c->drain();
   maybe_finish_drain();
@@ -146,10 +144,15 @@ void Worker::on_drain_deadline(uv_timer_t* timer) {
 void Worker::maybe_finish_drain() {
   if (!draining_ || finished_ || !connections_.empty()) return;
   finished_ = true;
+  close_handles();
+}
+
+void Worker::close_handles() {
+  listeners_.clear();
   std::lock_guard lock(tasks_mutex_);
-  accepting_tasks_ = false;
-  uv_close(reinterpret_cast<uv_handle_t*>(&wakeup_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&drain_timer_), nullptr);
+  accepting_tasks_ = false;  // post() must not touch the wakeup handle from now on
+  wakeup_.close();
+  drain_timer_.close();
 }
 
 }  // namespace kproxy::proxy

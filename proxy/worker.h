@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include <uv.h>
 
 #include "proxy/listener.h"
+#include "proxy/uv_handle.h"
 
 namespace kproxy::proxy {
 
@@ -33,8 +35,12 @@ class Worker {
   uv_loop_t* loop() { return &loop_; }
   Proxy& proxy() { return proxy_; }
 
-  /// Opens a listening socket. On the loop thread, or before start(). Returns "" or the error.
-  std::string open_listener(const ListenerSpec& spec);
+  /// Opens a listening socket: binds a new one, or with `shared_fd` >= 0 listens on a duplicate of
+  /// the socket another worker bound (proxy/listener.h). On the loop thread, or before start().
+  /// Returns "" or the error.
+  std::string open_listener(const ListenerSpec& spec, int shared_fd = -1);
+  /// The descriptor of this worker's listening socket on `port`, -1 if it has none.
+  int listener_fd(uint16_t port) const;
   /// True if this worker listens on `port` already.
   bool listens_on(uint16_t port) const;
 
@@ -59,19 +65,21 @@ class Worker {
  private:
   void run();
   void maybe_finish_drain();
+  /// Closes the loop's own handles (the listeners, the wakeup and the drain timer).
+  void close_handles();
   static void on_wakeup(uv_async_t* async);
   static void on_drain_deadline(uv_timer_t* timer);
 
   Proxy& proxy_;
   unsigned index_;
   uv_loop_t loop_;
-  uv_async_t wakeup_;
-  uv_timer_t drain_timer_;
+  UvHandle<uv_async_t> wakeup_;
+  UvHandle<uv_timer_t> drain_timer_;
   std::thread thread_;
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;
   bool accepting_tasks_ = true;  ///< false once the wakeup handle is closed (under tasks_mutex_)
-  std::vector<Listener*> listeners_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
   std::unordered_set<ClientConnection*> connections_;
   std::atomic<bool> draining_{false};
   bool finished_ = false;

@@ -7,7 +7,6 @@
 
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
-#include "proxy/counters.h"
 #include "proxy/admin/chaos_routes.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/frame_observer.h"
@@ -15,35 +14,6 @@
 
 namespace kproxy::admin {
 namespace {
-
-/// The process-wide ProxyCounters (proxy/counters.h) as kproxy_proxy_*_total counters.
-void export_proxy_counters(std::vector<prometheus::MetricFamily>& out) {
-  const auto& c = proxy::counters();
-  auto counter = [&out](const char* name, const char* help, const std::atomic<uint64_t>& value) {
-    prometheus::MetricFamily f;
-    f.name = name;
-    f.help = help;
-    f.type = prometheus::MetricType::Counter;
-    f.metric.emplace_back();
-    f.metric.back().counter.value = static_cast<double>(value.load(std::memory_order_relaxed));
-    out.push_back(std::move(f));
-  };
-  counter("kproxy_proxy_connections_accepted_total", "Client connections accepted.", c.connections_accepted);
-  counter("kproxy_proxy_connections_refused_total", "Client connections refused over limits.max_connections.", c.connections_refused);
-  counter("kproxy_proxy_upstream_connect_failures_total", "Upstream connects that failed or timed out.", c.upstream_connect_failures);
-  counter("kproxy_proxy_upstream_disconnects_total", "Brokers that closed while their client was connected.", c.upstream_disconnects);
-  counter("kproxy_proxy_framing_errors_total", "Frames with a negative or oversized size prefix.", c.framing_errors);
-  counter("kproxy_proxy_tls_on_plaintext_total", "TLS ClientHellos received on a plaintext port.", c.tls_on_plaintext);
-  counter("kproxy_proxy_tls_failures_total", "TLS handshakes or records that failed, on either leg (see the log for why).", c.tls_failures);
-  counter("kproxy_proxy_malformed_requests_total", "Requests whose header or needed fields did not parse.", c.malformed_requests);
-  counter("kproxy_proxy_malformed_responses_total", "Responses that had to be decoded and did not parse.", c.malformed_responses);
-  counter("kproxy_proxy_unexpected_responses_total", "Responses with nothing in flight.", c.unexpected_responses);
-  counter("kproxy_proxy_correlation_mismatches_total", "Responses whose correlation id did not match the oldest request.", c.correlation_mismatches);
-  counter("kproxy_proxy_responses_rewritten_total", "Responses whose broker addresses were replaced.", c.responses_rewritten);
-  counter("kproxy_proxy_requests_unknown_version_total", "Requests of an api key or version unknown to kproxy, forwarded untouched.", c.requests_unknown_version);
-  counter("kproxy_proxy_requests_without_response_total", "Produce requests with acks=0.", c.requests_without_response);
-  counter("kproxy_proxy_sasl_raw_tokens_total", "SaslHandshake v0 raw-token frames passed through.", c.sasl_raw_tokens);
-}
 
 /// Admin requests refused, by status (admin_server.h), as kproxy_admin_refusals_total{status}.
 void export_admin_refusals(std::vector<prometheus::MetricFamily>& out) {
@@ -99,7 +69,6 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   } else {
     proxy::set_frame_observer(nullptr);
   }
-  metrics::ProxyMetrics::instance().add_collector(export_proxy_counters);
   metrics::ProxyMetrics::instance().add_collector(export_admin_refusals);
   chaos_admin_ = std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload));
 

@@ -59,9 +59,6 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
   if (LabelValues* clients = metrics_.client_id_labels()) clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
   if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
-  if (h.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions) && h.api_version >= 3 && !ctx.connection().client_software_name.empty()) {
-    metrics_.client_seen(ctx.connection().client_software_name, ctx.connection().client_software_version);
-  }
   if (!hub_.active()) return;
   std::string_view client_id = h.client_id ? *h.client_id : std::string_view();
   if (tls_client_ids.size() > kMaxRemembered) tls_client_ids.clear();
@@ -113,7 +110,7 @@ void FrameMetrics::on_fault_injected(const proxy::FaultEvent& event) {
 ConnectionMetrics::ConnectionMetrics(size_t listener_index) : listener_(listener_index) {}
 
 ConnectionMetrics::~ConnectionMetrics() {
-  if (!closed_) closed(proxy::CloseCategory::kOther, "", "");
+  if (!closed_) closed(proxy::CloseCategory::kOther);
 }
 
 void ConnectionMetrics::opened() {
@@ -127,7 +124,16 @@ void ConnectionMetrics::upstream_connected() {
   ProxyMetrics::instance().connection_opened(listener_, Side::kUpstream);
 }
 
-void ConnectionMetrics::closed(proxy::CloseCategory reason, const std::string& software_name, const std::string& software_version) {
+void ConnectionMetrics::client_software(const std::string& name, const std::string& version) {
+  if (closed_ || (name == software_name_ && version == software_version_)) return;
+  auto& m = ProxyMetrics::instance();
+  if (!software_name_.empty()) m.client_gone(software_name_, software_version_);
+  software_name_ = name;
+  software_version_ = version;
+  if (!software_name_.empty()) m.client_seen(software_name_, software_version_);
+}
+
+void ConnectionMetrics::closed(proxy::CloseCategory reason) {
   if (closed_) return;
   closed_ = true;
   auto& m = ProxyMetrics::instance();
@@ -136,7 +142,7 @@ void ConnectionMetrics::closed(proxy::CloseCategory reason, const std::string& s
   if (inflight_) m.inflight(-inflight_);
   inflight_ = 0;
   if (client_open_) m.connection_close_reason(listener_, reason);
-  if (!software_name.empty()) m.client_gone(software_name, software_version);
+  if (!software_name_.empty()) m.client_gone(software_name_, software_version_);
 }
 
 }  // namespace kproxy::metrics

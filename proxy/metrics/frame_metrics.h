@@ -66,9 +66,11 @@ class ConnectionMetrics {
   void bytes_out(size_t n) { bytes_out_ += n; }
   uint64_t bytes_in() const { return bytes_in_; }
   uint64_t bytes_out() const { return bytes_out_; }
-  /// The connection closes: `reason` names the label of kproxy_connections_closed_total;
-  /// `software` from KIP-511.
-  void closed(proxy::CloseCategory reason, const std::string& software_name, const std::string& software_version);
+  /// The software the client announced last (ApiVersions v3+, KIP-511): the connection counts
+  /// once in kproxy_clients, under its latest name, whatever it announced before.
+  void client_software(const std::string& name, const std::string& version);
+  /// The connection closes: `reason` names the label of kproxy_connections_closed_total.
+  void closed(proxy::CloseCategory reason);
 
  private:
   size_t listener_;
@@ -78,6 +80,8 @@ class ConnectionMetrics {
   int64_t inflight_ = 0;
   uint64_t bytes_in_ = 0;
   uint64_t bytes_out_ = 0;
+  std::string software_name_;  ///< what this connection counts in kproxy_clients ("" = nothing)
+  std::string software_version_;
 };
 
 }  // namespace kproxy::metrics

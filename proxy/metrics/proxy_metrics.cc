@@ -78,6 +78,42 @@ const char* decode_error_reason_name(DecodeErrorReason reason) {
   }
 }
 
+namespace {
+struct ProxyEventInfo {
+  const char* name;
+  const char* help;
+};
+// Indexed by ProxyEvent; the names are the kproxy_proxy_<name>_total metrics dashboards use.
+constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kProxyEvents = {{
+    {"connections_accepted", "Client connections accepted."},
+    {"connections_refused", "Client connections refused over limits.max_connections or while draining."},
+    {"accept_failures", "Connections dropped because accept() failed (e.g. too many open files)."},
+    {"upstream_connect_failures", "Upstream connects that failed or timed out (resolve, TCP or TLS)."},
+    {"upstream_disconnects", "Brokers that closed while their client was connected."},
+    {"framing_errors", "Frames with a negative or oversized size prefix."},
+    {"tls_on_plaintext", "TLS ClientHellos received on a plaintext port."},
+    {"tls_failures", "TLS handshakes or records that failed, on either leg (see the log for why)."},
+    {"malformed_requests", "Requests whose header or needed fields did not parse."},
+    {"malformed_responses", "Responses that had to be decoded and did not parse."},
+    {"unexpected_responses", "Responses with nothing in flight."},
+    {"correlation_mismatches", "Responses whose correlation id did not match the oldest request."},
+    {"responses_rewritten", "Responses whose broker addresses were replaced."},
+    {"requests_unknown_version", "Requests of an api key or version unknown to kproxy, forwarded untouched."},
+    {"requests_without_response", "Produce requests with acks=0."},
+    {"sasl_raw_tokens", "SaslHandshake v0 raw-token frames passed through."},
+    {"broker_ports_opened", "Broker ports opened (port per broker)."},
+    {"broker_port_failures", "Broker ports that could not be opened (no port left, or bind failed)."},
+    {"loops_closed_uncleanly", "Worker loops that still had handles when they closed (a kproxy bug)."},
+    {"self_connections", "Connections refused because kproxy connected to itself (a broker advertises kproxy's own address)."},
+    {"frame_memory_refusals", "Connections closed because their partial frame would pass limits.max_buffered_frame_bytes."},
+}};
+}  // namespace
+
+const char* proxy_event_name(ProxyEvent event) {
+  auto i = static_cast<size_t>(event);
+  return i < kProxyEvents.size() ? kProxyEvents[i].name : "other";
+}
+
 size_t latency_bucket(std::chrono::nanoseconds latency) {
   double seconds = std::chrono::duration<double>(latency).count();
   auto it = std::lower_bound(kLatencyBuckets.begin(), kLatencyBuckets.end(), seconds);
@@ -346,6 +382,14 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   out.push_back(std::move(decode_errors));
   out.push_back(std::move(rewritten));
 
+  for (size_t e = 0; e < kProxyEvents.size(); ++e) {
+    uint64_t n = 0;
+    for (const auto& sh : shards_) n += sh->events[e].load(std::memory_order_relaxed);
+    auto f = family(std::string("kproxy_proxy_") + kProxyEvents[e].name + "_total", kProxyEvents[e].help, MetricType::Counter);
+    f.metric.push_back(sample({}, static_cast<double>(n), MetricType::Counter));
+    out.push_back(std::move(f));
+  }
+
   auto inflight = family("kproxy_inflight_requests", "Requests forwarded to a broker and not yet answered.", MetricType::Gauge);
   int64_t in = 0;
   for (const auto& s : shards_) in += s->inflight.load(std::memory_order_relaxed);
@@ -425,6 +469,13 @@ uint64_t ProxyMetrics::fault_injections(std::string_view rule) const {
   std::lock_guard lock(mutex_);
   uint64_t n = 0;
   for (const auto& [key, count] : faults_) if (std::get<0>(key) == rule) n += count;
+  return n;
+}
+
+uint64_t ProxyMetrics::total(ProxyEvent event) const {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& s : shards_) n += s->events[static_cast<size_t>(event)].load(std::memory_order_relaxed);
   return n;
 }
 

@@ -26,7 +26,7 @@
 //   opt-in (metrics.topic_labels / client_id_labels, capped, see label_values.h):
 //   topic_requests_total{api,topic}               client_requests_total{api,client_id}
 //   label_values_folded_total{label}
-//   plus the process-wide ProxyCounters (proxy/counters.h) as kproxy_proxy_*_total.
+//   proxy_<event>_total: the proxy's own events (ProxyEvent below), e.g. proxy_framing_errors_total
 #pragma once
 
 #include <array>
@@ -86,6 +86,35 @@ enum class DecodeErrorReason : uint8_t {
 };
 const char* decode_error_reason_name(DecodeErrorReason reason);
 
+/// Events of the proxy itself, not tied to an API: what it refused, what failed, what it passed
+/// through untouched. Each is exported as kproxy_proxy_<name>_total (proxy_event_name).
+enum class ProxyEvent : uint8_t {
+  kConnectionAccepted = 0,
+  kConnectionRefused,        ///< over limits.max_connections, or while draining
+  kAcceptFailure,            ///< accept() failed (e.g. EMFILE): the connection was dropped
+  kUpstreamConnectFailure,   ///< resolve, connect or upstream TLS failed or timed out
+  kUpstreamDisconnect,       ///< a broker closed while its client was connected
+  kFramingError,             ///< negative or oversized size prefix
+  kTlsOnPlaintext,           ///< a TLS ClientHello on a plaintext port
+  kTlsFailure,               ///< a TLS handshake or record failed, on either leg
+  kMalformedRequest,         ///< header or needed body fields do not parse
+  kMalformedResponse,        ///< a response that had to be decoded did not parse
+  kUnexpectedResponse,       ///< a response with nothing in flight
+  kCorrelationMismatch,      ///< a response whose correlation id is not the oldest request's
+  kResponseRewritten,        ///< broker addresses replaced
+  kRequestUnknownVersion,    ///< api key or version unknown to kproxy: forwarded untouched
+  kRequestWithoutResponse,   ///< Produce with acks=0
+  kSaslRawToken,             ///< SaslHandshake v0 raw-token frames passed through
+  kBrokerPortOpened,
+  kBrokerPortFailure,        ///< no port left, or bind failed
+  kLoopClosedUncleanly,      ///< a worker loop still had handles at uv_loop_close (a bug)
+  kSelfConnection,           ///< kproxy connected to itself (proxy/self_connection.h)
+  kFrameMemoryRefusal,       ///< a frame refused over limits.max_buffered_frame_bytes
+  kCount,
+};
+/// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.
+const char* proxy_event_name(ProxyEvent event);
+
 using Counter = std::atomic<uint64_t>;
 
 /// One thread's counters. Only the owning thread writes; scrapes read.
@@ -108,6 +137,7 @@ struct alignas(64) MetricsShard {
   std::array<std::array<Counter, static_cast<size_t>(UndecodedReason::kCount)>, kApiSlots> undecoded{};
   std::array<std::array<std::array<Counter, static_cast<size_t>(DecodeErrorReason::kCount)>, 2>, kApiSlots> decode_errors{};
   std::array<std::array<Counter, kMaxStages>, kApiSlots> rewritten{};
+  std::array<Counter, static_cast<size_t>(ProxyEvent::kCount)> events{};
   std::atomic<int64_t> inflight{0};
 };
 
@@ -157,6 +187,7 @@ class ProxyMetrics {
   void inflight(int64_t delta);
   void connection_opened(size_t listener, Side side);
   void connection_closed(size_t listener, Side side);
+  void count(ProxyEvent event, uint64_t n = 1) { add(shard().events[static_cast<size_t>(event)], n); }
 
   // Rare events (mutex).
   void connection_close_reason(size_t listener, proxy::CloseCategory reason);
@@ -187,6 +218,7 @@ class ProxyMetrics {
   uint64_t errors_total(int16_t api, int16_t error_code) const;
   uint64_t latency_count(int16_t api) const;
   uint64_t fault_injections(std::string_view rule) const;
+  uint64_t total(ProxyEvent event) const;
 
  private:
   MetricsOptions options_;
@@ -202,5 +234,8 @@ class ProxyMetrics {
   std::unique_ptr<LabelValues> client_id_labels_;
   const uint64_t id_;  ///< distinguishes instances for the thread_local shard cache
 };
+
+/// Counts `event` in the process's metrics (ProxyMetrics::instance()).
+inline void count(ProxyEvent event, uint64_t n = 1) { ProxyMetrics::instance().count(event, n); }
 
 }  // namespace kproxy::metrics

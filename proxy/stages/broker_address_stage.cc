@@ -5,7 +5,7 @@
 
 #include "codec/generated/api_keys.h"
 #include "proxy/broker_address_rewrite.h"
-#include "proxy/counters.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/frame_context.h"
 
 namespace kproxy::proxy {
@@ -27,11 +27,11 @@ void BrokerAddressStage::on_response(ResponseContext& ctx) {
   for (const auto& a : added) opener_.open_broker_port(a.node_id, a.port);
   switch (outcome) {
     case BrokerAddressRewrite::Outcome::kFailed:
-      bump(counters().malformed_responses);
+      metrics::count(metrics::ProxyEvent::kMalformedResponse);
       ctx.close({CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: " + error});
       return;
     case BrokerAddressRewrite::Outcome::kRewritten:
-      bump(counters().responses_rewritten);
+      metrics::count(metrics::ProxyEvent::kResponseRewritten);
       ctx.replace_frame(std::move(rewritten), id());
       return;
     case BrokerAddressRewrite::Outcome::kUnchanged:

@@ -79,6 +79,26 @@ TEST_CASE("FrameReader recognises a TLS ClientHello on a plaintext port") {
   CHECK(reader.error().find("TLS") != std::string::npos);
 }
 
+TEST_CASE("FrameReader says what protocol an oversized 'size' that is text belongs to") {
+  // "GET " read as a size is 1195725856: the error used to say only that.
+  auto refused = [](std::string_view bytes) {
+    FrameReader reader(100 << 20);
+    std::vector<uint8_t> data(bytes.begin(), bytes.end());
+    CHECK_FALSE(reader.feed(data, [](Bytes) { return true; }));
+    CHECK_FALSE(reader.looks_like_tls());
+    return reader.error();
+  };
+  CHECK(refused("GET /metrics HTTP/1.1\r\n") ==
+        "HTTP request bytes on a Kafka port (an HTTP client or health check connected to a Kafka listener) "
+        "(frame size 1195725856 exceeds the limit of 104857600 bytes)");
+  CHECK(refused("POST /x HTTP/1.1\r\n").starts_with("HTTP request bytes on a Kafka port"));
+  CHECK(refused("HTTP/1.1 400 Bad Request\r\n").starts_with("HTTP response bytes where a Kafka frame was expected"));
+  CHECK(refused("SSH-2.0-OpenSSH_9.2\r\n").starts_with("SSH bytes"));
+  CHECK(refused("helo there").starts_with("text bytes where a Kafka frame was expected"));
+  // Binary that is merely too large keeps the plain message.
+  CHECK(refused(std::string_view("\x7f\x01\x02\x03", 4)) == "frame size 2130772483 exceeds the limit of 104857600 bytes");
+}
+
 TEST_CASE("FrameReader stops when the callback says so") {
   FrameReader reader(1024);
   auto f = frame({1});

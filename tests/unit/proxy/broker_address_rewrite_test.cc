@@ -245,6 +245,32 @@ TEST_CASE("failures: undecodable body, no port left") {
   CHECK(error.find("no kproxy port") != std::string::npos);
 }
 
+TEST_CASE("a broker's impossible address is refused, never passed on, and blamed on the broker") {
+  // Issue #15: node id -5 went to the client unrewritten (the client would bypass kproxy); port
+  // 70000 or -1 was blamed on kproxy's broker_ports; a 30 KB host name went into log lines.
+  auto refused = [](int32_t node_id, std::string host, int32_t port) {
+    Fixture f;
+    codec::MetadataResponse m;
+    m.brokers.resize(1);
+    m.brokers[0].node_id = node_id;
+    m.brokers[0].host = host;
+    m.brokers[0].port = port;
+    CHECK(f.run(m, 12) == BrokerAddressRewrite::Outcome::kFailed);
+    CHECK(f.out.empty());
+    CHECK(f.directory.routes().empty());
+    return f.error;
+  };
+  CHECK(refused(-5, "10.0.0.1", 9092) ==
+        "the broker names node id -5 at 10.0.0.1:9092 (a negative node id names no broker: a broker bug or a corrupt response)");
+  CHECK(refused(1, "10.0.0.1", 70000) == "broker node 1 advertises port 70000 for 10.0.0.1, which is not a TCP port (a broker bug or a corrupt response)");
+  CHECK(refused(1, "10.0.0.1", -1).starts_with("broker node 1 advertises port -1 for 10.0.0.1, which is not a TCP port"));
+  CHECK(refused(1, "10.0.0.1", 0).find("not a TCP port") != std::string::npos);
+  std::string error = refused(1, std::string(30000, 'h'), 9092);
+  CHECK(error.starts_with("broker node 1 advertises a host name of 30000 bytes (" + std::string(64, 'h') + "...), longer than"));
+  CHECK(error.size() < 200);
+  CHECK(refused(2, std::string("bad\nhost"), 70000).find("bad?host") != std::string::npos);
+}
+
 TEST_CASE("which APIs are rewritten") {
   CHECK(BrokerAddressRewrite::applies_to(3));
   CHECK(BrokerAddressRewrite::applies_to(10));

@@ -21,7 +21,7 @@
 #include "codec/generated/messages.h"
 #include "codec/response_header.h"
 #include "config/config_loader.h"
-#include "proxy/counters.h"
+#include "proxy/metrics/proxy_metrics.h"
 
 using namespace kproxy;
 using namespace std::chrono_literals;
@@ -221,11 +221,11 @@ struct RunningProxy {
     return cv.wait_for(lock, timeout, [this] { return stopped; });
   }
   ~RunningProxy() {
-    auto unclean_before = proxy::counters().loops_closed_uncleanly.load();
+    auto unclean_before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kLoopClosedUncleanly);
     drain(0ms);
     CHECK(wait_stopped(5s));
     proxy.reset();  // joins the workers; each closes its loop
-    CHECK(proxy::counters().loops_closed_uncleanly.load() == unclean_before);
+    CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kLoopClosedUncleanly) == unclean_before);
   }
 };
 
@@ -235,7 +235,7 @@ TEST_CASE("pipelined requests, acks=0 and unknown API keys are forwarded in orde
   FakeBroker broker;
   RunningProxy kp(broker.port());
   int c = connect_to(kp.port);
-  auto unknown_before = proxy::counters().requests_unknown_version.load();
+  auto unknown_before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kRequestUnknownVersion);
   std::vector<uint8_t> batch;
   std::vector<int32_t> expected;
   for (int i = 0; i < 30; ++i) {
@@ -263,7 +263,7 @@ TEST_CASE("pipelined requests, acks=0 and unknown API keys are forwarded in orde
     CHECK(cid_of(*response) == cid);
     CHECK(std::string(response->begin() + 4, response->begin() + 6) == "ok");
   }
-  CHECK(proxy::counters().requests_unknown_version.load() - unknown_before == 8);  // i = 3, 6, 9, 12, 18, 21, 24, 27
+  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kRequestUnknownVersion) - unknown_before == 8);  // i = 3, 6, 9, 12, 18, 21, 24, 27
   ::close(c);
 }
 
@@ -306,23 +306,23 @@ TEST_CASE("Metadata names the kproxy port, which leads to the real broker") {
 TEST_CASE("a correlation id mismatch closes the connection") {
   FakeBroker broker;
   RunningProxy kp(broker.port());
-  auto before = proxy::counters().correlation_mismatches.load();
+  auto before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kCorrelationMismatch);
   int c = connect_to(kp.port);
   write_all(c, request(998, 0, 5));
   CHECK(closed_by_peer(c));
-  CHECK(proxy::counters().correlation_mismatches.load() == before + 1);
+  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kCorrelationMismatch) == before + 1);
   ::close(c);
 }
 
 TEST_CASE("an unreachable upstream closes the client promptly") {
   RunningProxy kp(free_port());
-  auto before = proxy::counters().upstream_connect_failures.load();
+  auto before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kUpstreamConnectFailure);
   int c = connect_to(kp.port);
   auto t0 = std::chrono::steady_clock::now();
   write_all(c, request(18, 0, 1));
   CHECK(closed_by_peer(c));
   CHECK(std::chrono::steady_clock::now() - t0 < 2s);
-  CHECK(proxy::counters().upstream_connect_failures.load() == before + 1);
+  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kUpstreamConnectFailure) == before + 1);
   ::close(c);
 }
 
@@ -334,10 +334,10 @@ TEST_CASE("framing errors close only that connection") {
   CHECK(closed_by_peer(bad));
   ::close(bad);
   int tls = connect_to(kp.port);
-  auto before = proxy::counters().tls_on_plaintext.load();
+  auto before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kTlsOnPlaintext);
   write_all(tls, {0x16, 0x03, 0x01, 0x02, 0x00, 0x01});
   CHECK(closed_by_peer(tls));
-  CHECK(proxy::counters().tls_on_plaintext.load() == before + 1);
+  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kTlsOnPlaintext) == before + 1);
   ::close(tls);
   int good = connect_to(kp.port);
   write_all(good, request(18, 0, 3));

@@ -63,12 +63,6 @@ struct OwnRoom final : proxy::TcpStreamEvents {
   std::span<uint8_t> read_space(TcpStream&) override { return std::span<uint8_t>(room).subspan(filled); }
 };
 
-void close_all_and_check(uv_loop_t* loop) {
-  uv_walk(loop, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
-  uv_run(loop, UV_RUN_DEFAULT);
-  CHECK(uv_loop_close(loop) == 0);
-}
-
 struct Pair {
   uv_loop_t loop;
   uv_tcp_t server;
@@ -119,6 +113,20 @@ struct Pair {
   }
 };
 
+/// Each stream is closed by its owner (its UvHandle: nobody else may close a stream's socket),
+/// then the test's own listening socket; afterwards the loop has no handle left and closes.
+void close_all_and_check(Pair& p) {
+  for (auto* s : {p.client.get(), p.accepted.get()}) {
+    if (s) s->close();
+  }
+  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&p.server))) uv_close(reinterpret_cast<uv_handle_t*>(&p.server), nullptr);
+  uv_run(&p.loop, UV_RUN_DEFAULT);
+  int open_handles = 0;
+  uv_walk(&p.loop, [](uv_handle_t*, void* n) { ++*static_cast<int*>(n); }, &open_handles);
+  CHECK(open_handles == 0);
+  CHECK(uv_loop_close(&p.loop) == 0);
+}
+
 }  // namespace
 
 TEST_CASE("bytes flow both ways, in order, and the loop closes cleanly") {
@@ -136,7 +144,7 @@ TEST_CASE("bytes flow both ways, in order, and the loop closes cleanly") {
   CHECK(p.server_events.read == sent);
   CHECK(p.client_events.read == sent);
   CHECK(p.client->peer_address().rfind("127.0.0.1:", 0) == 0);
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("a large write goes above the high-water mark and reports writable once drained") {
@@ -151,7 +159,7 @@ TEST_CASE("a large write goes above the high-water mark and reports writable onc
   CHECK(p.server_events.read.size() == big.size());
   CHECK(p.client_events.writable == 1);
   CHECK(p.client->queued_bytes() == 0);
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("shutdown_and_close delivers queued bytes, then the peer sees EOF") {
@@ -164,7 +172,7 @@ TEST_CASE("shutdown_and_close delivers queued bytes, then the peer sees EOF") {
   REQUIRE(p.client_events.errors.size() == 1);
   CHECK(p.client_events.errors[0] == UV_EOF);
   CHECK(p.server_events.closed == 1);
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 namespace {
@@ -223,7 +231,7 @@ TEST_CASE("TLS streams: bytes flow both ways in order, large writes included, th
   REQUIRE(p.client_events.errors.size() == 1);
   CHECK(p.client_events.errors[0] == UV_EOF);
   CHECK(p.client_events.tls_failures.empty());
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("TLS streams: a certificate failure is reported with its reason on both sides") {
@@ -234,7 +242,7 @@ TEST_CASE("TLS streams: a certificate failure is reported with its reason on bot
   CHECK(p.client_events.tls_failures[0].find("hostname mismatch: the broker's certificate (CN=server) is not valid for '127.0.0.1'") == 0);
   REQUIRE(p.server_events.tls_failures.size() == 1);
   CHECK_MESSAGE(p.server_events.tls_failures[0].find("the client rejected the handshake") == 0, p.server_events.tls_failures[0]);
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("TLS streams: plaintext bytes to a TLS server, and a close during the handshake") {
@@ -247,7 +255,7 @@ TEST_CASE("TLS streams: plaintext bytes to a TLS server, and a close during the 
     p.run_until([&] { return !p.server_events.tls_failures.empty(); });
     REQUIRE(p.server_events.tls_failures.size() == 1);
     CHECK(p.server_events.tls_failures[0].find("protocol mismatch: the client does not speak TLS (first byte 0x00") == 0);
-    close_all_and_check(&p.loop);
+    close_all_and_check(p);
   }
   SUBCASE("the server closes without answering the ClientHello") {
     Pair p({}, tls.client_setup());
@@ -257,7 +265,7 @@ TEST_CASE("TLS streams: plaintext bytes to a TLS server, and a close during the 
     p.run_until([&] { return !p.client_events.tls_failures.empty() || !p.client_events.errors.empty(); });
     REQUIRE(p.client_events.tls_failures.size() == 1);
     CHECK(p.client_events.tls_failures[0].find("the broker closed the connection during the TLS handshake") == 0);
-    close_all_and_check(&p.loop);
+    close_all_and_check(p);
   }
 }
 
@@ -283,7 +291,7 @@ TEST_CASE("borrowed bytes are written or copied by flush(): the caller may reuse
   CHECK(p.server_events.read == expected);
   CHECK(p.client_events.writable == 1);
   CHECK(p.client->queued_bytes() == 0);
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("copies, moved buffers and borrowed views leave in the order they were queued") {
@@ -305,7 +313,7 @@ TEST_CASE("copies, moved buffers and borrowed views leave in the order they were
   }
   p.run_until([&] { return p.server_events.read.size() >= expected.size(); });
   CHECK(p.server_events.read == expected);
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("a moved-in buffer is written from where it is, and is owned by the stream until written") {
@@ -328,7 +336,7 @@ TEST_CASE("a moved-in buffer is written from where it is, and is owned by the st
   CHECK(p.server_events.read == std::string(reinterpret_cast<const char*>(pattern.data()), pattern.size()));
   CHECK(p.client->queued_bytes() == 0);
   CHECK(p.client_events.writable == 1);
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("a stream not yet connected copies what it borrowed and sends it once connected") {
@@ -365,7 +373,7 @@ TEST_CASE("reads go into the room the owner offers") {
   CHECK(own.in_room);
   CHECK(own.got.size() == data.size());
   CHECK(std::equal(data.begin(), data.end(), own.room.begin()));
-  close_all_and_check(&p.loop);
+  close_all_and_check(p);
 }
 
 TEST_CASE("TLS streams: borrowed views and moved buffers are encrypted in order, and reads skip read_space") {
@@ -392,5 +400,5 @@ TEST_CASE("TLS streams: borrowed views and moved buffers are encrypted in order,
   // Then the plaintext arrives intact, in order, as decrypted pieces (not read into the room)
   CHECK(own.got == expected);
   CHECK_FALSE(own.in_room);
-  close_all_and_check(&q.loop);
+  close_all_and_check(q);
 }

@@ -98,7 +98,9 @@ TEST_CASE("a successful connect, then close releases every part") {
   while (events.connected == 0 && events.failure.empty()) uv_run(&loop, UV_RUN_ONCE);
   CHECK(events.connected == 1);
   while (!upstream.released()) uv_run(&loop, UV_RUN_ONCE);
-  CHECK(events.released_parts >= 1);
+  // Released once the socket closed: no resolve was pending to report, and the connect timer's
+  // handle is its UvHandle's to free (it is not a part the owner waits for).
+  CHECK(events.released_parts == 0);
   uv_close(reinterpret_cast<uv_handle_t*>(&server), nullptr);
   run_and_close(&loop);
 }

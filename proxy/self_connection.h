@@ -1,0 +1,65 @@
+// SelfConnectionDetector: finds kproxy connecting to itself.
+//
+// A broker whose advertised.listeners name kproxy's own address (a common slip when kproxy is
+// put in front of a cluster) makes kproxy forward a client to a port of its own: the accepted
+// connection connects upstream to kproxy again, and again, until limits.max_connections stops
+// the chain (65 client attempts once made 19,448 connections). Two checks stop it:
+//
+//  1. Before connecting: the broker's resolved address is one kproxy listens on (its listeners
+//     register here; an unspecified listen address matches every address of this host). The
+//     connect is refused, so no second connection is ever made.
+//  2. Backstop, for what (1) cannot see (a port forward or NAT in between): the accepted
+//     connection's peer endpoint is the local endpoint of one of kproxy's own upstream sockets.
+//     Both ends register, under one lock, whichever happens first (the accept and the connect
+//     callback come in either order, on the same or different workers), and the second finds
+//     the match.
+//
+// Either way the connection is closed with a log line that says what is misconfigured and
+// counted in kproxy_proxy_self_connections_total.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kproxy::proxy {
+
+class SelfConnectionDetector {
+ public:
+  /// The process's detector (connections on every worker register with it).
+  static SelfConnectionDetector& instance();
+
+  /// The key of a socket endpoint (address and port bytes; "" for other families): 7 bytes for
+  /// IPv4, so a connection keeps its keys without a heap allocation.
+  static std::string endpoint_key(const sockaddr_storage& addr);
+
+  /// An accepted client connection whose peer endpoint is `peer` (a key). True when it is the
+  /// local end of one of kproxy's upstream sockets: the connection is kproxy talking to itself.
+  bool accepted(const std::string& peer);
+  /// An upstream socket connected from `local` (a key). True when a connection kproxy accepted
+  /// has that peer: the upstream is kproxy itself.
+  bool connected(const std::string& local);
+  /// The socket closed: forget its endpoint (the kernel may reuse it).
+  void accepted_closed(const std::string& peer);
+  void upstream_closed(const std::string& local);
+
+  /// A listening socket opened on / closed from `local` (workers each open their own: counted).
+  void listener_opened(const sockaddr_storage& local);
+  void listener_closed(const sockaddr_storage& local);
+  /// True when connecting to `target` would reach one of kproxy's own listening sockets.
+  bool is_own_listener(const sockaddr* target) const;
+
+  /// Endpoints registered now (tests).
+  size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_set<std::string> accepted_peers_;
+  std::unordered_set<std::string> upstream_locals_;
+  std::unordered_map<std::string, int> listeners_;  ///< endpoint key -> sockets open on it
+};
+
+}  // namespace kproxy::proxy

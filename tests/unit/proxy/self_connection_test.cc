@@ -1,0 +1,80 @@
+#include "proxy/self_connection.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <doctest/doctest.h>
+
+using kproxy::proxy::SelfConnectionDetector;
+
+namespace {
+
+sockaddr_storage v4(const char* ip, uint16_t port) {
+  sockaddr_storage s{};
+  auto& a = reinterpret_cast<sockaddr_in&>(s);
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return s;
+}
+
+sockaddr_storage v6(const char* ip, uint16_t port) {
+  sockaddr_storage s{};
+  auto& a = reinterpret_cast<sockaddr_in6&>(s);
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  inet_pton(AF_INET6, ip, &a.sin6_addr);
+  return s;
+}
+
+const sockaddr* as_sockaddr(const sockaddr_storage& s) { return reinterpret_cast<const sockaddr*>(&s); }
+
+}  // namespace
+
+TEST_CASE("self connection: the accept finds an upstream socket registered before it") {
+  SelfConnectionDetector d;
+  std::string ours = SelfConnectionDetector::endpoint_key(v4("127.0.0.1", 40001));
+  CHECK_FALSE(d.connected(ours));
+  CHECK(d.accepted(ours));                                                          // kproxy reached itself
+  CHECK_FALSE(d.accepted(SelfConnectionDetector::endpoint_key(v4("127.0.0.2", 40001))));  // another host's peer
+  CHECK_FALSE(d.accepted(SelfConnectionDetector::endpoint_key(v4("127.0.0.1", 40002))));  // another port
+}
+
+TEST_CASE("self connection: the connect callback finds an accept registered before it") {
+  SelfConnectionDetector d;
+  std::string ours = SelfConnectionDetector::endpoint_key(v6("::1", 40003));
+  CHECK_FALSE(d.accepted(ours));
+  CHECK(d.connected(ours));
+}
+
+TEST_CASE("self connection: closed endpoints are forgotten (the kernel reuses them)") {
+  SelfConnectionDetector d;
+  std::string a = SelfConnectionDetector::endpoint_key(v4("127.0.0.1", 40004));
+  std::string u = SelfConnectionDetector::endpoint_key(v4("127.0.0.1", 40005));
+  CHECK_FALSE(d.accepted(a));
+  CHECK_FALSE(d.connected(u));
+  CHECK(d.size() == 2);
+  d.accepted_closed(a);
+  d.upstream_closed(u);
+  CHECK(d.size() == 0);
+  CHECK_FALSE(d.connected(a));
+  CHECK_FALSE(d.accepted(u));
+}
+
+TEST_CASE("self connection: a target kproxy listens on is found before connecting") {
+  SelfConnectionDetector d;
+  d.listener_opened(v4("127.0.0.1", 40010));
+  d.listener_opened(v4("127.0.0.1", 40010));  // a second worker's socket on the same address
+  d.listener_opened(v4("0.0.0.0", 40011));
+  CHECK(d.is_own_listener(as_sockaddr(v4("127.0.0.1", 40010))));
+  CHECK_FALSE(d.is_own_listener(as_sockaddr(v4("127.0.0.1", 40012))));
+  CHECK_FALSE(d.is_own_listener(as_sockaddr(v4("127.0.0.2", 40010))));  // bound to 127.0.0.1 only
+  // A listener on 0.0.0.0 is reached through any address of this host, not through another host.
+  CHECK(d.is_own_listener(as_sockaddr(v4("127.0.0.1", 40011))));
+  CHECK(d.is_own_listener(as_sockaddr(v4("127.9.9.9", 40011))));
+  CHECK_FALSE(d.is_own_listener(as_sockaddr(v4("192.0.2.7", 40011))));  // TEST-NET-1: never local
+  d.listener_closed(v4("127.0.0.1", 40010));
+  CHECK(d.is_own_listener(as_sockaddr(v4("127.0.0.1", 40010))));  // one worker still listens
+  d.listener_closed(v4("127.0.0.1", 40010));
+  CHECK_FALSE(d.is_own_listener(as_sockaddr(v4("127.0.0.1", 40010))));
+}
