@@ -31,16 +31,7 @@ bool read_request_header(Bytes frame, RequestHeader& out, std::string* error) {
     r.set_field("ClientId");
     out.client_id = r.nullable_string(false);
   }
-  if (out.header_version >= 2) {
-    r.set_field("_tagged_fields");
-    read_unknown_tagged_fields(r, out.tagged_fields);
-  }
-  if (!r.ok()) {
-    if (error) *error = r.error();
-    return false;
-  }
-  out.size = r.offset();
-  return true;
+  return finish_header(r, out.header_version >= 2, out.tagged_fields, out.size, error);
 }
 
 void write_request_header(Writer& w, const RequestHeader& h) {

@@ -9,16 +9,7 @@ bool read_response_header(Bytes frame, int header_version, ResponseHeader& out, 
   r.set_message("ResponseHeader", static_cast<int16_t>(header_version));
   r.set_field("CorrelationId");
   out.correlation_id = r.int32();
-  if (header_version >= 1) {
-    r.set_field("_tagged_fields");
-    read_unknown_tagged_fields(r, out.tagged_fields);
-  }
-  if (!r.ok()) {
-    if (error) *error = r.error();
-    return false;
-  }
-  out.size = r.offset();
-  return true;
+  return finish_header(r, header_version >= 1, out.tagged_fields, out.size, error);
 }
 
 void write_response_header(Writer& w, const ResponseHeader& h) {

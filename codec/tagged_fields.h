@@ -55,6 +55,22 @@ inline void read_unknown_tagged_fields(Reader& r, UnknownTaggedFields& out) {
   }
 }
 
+/// The end of a request or response header: its tagged-field section when the header version
+/// has one, then the outcome. Sets `size` to the header's length; false (with `*error`) when
+/// anything read did not parse.
+inline bool finish_header(Reader& r, bool has_tagged_fields, UnknownTaggedFields& tagged, size_t& size, std::string* error) {
+  if (has_tagged_fields) {
+    r.set_field("_tagged_fields");
+    read_unknown_tagged_fields(r, tagged);
+  }
+  if (!r.ok()) {
+    if (error) *error = r.error();
+    return false;
+  }
+  size = r.offset();
+  return true;
+}
+
 /// Writes a tagged-field section made only of unknown fields, in the order given.
 inline void write_unknown_tagged_fields(Writer& w, const UnknownTaggedFields& fields) {
   w.uvarint(static_cast<uint32_t>(fields.size()));

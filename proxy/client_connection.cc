@@ -151,8 +151,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     if (closing()) return;
     if (!ok) {
       if (requests_.over_budget()) {
-        metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
-        close({CloseCategory::kLimit, "request refused: " + requests_.error()});
+        close_over_frame_budget(requests_, "request");
         return;
       }
       if (requests_.looks_like_tls()) metrics::count(metrics::ProxyEvent::kTlsOnPlaintext);
@@ -172,8 +171,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     if (closing()) return;
     if (!ok) {
       if (responses_.over_budget()) {
-        metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
-        close({CloseCategory::kLimit, "response refused: " + responses_.error()});
+        close_over_frame_budget(responses_, "response");
         return;
       }
       metrics::count(metrics::ProxyEvent::kFramingError);
@@ -193,6 +191,11 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     if (closing()) return;
     apply_backpressure(upstream_.stream(), client_);
   }
+}
+
+void ClientConnection::close_over_frame_budget(const codec::FrameReader& reader, const char* what) {
+  metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
+  close({CloseCategory::kLimit, std::string(what) + " refused: " + reader.error()});
 }
 
 std::span<uint8_t> ClientConnection::read_space(TcpStream& s) {

@@ -88,6 +88,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void begin_close(const CloseReason& reason, const char* how);
   /// Stops reading the client and finishes with `reason` once every request has its response.
   void begin_drain(CloseReason reason);
+  /// `reader`'s frame would pass limits.max_buffered_frame_bytes: counts and closes.
+  void close_over_frame_budget(const codec::FrameReader& reader, const char* what);
   /// kproxy reached itself (proxy/self_connection.h): logs what is misconfigured and closes.
   void refuse_self_connection(std::string detail);
   /// A draining connection with nothing left in flight or held finishes.

@@ -31,33 +31,28 @@ std::string SelfConnectionDetector::endpoint_key(const sockaddr_storage& addr) {
   return {};
 }
 
-bool SelfConnectionDetector::accepted(const std::string& peer) {
-  if (peer.empty()) return false;
+bool SelfConnectionDetector::meet(std::unordered_set<std::string>& mine, const std::unordered_set<std::string>& theirs,
+                                  const std::string& key) {
+  if (key.empty()) return false;
   std::lock_guard lock(mutex_);
-  if (upstream_locals_.contains(peer)) return true;
-  accepted_peers_.insert(peer);
+  if (theirs.contains(key)) return true;
+  mine.insert(key);
   return false;
 }
 
-bool SelfConnectionDetector::connected(const std::string& local) {
-  if (local.empty()) return false;
+bool SelfConnectionDetector::accepted(const std::string& peer) { return meet(accepted_peers_, upstream_locals_, peer); }
+
+bool SelfConnectionDetector::connected(const std::string& local) { return meet(upstream_locals_, accepted_peers_, local); }
+
+void SelfConnectionDetector::forget(std::unordered_set<std::string>& set, const std::string& key) {
+  if (key.empty()) return;
   std::lock_guard lock(mutex_);
-  if (accepted_peers_.contains(local)) return true;
-  upstream_locals_.insert(local);
-  return false;
+  set.erase(key);
 }
 
-void SelfConnectionDetector::accepted_closed(const std::string& peer) {
-  if (peer.empty()) return;
-  std::lock_guard lock(mutex_);
-  accepted_peers_.erase(peer);
-}
+void SelfConnectionDetector::accepted_closed(const std::string& peer) { forget(accepted_peers_, peer); }
 
-void SelfConnectionDetector::upstream_closed(const std::string& local) {
-  if (local.empty()) return;
-  std::lock_guard lock(mutex_);
-  upstream_locals_.erase(local);
-}
+void SelfConnectionDetector::upstream_closed(const std::string& local) { forget(upstream_locals_, local); }
 
 namespace {
 

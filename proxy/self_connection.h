@@ -56,6 +56,10 @@ class SelfConnectionDetector {
   size_t size() const;
 
  private:
+  /// One end registers `key` in `mine` unless the other end is already in `theirs` (then true).
+  bool meet(std::unordered_set<std::string>& mine, const std::unordered_set<std::string>& theirs, const std::string& key);
+  void forget(std::unordered_set<std::string>& set, const std::string& key);
+
   mutable std::mutex mutex_;
   std::unordered_set<std::string> accepted_peers_;
   std::unordered_set<std::string> upstream_locals_;

@@ -13,22 +13,20 @@ constexpr auto kTapKeepAlive = std::chrono::seconds(2);
 
 void register_observability_routes(AdminServer& server, metrics::ProxyMetrics& metrics, tap::TapHub& hub, Health& health) {
   metrics.add_collector([&hub](std::vector<prometheus::MetricFamily>& out) {
-    prometheus::MetricFamily dropped;
-    dropped.name = "kproxy_tap_events_dropped_total";
-    dropped.help = "Tap events not delivered because a subscriber could not keep up.";
-    dropped.type = prometheus::MetricType::Counter;
-    prometheus::ClientMetric m;
-    m.counter.value = static_cast<double>(hub.dropped_total());
-    dropped.metric.push_back(m);
-    out.push_back(std::move(dropped));
-    prometheus::MetricFamily subscribers;
-    subscribers.name = "kproxy_tap_subscribers";
-    subscribers.help = "Clients following GET /tap now.";
-    subscribers.type = prometheus::MetricType::Gauge;
-    prometheus::ClientMetric g;
-    g.gauge.value = static_cast<double>(hub.subscriber_count());
-    subscribers.metric.push_back(g);
-    out.push_back(std::move(subscribers));
+    auto one = [&out](const char* name, const char* help, prometheus::MetricType type, double value) {
+      prometheus::MetricFamily f;
+      f.name = name;
+      f.help = help;
+      f.type = type;
+      prometheus::ClientMetric m;
+      (type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value) = value;
+      f.metric.push_back(m);
+      out.push_back(std::move(f));
+    };
+    one("kproxy_tap_events_dropped_total", "Tap events not delivered because a subscriber could not keep up.",
+        prometheus::MetricType::Counter, static_cast<double>(hub.dropped_total()));
+    one("kproxy_tap_subscribers", "Clients following GET /tap now.", prometheus::MetricType::Gauge,
+        static_cast<double>(hub.subscriber_count()));
   });
 
   server.route("GET", "/metrics", [&metrics](const HttpRequest&) {
