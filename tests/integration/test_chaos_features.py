@@ -320,3 +320,32 @@ def test_librdkafka_unaffected_by_transaction_version_policy(kafka_cluster, tmp_
             assert rc["ok"] and (rc["count"], rc["duplicates"]) == (400, 0), rc
         assert kp.alive()
     assert {api: set(v) for api, v in used["legacy-rd"].items()} == {api: set(v) for api, v in used["other-rd"].items()}, used
+
+
+def test_group_version_hidden_java_consumer_protocol_fails_instead_of_falling_back(kafka_cluster):
+    """group.version hidden for one client id (and with it ConsumerGroupHeartbeat/Describe, the
+    APIs a group.version 0 broker refuses): the Java consumer with group.protocol=consumer stops
+    with UnsupportedVersionException; it does not fall back to the classic protocol. The same
+    consumer under another client id reads everything."""
+    tag = uuid.uuid4().hex[:6]
+    topic = f"feat-gv-{tag}"
+    kafka_cluster.create_topic(topic, partitions=2, replication_factor=3)
+    prod = clients.rd_produce(kafka_cluster.bootstrap(), topic, 100, key_prefix="gv-")
+    assert prod["errors"] == [] and prod["delivered"] == 100
+    policy = 'api_versions:\n  - { feature: group.version, hide: true, client_id: "legacy-*" }\n'
+    with ChaosKproxy(kafka_cluster.bootstrap(), name="feat-gv", log_level="info", extra_yaml=policy) as kp:
+        seen = api_versions(kp.bootstrap, "legacy-probe")
+        assert "group.version" not in seen["finalized"] and 68 not in seen["apis"]
+        results = {}
+        for who in ("legacy", "modern"):
+            results[who] = clients.read_committed(kp.bootstrap, topic, 100, "--property", "group.protocol=consumer",
+                                                  "--property", f"client.id={who}-consumer", timeout_ms=30000,
+                                                  group=f"feat-gv-{who}-{tag}", key_prefix="gv-")
+        assert kp.alive()
+    legacy, modern = results["legacy"], results["modern"]
+    print(f"\n[features-gv] legacy: ok {legacy['ok']} count {legacy['count']} error {legacy['error']}; "
+          f"modern: ok {modern['ok']} count {modern['count']}")
+    assert not legacy["ok"] and legacy["count"] == 0
+    assert "UnsupportedVersionException" in (legacy["error"] or ""), legacy
+    assert "does not support the new CONSUMER group protocol" in legacy["error"], legacy
+    assert modern["ok"] and modern["count"] == 100, modern
