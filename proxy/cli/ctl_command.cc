@@ -25,12 +25,14 @@ const char* ctl_usage() {
          "  faults put NAME RULE          add or replace a rule (RULE: JSON, @FILE or - for stdin)\n"
          "  faults delete NAME            remove a rule\n"
          "  faults reset                  remove every rule\n"
-         "  api-versions get              the ApiVersions policy (clamp/hide per API)\n"
+         "  api-versions get              the ApiVersions policy (clamp/hide per API and per feature)\n"
          "  api-versions put LIST         replace it (LIST: JSON, @FILE or -)\n"
          "  reload                        re-read the config file\n"
          "The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN.\n"
          "The API and the rule format: docs/admin-api.openapi.yaml (kproxy serves it at GET /openapi.json).\n"
-         "Example: kproxy ctl faults put slow '{\"match\":{\"api\":\"Produce\"},\"action\":{\"delay\":\"200ms\"}}'\n";
+         "Example: kproxy ctl faults put slow '{\"match\":{\"api\":\"Produce\"},\"action\":{\"delay\":\"200ms\"}}'\n"
+         "Example: kproxy ctl api-versions put '[{\"feature\":\"transaction.version\",\"max\":1,\"client_id\":\"legacy-*\"}]'\n"
+         "  (clients whose client.id matches legacy-* use the pre-KIP-890 transaction protocol; docs/api-versions-policy.md)\n";
 }
 
 namespace {

@@ -8,6 +8,7 @@
 //     faults reset                        POST   /faults/reset
 //     api-versions get                    GET    /api-versions
 //     api-versions put LIST               PUT    /api-versions     LIST: JSON text, @FILE or -
+//                                         (API and feature entries: docs/api-versions-policy.md)
 //     reload                              POST   /reload
 //
 // The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN. The answer's

@@ -17,6 +17,8 @@ constexpr int16_t kApiVersions = static_cast<int16_t>(codec::ApiKey::kApiVersion
 void ApiVersionsStage::on_request(RequestContext& ctx) {
   const auto& h = ctx.header();
   if (h.api_key != kApiVersions) return;
+  // The policy's client_id scope is the ApiVersions request's (a connection has one client).
+  client_id_ = h.client_id ? std::string(*h.client_id) : std::string();
   if (h.header_version >= 0) {
     if (h.api_version < 3) return;
     if (auto m = ctx.message()) {
@@ -37,7 +39,9 @@ void ApiVersionsStage::on_response(ResponseContext& ctx) {
     spdlog::debug("conn={} ApiVersions response not decoded ({}): forwarded as is", ctx.connection().id, ctx.decode_error());
     return;
   }
-  if (policy::rewrite_api_versions(static_cast<codec::ApiVersionsResponse&>(*m), rules_.get().api_versions)) ctx.mark_dirty(id());
+  if (policy::rewrite_api_versions(static_cast<codec::ApiVersionsResponse&>(*m), rules_.get().api_versions,
+                                     policy::ClientIdentity{ctx.connection().listener, client_id_}))
+    ctx.mark_dirty(id());
 }
 
 }  // namespace kproxy::proxy

@@ -34,3 +34,18 @@ TEST_CASE("admin handlers: status codes and JSON bodies; invalid input changes n
   CHECK(json::parse(admin.reset_faults().body)["removed"] == 1);
 }
 
+TEST_CASE("PUT /api-versions takes feature entries with scopes; an invalid one keeps the policy") {
+  ChaosControl c;
+  ChaosAdmin admin(c, nullptr);
+  auto ok = admin.put_api_versions(R"({"api_versions":[{"feature":"transaction.version","max":1,"client_id":"legacy-*"}]})");
+  CHECK(ok.status == 200);
+  CHECK(json::parse(ok.body)["api_versions"][0]["feature"] == "transaction.version");
+  CHECK(c.current()->api_versions.features.size() == 1);
+  auto bad = admin.put_api_versions(R"([{"feature":"transaction.version","min":1}])");
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body)["error"].get<std::string>().rfind("api_versions[0].min: a feature has no min", 0) == 0);
+  auto not_list = admin.put_api_versions(R"("transaction.version")");
+  CHECK(not_list.status == 400);
+  CHECK(json::parse(not_list.body)["error"].get<std::string>().rfind("api_versions: expected a list", 0) == 0);
+  CHECK(json::parse(admin.get_api_versions().body)["api_versions"][0]["max"] == 1);
+}

@@ -51,6 +51,10 @@ TEST_CASE("kproxy ctl maps commands to admin API calls") {
   CHECK(parse_ok({"api-versions", "get"}).path == "/api-versions");
   auto av = parse_ok({"api-versions", "put", R"([{"api":"Produce","max":9}])"});
   CHECK((av.method == "PUT" && av.body == R"([{"api":"Produce","max":9}])"));
+  auto feature = parse_ok({"api-versions", "put", R"([{"feature":"transaction.version","max":1,"client_id":"legacy-*"}])"});
+  CHECK((feature.method == "PUT" && feature.path == "/api-versions" &&
+         feature.body == R"([{"feature":"transaction.version","max":1,"client_id":"legacy-*"}])"));
+  CHECK(std::string(kproxy::cli::ctl_usage()).find("transaction.version") != std::string::npos);
   auto reload = parse_ok({"reload", "--admin", "[::1]:9"});
   CHECK((reload.method == "POST" && reload.path == "/reload" && reload.admin == "[::1]:9"));
   CHECK(parse_ok({"--help"}).help);
