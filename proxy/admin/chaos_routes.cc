@@ -40,7 +40,7 @@ HttpResponse ChaosAdmin::put_fault(const std::string& name, const std::string& b
   if (!parse_body(body, spec, why)) return error(400, why);
   if (spec.is_object() && spec.contains("name") && spec["name"] != name)
     return error(400, "name: the body names " + dump(spec["name"]) + " but the path names '" + name + "'");
-  if (auto e = control_.put_rule(name, spec); !e.empty()) return error(400, e);
+  if (auto e = control_.put_rule(name, spec, max_rules_ ? max_rules_() : SIZE_MAX); !e.empty()) return error(400, e);
   auto rule = control_.rule(name);
   return json_response(200, dump(nlohmann::json{{"rule", rule ? rule->to_json() : nlohmann::json()}}));
 }

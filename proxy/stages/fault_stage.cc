@@ -53,6 +53,30 @@ bool FaultStage::matches(const chaos::FaultRule& rule, const RequestContext& ctx
   return txn && topic && group && part && pid;
 }
 
+bool FaultStage::applies(const chaos::FaultRule& rule, const RequestContext& ctx) {
+  const auto& a = rule.action;
+  // An answered request is not forwarded (no request-side effect, no broker response to edit);
+  // the pipeline still applies the response-side transport actions to kproxy's own answer.
+  const bool forwarded = !ctx.answered();
+  const bool response = ctx.expects_response();
+  switch (a.kind) {
+    case chaos::ActionKind::kAnswer: {
+      if (!forwarded || !response) return false;
+      const auto& h = ctx.header();
+      return ctx.message() != nullptr && chaos::answer_refusal(h.api_key, h.api_version).empty();
+    }
+    case chaos::ActionKind::kClose: return a.on_request || response;
+    case chaos::ActionKind::kDelay: return a.on_request ? forwarded : response;
+    case chaos::ActionKind::kError:
+    case chaos::ActionKind::kThrottle: return forwarded && response;
+    case chaos::ActionKind::kDropResponse:
+    case chaos::ActionKind::kResetAfterBytes: return response;
+    case chaos::ActionKind::kBandwidth:
+    case chaos::ActionKind::kSlice: return (a.to_client && response) || (a.to_broker && forwarded);
+  }
+  return false;
+}
+
 void FaultStage::fired(const chaos::FaultRule& rule, const RequestContext& ctx) {
   const auto& h = ctx.header();
   spdlog::debug("conn={} fault rule '{}' injects {} on {} v{} (correlation id {})", ctx.connection().id, rule.name,
@@ -67,13 +91,19 @@ void FaultStage::on_request(RequestContext& ctx) {
   if (!set.may_match(header.api_key)) return;
   ExchangeActions& actions = ctx.actions();
   auto now = std::chrono::steady_clock::now();
+  // Two passes: the rules that decide the request's fate (answer, close before forwarding) first,
+  // in order, so the others are drawn knowing whether the request is forwarded.
+  for (int pass = 0; pass < 2; ++pass) {
   for (const auto& rule : set.rules) {
-    if (!matches(*rule, ctx)) continue;
-    if (!rule->fire(now)) continue;
     const auto& a = rule->action;
+    const bool decides = a.kind == chaos::ActionKind::kAnswer || (a.kind == chaos::ActionKind::kClose && a.on_request);
+    if (decides != (pass == 0)) continue;
+    if (pass == 0 && ctx.answered()) break;  // the first answer wins; a later close would destroy it
+    if (!matches(*rule, ctx)) continue;
+    if (!applies(*rule, ctx)) continue;
+    if (!rule->fire(now)) continue;
     switch (a.kind) {
       case chaos::ActionKind::kAnswer: {
-        if (ctx.answered() || !ctx.expects_response()) break;
         auto request = ctx.message();
         auto response = request ? chaos::build_answer(*request, header.api_version,
                                                       chaos::translate_error(header.api_key, header.api_version, a.error_code))
@@ -94,6 +124,7 @@ void FaultStage::on_request(RequestContext& ctx) {
           ctx.close({CloseCategory::kFault, "fault rule '" + rule->name + "': close before forwarding " + api_label(header.api_key)});
           return;
         }
+        if (!actions.close_after) actions.close_after_rule = rule->name;
         actions.close_after = true;
         break;
       case chaos::ActionKind::kDelay:
@@ -135,6 +166,7 @@ void FaultStage::on_request(RequestContext& ctx) {
         break;
       }
     }
+  }
   }
 }
 
