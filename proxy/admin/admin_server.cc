@@ -298,6 +298,7 @@ struct AdminServer::Network {
     HttpRequest request;  ///< once admitted
     size_t body_bytes = 0;
     std::string method, target;  ///< for the log, once the head is parsed
+    size_t discarded = 0;        ///< bytes read and dropped while lingering
   };
 
   AdminServer& server;
@@ -373,7 +374,8 @@ std::string AdminServer::Network::listen(const std::string& where, uint16_t* por
 
 void AdminServer::Network::accept_all(int listener) {
   const auto& o = server.options_;
-  for (;;) {
+  // Bounded per wake-up, like the reads: the connections already in get their turn.
+  for (int accepted = 0; accepted < 64; ++accepted) {
     sockaddr_storage peer{};
     socklen_t len = sizeof peer;
     int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -458,7 +460,9 @@ bool AdminServer::Network::enqueue(Pending& p) {
 
 bool AdminServer::Network::on_readable(Pending& p) {
   char buffer[16384];
-  for (;;) {
+  // At most 64 KiB per wake-up: a client that sends fast must not keep the reader from the
+  // others (a probe's head is waiting behind it).
+  for (int reads = 0; reads < 4; ++reads) {
     ssize_t n = ::recv(p.fd, buffer, sizeof buffer, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
@@ -467,7 +471,14 @@ bool AdminServer::Network::on_readable(Pending& p) {
       ::close(p.fd);
       return false;
     }
-    if (p.phase == Pending::Phase::linger) continue;
+    if (p.phase == Pending::Phase::linger) {
+      p.discarded += static_cast<size_t>(n);
+      if (p.discarded > (size_t{1} << 20)) {  // it keeps sending after its refusal: enough
+        ::close(p.fd);
+        return false;
+      }
+      continue;
+    }
     p.received.append(buffer, static_cast<size_t>(n));
     if (p.phase == Pending::Phase::head) {
       HeadParse parsed = parse_request_head(p.received, kMaxHeadBytes);
@@ -499,6 +510,7 @@ bool AdminServer::Network::on_readable(Pending& p) {
       return enqueue(p);
     }
   }
+  return true;
 }
 
 void AdminServer::Network::run_reader() {
