@@ -403,7 +403,8 @@ void AdminServer::Network::accept_all(int listener) {
     if (from_address >= o.max_pending_per_address) {
       for (auto it = pending.begin(); it != pending.end(); ++it) {
         if (it->address == p.address) {
-          drop(*it, "more than " + std::to_string(o.max_pending_per_address) + " connections from " + p.address + " still sending their request");
+          drop(*it, "more than " + std::to_string(o.max_pending_per_address) + " connections from " + p.address +
+                        " still sending their request");
           pending.erase(it);
           break;
         }
@@ -561,8 +562,9 @@ void AdminServer::Network::run_reader() {
         continue;
       }
       const bool head = it->phase == Pending::Phase::head;
-      answer_now(*it, json_error(408, head ? "request head not received within " + std::to_string(server.options_.head_timeout.count()) + " ms"
-                                           : "request body not received within " + std::to_string(server.options_.body_timeout.count()) + " ms"));
+      const auto limit = head ? server.options_.head_timeout : server.options_.body_timeout;
+      answer_now(*it, json_error(408, std::string(head ? "request head" : "request body") + " not received within " +
+                                          std::to_string(limit.count()) + " ms"));
       ++it;
     }
   }

@@ -95,7 +95,9 @@ HeadParse parse_request_head(std::string_view received, size_t max_head_bytes) {
       head.version = std::string(line.substr(sp2 + 1));
       if (!is_token(head.method)) return refuse(400, "malformed request method");
       if (head.target.empty() || head.target.front() != '/') return refuse(400, "the request target must be a path starting with '/'");
-      if (head.version != "HTTP/1.1" && head.version != "HTTP/1.0") return refuse(400, "unsupported HTTP version (want HTTP/1.0 or HTTP/1.1)");
+      if (head.version != "HTTP/1.1" && head.version != "HTTP/1.0") {
+        return refuse(400, "unsupported HTTP version (want HTTP/1.0 or HTTP/1.1)");
+      }
       continue;
     }
     if (line.front() == ' ' || line.front() == '\t') return refuse(400, "folded header lines are not accepted");

@@ -76,7 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check(r.status >= 200 && r.status < 600, "status " + std::to_string(r.status));
     if (r.status >= 400) fuzz::check(counted_refusal(r.status), "a refusal the server does not count: " + std::to_string(r.status));
     if (r.content_type == "application/json" && !r.body.empty()) {
-      fuzz::check(!nlohmann::json::parse(r.body, nullptr, false).is_discarded(), "a JSON response that does not parse: " + r.body.substr(0, 200));
+      fuzz::check(!nlohmann::json::parse(r.body, nullptr, false).is_discarded(),
+                  "a JSON response that does not parse: " + r.body.substr(0, 200));
     }
     if (with_token && message.find(kToken) == std::string_view::npos) {
       fuzz::check(r.status >= 400, "answered " + std::to_string(r.status) + " without the token\n  request starts " + head);

@@ -405,7 +405,9 @@ TEST_CASE("admin server: handle_message runs the server's steps over raw bytes")
   options.bearer_token = "t";
   options.max_body_bytes = 8;
   AdminServer server(options);
-  server.route("PUT", "/echo/{x}", [](const HttpRequest& r) { return HttpResponse{200, "text/plain", r.path_params.at("x") + ":" + r.body}; });
+  server.route("PUT", "/echo/{x}", [](const HttpRequest& r) {
+    return HttpResponse{200, "text/plain", r.path_params.at("x") + ":" + r.body};
+  });
   const std::string auth = "Authorization: Bearer t\r\n";
   CHECK(server.handle_message("PUT /echo/a%20b HTTP/1.1\r\n" + auth + "Content-Length: 2\r\n\r\nhi").body == "a b:hi");
   CHECK(server.handle_message("PUT /echo/a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi").status == 401);
