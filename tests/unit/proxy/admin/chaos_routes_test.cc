@@ -75,3 +75,15 @@ TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 400,
   cap = 3;                        // the limit is read at each PUT (a reload may change it)
   CHECK(put("c").status == 200);
 }
+
+// Found by fuzz_admin_request: nlohmann reports a number too large for a double as out_of_range
+// (406), not parse_error, and it escaped the handler as a 500.
+TEST_CASE("admin handlers: a number too large for a double in a body is 400, not 500") {
+  ChaosControl c;
+  ChaosAdmin admin(c, [] { return std::string(); });
+  auto r = admin.put_fault("x", R"({"name":"x","action":{"delay":1e999999}})");
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"].get<std::string>().find("number overflow") != std::string::npos);
+  CHECK(admin.put_api_versions("[1e999999]").status == 400);
+  CHECK(c.current()->rules.empty());
+}
