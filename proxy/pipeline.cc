@@ -331,7 +331,8 @@ void Pipeline::pump() {
     if (s.actions.close_after) {
       closed_ = true;
       output_.flush();
-      output_.close({CloseCategory::kFault, "fault rule '" + s.actions.close_after_rule + "': close after forwarding " + api_label(s.api_key) + " (response withheld)"});
+      output_.close({CloseCategory::kFault, "fault rule '" + s.actions.close_after_rule + "': close after forwarding " +
+                                                api_label(s.api_key) + " (response withheld)"});
       return;
     }
     if (s.actions.reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions.reset_after_bytes;
