@@ -117,6 +117,10 @@ struct Limits {
   /// How long a client on a TLS listener may take to finish its handshake before it is closed
   /// (a client that connects and stalls would otherwise hold a connection slot for good).
   std::chrono::milliseconds tls_handshake_timeout{10000};
+  /// Fault rules installed at once (the config's `faults:` and the admin API's together): each
+  /// costs memory and is matched against every request of its APIs. PUT of a new rule past it is
+  /// refused (400).
+  size_t max_fault_rules = 1000;
 };
 
 struct LogConfig {

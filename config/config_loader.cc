@@ -251,7 +251,7 @@ class Loader {
 
   void load_limits(const YAML::Node& n, Limits& limits) {
     if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections",
-                                 "connect_timeout", "tls_handshake_timeout"})) return;
+                                 "connect_timeout", "tls_handshake_timeout", "max_fault_rules"})) return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
       auto v = n[key];
@@ -276,6 +276,12 @@ class Loader {
       auto c = text ? parse_unsigned(*text) : std::nullopt;
       if (text && (!c || *c == 0)) error(v, "limits.max_connections: '" + *text + "' is not a positive number");
       else if (c) limits.max_connections = *c;
+    }
+    if (auto v = n["max_fault_rules"]) {
+      auto text = scalar(v, "limits.max_fault_rules");
+      auto c = text ? parse_unsigned(*text) : std::nullopt;
+      if (text && (!c || *c == 0)) error(v, "limits.max_fault_rules: '" + *text + "' is not a positive number");
+      else if (c) limits.max_fault_rules = *c;
     }
     if (auto v = n["connect_timeout"]) {
       if (auto d = duration(v, "limits.connect_timeout")) limits.connect_timeout = *d;

@@ -170,6 +170,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
     // throttle rules do not (the answer already carries the rule's error).
     slot.actions.drop_response = actions.drop_response;
     slot.actions.close_after = actions.close_after;
+    slot.actions.close_after_rule = actions.close_after_rule;
     slot.actions.reset_after_bytes = actions.reset_after_bytes;
     slot.actions.to_client = actions.to_client;
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version, codec::Bytes(slot.bytes.data(), slot.bytes.size()),
@@ -330,7 +331,8 @@ void Pipeline::pump() {
     if (s.actions.close_after) {
       closed_ = true;
       output_.flush();
-      output_.close({CloseCategory::kFault, std::string("fault rule: close after forwarding ") + api_label(s.api_key) + " (response withheld)"});
+      output_.close({CloseCategory::kFault, "fault rule '" + s.actions.close_after_rule + "': close after forwarding " +
+                                                api_label(s.api_key) + " (response withheld)"});
       return;
     }
     if (s.actions.reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions.reset_after_bytes;

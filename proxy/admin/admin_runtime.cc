@@ -19,7 +19,9 @@ namespace {
 void export_admin_refusals(std::vector<prometheus::MetricFamily>& out) {
   prometheus::MetricFamily f;
   f.name = "kproxy_admin_refusals_total";
-  f.help = "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 413 body too large, 503 busy).";
+  f.help =
+      "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 408 request too slow, 411 no Content-Length, "
+      "413 body too large, 431 head too large, 503 busy).";
   f.type = prometheus::MetricType::Counter;
   for (int status : kRefusalStatuses) {
     prometheus::ClientMetric m;
@@ -70,7 +72,8 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
     proxy::set_frame_observer(nullptr);
   }
   metrics::ProxyMetrics::instance().add_collector(export_admin_refusals);
-  chaos_admin_ = std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload));
+  chaos_admin_ =
+      std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
 
   HealthHooks hooks;
   hooks.worker_count = [this] { return proxy_.worker_count(); };

@@ -375,3 +375,13 @@ TEST_CASE("the admin API listens only where admin.listen says, never on an impli
   CHECK(first_error(std::string(kMinimal) + "admin: { listen: \":9644\" }\n").reason.find("empty host") != std::string::npos);
   CHECK(first_error(std::string(kMinimal) + "admin: { listen: \"9644\" }\n").reason.find("admin.listen") != std::string::npos);
 }
+
+TEST_CASE("limits.max_fault_rules: default 1000, a positive number") {
+  auto defaults = load_config_string(kMinimal, "test.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.config->limits.max_fault_rules == 1000);
+  auto set = load_config_string(std::string(kMinimal) + "limits: { max_fault_rules: 5 }\n", "test.yaml");
+  REQUIRE_MESSAGE(set.ok(), set.error_text());
+  CHECK(set.config->limits.max_fault_rules == 5);
+  CHECK(first_error(std::string(kMinimal) + "limits: { max_fault_rules: 0 }\n").reason == "limits.max_fault_rules: '0' is not a positive number");
+}
