@@ -145,7 +145,10 @@ class Loader {
     }
     for (const auto& kv : node) {
       auto key = kv.first.as<std::string>("");
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
+      if (key == "<<") {
+        // YAML 1.1 merge keys are not part of YAML 1.2, and yaml-cpp reads "<<" as a plain key.
+        error(kv.first, path + (path.empty() ? "" : ".") + "<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
+      } else if (std::find(known.begin(), known.end(), key) == known.end()) {
         std::string list;
         for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
         error(kv.first, path + (path.empty() ? "" : ".") + key + ": unknown key (known: " + list + ")");

@@ -546,3 +546,11 @@ TEST_CASE("parse_ephemeral_ports reads ip_local_port_range") {
   CHECK_FALSE(parse_ephemeral_ports("1 70000").has_value());
   CHECK_FALSE(parse_ephemeral_ports("1 2 3").has_value());
 }
+
+TEST_CASE("a merge key is refused with what to do instead") {
+  auto r = load("listeners:\n  - &l { name: a, listen: 127.0.0.1:9092, upstream: b:9092, broker_ports: 9100 }\n"
+                "  - <<: *l\n    name: b\n    listen: 127.0.0.1:9192\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors[0].to_string() ==
+        "test.yaml:3:5: listeners[1].<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
+}
