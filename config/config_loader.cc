@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -52,6 +53,27 @@ std::optional<std::pair<uint64_t, std::string_view>> number_and_unit(std::string
   std::string_view unit = text.substr(digits);
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   return std::make_pair(*n, unit);
+}
+
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no
+// overlong forms, no surrogates, nothing past U+10FFFF), or npos.
+size_t invalid_utf8_at(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > text.size()) return i;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc >> 6) != 0x2) return i;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
 }
 
 // Walks one YAML document, collecting errors with positions.
@@ -110,7 +132,16 @@ class Loader {
       error(node, where + ": nested more than " + std::to_string(kMaxConfigDepth) + " levels deep: refused");
       return false;
     }
-    if (node.IsSequence()) {
+    if (node.IsScalar()) {
+      // YAML text is Unicode (YAML 1.2 §5.1) and so is everything kproxy builds from it (JSON
+      // rules, log lines, metric labels): a stray byte is refused here, with its position,
+      // rather than failing later where no position is known.
+      if (size_t at = invalid_utf8_at(node.Scalar()); at != std::string_view::npos && reported_encoding_.insert(mark_of(node)).second) {
+        char byte[8];
+        std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(node.Scalar()[at]));
+        error(node, where + ": not valid UTF-8 (byte " + byte + " at offset " + std::to_string(at) + " of the value)");
+      }
+    } else if (node.IsSequence()) {
       size_t i = 0;
       for (const auto& item : node) {
         if (!walk(item, depth + 1, path + "[" + std::to_string(i++) + "]")) return false;
@@ -121,6 +152,9 @@ class Loader {
         std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
         std::string sub = path.empty() ? key : path + "." + key;
         if (kv.first.IsScalar()) {
+          if (invalid_utf8_at(key) != std::string_view::npos && reported_encoding_.insert(mark_of(kv.first)).second) {
+            error(kv.first, (path.empty() ? std::string("a key") : path + ": a key") + " is not valid UTF-8");
+          }
           auto [first, fresh] = seen.emplace(key, kv.first.Mark());
           // An aliased mapping is walked once per use: report each duplicate once.
           auto at = std::make_pair(kv.first.Mark().line, kv.first.Mark().column);
@@ -660,6 +694,8 @@ class Loader {
   std::vector<ConfigError> warnings_;
   size_t nodes_ = 0;
   std::set<std::pair<int, int>> reported_duplicates_;
+  std::set<std::pair<int, int>> reported_encoding_;  ///< an aliased value is walked once per use: one error
+  static std::pair<int, int> mark_of(const YAML::Node& n) { return {n.Mark().line, n.Mark().column}; }
   std::vector<PortClaim> claims_;
   std::vector<uint32_t> max_ports_;  ///< per listener index, for the ephemeral-range window
 };

@@ -78,11 +78,11 @@ void close_control_loop(ControlLoop& control) {
 
 void on_workers_stopped(uv_async_t* handle) { close_control_loop(*static_cast<ControlLoop*>(handle->data)); }
 
-// check-config and the start print a file's problems the same way: errors and warnings, one per
-// line, on stderr. Returns the exit status of a refused file (2), or 0.
+// check-config and the start print a file's problems the same way: errors, then warnings, one
+// per line, on stderr. Returns the exit status of a refused file (2), or 0.
 int report(const kproxy::proxy::StartupCheck& checked) {
-  for (const auto& w : checked.warnings) std::fprintf(stderr, "%s\n", w.c_str());
   for (const auto& e : checked.errors) std::fprintf(stderr, "%s\n", e.c_str());
+  for (const auto& w : checked.warnings) std::fprintf(stderr, "%s\n", w.c_str());
   return checked.ok() ? 0 : 2;
 }
 

@@ -1,13 +1,22 @@
 #include "proxy/startup_check.h"
 
 #include <algorithm>
+#include <exception>
 
 #include <sys/resource.h>
 
 namespace kproxy::proxy {
 
 std::string prepare_config(const config::Config& config, PreparedConfig& out) {
-  std::string errors = chaos::load_chaos_config(config, out.chaos);
+  std::string errors;
+  // The config loader has already refused what the section parsers are known to choke on
+  // (invalid UTF-8, alias bombs); an exception still escaping them refuses the file (and keeps
+  // a running proxy on reload) instead of terminating the process.
+  try {
+    errors = chaos::load_chaos_config(config, out.chaos);
+  } catch (const std::exception& e) {
+    errors = config.source + ": the faults: or api_versions: section cannot be read: " + e.what() + "\n";
+  }
   // TLS is checked even when the sections failed, so one run lists every problem.
   std::string tls_errors = tls::build_listener_tls(config, out.tls);
   if (!tls_errors.empty()) {

@@ -554,3 +554,18 @@ TEST_CASE("a merge key is refused with what to do instead") {
   CHECK(r.errors[0].to_string() ==
         "test.yaml:3:5: listeners[1].<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
 }
+
+TEST_CASE("a value or key that is not UTF-8 is refused with its position (found by fuzz_config_loader)") {
+  auto r = load(std::string(kMinimal) + "api_versions:\n  - { api: Pro\xff\xff" "duce, max: 9 }\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors[0].to_string() == "test.yaml:7:12: api_versions[0].api: not valid UTF-8 (byte 0xFF at offset 3 of the value)");
+  auto key = load(std::string(kMinimal) + "faults:\n  - { na\xc0\xafme: x }\n");
+  REQUIRE_FALSE(key.ok());
+  CHECK(key.errors[0].to_string() == "test.yaml:7:7: faults[0]: a key is not valid UTF-8");
+  // Well-formed multi-byte text is fine (a rule name in Greek, an emoji).
+  auto ok = load(std::string(kMinimal) + "faults:\n  - { name: \"\xce\xb1\xce\xb2\xf0\x9f\x99\x82\", action: { error: PRODUCER_FENCED } }\n");
+  CHECK_MESSAGE(ok.ok(), ok.error_text());
+  // Overlong forms and surrogates are not UTF-8 either.
+  CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xe0\x80\xaf\" }\n").ok());
+  CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xed\xa0\x80\" }\n").ok());
+}

@@ -78,6 +78,9 @@ TEST_CASE("check_startup refuses what the start refuses, with the same file:line
       {"unknown error in a fault rule", std::string(kListener) + "faults:\n  - name: x\n    match: {api: Produce}\n    action: {error: BOGUS}\n",
        "9:14: faults[0].action.error"},
       {"bad api_versions entry", std::string(kListener) + "api_versions:\n  - { api: Produkt, max: 3 }\n", "7:7: api_versions[0].api: unknown API"},
+      // Before the loader checked the encoding, the start terminated on this (json::dump threw).
+      {"invalid UTF-8 in api_versions", std::string(kListener) + "api_versions:\n  - { api: Pro\xff" "duce, max: 3 }\n",
+       "7:12: api_versions[0].api: not valid UTF-8"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.what);
