@@ -181,7 +181,8 @@ class Loader {
       auto key = kv.first.as<std::string>("");
       if (key == "<<") {
         // YAML 1.1 merge keys are not part of YAML 1.2, and yaml-cpp reads "<<" as a plain key.
-        error(kv.first, path + (path.empty() ? "" : ".") + "<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
+        error(kv.first, path + (path.empty() ? "" : ".") +
+                            "<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
       } else if (std::find(known.begin(), known.end(), key) == known.end()) {
         std::string list;
         for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
@@ -257,7 +258,9 @@ class Loader {
     if (auto n = root["admin"]; n && check_map(n, "admin", {"listen", "token_file", "token_env"})) {
       if (auto l = n["listen"]) {
         c.admin.listen = host_port(l, "admin.listen");
-        if (c.admin.listen) claims_.push_back({c.admin.listen->port, c.admin.listen->port, "admin.listen", "the admin API", l.Mark(), -1, ClaimKind::kAdmin});
+        if (c.admin.listen) {
+          claims_.push_back({c.admin.listen->port, c.admin.listen->port, "admin.listen", "the admin API", l.Mark(), -1, ClaimKind::kAdmin});
+        }
       }
       load_admin_token(n, c.admin);
     }
@@ -410,7 +413,10 @@ class Loader {
       if (listen) l.listen = *listen;
       const int index = static_cast<int>(i);
       const std::string owner = "listener '" + l.name + "'";
-      if (listen) claims_.push_back({listen->port, listen->port, path + ".listen", "the bootstrap port of " + owner, item["listen"].Mark(), index, ClaimKind::kListen});
+      if (listen) {
+        claims_.push_back({listen->port, listen->port, path + ".listen", "the bootstrap port of " + owner, item["listen"].Mark(), index,
+                           ClaimKind::kListen});
+      }
       if (auto v = item["max_broker_ports"]) {
         if (auto k = bounded_count(v, path + ".max_broker_ports", 1, 65535)) l.broker_ports.max_ports = static_cast<uint32_t>(*k);
       }
@@ -446,8 +452,8 @@ class Loader {
       } else if (range) {
         load_port_range(range, path + ".broker_port_range", listen, l.broker_ports);
         if (l.broker_ports.scheme == BrokerPorts::Scheme::kInOrder) {
-          claims_.push_back({l.broker_ports.first, l.broker_ports.last, path + ".broker_port_range", "the broker ports of " + owner, range.Mark(), index,
-                             ClaimKind::kRange});
+          claims_.push_back({l.broker_ports.first, l.broker_ports.last, path + ".broker_port_range", "the broker ports of " + owner,
+                             range.Mark(), index, ClaimKind::kRange});
         }
       } else {
         error(item, path + ": missing broker_ports (base port: node N at base + N) or broker_port_range (first-last, assigned in order)");
@@ -677,15 +683,16 @@ class Loader {
         note = " (base + node ids 0-" + std::to_string(window.last - window.first) + ")";
       }
       if (!ephemeral->overlaps(window.first, window.last)) continue;
-      warn(c.mark, c.key + ": " + ports_text(window) + note + (window.first == window.last ? " overlaps" : " overlap") + " the kernel's ephemeral port range " + std::to_string(ephemeral->first) +
-                       "-" + std::to_string(ephemeral->last) +
+      warn(c.mark, c.key + ": " + ports_text(window) + note + (window.first == window.last ? " overlaps" : " overlap") +
+                       " the kernel's ephemeral port range " + std::to_string(ephemeral->first) + "-" + std::to_string(ephemeral->last) +
                        " (net.ipv4.ip_local_port_range): any outgoing connection on this host may take such a port before kproxy opens "
                        "it; choose ports outside that range or reserve them (net.ipv4.ip_local_reserved_ports), see config/README.md");
     }
   }
 
   uint32_t max_ports_of(int listener) const {
-    return listener >= 0 && static_cast<size_t>(listener) < max_ports_.size() ? max_ports_[static_cast<size_t>(listener)] : kDefaultMaxBrokerPorts;
+    if (listener < 0 || static_cast<size_t>(listener) >= max_ports_.size()) return kDefaultMaxBrokerPorts;
+    return max_ports_[static_cast<size_t>(listener)];
   }
 
   std::string source_;

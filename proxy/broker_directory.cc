@@ -60,8 +60,8 @@ BrokerDirectory::Learned BrokerDirectory::refuse(int32_t node_id, BrokerPortRefu
     refused_counts[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
     if (!refusals_muted_) {
       refusals_muted_ = true;
-      spdlog::error("listener={} refused {} broker nodes a port: further refusals are counted, not logged", listener_name_.empty() ? "?" : listener_name_,
-                    refused_nodes_.size());
+      spdlog::error("listener={} refused {} broker nodes a port: further refusals are counted, not logged",
+                    listener_name_.empty() ? "?" : listener_name_, refused_nodes_.size());
     }
   } else if (!remembered) {
     refused_nodes_.insert(node_id);

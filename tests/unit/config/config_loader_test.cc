@@ -406,7 +406,8 @@ TEST_CASE("a key given twice is refused at its second occurrence") {
   auto r = load(std::string(kMinimal) + "workers: 2\nlog: { level: info, level: debug }\nworkers: 3\n");
   REQUIRE_FALSE(r.ok());
   REQUIRE(r.errors.size() == 2);
-  CHECK(r.errors[0].to_string() == "test.yaml:7:21: log.level: duplicate key (first given at line 7, column 8; YAML would silently keep only one)");
+  CHECK(r.errors[0].to_string() ==
+        "test.yaml:7:21: log.level: duplicate key (first given at line 7, column 8; YAML would silently keep only one)");
   CHECK(r.errors[1].line == 8);
   CHECK(r.errors[1].column == 1);
   CHECK(r.errors[1].reason.rfind("workers: duplicate key (first given at line 6, column 1", 0) == 0);
@@ -441,7 +442,8 @@ TEST_CASE("an alias bomb is refused before it expands") {
 }
 
 TEST_CASE("nesting deeper than kMaxConfigDepth is refused") {
-  std::string deep = std::string(kMinimal) + "faults: " + std::string(kMaxConfigDepth + 5, '[') + std::string(kMaxConfigDepth + 5, ']') + "\n";
+  const size_t levels = kMaxConfigDepth + 5;
+  std::string deep = std::string(kMinimal) + "faults: " + std::string(levels, '[') + std::string(levels, ']') + "\n";
   auto r = load(deep);
   REQUIRE_FALSE(r.ok());
   CHECK(r.errors[0].line == 6);
@@ -466,7 +468,8 @@ TEST_CASE("no port is claimed by two parts of the config") {
   SUBCASE("admin.listen on a listener's port (issue #15 bug 3)") {
     auto r = load(two_listeners("broker_ports: 9100", "broker_ports: 9200", "admin: { listen: 127.0.0.1:9192 }\n"));
     REQUIRE_FALSE(r.ok());
-    CHECK(r.errors[0].to_string().rfind("test.yaml:10:18: admin.listen: port 9192 overlaps listeners[1].listen (the bootstrap port of listener 'west'", 0) == 0);
+    CHECK(r.errors[0].to_string().rfind(
+              "test.yaml:10:18: admin.listen: port 9192 overlaps listeners[1].listen (the bootstrap port of listener 'west'", 0) == 0);
   }
   SUBCASE("admin.listen inside a broker range") {
     auto r = load(two_listeners("broker_port_range: 9100-9110", "broker_ports: 9200", "admin: { listen: 127.0.0.1:9105 }\n"));
@@ -477,7 +480,8 @@ TEST_CASE("no port is claimed by two parts of the config") {
     auto r = load(two_listeners("broker_ports: 9100", "broker_ports: 9100"));
     REQUIRE_FALSE(r.ok());
     CHECK(r.errors[0].line == 9);
-    CHECK(r.errors[0].reason.find("listeners[1].broker_ports: port 9100 overlaps listeners[0].broker_ports (broker node 0 of listener 'east'") !=
+    CHECK(r.errors[0].reason.find(
+              "listeners[1].broker_ports: port 9100 overlaps listeners[0].broker_ports (broker node 0 of listener 'east'") !=
           std::string::npos);
   }
   SUBCASE("a base whose node 0 is another listener's port") {
@@ -563,7 +567,8 @@ TEST_CASE("a value or key that is not UTF-8 is refused with its position (found 
   REQUIRE_FALSE(key.ok());
   CHECK(key.errors[0].to_string() == "test.yaml:7:7: faults[0]: a key is not valid UTF-8");
   // Well-formed multi-byte text is fine (a rule name in Greek, an emoji).
-  auto ok = load(std::string(kMinimal) + "faults:\n  - { name: \"\xce\xb1\xce\xb2\xf0\x9f\x99\x82\", action: { error: PRODUCER_FENCED } }\n");
+  auto ok = load(std::string(kMinimal) +
+                 "faults:\n  - { name: \"\xce\xb1\xce\xb2\xf0\x9f\x99\x82\", action: { error: PRODUCER_FENCED } }\n");
   CHECK_MESSAGE(ok.ok(), ok.error_text());
   // Overlong forms and surrogates are not UTF-8 either.
   CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xe0\x80\xaf\" }\n").ok());

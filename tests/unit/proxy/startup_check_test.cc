@@ -73,11 +73,14 @@ TEST_CASE("check_startup refuses what the start refuses, with the same file:line
     std::string expected;  // the start of the first error, after "<path>:"
   };
   const std::vector<Case> cases = {
-      {"unknown api in a fault rule", std::string(kListener) + "faults:\n  - name: x\n    match: {api: Produkt}\n    action: {error: PRODUCER_FENCED}\n",
+      {"unknown api in a fault rule",
+       std::string(kListener) + "faults:\n  - name: x\n    match: {api: Produkt}\n    action: {error: PRODUCER_FENCED}\n",
        "8:13: faults[0].match.api: unknown API 'Produkt'"},
-      {"unknown error in a fault rule", std::string(kListener) + "faults:\n  - name: x\n    match: {api: Produce}\n    action: {error: BOGUS}\n",
+      {"unknown error in a fault rule",
+       std::string(kListener) + "faults:\n  - name: x\n    match: {api: Produce}\n    action: {error: BOGUS}\n",
        "9:14: faults[0].action.error"},
-      {"bad api_versions entry", std::string(kListener) + "api_versions:\n  - { api: Produkt, max: 3 }\n", "7:7: api_versions[0].api: unknown API"},
+      {"bad api_versions entry", std::string(kListener) + "api_versions:\n  - { api: Produkt, max: 3 }\n",
+       "7:7: api_versions[0].api: unknown API"},
       // Before the loader checked the encoding, the start terminated on this (json::dump threw).
       {"invalid UTF-8 in api_versions", std::string(kListener) + "api_versions:\n  - { api: Pro\xff" "duce, max: 3 }\n",
        "7:12: api_versions[0].api: not valid UTF-8"},
@@ -108,12 +111,13 @@ TEST_CASE("check_startup passes a good file and reports warnings with positions"
   auto checked = proxy::check_startup(file.path, options);
   REQUIRE(checked.ok());
   REQUIRE(checked.warnings.size() == 1);
-  CHECK(checked.warnings[0].rfind(file.path + ":6:18: warning: admin.listen: port 40000 overlaps the kernel's ephemeral port range", 0) == 0);
+  CHECK(checked.warnings[0].rfind(file.path + ":6:18: warning: admin.listen: port 40000 overlaps the kernel's ephemeral port range", 0) ==
+        0);
 }
 
 TEST_CASE("fd_budget counts connections twice, ports per worker, admin and slack") {
-  auto loaded = config::load_config_string(std::string(kListener) + "    max_broker_ports: 10\nworkers: 2\nlimits: { max_connections: 100 }\n",
-                                           "t.yaml");
+  auto loaded =
+      config::load_config_string(std::string(kListener) + "    max_broker_ports: 10\nworkers: 2\nlimits: { max_connections: 100 }\n", "t.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
   auto b = proxy::fd_budget(*loaded.config);
   CHECK(b.connections == 200);
