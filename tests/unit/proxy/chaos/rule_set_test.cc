@@ -87,15 +87,3 @@ TEST_CASE("put_rule: a new rule past max_rules is refused, a replacement is not"
   CHECK(c.delete_rule("a"));
   CHECK(c.put_rule("c", spec, 2) == "");
 }
-
-TEST_CASE("config sections: more faults than limits.max_fault_rules are refused with the section's line") {
-  kproxy::config::Config config;
-  config.faults.yaml = "- name: a\n  action: { drop_response: true }\n- name: b\n  action: { drop_response: true }\n";
-  config.faults.line = 7;
-  config.limits.max_fault_rules = 1;
-  ChaosConfig out;
-  CHECK(load_chaos_config(config, out) == "<config>:7:1: faults: 2 rules, more than limits.max_fault_rules (1)\n");
-  config.limits.max_fault_rules = 2;
-  ChaosConfig ok;
-  CHECK(load_chaos_config(config, ok) == "");
-}
