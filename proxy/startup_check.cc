@@ -28,8 +28,8 @@ std::string prepare_config(const config::Config& config, PreparedConfig& out) {
 
 namespace {
 
-// Worker loops (epoll, eventfd, signal pipe, timers), stdio and logs, certificate and config
-// files read at reload, the resolver's sockets: a measured kproxy under load holds about 30.
+// Stdio and logs, the control loop, certificate and config files read at reload, the resolver's
+// sockets: an estimate with room to spare (each worker's loop is counted apart, 8 each).
 constexpr uint64_t kSlackFds = 64;
 // The admin HTTP server: its listener plus one connection per server thread, and room for the
 // connections queued while they are busy (proxy/admin/admin_server.h).

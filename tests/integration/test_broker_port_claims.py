@@ -45,6 +45,7 @@ def test_a_base_plus_node_id_on_another_listeners_port_is_refused_at_discovery(k
         "workers: 1\nlog: { format: text, level: info }\n")
     kp.config_path.write_text(kp.config_text)
     with kp:
+        kp.wait_for_log(r"admin API on ")  # the admin API starts after the listeners
         before = _metrics(admin)
         assert before.get('kproxy_proxy_broker_ports_refused_total{reason="claimed_by_other"}', 0) == 0, before
         # Through a: the response would name b's bootstrap port, so the connection is closed.
