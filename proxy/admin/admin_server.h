@@ -105,7 +105,7 @@ void reset_refusal_log_budget();
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
 /// The writing end of a streaming response (chunked transfer encoding). Blocking, on the
-/// civetweb thread that serves the request.
+/// server thread that serves the request.
 class StreamWriter {
  public:
   virtual ~StreamWriter() = default;
