@@ -143,9 +143,11 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     // Views into the loop's read buffer may be borrowed; bytes read in place into a frame's own
     // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
     client_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
-    bool ok = requests_.feed(data, [this](codec::Bytes frame) {
+    // One clock reading for every frame of the read: they all arrived at once.
+    auto now = std::chrono::steady_clock::now();
+    bool ok = requests_.feed(data, [this, now](codec::Bytes frame) {
       ++requests_in_;
-      return pipeline_.on_request_frame(frame);
+      return pipeline_.on_request_frame(frame, now);
     });
     client_piece_ = {};
     if (closing()) return;
@@ -162,11 +164,13 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
     if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
+    pipeline_.release_idle_memory();
     apply_backpressure(client_, upstream_.stream());
   } else {
     metrics_.bytes_out(data.size());
     upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
-    bool ok = responses_.feed(data, [this](codec::Bytes frame) { return pipeline_.on_response_frame(frame); });
+    auto now = std::chrono::steady_clock::now();
+    bool ok = responses_.feed(data, [this, now](codec::Bytes frame) { return pipeline_.on_response_frame(frame, now); });
     upstream_piece_ = {};
     if (closing()) return;
     if (!ok) {
@@ -189,6 +193,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     if (!client_.flush()) return;
     finish_drain_if_idle();
     if (closing()) return;
+    pipeline_.release_idle_memory();  // nothing in flight: an idle connection holds no queue
     apply_backpressure(upstream_.stream(), client_);
   }
 }
