@@ -61,8 +61,6 @@ Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const Brok
       api_versions_(rules_),
       faults_(rules_, frame_observer(), info_.id),
       observer_(frame_observer()),
-      // The stages, in order. Requests skip those without on_request (broker_address, topic_ids).
-      stages_{&broker_address_, &api_versions_, &topic_ids_, &faults_, &observer_},
       timer_(loop, [this] {
         pump();
         if (!closed_) output_.flush();
@@ -179,7 +177,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   }
 
   RequestContext ctx(header, frame, info_, expects_response);
-  for (Stage* stage : stages_) stage->on_request(ctx);
+  for (Stage* stage : stages()) stage->on_request(ctx);
   if (metrics_ && header.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions)) {
     metrics_->client_software(info_.client_software_name, info_.client_software_version);  // set by the ApiVersions stage
   }
@@ -209,7 +207,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     answer_actions.to_client = actions.to_client;
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version, codec::Bytes(slot.bytes.data(), slot.bytes.size()),
                          info_, answer_actions, /*synthetic=*/true, std::chrono::nanoseconds(0));
-    for (Stage* stage : stages_) stage->on_response(rctx);
+    for (Stage* stage : stages()) stage->on_response(rctx);
     slot.actions = keep_if_any(std::move(answer_actions));
     slots_.push_back(std::move(slot));
     pump(now);
@@ -302,7 +300,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   ExchangeActions& actions = slot.actions ? *slot.actions : none;
   ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
                       std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
-  for (Stage* stage : stages_) {
+  for (Stage* stage : stages()) {
     stage->on_response(ctx);
     if (ctx.closing()) {
       close(std::move(*ctx.close_reason()));
