@@ -87,6 +87,7 @@ struct Options {
   int connect_concurrency = 256;
   std::vector<int> watch_pids;
   size_t max_samples = 4'000'000;
+  std::string source;     // --source: local address the connections are made from ("" = the kernel's pick)
   uint64_t requests = 0;  // saturate: stop after this many Produce requests (0: --duration decides)
   std::string mix = "produce:60,metadata:15,find_coordinator:10,init_producer_id:10,api_versions:5";  // soak
   uint64_t seed = 1;  // soak: the API mix of connection i comes from seed + i
@@ -332,6 +333,14 @@ void Load::open_connection(int index) {
   uv_tcp_init(&loop_, &c->tcp);
   c->tcp.data = c.get();
   c->connect_req.data = c.get();
+  if (!o_.source.empty()) {
+    sockaddr_in local{};
+    uv_ip4_addr(o_.source.c_str(), 0, &local);
+    if (int rc = uv_tcp_bind(&c->tcp, reinterpret_cast<const sockaddr*>(&local), 0); rc != 0) {
+      conn_failed(c.get(), std::string("bind ") + o_.source + ": " + uv_strerror(rc));
+      return;
+    }
+  }
   sockaddr_in addr{};
   uv_ip4_addr(o_.host.c_str(), o_.port, &addr);
   ++connecting_;
@@ -985,7 +994,7 @@ void usage(FILE* out) {
       "                   [--size BYTES] [--rate REQ_PER_S] [--duration S] [--warmup S] [--hold S]\n"
       "                   [--acks N] [--produce-version V] [--topic NAME] [--partitions P]\n"
       "                   [--metadata] [--expect-broker HOST:PORT] [--connect-concurrency N]\n"
-      "                   [--watch-pid PID]... [--max-seconds S] [--requests N]\n"
+      "                   [--watch-pid PID]... [--max-seconds S] [--requests N] [--source IP]\n"
       "                   [--mix API:WEIGHT,...] [--seed N]   (soak; APIs: produce, metadata,\n"
       "                    find_coordinator, init_producer_id, api_versions)\n",
       out);
@@ -1041,6 +1050,7 @@ int main(int argc, char** argv) {
       else if (a == "--watch-pid") o.watch_pids.push_back(std::stoi(value()));
       else if (a == "--max-seconds") o.max_seconds = std::stod(value());
       else if (a == "--requests") o.requests = std::stoull(value());
+      else if (a == "--source") o.source = value();
       else if (a == "--mix") o.mix = value();
       else if (a == "--seed") o.seed = std::stoull(value());
       else if (a == "-h" || a == "--help") { usage(stdout); return 0; }
