@@ -28,7 +28,28 @@ Uuid Reader::uuid() {
   return u;
 }
 
-uint32_t Reader::uvarint() {
+void Reader::fail_need(size_t n) {
+  if (ok()) fail("need " + std::to_string(n) + " bytes, " + std::to_string(remaining()) + " left");
+}
+
+void Reader::fail_null(const char* what, int32_t len) {
+  fail(std::string("null in a non-nullable field (") + what + " length " + std::to_string(len) + ")");
+}
+
+void Reader::fail_length(const char* what, int32_t len) {
+  fail(std::string(what) + " length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) + " bytes left");
+}
+
+void Reader::fail_string_length(int64_t len) {
+  fail("string length " + std::to_string(len) + " is above Kafka's limit of 32767 bytes");
+}
+
+void Reader::fail_array_count(int32_t n) {
+  fail("array count " + std::to_string(n) + " exceeds the " + std::to_string(remaining()) + " bytes left");
+}
+
+// The multi-byte (and failing) part of uvarint(); the header has the one-byte case.
+uint32_t Reader::uvarint_slow() {
   uint32_t value = 0;
   for (int i = 0; i < 5; ++i) {
     if (!ok()) return 0;
@@ -71,7 +92,8 @@ int64_t Reader::varlong() {
   return 0;
 }
 
-Bytes Reader::raw(size_t n) {
+// raw() past the end, or after an error.
+Bytes Reader::raw_slow(size_t n) {
   if (!ok()) return {};
   if (n > remaining()) {
     fail("length " + std::to_string(n) + " runs past the end (" + std::to_string(remaining()) + " bytes left)");
@@ -80,53 +102,6 @@ Bytes Reader::raw(size_t n) {
   Bytes out = data_.subspan(pos_, n);
   pos_ += n;
   return out;
-}
-
-// Reads a length prefix. Returns nullopt for null (only when nullable) or on error.
-// Reads a length prefix. Returns nullopt for null (only when nullable) or on error. Like Kafka's
-// generated readers, any negative length is null (a compact uvarint of 2^31 and up wraps to a
-// negative int32), which only a nullable field accepts.
-std::optional<int64_t> Reader::length_prefix(bool compact, bool wide, bool nullable, const char* what) {
-  int32_t len;
-  if (compact) {
-    len = static_cast<int32_t>(uvarint() - 1u);
-  } else {
-    len = wide ? int32() : int16();
-  }
-  if (!ok()) return std::nullopt;
-  if (len < 0) {
-    if (nullable) return std::nullopt;
-    fail(std::string("null in a non-nullable field (") + what + " length " + std::to_string(len) + ")");
-    return std::nullopt;
-  }
-  if (static_cast<uint64_t>(len) > remaining()) {
-    fail(std::string(what) + " length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) + " bytes left");
-    return std::nullopt;
-  }
-  return len;
-}
-
-std::string_view Reader::string(bool compact) {
-  auto len = length_prefix(compact, false, false, "string");
-  if (!len) return {};
-  if (*len > kMaxStringLength) {
-    fail("string length " + std::to_string(*len) + " is above Kafka's limit of 32767 bytes");
-    return {};
-  }
-  Bytes b = raw(static_cast<size_t>(*len));
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
-
-std::optional<std::string_view> Reader::nullable_string(bool compact) {
-  if (!ok()) return std::nullopt;
-  auto len = length_prefix(compact, false, true, "string");
-  if (!len) return std::nullopt;
-  if (*len > kMaxStringLength) {
-    fail("string length " + std::to_string(*len) + " is above Kafka's limit of 32767 bytes");
-    return std::nullopt;
-  }
-  Bytes b = raw(static_cast<size_t>(*len));
-  return std::string_view{reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
 Bytes Reader::bytes(bool compact) {
@@ -140,19 +115,6 @@ std::optional<Bytes> Reader::nullable_bytes(bool compact) {
   auto len = length_prefix(compact, true, true, "bytes");
   if (!len) return std::nullopt;
   return raw(static_cast<size_t>(*len));
-}
-
-int32_t Reader::array_length(bool compact) {
-  if (!ok()) return 0;
-  // Kafka's readers take any negative count as null (see length_prefix).
-  int32_t n = compact ? static_cast<int32_t>(uvarint() - 1u) : int32();
-  if (!ok()) return 0;
-  if (n < 0) return -1;
-  if (static_cast<size_t>(n) > remaining()) {
-    fail("array count " + std::to_string(n) + " exceeds the " + std::to_string(remaining()) + " bytes left");
-    return 0;
-  }
-  return n;
 }
 
 }  // namespace kproxy::codec

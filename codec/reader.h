@@ -75,14 +75,29 @@ class Reader {
   Uuid uuid();
 
   /// Unsigned LEB128, at most 5 bytes.
-  uint32_t uvarint();
+  uint32_t uvarint() {
+    // Most varints on the wire (lengths, counts, tags) fit in one byte.
+    if (pos_ < data_.size() && ok()) [[likely]] {
+      uint8_t b = data_[pos_];
+      if ((b & 0x80) == 0) {
+        ++pos_;
+        return b;
+      }
+    }
+    return uvarint_slow();
+  }
   /// Zig-zag int32, at most 5 bytes.
   int32_t varint();
   /// Zig-zag int64, at most 10 bytes.
   int64_t varlong();
 
   /// Takes n raw bytes as a view; fails if fewer remain.
-  Bytes raw(size_t n);
+  Bytes raw(size_t n) {
+    if (n > remaining() || !ok()) [[unlikely]] return raw_slow(n);
+    Bytes out = data_.subspan(pos_, n);
+    pos_ += n;
+    return out;
+  }
   void skip(size_t n) { (void)raw(n); }
 
   /// Replaces `out` with `count` big-endian integers read as one block (int16/32/64 arrays).
@@ -104,20 +119,52 @@ class Reader {
   }
 
   /// Non-nullable string: int16 length (classic) or uvarint length+1 (compact).
-  std::string_view string(bool compact);
-  std::optional<std::string_view> nullable_string(bool compact);
+  std::string_view string(bool compact) {
+    auto len = length_prefix(compact, false, false, "string");
+    if (!len) return {};
+    if (*len > kMaxStringLength) [[unlikely]] {
+      fail_string_length(*len);
+      return {};
+    }
+    Bytes b = raw(static_cast<size_t>(*len));
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+  }
+  std::optional<std::string_view> nullable_string(bool compact) {
+    if (!ok()) return std::nullopt;
+    auto len = length_prefix(compact, false, true, "string");
+    if (!len) return std::nullopt;
+    if (*len > kMaxStringLength) [[unlikely]] {
+      fail_string_length(*len);
+      return std::nullopt;
+    }
+    Bytes b = raw(static_cast<size_t>(*len));
+    return std::string_view{reinterpret_cast<const char*>(b.data()), b.size()};
+  }
   /// Non-nullable bytes: int32 length (classic) or uvarint length+1 (compact).
   Bytes bytes(bool compact);
   std::optional<Bytes> nullable_bytes(bool compact);
   /// Array element count: int32 (classic) or uvarint count+1 (compact); -1 means null.
   /// A count larger than the remaining bytes fails, as Java's readers do.
-  int32_t array_length(bool compact);
+  int32_t array_length(bool compact) {
+    if (!ok()) return 0;
+    // Kafka's readers take any negative count as null (see length_prefix).
+    int32_t n = compact ? static_cast<int32_t>(uvarint() - 1u) : int32();
+    if (!ok()) return 0;
+    if (n < 0) return -1;
+    if (static_cast<size_t>(n) > remaining()) [[unlikely]] {
+      fail_array_count(n);
+      return 0;
+    }
+    return n;
+  }
 
  private:
+  // The primitives above are inline (every field of every frame goes through them); their error
+  // paths are out of line, in reader.cc.
   template <typename T>
   T fixed() {
     if (remaining() < sizeof(T)) [[unlikely]] {
-      if (ok()) fail("need " + std::to_string(sizeof(T)) + " bytes, " + std::to_string(remaining()) + " left");
+      fail_need(sizeof(T));
       return T{};
     }
     T v;
@@ -126,7 +173,34 @@ class Reader {
     v = swap_wire_order(v);  // the wire is big-endian
     return v;
   }
-  std::optional<int64_t> length_prefix(bool compact, bool wide, bool nullable, const char* what);
+  // Reads a length prefix. Returns nullopt for null (only when nullable) or on error. Like Kafka's
+  // generated readers, any negative length is null (a compact uvarint of 2^31 and up wraps to a
+  // negative int32), which only a nullable field accepts.
+  std::optional<int64_t> length_prefix(bool compact, bool wide, bool nullable, const char* what) {
+    int32_t len;
+    if (compact) {
+      len = static_cast<int32_t>(uvarint() - 1u);
+    } else {
+      len = wide ? int32() : int16();
+    }
+    if (!ok()) return std::nullopt;
+    if (len < 0) {
+      if (!nullable) fail_null(what, len);
+      return std::nullopt;
+    }
+    if (static_cast<uint64_t>(len) > remaining()) [[unlikely]] {
+      fail_length(what, len);
+      return std::nullopt;
+    }
+    return len;
+  }
+  uint32_t uvarint_slow();
+  Bytes raw_slow(size_t n);
+  [[gnu::cold]] void fail_need(size_t n);
+  [[gnu::cold]] void fail_null(const char* what, int32_t len);
+  [[gnu::cold]] void fail_length(const char* what, int32_t len);
+  [[gnu::cold]] void fail_string_length(int64_t len);
+  [[gnu::cold]] void fail_array_count(int32_t n);
 
   Bytes data_;
   size_t pos_ = 0;

@@ -26,11 +26,7 @@ ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener,
       requests_(config_->limits.max_request_frame_bytes, &worker.proxy().frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &worker.proxy().frame_budget()),
       pipeline_(worker.loop(), worker.proxy().chaos(), &worker.proxy().rewrite(listener.listener_index),
-                ConnectionInfo{id, listener.name, listener.listener_index, "", "", ""}, *this, &metrics_),
-      tls_handshake_deadline_(worker.loop(), [this] {
-        on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
-                                          " ms (limits.tls_handshake_timeout)");
-      }) {}
+                ConnectionInfo{id, listener.name, listener.listener_index, "", "", ""}, *this, &metrics_) {}
 
 ClientConnection::~ClientConnection() {
   worker_.proxy().release_connection();
@@ -55,7 +51,11 @@ void ClientConnection::start(const config::HostPort& upstream) {
   tls::ListenerTls tls = worker_.proxy().listener_tls(listener_.listener_index);
   if (tls.clients) {
     client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
-    tls_handshake_deadline_.arm(opened_at_ + config_->limits.tls_handshake_timeout);
+    tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(worker_.loop(), [this] {
+      on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
+                                        " ms (limits.tls_handshake_timeout)");
+    });
+    tls_handshake_deadline_->arm(opened_at_ + config_->limits.tls_handshake_timeout);
   }
   if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
   if (std::string key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
@@ -98,7 +98,7 @@ void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   enter(ConnectionState::kClosing);
   SelfConnectionDetector::instance().accepted_closed(client_endpoint_);
   SelfConnectionDetector::instance().upstream_closed(upstream_endpoint_);
-  tls_handshake_deadline_.cancel();
+  if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
   spdlog::info("conn={} {}: {} [{}] (client {}, {} requests, {} awaiting the broker, {} bytes in, {} bytes out, open {} ms)", id_, how,
                reason.detail, close_label(reason.category), peer_, requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
@@ -130,14 +130,14 @@ void ClientConnection::drain() {
 void ClientConnection::begin_drain(CloseReason reason) {
   if (closing() || state_ == ConnectionState::kDraining) return;
   enter(ConnectionState::kDraining);
-  drain_reason_ = std::move(reason);
+  drain_reason_ = std::make_unique<CloseReason>(std::move(reason));
   client_.stop_reading();
   finish_drain_if_idle();
 }
 
 void ClientConnection::finish_drain_if_idle() {
   if (state_ != ConnectionState::kDraining || !pipeline_.idle()) return;
-  finish(std::move(drain_reason_));
+  finish(std::move(*drain_reason_));
 }
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
@@ -152,9 +152,11 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     // Views into the loop's read buffer may be borrowed; bytes read in place into a frame's own
     // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
     client_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
-    bool ok = requests_.feed(data, [this](codec::Bytes frame) {
+    // One clock reading for every frame of the read: they all arrived at once.
+    auto now = std::chrono::steady_clock::now();
+    bool ok = requests_.feed(data, [this, now](codec::Bytes frame) {
       ++requests_in_;
-      return pipeline_.on_request_frame(frame);
+      return pipeline_.on_request_frame(frame, now);
     });
     client_piece_ = {};
     if (closing()) return;
@@ -171,11 +173,13 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
     if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
+    pipeline_.release_idle_memory();
     apply_backpressure(client_, upstream_.stream());
   } else {
     metrics_.bytes_out(data.size());
     upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
-    bool ok = responses_.feed(data, [this](codec::Bytes frame) { return pipeline_.on_response_frame(frame); });
+    auto now = std::chrono::steady_clock::now();
+    bool ok = responses_.feed(data, [this, now](codec::Bytes frame) { return pipeline_.on_response_frame(frame, now); });
     upstream_piece_ = {};
     if (closing()) return;
     if (!ok) {
@@ -198,6 +202,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     if (!client_.flush()) return;
     finish_drain_if_idle();
     if (closing()) return;
+    pipeline_.release_idle_memory();  // nothing in flight: an idle connection holds no queue
     apply_backpressure(upstream_.stream(), client_);
   }
 }
@@ -319,7 +324,7 @@ void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& rea
 
 void ClientConnection::on_stream_tls_established(TcpStream& s) {
   bool client = &s == &client_;
-  if (client) tls_handshake_deadline_.cancel();
+  if (client && tls_handshake_deadline_) tls_handshake_deadline_->cancel();
   else upstream_.handshake_done();
   std::string sni = s.tls()->requested_server_name();
   spdlog::debug("conn={} TLS with {}: {}{}", id_, client ? "client " + peer_ : "broker " + upstream_peer(), s.tls()->protocol_and_cipher(),

@@ -118,13 +118,15 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// This connection's keys in the SelfConnectionDetector ("" = not registered).
   std::string client_endpoint_;
   std::string upstream_endpoint_;
-  /// Why a draining connection closes once idle: kproxy shuts down, or the client half-closed.
-  CloseReason drain_reason_;
+  /// Why a draining connection closes once idle: kproxy shuts down, or the client half-closed
+  /// (on the heap: only a draining connection has one).
+  std::unique_ptr<CloseReason> drain_reason_;
   metrics::ConnectionMetrics metrics_{listener_.listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
   /// The stages every frame passes through (proxy/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;
-  /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout.
-  DeadlineTimer tls_handshake_deadline_;
+  /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout
+  /// (made for TLS clients only).
+  std::unique_ptr<DeadlineTimer> tls_handshake_deadline_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;
 };

@@ -30,8 +30,18 @@ struct Pipeline::Slot {
   std::chrono::steady_clock::time_point sent_at{};
   std::chrono::steady_clock::time_point release_at{};
   std::vector<uint8_t> bytes;
-  ExchangeActions actions;
+  /// What the stages decided for the response, when anything (ExchangeActions::affect_response()):
+  /// most exchanges have nothing, and a slot without it is a fifth of the size.
+  std::unique_ptr<ExchangeActions> actions;
 };
+
+namespace {
+/// `actions` on the heap when they affect the response, else nothing.
+std::unique_ptr<ExchangeActions> keep_if_any(ExchangeActions&& actions) {
+  if (!actions.affect_response()) return nullptr;
+  return std::make_unique<ExchangeActions>(std::move(actions));
+}
+}  // namespace
 
 struct Pipeline::HeldRequest {
   std::vector<uint8_t> frame;
@@ -43,6 +53,7 @@ struct Pipeline::HeldRequest {
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info,
                    PipelineOutput& output, metrics::ConnectionMetrics* metrics)
     : info_(std::move(info)),
+      loop_(loop),
       output_(output),
       metrics_(metrics),
       rules_(chaos),
@@ -50,16 +61,14 @@ Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const Brok
       api_versions_(rules_),
       faults_(rules_, frame_observer(), info_.id),
       observer_(frame_observer()),
-      // The stages, in order. Requests skip those without on_request (broker_address, topic_ids).
-      stages_{&broker_address_, &api_versions_, &topic_ids_, &faults_, &observer_},
       timer_(loop, [this] {
         pump();
         if (!closed_) output_.flush();
-      }),
-      to_client_(loop, [this](codec::Bytes b) { output_.send_to_client(b); }, [this] { output_.flush(); }),
-      to_broker_(loop, [this](codec::Bytes b) { output_.send_to_broker(b); }, [this] { output_.flush(); }) {}
+      }) {}
 
 Pipeline::~Pipeline() { shutdown(); }
+
+void Pipeline::release_idle_memory() { slots_.release_if_empty(); }
 
 void Pipeline::shutdown() {
   closed_ = true;
@@ -74,8 +83,32 @@ void Pipeline::shutdown() {
   held_.clear();
   forwarded_ahead_ = answered_ahead_ = awaiting_broker_ = 0;
   held_request_bytes_ = held_response_bytes_ = 0;
-  to_client_.shutdown();
-  to_broker_.shutdown();
+  if (to_client_) to_client_->shutdown();
+  if (to_broker_) to_broker_->shutdown();
+}
+
+void Pipeline::shape_to_broker(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
+  if (!to_broker_ && (!toxic || !toxic->any())) {
+    output_.send_to_broker(bytes);  // nothing shapes this direction: no hop through a shaper
+    return;
+  }
+  if (!to_broker_) {
+    to_broker_ = std::make_unique<chaos::TransportShaper>(loop_, [this](codec::Bytes b) { output_.send_to_broker(b); },
+                                                          [this] { output_.flush(); });
+  }
+  to_broker_->send(bytes, toxic);
+}
+
+void Pipeline::shape_to_client(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
+  if (!to_client_ && (!toxic || !toxic->any())) {
+    output_.send_to_client(bytes);
+    return;
+  }
+  if (!to_client_) {
+    to_client_ = std::make_unique<chaos::TransportShaper>(loop_, [this](codec::Bytes b) { output_.send_to_client(b); },
+                                                          [this] { output_.flush(); });
+  }
+  to_client_->send(bytes, toxic);
 }
 
 void Pipeline::close(CloseReason reason) {
@@ -83,7 +116,7 @@ void Pipeline::close(CloseReason reason) {
   output_.close(std::move(reason));
 }
 
-bool Pipeline::on_request_frame(codec::Bytes frame) {
+bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now) {
   if (closed_) return false;
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
   if (sasl_.active()) {
@@ -99,8 +132,8 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
       } else {
         unanswered_sasl_tokens_ = true;
       }
-      if (!held_.empty()) hold(frame, answered, std::chrono::milliseconds(0), std::nullopt);  // keeps its place behind a delay
-      else forward(frame, answered, std::nullopt);
+      if (!held_.empty()) hold(frame, answered, std::chrono::milliseconds(0), std::nullopt, now);  // keeps its place behind a delay
+      else forward(frame, answered, std::nullopt, now);
       return true;
     }
   }
@@ -144,7 +177,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
   }
 
   RequestContext ctx(header, frame, info_, expects_response);
-  for (Stage* stage : stages_) stage->on_request(ctx);
+  for (Stage* stage : stages()) stage->on_request(ctx);
   if (metrics_ && header.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions)) {
     metrics_->client_software(info_.client_software_name, info_.client_software_version);  // set by the ApiVersions stage
   }
@@ -153,7 +186,6 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
     return false;
   }
 
-  auto now = std::chrono::steady_clock::now();
   ExchangeActions& actions = ctx.actions();
   Slot slot;
   slot.api_key = header.api_key;
@@ -168,32 +200,33 @@ bool Pipeline::on_request_frame(codec::Bytes frame) {
     slot.release_at = now + actions.response_delay;
     // The transport side of the exchange still applies to kproxy's own answer; error and
     // throttle rules do not (the answer already carries the rule's error).
-    slot.actions.drop_response = actions.drop_response;
-    slot.actions.close_after = actions.close_after;
-    slot.actions.close_after_rule = actions.close_after_rule;
-    slot.actions.reset_after_bytes = actions.reset_after_bytes;
-    slot.actions.to_client = actions.to_client;
+    ExchangeActions answer_actions;
+    answer_actions.drop_response = actions.drop_response;
+    answer_actions.close_after = actions.close_after;
+    answer_actions.close_after_rule = actions.close_after_rule;
+    answer_actions.reset_after_bytes = actions.reset_after_bytes;
+    answer_actions.to_client = actions.to_client;
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version, codec::Bytes(slot.bytes.data(), slot.bytes.size()),
-                         info_, slot.actions, /*synthetic=*/true, std::chrono::nanoseconds(0));
-    for (Stage* stage : stages_) stage->on_response(rctx);
+                         info_, answer_actions, /*synthetic=*/true, std::chrono::nanoseconds(0));
+    for (Stage* stage : stages()) stage->on_response(rctx);
+    slot.actions = keep_if_any(std::move(answer_actions));
     slots_.push_back(std::move(slot));
-    pump();
+    pump(now);
     return !closed_;
   }
   std::optional<chaos::TransportToxic> toxic = actions.to_broker;
   std::chrono::milliseconds request_delay = actions.request_delay;
   if (expects_response) {
-    slot.actions = std::move(actions);
+    slot.actions = keep_if_any(std::move(actions));
     slots_.push_back(std::move(slot));
   }
-  if (request_delay.count() > 0 || !held_.empty()) hold(frame, expects_response, request_delay, toxic);
-  else forward(frame, expects_response, toxic);
+  if (request_delay.count() > 0 || !held_.empty()) hold(frame, expects_response, request_delay, toxic, now);
+  else forward(frame, expects_response, toxic, now);
   return true;
 }
 
 void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay,
-                    const std::optional<chaos::TransportToxic>& toxic) {
-  auto now = std::chrono::steady_clock::now();
+                    const std::optional<chaos::TransportToxic>& toxic, std::chrono::steady_clock::time_point now) {
   HeldRequest h;
   h.frame.assign(frame.begin(), frame.end());
   h.expects_response = expects_response;
@@ -204,20 +237,21 @@ void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::mill
   arm_timer(held_.front().release_at);
 }
 
-void Pipeline::forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic) {
+void Pipeline::forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+                       std::chrono::steady_clock::time_point now) {
   if (expects_response) {
     size_t i = forwarded_ahead_;
     while (i < slots_.size() && slots_[i].kind == Slot::Kind::kSynthetic) ++i;
     assert(i < slots_.size());  // every request that expects an answer got its slot first
-    slots_[i].sent_at = std::chrono::steady_clock::now();
+    slots_[i].sent_at = now;
     forwarded_ahead_ = i + 1;
     ++awaiting_broker_;
     if (metrics_) metrics_->request_pushed();
   }
-  to_broker_.send(frame, toxic ? &*toxic : nullptr);  // transport fault rules may shape it
+  shape_to_broker(frame, toxic ? &*toxic : nullptr);  // transport fault rules may shape it
 }
 
-bool Pipeline::on_response_frame(codec::Bytes frame) {
+bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now) {
   if (closed_) return false;
   size_t i = answered_ahead_;
   while (i < forwarded_ahead_ && slots_[i].kind == Slot::Kind::kSynthetic) ++i;
@@ -234,7 +268,6 @@ bool Pipeline::on_response_frame(codec::Bytes frame) {
   --awaiting_broker_;
   if (metrics_) metrics_->response_popped();
   Slot& slot = slots_[i];
-  auto now = std::chrono::steady_clock::now();
   slot.ready = true;
   if (slot.kind == Slot::Kind::kSaslToken) {
     if (i == 0 && !blackholed_) {
@@ -245,7 +278,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame) {
       held_response_bytes_ += slot.bytes.size();
       slot.release_at = now;
     }
-    pump();
+    pump(now);
     return !closed_;
   }
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
@@ -263,27 +296,30 @@ bool Pipeline::on_response_frame(codec::Bytes frame) {
                                                     std::to_string(correlation_id)});
     return false;
   }
-  ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, slot.actions, /*synthetic=*/false,
+  // Stages only read the actions; an exchange without any sees an empty set.
+  ExchangeActions none;
+  ExchangeActions& actions = slot.actions ? *slot.actions : none;
+  ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
                       std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
-  for (Stage* stage : stages_) {
+  for (Stage* stage : stages()) {
     stage->on_response(ctx);
     if (ctx.closing()) {
       close(std::move(*ctx.close_reason()));
       return false;
     }
   }
-  slot.release_at = now + slot.actions.response_delay;
-  if (i == 0 && !blackholed_ && !ctx.dirty() && !slot.actions.affect_response()) {
+  slot.release_at = now + actions.response_delay;
+  if (i == 0 && !blackholed_ && !ctx.dirty() && !actions.affect_response()) {
     // Fast path: in order, nothing to hold: the bytes go out without a copy (the broker's own,
     // or the broker-address stage's rewrite).
     pop_front_slot();
     send_client(ctx.frame());
-    pump();
+    pump(now);
     return !closed_;
   }
   slot.bytes = ctx.encode();
   held_response_bytes_ += slot.bytes.size();
-  pump();
+  pump(now);
   return !closed_;
 }
 
@@ -291,7 +327,7 @@ void Pipeline::send_client(codec::Bytes bytes, const chaos::TransportToxic* toxi
   if (closed_) return;
   if (reset_budget_) {
     if (bytes.size() >= *reset_budget_) {
-      to_client_.send(bytes.subspan(0, *reset_budget_), nullptr);
+      shape_to_client(bytes.subspan(0, *reset_budget_), nullptr);
       reset_budget_.reset();
       closed_ = true;
       output_.flush();
@@ -301,17 +337,16 @@ void Pipeline::send_client(codec::Bytes bytes, const chaos::TransportToxic* toxi
     }
     *reset_budget_ -= bytes.size();
   }
-  to_client_.send(bytes, toxic);
+  shape_to_client(bytes, toxic);
 }
 
-void Pipeline::pump() {
+void Pipeline::pump(std::chrono::steady_clock::time_point now) {
   if (closed_) return;
-  auto now = std::chrono::steady_clock::now();
   while (!held_.empty() && held_.front().release_at <= now) {
     HeldRequest h = std::move(held_.front());
     held_.pop_front();
     held_request_bytes_ -= h.frame.size();
-    forward(codec::Bytes(h.frame.data(), h.frame.size()), h.expects_response, h.toxic);
+    forward(codec::Bytes(h.frame.data(), h.frame.size()), h.expects_response, h.toxic, now);
   }
   held_.release_if_empty();  // delay rules are rare: give the queue back
   while (!slots_.empty() && slots_.front().ready) {
@@ -321,23 +356,23 @@ void Pipeline::pump() {
       pop_front_slot();
       continue;
     }
-    if (s.actions.drop_response) {
+    if (s.actions && s.actions->drop_response) {
       spdlog::info("conn={} dropping the response to correlation id {} ({}) and every later one (blackhole)", info_.id, s.correlation_id,
                    api_label(s.api_key));
       blackholed_ = true;
       pop_front_slot();
       continue;
     }
-    if (s.actions.close_after) {
+    if (s.actions && s.actions->close_after) {
       closed_ = true;
       output_.flush();
-      output_.close({CloseCategory::kFault, "fault rule '" + s.actions.close_after_rule + "': close after forwarding " +
+      output_.close({CloseCategory::kFault, "fault rule '" + s.actions->close_after_rule + "': close after forwarding " +
                                                 api_label(s.api_key) + " (response withheld)"});
       return;
     }
-    if (s.actions.reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions.reset_after_bytes;
+    if (s.actions && s.actions->reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions->reset_after_bytes;
     std::vector<uint8_t> bytes = std::move(s.bytes);
-    std::optional<chaos::TransportToxic> toxic = s.actions.to_client;
+    std::optional<chaos::TransportToxic> toxic = s.actions ? s.actions->to_client : std::nullopt;
     held_response_bytes_ -= bytes.size();
     s.bytes.clear();
     pop_front_slot();

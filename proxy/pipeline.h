@@ -52,6 +52,7 @@
 #include "proxy/frame_context.h"
 #include "proxy/frame_observer.h"
 #include "proxy/lazy_deque.h"
+#include "proxy/ring_queue.h"
 #include "proxy/rule_snapshot.h"
 #include "proxy/sasl_raw_tokens.h"
 #include "proxy/stage.h"
@@ -96,18 +97,22 @@ class Pipeline {
   Pipeline& operator=(const Pipeline&) = delete;
 
   /// A whole request frame (size prefix included) from the client. False when the connection was
-  /// closed because of it.
-  bool on_request_frame(codec::Bytes frame);
+  /// closed because of it. `now`: when it arrived; the frames of one read share one clock
+  /// reading (the connection takes it once per read).
+  bool on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   /// A whole response frame from the broker. False when the connection was closed because of it.
-  bool on_response_frame(codec::Bytes frame);
+  bool on_response_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  /// Gives back the memory of the queue of requests awaiting answers when nothing is in it (the
+  /// connection calls it after each read: an idle connection holds no queue).
+  void release_idle_memory();
 
   /// Bytes a fault rule holds for the client / for the broker, not yet handed to the output: what
   /// a transport toxic has queued, responses waiting for a delay (or behind one, to keep their
   /// order), requests waiting for a delay. They count toward that side's write-queue high-water
   /// mark (proxy/tcp_stream.h): a slow bandwidth rule or a long delay stops kproxy reading the
   /// other side instead of filling its memory.
-  size_t held_bytes_to_client() const { return to_client_.queued_bytes() + held_response_bytes_; }
-  size_t held_bytes_to_broker() const { return to_broker_.queued_bytes() + held_request_bytes_; }
+  size_t held_bytes_to_client() const { return (to_client_ ? to_client_->queued_bytes() : 0) + held_response_bytes_; }
+  size_t held_bytes_to_broker() const { return (to_broker_ ? to_broker_->queued_bytes() : 0) + held_request_bytes_; }
 
   /// Requests forwarded to the broker and not yet answered.
   size_t awaiting_broker() const { return awaiting_broker_; }
@@ -124,35 +129,49 @@ class Pipeline {
 
   /// Sends `frame` to the broker now (through `toxic`'s shaper, if any); the slot of the request,
   /// when it expects a response, is then waiting for it.
-  void forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic);
+  void forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+               std::chrono::steady_clock::time_point now);
   /// Queues `frame` behind the held requests, released `delay` from now (or after the last one).
-  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::optional<chaos::TransportToxic>& toxic);
-  /// Sends what is ready, in order; arms the timer for what is not.
-  void pump();
+  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::optional<chaos::TransportToxic>& toxic,
+            std::chrono::steady_clock::time_point now);
+  /// Sends what is ready at `now`, in order; arms the timer for what is not.
+  void pump(std::chrono::steady_clock::time_point now);
+  void pump() { pump(std::chrono::steady_clock::now()); }
+  /// Bytes for the broker / the client through that direction's shaper. The shaper exists only
+  /// once a transport rule shaped that direction (and keeps the order of everything after);
+  /// until then bytes go straight to the output.
+  void shape_to_broker(codec::Bytes bytes, const chaos::TransportToxic* toxic);
+  void shape_to_client(codec::Bytes bytes, const chaos::TransportToxic* toxic);
   void arm_timer(std::chrono::steady_clock::time_point at);
   /// Removes the oldest slot, keeping held_response_bytes_ right.
   void pop_front_slot();
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   void close(CloseReason reason);
+  /// The stages in order (the one list of them). Made per frame rather than kept: five pointers
+  /// per connection saved, five stores per frame spent.
+  std::array<Stage*, kStageCount> stages() {
+    // Requests skip those without on_request (broker_address, topic_ids).
+    return {&broker_address_, &api_versions_, &topic_ids_, &faults_, &observer_};
+  }
 
   ConnectionInfo info_;
+  uv_loop_t* loop_;
   PipelineOutput& output_;
   metrics::ConnectionMetrics* metrics_;
   RuleSnapshot rules_;
 
-  // The stages, in the order of the list in stages_ (built in the constructor).
+  // The stages, in the order stages() lists them.
   BrokerAddressStage broker_address_;
   ApiVersionsStage api_versions_;
   TopicIdsStage topic_ids_;
   FaultStage faults_;
   ObserverStage observer_;
-  std::array<Stage*, kStageCount> stages_;
 
   SaslRawTokens sasl_;
   /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
   bool unanswered_sasl_tokens_ = false;
-  // Allocated on first use (an idle connection holds neither; proxy/lazy_deque.h).
-  LazyDeque<Slot> slots_;            ///< one per request that gets an answer, in request order
+  // Allocated on first use (an idle connection holds neither; proxy/ring_queue.h, proxy/lazy_deque.h).
+  RingQueue<Slot> slots_;            ///< one per request that gets an answer, in request order
   LazyDeque<HeldRequest> held_;      ///< broker-bound requests waiting for a delay
   size_t forwarded_ahead_ = 0;       ///< slots (from the front) up to the next one to forward
   size_t answered_ahead_ = 0;        ///< slots (from the front) up to the next one awaiting the broker
@@ -163,7 +182,8 @@ class Pipeline {
   bool blackholed_ = false;
   bool closed_ = false;
   std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close
-  chaos::TransportShaper to_client_, to_broker_;
+  /// Made on the first transport rule that shapes the direction (most connections never have one).
+  std::unique_ptr<chaos::TransportShaper> to_client_, to_broker_;
 };
 
 }  // namespace kproxy::proxy

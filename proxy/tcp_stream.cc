@@ -265,9 +265,12 @@ void TcpStream::shutdown_and_close() {
 }
 
 void TcpStream::begin_shutdown() {
-  if (closing() || shutdown_req_.data == this) return;
-  shutdown_req_.data = this;
-  if (uv_shutdown(&shutdown_req_, stream(), after_shutdown) < 0) close();
+  if (closing() || shutdown_req_) return;
+  // Lives until the stream is destroyed: libuv calls after_shutdown (with UV_ECANCELED if the
+  // socket closes first) before the stream's close callback.
+  shutdown_req_ = std::make_unique<uv_shutdown_t>();
+  shutdown_req_->data = this;
+  if (uv_shutdown(shutdown_req_.get(), stream(), after_shutdown) < 0) close();
 }
 
 void TcpStream::after_shutdown(uv_shutdown_t* req, int) {

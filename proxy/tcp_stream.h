@@ -169,7 +169,8 @@ class TcpStream {
   size_t tls_held_bytes() const;
 
   UvHandle<uv_tcp_t> handle_;
-  uv_shutdown_t shutdown_req_{};
+  /// Allocated by the half-close (shutdown_and_close), which most streams never do.
+  std::unique_ptr<uv_shutdown_t> shutdown_req_;
   TcpStreamEvents& events_;
   const char* name_;
   std::vector<Segment> pending_;

@@ -18,9 +18,10 @@ void UpstreamConnection::connect(const config::HostPort& target, std::chrono::mi
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_protocol = IPPROTO_TCP;
-  resolve_req_.data = this;
+  dialing_ = std::make_unique<Dialing>();
+  dialing_->resolve.data = this;
   std::string port = std::to_string(target.port);
-  int rc = uv_getaddrinfo(loop_, &resolve_req_, after_resolve, target.host.c_str(), port.c_str(), &hints);
+  int rc = uv_getaddrinfo(loop_, &dialing_->resolve, after_resolve, target.host.c_str(), port.c_str(), &hints);
   if (rc < 0) {
     fail("cannot resolve " + target.to_string() + ": " + uv_strerror(rc));
     return;
@@ -46,8 +47,8 @@ void UpstreamConnection::after_resolve(uv_getaddrinfo_t* req, int status, addrin
     self->events_.on_upstream_is_self("broker " + self->target_.to_string() + " resolves to an address kproxy listens on");
     return;
   }
-  self->connect_req_.data = self;
-  int rc = uv_tcp_connect(&self->connect_req_, self->stream_.handle(), res->ai_addr, after_connect);
+  self->dialing_->connect.data = self;
+  int rc = uv_tcp_connect(&self->dialing_->connect, self->stream_.handle(), res->ai_addr, after_connect);
   uv_freeaddrinfo(res);
   if (rc < 0) {
     self->fail("cannot connect to " + self->target_.to_string() + ": " + uv_strerror(rc));
@@ -59,12 +60,13 @@ void UpstreamConnection::after_resolve(uv_getaddrinfo_t* req, int status, addrin
 void UpstreamConnection::after_connect(uv_connect_t* req, int status) {
   auto* self = static_cast<UpstreamConnection*>(req->data);
   self->connecting_ = false;
+  self->dialing_.reset();  // libuv is done with both requests (req is gone from here on)
   if (self->closed_) return;
   if (status < 0) {
     self->fail("cannot connect to " + self->target_.to_string() + ": " + uv_strerror(status));
     return;
   }
-  if (self->stream_.tls() == nullptr) uv_timer_stop(self->timer_.get());  // else at handshake_done()
+  if (self->stream_.tls() == nullptr) self->timer_.close();  // else at handshake_done()
   uv_tcp_nodelay(self->stream_.handle(), 1);
   self->stream_.set_connected();
   self->events_.on_upstream_connected();
@@ -87,7 +89,7 @@ void UpstreamConnection::fail(const std::string& reason) {
 void UpstreamConnection::close(bool flush_first) {
   if (closed_) return;
   closed_ = true;
-  if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
+  if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&dialing_->resolve));
   timer_.close();
   if (flush_first) stream_.shutdown_and_close();
   else stream_.close();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include <uv.h>
@@ -45,9 +46,7 @@ class UpstreamConnection {
 
   /// The TLS handshake with the broker completed: the connect timeout, which covers it on a TLS
   /// stream (a listener that accepts and never answers would otherwise hang the client), stops.
-  void handshake_done() {
-    if (timer_.open()) uv_timer_stop(timer_.get());
-  }
+  void handshake_done() { timer_.close(); }
 
   /// Closes the socket and timer and cancels a pending resolve. With `flush_first`, bytes queued
   /// for the broker are written before the socket closes.
@@ -65,9 +64,15 @@ class UpstreamConnection {
   uv_loop_t* loop_;
   UpstreamConnectionEvents& events_;
   TcpStream stream_;
-  UvHandle<uv_timer_t> timer_;  ///< the connect (and TLS handshake) timeout
-  uv_getaddrinfo_t resolve_req_{};
-  uv_connect_t connect_req_{};
+  /// The libuv requests of resolving and connecting: allocated by connect(), freed once connected
+  /// (or failed), so an established connection does not carry them (bench/proxy: idle memory).
+  struct Dialing {
+    uv_getaddrinfo_t resolve{};
+    uv_connect_t connect{};
+  };
+
+  UvHandle<uv_timer_t> timer_;  ///< the connect (and TLS handshake) timeout; closed once connected
+  std::unique_ptr<Dialing> dialing_;
   config::HostPort target_;
   bool resolving_ = false;
   bool connecting_ = false;

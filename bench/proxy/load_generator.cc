@@ -3,7 +3,9 @@
 //   kproxy-load --target HOST:PORT --mode saturate|rate|idle [options]
 //
 //   saturate  N connections each keep --depth Produce requests in flight for --duration seconds
-//             (after --warmup); reports requests/s and MB/s of record batches answered.
+//             (after --warmup); reports requests/s and MB/s of record batches answered. With
+//             --requests N it stops after N requests in all (a fixed amount of work, for
+//             instruction counts of the proxy under callgrind: bench/proxy/README.md).
 //   rate      --rate requests/s in total, sent on a fixed schedule (a timerfd tick per request,
 //             spread round-robin over the connections, whatever the answers do: open loop);
 //             reports p50/p99/p99.9/max of send → response latency.
@@ -85,6 +87,8 @@ struct Options {
   int connect_concurrency = 256;
   std::vector<int> watch_pids;
   size_t max_samples = 4'000'000;
+  std::string source;     // --source: local address the connections are made from ("" = the kernel's pick)
+  uint64_t requests = 0;  // saturate: stop after this many Produce requests (0: --duration decides)
   std::string mix = "produce:60,metadata:15,find_coordinator:10,init_producer_id:10,api_versions:5";  // soak
   uint64_t seed = 1;  // soak: the API mix of connection i comes from seed + i
 };
@@ -329,6 +333,14 @@ void Load::open_connection(int index) {
   uv_tcp_init(&loop_, &c->tcp);
   c->tcp.data = c.get();
   c->connect_req.data = c.get();
+  if (!o_.source.empty()) {
+    sockaddr_in local{};
+    uv_ip4_addr(o_.source.c_str(), 0, &local);
+    if (int rc = uv_tcp_bind(&c->tcp, reinterpret_cast<const sockaddr*>(&local), 0); rc != 0) {
+      conn_failed(c.get(), std::string("bind ") + o_.source + ": " + uv_strerror(rc));
+      return;
+    }
+  }
   sockaddr_in addr{};
   uv_ip4_addr(o_.host.c_str(), o_.port, &addr);
   ++connecting_;
@@ -453,6 +465,7 @@ void Load::on_rate_tick() {
 
 void Load::send_produce(Conn* c, int count) {
   const std::vector<uint8_t>& frame = templates_[static_cast<size_t>(c->index % o_.partitions)];
+  if (o_.requests > 0) count = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(count), o_.requests - std::min(sent_, o_.requests)));
   while (count > 0) {
     int n = std::min(count, kMaxBatch);
     count -= n;
@@ -546,6 +559,8 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
       ++answered_;
       if (in_window_) {
         if (o_.mode == Mode::kSaturate) ++window_answered_;
+        // A fixed count (--requests): the window ends with the last answer.
+        if (o_.requests > 0 && answered_ >= o_.requests) end_window();
       }
       if (o_.mode == Mode::kRate && p.sent_ns >= window_start_ns_ && window_start_ns_ != 0 &&
           (window_end_ns_ == 0 || p.sent_ns < window_end_ns_)) {
@@ -979,7 +994,7 @@ void usage(FILE* out) {
       "                   [--size BYTES] [--rate REQ_PER_S] [--duration S] [--warmup S] [--hold S]\n"
       "                   [--acks N] [--produce-version V] [--topic NAME] [--partitions P]\n"
       "                   [--metadata] [--expect-broker HOST:PORT] [--connect-concurrency N]\n"
-      "                   [--watch-pid PID]... [--max-seconds S]\n"
+      "                   [--watch-pid PID]... [--max-seconds S] [--requests N] [--source IP]\n"
       "                   [--mix API:WEIGHT,...] [--seed N]   (soak; APIs: produce, metadata,\n"
       "                    find_coordinator, init_producer_id, api_versions)\n",
       out);
@@ -1034,6 +1049,8 @@ int main(int argc, char** argv) {
       else if (a == "--connect-concurrency") o.connect_concurrency = std::max(1, std::stoi(value()));
       else if (a == "--watch-pid") o.watch_pids.push_back(std::stoi(value()));
       else if (a == "--max-seconds") o.max_seconds = std::stod(value());
+      else if (a == "--requests") o.requests = std::stoull(value());
+      else if (a == "--source") o.source = value();
       else if (a == "--mix") o.mix = value();
       else if (a == "--seed") o.seed = std::stoull(value());
       else if (a == "-h" || a == "--help") { usage(stdout); return 0; }

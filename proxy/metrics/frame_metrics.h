@@ -60,8 +60,18 @@ class ConnectionMetrics {
 
   void opened();
   void upstream_connected();
-  void request_pushed() { ++inflight_; ProxyMetrics::instance().inflight(1); }
-  void response_popped() { if (inflight_ > 0) { --inflight_; ProxyMetrics::instance().inflight(-1); } }
+  // Per request: straight to the loop thread's shard, found once per connection (no lookup of
+  // the process's metrics and the thread's shard per frame).
+  void request_pushed() {
+    ++inflight_;
+    add(shard().inflight, 1);
+  }
+  void response_popped() {
+    if (inflight_ > 0) {
+      --inflight_;
+      add(shard().inflight, -1);
+    }
+  }
   void bytes_in(size_t n) { bytes_in_ += n; }
   void bytes_out(size_t n) { bytes_out_ += n; }
   uint64_t bytes_in() const { return bytes_in_; }
@@ -73,7 +83,14 @@ class ConnectionMetrics {
   void closed(proxy::CloseCategory reason);
 
  private:
+  /// The shard of the thread the connection lives on (ProxyMetrics::instance()), found on first use.
+  MetricsShard& shard() {
+    if (shard_ == nullptr) shard_ = &ProxyMetrics::instance().shard();
+    return *shard_;
+  }
+
   size_t listener_;
+  MetricsShard* shard_ = nullptr;
   bool client_open_ = false;
   bool upstream_open_ = false;
   bool closed_ = false;

@@ -114,10 +114,23 @@ const char* proxy_event_name(ProxyEvent event) {
   return i < kProxyEvents.size() ? kProxyEvents[i].name : "other";
 }
 
+namespace {
+// kLatencyBuckets in whole nanoseconds (each bound is a whole number of them): the bucket of a
+// latency is found with integer compares, per response.
+constexpr std::array<int64_t, kLatencyBuckets.size()> bucket_bounds_ns() {
+  std::array<int64_t, kLatencyBuckets.size()> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(kLatencyBuckets[i] * 1e9 + 0.5);
+  return out;
+}
+constexpr auto kBucketBoundsNs = bucket_bounds_ns();
+}  // namespace
+
 size_t latency_bucket(std::chrono::nanoseconds latency) {
-  double seconds = std::chrono::duration<double>(latency).count();
-  auto it = std::lower_bound(kLatencyBuckets.begin(), kLatencyBuckets.end(), seconds);
-  return static_cast<size_t>(it - kLatencyBuckets.begin());
+  // The first bucket whose bound is >= the latency (Prometheus' `le`); most are in the first few.
+  int64_t ns = latency.count();
+  size_t i = 0;
+  while (i < kBucketBoundsNs.size() && kBucketBoundsNs[i] < ns) ++i;
+  return i;
 }
 
 ProxyMetrics::ProxyMetrics(MetricsOptions options) : options_(options), id_(next_instance_id.fetch_add(1)) {
