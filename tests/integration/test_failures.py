@@ -17,6 +17,7 @@ What is asserted, and how:
 from __future__ import annotations
 
 import collections
+import os
 import re
 import socket
 import time
@@ -31,14 +32,28 @@ from test_proxy_support import Kproxy
 
 # How much VmRSS may grow between the baseline (after a warm-up run of the same clients) and the
 # state after the failure run once its clients left. kproxy frees a connection's memory when it
-# closes, but glibc malloc keeps freed chunks in the arenas of the worker threads instead of giving
-# every page back, so RSS after a burst of connections reflects the busiest moment, not live bytes;
-# a failure run has more connections at once (reconnect storms) than the warm-up. Measured
-# (single node, 2 workers): the first client run adds ~1.3 MiB (warm-up, excluded by the
-# baseline), each further identical run 0-28 KiB; the broker-kill runs +192..+348 KiB. 2 MiB is
-# ~6x the largest of those; a leak of a connection's buffers over the ~60 reconnections of a run
-# would exceed it, and a leaked connection would also show in the exact descriptor count.
-RSS_TOLERANCE_KIB = 2048
+# closes, but the allocator keeps freed chunks for reuse instead of giving every page back, so RSS
+# after a burst of connections reflects the busiest moment, not live bytes; a failure run has
+# more connections at once (reconnect storms) than the warm-up. The kproxy runs with
+# AddressSanitizer's quarantine off (_no_quarantine), which would otherwise add every byte freed.
+# Measured on the tree of issues #15/#20 (ASan build, 2 workers), quarantine at its 256 MiB
+# default / 16 MiB / off: single node +732 / +888 / +920 KiB, 3-node cluster +2,160 / +1,828 /
+# +1,872 KiB (a clean-clone run saw +2,580 at the default, failing the old 2 MiB limit); earlier
+# trees +192..+1,308 KiB. 4 MiB is ~2x the largest; the exact descriptor count is the sharper
+# check (a leaked connection shows there).
+# Live heap bytes from the sanitizer allocator would measure leaks without allocator retention:
+# not done yet.
+RSS_TOLERANCE_KIB = 4096
+
+
+def _no_quarantine() -> Dict[str, str]:
+    """The environment of a kproxy whose RSS is measured: in the sanitized build, AddressSanitizer
+    holds freed memory in a quarantine of up to 256 MiB before reusing it, so RSS grows with every
+    byte freed (connections made and closed, a slot ring given back when idle) until the
+    quarantine is full, whatever is live. Off for these runs (use-after-free detection is what the
+    rest of the suite is for). Ignored by a plain build."""
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    return {"ASAN_OPTIONS": (asan + ":" if asan else "") + "quarantine_size_mb=0"}
 
 
 def _quiet_state(kp: Kproxy, settle_s: float = 1.5, timeout: float = 20.0) -> Tuple[int, int]:
@@ -120,7 +135,7 @@ def test_broker_kill9_and_restart_under_traffic_single_node(kafka, topic_name):
     node = kafka.nodes[0].node_id
     kafka.create_topic(topic_name, partitions=3)
     try:
-        with Kproxy(kafka.bootstrap(), name="kill-single", workers=2, log_level="info") as kp:
+        with Kproxy(kafka.bootstrap(), name="kill-single", workers=2, log_level="info", env=_no_quarantine()) as kp:
             _warm_up(kp, topic_name)
             base = _quiet_state(kp)
 
@@ -150,7 +165,8 @@ def test_broker_kill9_and_restart_one_node_of_three(kafka_cluster, topic_name):
     victim = 1
     kafka_cluster.create_topic(topic_name, partitions=3, replication_factor=3, configs={"min.insync.replicas": "2"})
     try:
-        with Kproxy(kafka_cluster.bootstrap(), name="kill-node", workers=2, log_level="info", all_upstreams=True) as kp:
+        with Kproxy(kafka_cluster.bootstrap(), name="kill-node", workers=2, log_level="info", all_upstreams=True,
+                    env=_no_quarantine()) as kp:
             _warm_up(kp, topic_name)
             base = _quiet_state(kp)
             leaders = {p.partition: p.leader for p in kafka_cluster.metadata([topic_name]).topics[topic_name].partitions.values()}
