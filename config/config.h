@@ -10,6 +10,7 @@
 //       advertise: localhost         # host written into rewritten broker addresses
 //       broker_ports: 9093           # node id N is reached at 9093 + N, or instead:
 //       # broker_port_range: 9100-9131   # ports handed out in order of discovery
+//       max_broker_ports: 256        # brokers given a port at most; more are refused
 //       tls: {...}                   # TLS for clients (config/tls_config.h)
 //       upstream_tls: {...}          # TLS to the brokers (config/tls_config.h)
 //   admin: { listen: 127.0.0.1:9644, token_file: /run/secrets/kproxy-admin-token }  # or token_env: NAME
@@ -35,6 +36,10 @@
 
 namespace kproxy::config {
 
+/// Default of listeners[].max_broker_ports: a broker port is a listening socket on every worker,
+/// so one Metadata response naming thousands of brokers must not open thousands of them.
+inline constexpr uint32_t kDefaultMaxBrokerPorts = 256;
+
 /// How a listener gives each broker (by node id) its own kproxy port.
 struct BrokerPorts {
   enum class Scheme : uint8_t {
@@ -45,6 +50,18 @@ struct BrokerPorts {
   uint16_t base = 0;   ///< kNodeIdOffset
   uint16_t first = 0;  ///< kInOrder
   uint16_t last = 0;   ///< kInOrder, inclusive
+  /// Brokers this listener gives a port at most (listeners[].max_broker_ports); further nodes are
+  /// refused at discovery (logged, counted in kproxy_proxy_broker_ports_refused_total).
+  uint32_t max_ports = kDefaultMaxBrokerPorts;
+
+  bool operator==(const BrokerPorts&) const = default;
+};
+
+/// An inclusive range of TCP ports.
+struct PortRange {
+  uint16_t first = 0;
+  uint16_t last = 0;
+  bool overlaps(uint16_t lo, uint16_t hi) const { return lo <= last && first <= hi; }
 };
 
 struct ListenerConfig {
@@ -117,6 +134,10 @@ struct Limits {
   /// How long a client on a TLS listener may take to finish its handshake before it is closed
   /// (a client that connects and stalls would otherwise hold a connection slot for good).
   std::chrono::milliseconds tls_handshake_timeout{10000};
+  /// Fault rules installed at once (the config's `faults:` and the admin API's together): each
+  /// costs memory and is matched against every request of its APIs. PUT of a new rule past it is
+  /// refused (400).
+  size_t max_fault_rules = 1000;
 };
 
 struct LogConfig {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -53,15 +55,38 @@ std::optional<std::pair<uint64_t, std::string_view>> number_and_unit(std::string
   return std::make_pair(*n, unit);
 }
 
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no
+// overlong forms, no surrogates, nothing past U+10FFFF), or npos.
+size_t invalid_utf8_at(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > text.size()) return i;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc >> 6) != 0x2) return i;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 // Walks one YAML document, collecting errors with positions.
 class Loader {
  public:
-  explicit Loader(std::string source) : source_(std::move(source)) {}
+  Loader(std::string source, const LoadOptions& options) : source_(std::move(source)), options_(options) {}
 
   LoadResult load(const YAML::Node& root) {
     auto config = std::make_shared<Config>();
     config->source = source_;
-    if (!root || root.IsNull()) {
+    if (root && !walk(root, 0, "")) {
+      // Too big or too deep to read further: nothing else is looked at.
+    } else if (!root || root.IsNull()) {
       error(root, "the config is empty: it needs at least one listener");
     } else if (!root.IsMap()) {
       error(root, "the top level must be a mapping (listeners:, admin:, limits:, ...)");
@@ -71,6 +96,7 @@ class Loader {
     LoadResult result;
     if (errors_.empty()) result.config = std::move(config);
     result.errors = std::move(errors_);
+    result.warnings = std::move(warnings_);
     return result;
   }
 
@@ -85,8 +111,66 @@ class Loader {
     e.reason = std::move(reason);
     errors_.push_back(std::move(e));
   }
+  void warn(const YAML::Mark& m, std::string reason) {
+    error(m, std::move(reason));
+    warnings_.push_back(std::move(errors_.back()));
+    errors_.pop_back();
+  }
 
  private:
+  // The one walk over the whole document, aliases expanded (config_loader.h): counts nodes,
+  // bounds the depth, and reports every key given twice in one mapping at its second occurrence.
+  // False when the document is too big or too deep to be read further.
+  bool walk(const YAML::Node& node, int depth, const std::string& path) {
+    const std::string where = path.empty() ? "the top level" : path;
+    if (++nodes_ > kMaxConfigNodes) {
+      error(node, "the config expands to more than " + std::to_string(kMaxConfigNodes) +
+                      " YAML nodes (each use of an alias counts again; reached at " + where + "): refused");
+      return false;
+    }
+    if (depth > kMaxConfigDepth) {
+      error(node, where + ": nested more than " + std::to_string(kMaxConfigDepth) + " levels deep: refused");
+      return false;
+    }
+    if (node.IsScalar()) {
+      // YAML text is Unicode (YAML 1.2 §5.1) and so is everything kproxy builds from it (JSON
+      // rules, log lines, metric labels): a stray byte is refused here, with its position,
+      // rather than failing later where no position is known.
+      if (size_t at = invalid_utf8_at(node.Scalar()); at != std::string_view::npos && reported_encoding_.insert(mark_of(node)).second) {
+        char byte[8];
+        std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(node.Scalar()[at]));
+        error(node, where + ": not valid UTF-8 (byte " + byte + " at offset " + std::to_string(at) + " of the value)");
+      }
+    } else if (node.IsSequence()) {
+      size_t i = 0;
+      for (const auto& item : node) {
+        if (!walk(item, depth + 1, path + "[" + std::to_string(i++) + "]")) return false;
+      }
+    } else if (node.IsMap()) {
+      std::map<std::string, YAML::Mark> seen;
+      for (const auto& kv : node) {
+        std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
+        std::string sub = path.empty() ? key : path + "." + key;
+        if (kv.first.IsScalar()) {
+          if (invalid_utf8_at(key) != std::string_view::npos && reported_encoding_.insert(mark_of(kv.first)).second) {
+            error(kv.first, (path.empty() ? std::string("a key") : path + ": a key") + " is not valid UTF-8");
+          }
+          auto [first, fresh] = seen.emplace(key, kv.first.Mark());
+          // An aliased mapping is walked once per use: report each duplicate once.
+          auto at = std::make_pair(kv.first.Mark().line, kv.first.Mark().column);
+          if (!fresh && reported_duplicates_.insert(at).second) {
+            error(kv.first, sub + ": duplicate key (first given at line " + std::to_string(first->second.line + 1) + ", column " +
+                                std::to_string(first->second.column + 1) + "; YAML would silently keep only one)");
+          }
+        } else if (!walk(kv.first, depth + 1, sub)) {
+          return false;
+        }
+        if (!walk(kv.second, depth + 1, sub)) return false;
+      }
+    }
+    return true;
+  }
+
   // Checks that `node` is a map whose keys are all in `known`; returns false if not a map.
   bool check_map(const YAML::Node& node, const std::string& path, std::initializer_list<std::string_view> known) {
     if (!node.IsMap()) {
@@ -95,7 +179,11 @@ class Loader {
     }
     for (const auto& kv : node) {
       auto key = kv.first.as<std::string>("");
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
+      if (key == "<<") {
+        // YAML 1.1 merge keys are not part of YAML 1.2, and yaml-cpp reads "<<" as a plain key.
+        error(kv.first, path + (path.empty() ? "" : ".") +
+                            "<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
+      } else if (std::find(known.begin(), known.end(), key) == known.end()) {
         std::string list;
         for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
         error(kv.first, path + (path.empty() ? "" : ".") + key + ": unknown key (known: " + list + ")");
@@ -168,9 +256,15 @@ class Loader {
       error(root, "listeners: missing (at least one listener is needed)");
     }
     if (auto n = root["admin"]; n && check_map(n, "admin", {"listen", "token_file", "token_env"})) {
-      if (auto l = n["listen"]) c.admin.listen = host_port(l, "admin.listen");
+      if (auto l = n["listen"]) {
+        c.admin.listen = host_port(l, "admin.listen");
+        if (c.admin.listen) {
+          claims_.push_back({c.admin.listen->port, c.admin.listen->port, "admin.listen", "the admin API", l.Mark(), -1, ClaimKind::kAdmin});
+        }
+      }
       load_admin_token(n, c.admin);
     }
+    check_port_claims();
     if (auto n = root["metrics"]; n && check_map(n, "metrics", {"frames", "topic_labels", "client_id_labels", "max_label_values"})) {
       flag(n["frames"], "metrics.frames", c.metrics.frames);
       flag(n["topic_labels"], "metrics.topic_labels", c.metrics.topic_labels);
@@ -251,7 +345,7 @@ class Loader {
 
   void load_limits(const YAML::Node& n, Limits& limits) {
     if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections",
-                                 "connect_timeout", "tls_handshake_timeout"})) return;
+                                 "connect_timeout", "tls_handshake_timeout", "max_fault_rules"})) return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
       auto v = n[key];
@@ -277,6 +371,12 @@ class Loader {
       if (text && (!c || *c == 0)) error(v, "limits.max_connections: '" + *text + "' is not a positive number");
       else if (c) limits.max_connections = *c;
     }
+    if (auto v = n["max_fault_rules"]) {
+      auto text = scalar(v, "limits.max_fault_rules");
+      auto c = text ? parse_unsigned(*text) : std::nullopt;
+      if (text && (!c || *c == 0)) error(v, "limits.max_fault_rules: '" + *text + "' is not a positive number");
+      else if (c) limits.max_fault_rules = *c;
+    }
     if (auto v = n["connect_timeout"]) {
       if (auto d = duration(v, "limits.connect_timeout")) limits.connect_timeout = *d;
     }
@@ -296,7 +396,8 @@ class Loader {
     for (size_t i = 0; i < n.size(); ++i) {
       const YAML::Node& item = n[i];
       std::string path = "listeners[" + std::to_string(i) + "]";
-      if (!check_map(item, path, {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "tls", "upstream_tls"})) {
+      if (!check_map(item, path, {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "tls",
+                                  "upstream_tls"})) {
         continue;
       }
       ListenerConfig l;
@@ -316,6 +417,15 @@ class Loader {
       };
       auto listen = required_host_port("listen");
       if (listen) l.listen = *listen;
+      const int index = static_cast<int>(i);
+      const std::string owner = "listener '" + l.name + "'";
+      if (listen) {
+        claims_.push_back({listen->port, listen->port, path + ".listen", "the bootstrap port of " + owner, item["listen"].Mark(), index,
+                           ClaimKind::kListen});
+      }
+      if (auto v = item["max_broker_ports"]) {
+        if (auto k = bounded_count(v, path + ".max_broker_ports", 1, 65535)) l.broker_ports.max_ports = static_cast<uint32_t>(*k);
+      }
       if (auto v = item["upstream"]) {
         l.upstreams = upstream_list(v, path + ".upstream");
         if (!l.upstreams.empty()) l.upstream = l.upstreams.front();
@@ -343,14 +453,21 @@ class Loader {
           l.broker_ports.scheme = BrokerPorts::Scheme::kNodeIdOffset;
           l.broker_ports.base = *base;
           if (listen && *base == listen->port) error(ports, path + ".broker_ports: base " + std::to_string(*base) + " would give node 0 the bootstrap port");
+          claims_.push_back({*base, *base, path + ".broker_ports", "broker node 0 of " + owner, ports.Mark(), index, ClaimKind::kBase});
         }
       } else if (range) {
         load_port_range(range, path + ".broker_port_range", listen, l.broker_ports);
+        if (l.broker_ports.scheme == BrokerPorts::Scheme::kInOrder) {
+          claims_.push_back({l.broker_ports.first, l.broker_ports.last, path + ".broker_port_range", "the broker ports of " + owner,
+                             range.Mark(), index, ClaimKind::kRange});
+        }
       } else {
         error(item, path + ": missing broker_ports (base port: node N at base + N) or broker_port_range (first-last, assigned in order)");
       }
       if (auto v = item["tls"]) l.tls = server_tls(v, path + ".tls");
       if (auto v = item["upstream_tls"]) l.upstream_tls = upstream_tls(v, path + ".upstream_tls");
+      max_ports_.resize(i + 1, kDefaultMaxBrokerPorts);
+      max_ports_[i] = l.broker_ports.max_ports;
       c.listeners.push_back(std::move(l));
     }
     // Two listeners on one port would split clients between them.
@@ -526,12 +643,78 @@ class Loader {
     out.last = static_cast<uint16_t>(*last);
   }
 
+  // A port or range of ports one part of the config will listen on.
+  enum class ClaimKind : uint8_t { kListen, kRange, kBase, kAdmin };
+  struct PortClaim {
+    uint16_t first = 0;
+    uint16_t last = 0;
+    std::string key;    ///< "listeners[1].broker_port_range"
+    std::string owner;  ///< "the broker ports of listener 'west'"
+    YAML::Mark mark;
+    int listener = -1;  ///< -1: the admin API
+    ClaimKind kind = ClaimKind::kListen;
+  };
+
+  static std::string ports_text(const PortClaim& c) {
+    return c.first == c.last ? "port " + std::to_string(c.first) : "ports " + std::to_string(c.first) + "-" + std::to_string(c.last);
+  }
+
+  // No port may be claimed twice (issue #15 bug 4: two listeners sharing broker ports send one
+  // cluster's clients to the other). A broker_ports base is checked here as its node 0 port; the
+  // ports of other node ids are only known at discovery, where BrokerPortClaims refuses them
+  // (proxy/broker_directory.h). Each conflict is reported at the later of the two keys.
+  void check_port_claims() {
+    for (size_t j = 0; j < claims_.size(); ++j) {
+      for (size_t i = 0; i < j; ++i) {
+        const PortClaim& a = claims_[i];
+        const PortClaim& b = claims_[j];
+        if (!PortRange{a.first, a.last}.overlaps(b.first, b.last)) continue;
+        // Within one listener the loader reports these itself; two listens already are too.
+        if (a.listener == b.listener && a.listener >= 0) continue;
+        if (a.kind == ClaimKind::kListen && b.kind == ClaimKind::kListen) continue;
+        uint16_t shared = std::max(a.first, b.first);
+        error(b.mark, b.key + ": " + ports_text(b) + " overlaps " + a.key + " (" + a.owner + ", " + ports_text(a) + "): port " +
+                          std::to_string(shared) + " would be claimed by both, and clients of one would reach the other");
+      }
+    }
+    if (!errors_.empty() || !options_.ephemeral_ports) return;
+    auto ephemeral = options_.ephemeral_ports();
+    if (!ephemeral) return;
+    for (const PortClaim& c : claims_) {
+      PortClaim window = c;
+      std::string note;
+      if (c.kind == ClaimKind::kBase) {
+        // Node ids are known only at discovery: the window of the first max_broker_ports ids.
+        window.last = static_cast<uint16_t>(std::min<uint32_t>(65535, uint32_t{c.first} + max_ports_of(c.listener) - 1));
+        note = " (base + node ids 0-" + std::to_string(window.last - window.first) + ")";
+      }
+      if (!ephemeral->overlaps(window.first, window.last)) continue;
+      warn(c.mark, c.key + ": " + ports_text(window) + note + (window.first == window.last ? " overlaps" : " overlap") +
+                       " the kernel's ephemeral port range " + std::to_string(ephemeral->first) + "-" + std::to_string(ephemeral->last) +
+                       " (net.ipv4.ip_local_port_range): any outgoing connection on this host may take such a port before kproxy opens "
+                       "it; choose ports outside that range or reserve them (net.ipv4.ip_local_reserved_ports), see config/README.md");
+    }
+  }
+
+  uint32_t max_ports_of(int listener) const {
+    if (listener < 0 || static_cast<size_t>(listener) >= max_ports_.size()) return kDefaultMaxBrokerPorts;
+    return max_ports_[static_cast<size_t>(listener)];
+  }
+
   std::string source_;
+  const LoadOptions& options_;
   std::vector<ConfigError> errors_;
+  std::vector<ConfigError> warnings_;
+  size_t nodes_ = 0;
+  std::set<std::pair<int, int>> reported_duplicates_;
+  std::set<std::pair<int, int>> reported_encoding_;  ///< an aliased value is walked once per use: one error
+  static std::pair<int, int> mark_of(const YAML::Node& n) { return {n.Mark().line, n.Mark().column}; }
+  std::vector<PortClaim> claims_;
+  std::vector<uint32_t> max_ports_;  ///< per listener index, for the ephemeral-range window
 };
 
-LoadResult parse_and_load(const std::function<YAML::Node()>& parse, const std::string& source) {
-  Loader loader(source);
+LoadResult parse_and_load(const std::function<YAML::Node()>& parse, const std::string& source, const LoadOptions& options) {
+  Loader loader(source, options);
   YAML::Node root;
   try {
     root = parse();
@@ -563,7 +746,7 @@ LoadResult parse_and_load(const std::function<YAML::Node()>& parse, const std::s
 
 }  // namespace
 
-LoadResult load_config_file(const std::string& path) {
+LoadResult load_config_file(const std::string& path, const LoadOptions& options) {
   std::ifstream in(path);
   if (!in) {
     LoadResult r;
@@ -573,12 +756,39 @@ LoadResult load_config_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   std::string yaml = text.str();
-  return parse_and_load([&] { return YAML::Load(yaml); }, path);
+  return parse_and_load([&] { return YAML::Load(yaml); }, path, options);
 }
 
-LoadResult load_config_string(std::string_view yaml, const std::string& source) {
+LoadResult load_config_string(std::string_view yaml, const std::string& source, const LoadOptions& options) {
   std::string text(yaml);
-  return parse_and_load([&] { return YAML::Load(text); }, source);
+  return parse_and_load([&] { return YAML::Load(text); }, source, options);
+}
+
+std::optional<PortRange> parse_ephemeral_ports(std::string_view text) {
+  auto skip_space = [&] {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n')) text.remove_prefix(1);
+  };
+  auto number = [&]() -> std::optional<uint64_t> {
+    skip_space();
+    size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    auto n = parse_unsigned(text.substr(0, digits));
+    text.remove_prefix(digits);
+    return n;
+  };
+  auto first = number();
+  auto last = number();
+  skip_space();
+  if (!first || !last || !text.empty() || *first == 0 || *last > 65535 || *first > *last) return std::nullopt;
+  return PortRange{static_cast<uint16_t>(*first), static_cast<uint16_t>(*last)};
+}
+
+std::optional<PortRange> kernel_ephemeral_ports() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_ephemeral_ports(text.str());
 }
 
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {

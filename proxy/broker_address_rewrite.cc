@@ -56,7 +56,9 @@ class Rewriting {
     }
     auto learned = directory_.learn(node_id, host, static_cast<int32_t>(port));
     if (learned.proxy_port == 0) {
-      error_ = "no kproxy port can be given to broker node " + std::to_string(node_id) + " (check broker_ports / broker_port_range)";
+      // The directory says why (another listener owns the port, max_broker_ports, no port left).
+      error_ = "no kproxy port can be given to broker node " + std::to_string(node_id) +
+               (learned.refused.empty() ? " (check broker_ports / broker_port_range)" : ": " + learned.refused);
       return false;
     }
     // One response may name a node more than once while its listener is still to be opened: ask

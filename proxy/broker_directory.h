@@ -7,11 +7,21 @@
 // free port of a range in order of discovery. A connection accepted on a broker port goes to the
 // real address learnt last for that node. Shared by all workers (a mutex; touched only when a
 // response names brokers and when a broker-port connection is accepted, never per frame).
+//
+// A port is never given to a broker when something else of this kproxy already claims it (another
+// listener's bootstrap port, broker range or broker, the admin API: BrokerPortClaims), nor past
+// the listener's max_broker_ports: such a node is refused, logged once and counted in
+// kproxy_proxy_broker_ports_refused_total{reason} (issue #15 bug 4: without this a client of one
+// listener was handed a port that reaches the other listener's cluster).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,15 +37,64 @@ struct BrokerRoute {
   uint16_t proxy_port = 0;  ///< where clients reach it through kproxy
 };
 
+/// Why a broker node was given no port (the `reason` label of kproxy_proxy_broker_ports_refused_total).
+enum class BrokerPortRefusal : uint8_t {
+  kClaimed = 0,    ///< the port belongs to another listener or to the admin API
+  kOverLimit = 1,  ///< the listener already gives max_broker_ports brokers a port
+  kNoPort = 2,     ///< base + node id is past 65535, or the range is used up
+  kCount = 3,
+};
+/// "claimed_by_other", "over_max_broker_ports", "no_port_left".
+const char* broker_port_refusal_name(BrokerPortRefusal reason);
+/// Nodes refused a port so far (each node once per listener), by reason. Process-wide.
+uint64_t broker_ports_refused(BrokerPortRefusal reason);
+
+/// Which part of this kproxy owns each port it listens on or may listen on, shared by the broker
+/// directories of all listeners: the fixed claims of the config (bootstrap ports, broker port
+/// ranges, admin.listen) and the base + node id ports handed out so far. Thread-safe.
+class BrokerPortClaims {
+ public:
+  /// The fixed claims of `config`.
+  explicit BrokerPortClaims(const config::Config& config);
+  BrokerPortClaims() = default;
+
+  /// Claims `port` for broker `node_id` of listener `listener`. "" when the port is this
+  /// listener's to give (free, in its own range, or already this node's), else who owns it.
+  std::string claim(uint16_t port, size_t listener, int32_t node_id);
+
+ private:
+  struct Owner {
+    size_t listener = 0;
+    int32_t node_id = -1;  ///< -1: a fixed claim
+    std::string what;      ///< "the bootstrap port of listener 'east'"
+  };
+  struct RangeClaim {
+    uint16_t first = 0, last = 0;
+    size_t listener = 0;
+    std::string what;
+  };
+  std::vector<std::string> names_;  ///< listener names, by index
+  std::mutex mutex_;
+  std::map<uint16_t, Owner> ports_;
+  std::vector<RangeClaim> ranges_;
+};
+
 class BrokerDirectory {
  public:
-  explicit BrokerDirectory(const config::BrokerPorts& ports) : ports_(ports) {}
+  /// `claims` (shared by the listeners of one Proxy; may be null in tests) and `listener` (this
+  /// listener's index in the config) guard against handing out another listener's port;
+  /// `listener_name` names it in log lines.
+  explicit BrokerDirectory(const config::BrokerPorts& ports, std::shared_ptr<BrokerPortClaims> claims = nullptr, size_t listener = 0,
+                           std::string listener_name = {})
+      : ports_(ports), claims_(std::move(claims)), listener_(listener), listener_name_(std::move(listener_name)) {}
 
   struct Learned {
-    uint16_t proxy_port = 0;  ///< 0: no port can be given (node id out of range, range exhausted)
+    uint16_t proxy_port = 0;  ///< 0: no port can be given (see `refused`)
     /// Open a listener for this port: the node is new, or no listener for it opened yet (the
     /// last attempt failed, e.g. another process held the port for a moment).
     bool new_port = false;
+    /// When proxy_port is 0 for a valid address: why (for the client's close reason).
+    std::string refused;
   };
 
   /// Records that `node_id` is really at host:port and returns its kproxy port.
@@ -57,7 +116,16 @@ class BrokerDirectory {
   static uint16_t offset_port(uint16_t base, int32_t node_id);
 
  private:
+  // Records the refusal of `node_id`: logged and counted the first time only.
+  Learned refuse(int32_t node_id, BrokerPortRefusal reason, std::string why);
+
   config::BrokerPorts ports_;
+  std::shared_ptr<BrokerPortClaims> claims_;
+  size_t listener_ = 0;
+  std::string listener_name_;
+  static constexpr size_t kMaxRefusedNodesRemembered = 1024;
+  std::set<int32_t> refused_nodes_;
+  bool refusals_muted_ = false;
   mutable std::mutex mutex_;
   std::map<int32_t, BrokerRoute> by_node_;
   struct PortState {

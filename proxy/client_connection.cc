@@ -58,10 +58,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
     tls_handshake_deadline_->arm(opened_at_ + config_->limits.tls_handshake_timeout);
   }
   if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
-  sockaddr_storage peer{};
-  int len = sizeof(peer);
-  if (uv_tcp_getpeername(client_.handle(), reinterpret_cast<sockaddr*>(&peer), &len) == 0) {
-    std::string key = SelfConnectionDetector::endpoint_key(peer);
+  if (std::string key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
     if (SelfConnectionDetector::instance().accepted(key)) {
       refuse_self_connection("connection from " + peer_ + ", which is one of kproxy's own upstream sockets");
       return;
@@ -70,6 +67,18 @@ void ClientConnection::start(const config::HostPort& upstream) {
   }
   client_.start_reading();
   upstream_.connect(upstream, config_->limits.connect_timeout);
+}
+
+std::string ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) {
+  sockaddr_storage local{}, peer{};
+  int local_len = sizeof(local), peer_len = sizeof(peer);
+  if (uv_tcp_getsockname(socket, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      uv_tcp_getpeername(socket, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return {};
+  }
+  // Keyed in the direction of the connection: peer -> kproxy for an accepted one, kproxy ->
+  // broker for an upstream one, so a connection kproxy made to itself has one key from both ends.
+  return accepted ? SelfConnectionDetector::connection_key(peer, local) : SelfConnectionDetector::connection_key(local, peer);
 }
 
 void ClientConnection::refuse_self_connection(std::string detail) {
@@ -325,10 +334,7 @@ void ClientConnection::on_stream_tls_established(TcpStream& s) {
 void ClientConnection::on_upstream_connected() {
   if (closing()) return;
   spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
-  sockaddr_storage local{};
-  int len = sizeof(local);
-  if (uv_tcp_getsockname(upstream_.stream().handle(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-    std::string key = SelfConnectionDetector::endpoint_key(local);
+  if (std::string key = connection_key(upstream_.stream().handle(), /*accepted=*/false); !key.empty()) {
     if (SelfConnectionDetector::instance().connected(key)) {
       refuse_self_connection("upstream " + upstream_peer() + " is one of kproxy's own listening ports");
       return;

@@ -90,6 +90,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void begin_drain(CloseReason reason);
   /// `reader`'s frame would pass limits.max_buffered_frame_bytes: counts and closes.
   void close_over_frame_budget(const codec::FrameReader& reader, const char* what);
+  /// The SelfConnectionDetector key of `socket` (proxy/self_connection.h), "" if unknown.
+  static std::string connection_key(uv_tcp_t* socket, bool accepted);
   /// kproxy reached itself (proxy/self_connection.h): logs what is misconfigured and closes.
   void refuse_self_connection(std::string detail);
   /// A draining connection with nothing left in flight or held finishes.
@@ -113,7 +115,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   codec::Bytes client_piece_;
   codec::Bytes upstream_piece_;
   ConnectionState state_ = ConnectionState::kConnecting;
-  /// This connection's endpoints in the SelfConnectionDetector ("" = not registered).
+  /// This connection's keys in the SelfConnectionDetector ("" = not registered).
   std::string client_endpoint_;
   std::string upstream_endpoint_;
   /// Why a draining connection closes once idle: kproxy shuts down, or the client half-closed

@@ -22,7 +22,7 @@
 #include "proxy/cli/ctl_command.h"
 #include "proxy/logging.h"
 #include "proxy/proxy.h"
-#include "proxy/tls/listener_tls.h"
+#include "proxy/startup_check.h"
 #include "proxy/cli/tap_client.h"
 #include "proxy/uv_handle.h"
 
@@ -61,6 +61,7 @@ void on_reload_signal(uv_signal_t* handle, int) {
   auto* control = static_cast<ControlLoop*>(handle->data);
   spdlog::info("received SIGHUP: reloading {}", control->config_path);
   auto loaded = kproxy::config::load_config_file(control->config_path);
+  for (const auto& w : loaded.warnings) spdlog::warn("{}", w.to_string());
   if (!loaded.ok()) {
     for (const auto& e : loaded.errors) spdlog::error("reload refused, keeping the running config: {}", e.to_string());
     return;
@@ -77,13 +78,33 @@ void close_control_loop(ControlLoop& control) {
 
 void on_workers_stopped(uv_async_t* handle) { close_control_loop(*static_cast<ControlLoop*>(handle->data)); }
 
+// check-config and the start print a file's problems the same way: errors, then warnings, one
+// per line, on stderr. Returns the exit status of a refused file (2), or 0.
+int report(const kproxy::proxy::StartupCheck& checked) {
+  for (const auto& e : checked.errors) std::fprintf(stderr, "%s\n", e.c_str());
+  for (const auto& w : checked.warnings) std::fprintf(stderr, "%s\n", w.c_str());
+  return checked.ok() ? 0 : 2;
+}
+
+// `kproxy check-config FILE`: exactly the checks of the start (check_startup), without binding.
+int check_config(const std::string& path) {
+  auto checked = kproxy::proxy::check_startup(path);
+  if (int status = report(checked); status != 0) return status;
+  const auto& config = *checked.loaded.config;
+  std::printf("%s: OK (%zu listeners, %u workers)\n", path.c_str(), config.listeners.size(), config.worker_count());
+  return 0;
+}
+
 int run(const std::string& path) {
-  auto loaded = kproxy::config::load_config_file(path);
-  if (!loaded.ok()) {
-    std::fputs(loaded.error_text().c_str(), stderr);
-    return 2;
-  }
+  kproxy::proxy::StartupCheckOptions options;
+  options.raise_file_limit = true;
+  auto checked = kproxy::proxy::check_startup(path, options);
+  if (!checked.ok()) return report(checked);
+  const auto& loaded = checked.loaded;
   kproxy::proxy::configure_logging(loaded.config->log);
+  // Logged, not printed: a JSON log stays one object per line.
+  for (const auto& w : checked.warnings) spdlog::warn("{}", w);
+  if (!checked.file_limit_raised.empty()) spdlog::info("{}", checked.file_limit_raised);
   std::signal(SIGPIPE, SIG_IGN);
 
   ControlLoop control;
@@ -136,20 +157,7 @@ int main(int argc, char** argv) {
     std::printf("kproxy %s (Kafka protocol 4.4.0, libuv %s)\n", kVersion, uv_version_string());
     return 0;
   }
-  if (argc == 3 && std::strcmp(argv[1], "check-config") == 0) {
-    auto loaded = kproxy::config::load_config_file(argv[2]);
-    if (!loaded.ok()) {
-      std::fputs(loaded.error_text().c_str(), stderr);
-      return 2;
-    }
-    std::vector<kproxy::proxy::tls::ListenerTls> tls;
-    if (std::string error = kproxy::proxy::tls::build_listener_tls(*loaded.config, tls); !error.empty()) {
-      std::fprintf(stderr, "%s\n", error.c_str());
-      return 2;
-    }
-    std::printf("%s: OK (%zu listeners, %u workers)\n", argv[2], loaded.config->listeners.size(), loaded.config->worker_count());
-    return 0;
-  }
+  if (argc == 3 && std::strcmp(argv[1], "check-config") == 0) return check_config(argv[2]);
   if (argc >= 2 && std::strcmp(argv[1], "tap") == 0) return kproxy::cli::run_tap_command(argc - 2, argv + 2);
   if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return kproxy::cli::run_ctl_command(argc - 2, argv + 2);
   if (argc == 3 && std::strcmp(argv[1], "--config") == 0) return run(argv[2]);

@@ -199,6 +199,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     ExchangeActions answer_actions;
     answer_actions.drop_response = actions.drop_response;
     answer_actions.close_after = actions.close_after;
+    answer_actions.close_after_rule = actions.close_after_rule;
     answer_actions.reset_after_bytes = actions.reset_after_bytes;
     answer_actions.to_client = actions.to_client;
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version, codec::Bytes(slot.bytes.data(), slot.bytes.size()),
@@ -361,7 +362,8 @@ void Pipeline::pump(std::chrono::steady_clock::time_point now) {
     if (s.actions && s.actions->close_after) {
       closed_ = true;
       output_.flush();
-      output_.close({CloseCategory::kFault, std::string("fault rule: close after forwarding ") + api_label(s.api_key) + " (response withheld)"});
+      output_.close({CloseCategory::kFault, "fault rule '" + s.actions->close_after_rule + "': close after forwarding " +
+                                                api_label(s.api_key) + " (response withheld)"});
       return;
     }
     if (s.actions && s.actions->reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions->reset_after_bytes;

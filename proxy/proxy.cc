@@ -9,6 +9,7 @@
 #include "proxy/chaos/config_sections.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/logging.h"
+#include "proxy/startup_check.h"
 
 namespace kproxy::proxy {
 namespace {
@@ -29,8 +30,11 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
       frame_budget_(config_->limits.max_buffered_frame_bytes),
       preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
   for (size_t i = 0; i < config_->listeners.size(); ++i) preferred_upstream_[i] = 0;
-  for (const auto& listener : config_->listeners) {
-    directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports));
+  // One claim table for all listeners: a broker port of one never reaches another's cluster.
+  auto claims = std::make_shared<BrokerPortClaims>(*config_);
+  for (size_t i = 0; i < config_->listeners.size(); ++i) {
+    const auto& listener = config_->listeners[i];
+    directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims, i, listener.name));
     rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise));
   }
 }
@@ -42,15 +46,12 @@ Proxy::~Proxy() {
 
 std::string Proxy::start() {
   {
-    chaos::ChaosConfig faults;
-    if (std::string error = chaos::load_chaos_config(*config_, faults); !error.empty()) return error;
-    chaos_.replace(std::move(faults.rules), std::move(faults.api_versions));
-  }
-  {
-    std::vector<tls::ListenerTls> tls;
-    if (std::string error = tls::build_listener_tls(*config_, tls); !error.empty()) return error;
+    // The same checks as `kproxy check-config` (proxy/startup_check.h).
+    PreparedConfig prepared;
+    if (std::string error = prepare_config(*config_, prepared); !error.empty()) return error;
+    chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
     std::lock_guard lock(config_mutex_);
-    tls_ = std::move(tls);
+    tls_ = std::move(prepared.tls);
   }
   unsigned n = config_->worker_count();
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
@@ -104,25 +105,21 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   for (size_t i = 0; i < next->listeners.size(); ++i) {
     const auto& a = current->listeners[i];
     const auto& b = next->listeners[i];
-    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || a.broker_ports.scheme != b.broker_ports.scheme ||
-        a.broker_ports.base != b.broker_ports.base || a.broker_ports.first != b.broker_ports.first ||
-        a.broker_ports.last != b.broker_ports.last) {
+    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || !(a.broker_ports == b.broker_ports)) {
       return "listener '" + a.name + "' changed its name, listen address, advertise host or broker ports: restart kproxy to apply";
     }
   }
   if (next->worker_count() != workers_.size()) return "the worker count changed: restart kproxy to apply";
-  chaos::ChaosConfig faults;
-  if (std::string error = chaos::load_chaos_config(*next, faults); !error.empty()) return error;
   // Certificates and keys are read again: renewed files apply to new connections; a file that
   // does not load refuses the reload before anything changed.
-  std::vector<tls::ListenerTls> tls;
-  if (std::string error = tls::build_listener_tls(*next, tls); !error.empty()) return error;
-  chaos_.replace(std::move(faults.rules), std::move(faults.api_versions));
+  PreparedConfig prepared;
+  if (std::string error = prepare_config(*next, prepared); !error.empty()) return error;
+  chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
   frame_budget_.set_limit(next->limits.max_buffered_frame_bytes);
   {
     std::lock_guard lock(config_mutex_);
     config_ = next;
-    tls_ = std::move(tls);
+    tls_ = std::move(prepared.tls);
   }
   configure_logging(next->log);
   spdlog::info("config reloaded from {} (upstreams, limits, timeouts, logging and TLS certificates apply to new connections)",

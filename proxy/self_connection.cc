@@ -31,6 +31,12 @@ std::string SelfConnectionDetector::endpoint_key(const sockaddr_storage& addr) {
   return {};
 }
 
+std::string SelfConnectionDetector::connection_key(const sockaddr_storage& from, const sockaddr_storage& to) {
+  std::string a = endpoint_key(from), b = endpoint_key(to);
+  if (a.empty() || b.empty()) return {};
+  return a + b;
+}
+
 bool SelfConnectionDetector::meet(std::unordered_set<std::string>& mine, const std::unordered_set<std::string>& theirs,
                                   const std::string& key) {
   if (key.empty()) return false;

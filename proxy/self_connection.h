@@ -8,8 +8,10 @@
 //  1. Before connecting: the broker's resolved address is one kproxy listens on (its listeners
 //     register here; an unspecified listen address matches every address of this host). The
 //     connect is refused, so no second connection is ever made.
-//  2. Backstop, for what (1) cannot see (a port forward or NAT in between): the accepted
-//     connection's peer endpoint is the local endpoint of one of kproxy's own upstream sockets.
+//  2. Backstop, for what (1) cannot see (a port forward or NAT in between): an accepted
+//     connection is one of kproxy's own upstream sockets seen from the other end (the same
+//     four-tuple: source address and port, destination address and port; the source port alone
+//     is not enough, the kernel gives one local port to many connections to different peers).
 //     Both ends register, under one lock, whichever happens first (the accept and the connect
 //     callback come in either order, on the same or different workers), and the second finds
 //     the match.
@@ -32,19 +34,22 @@ class SelfConnectionDetector {
   /// The process's detector (connections on every worker register with it).
   static SelfConnectionDetector& instance();
 
-  /// The key of a socket endpoint (address and port bytes; "" for other families): 7 bytes for
-  /// IPv4, so a connection keeps its keys without a heap allocation.
+  /// The key of a socket endpoint (address and port bytes; "" for other families).
   static std::string endpoint_key(const sockaddr_storage& addr);
+  /// The key of a TCP connection from `from` to `to` ("" if either is not IPv4/IPv6): 14 bytes
+  /// for IPv4, within the inline capacity of a std::string, so a connection keeps its key
+  /// without a heap allocation.
+  static std::string connection_key(const sockaddr_storage& from, const sockaddr_storage& to);
 
-  /// An accepted client connection whose peer endpoint is `peer` (a key). True when it is the
-  /// local end of one of kproxy's upstream sockets: the connection is kproxy talking to itself.
-  bool accepted(const std::string& peer);
-  /// An upstream socket connected from `local` (a key). True when a connection kproxy accepted
-  /// has that peer: the upstream is kproxy itself.
-  bool connected(const std::string& local);
-  /// The socket closed: forget its endpoint (the kernel may reuse it).
-  void accepted_closed(const std::string& peer);
-  void upstream_closed(const std::string& local);
+  /// A connection kproxy accepted, keyed from its peer to kproxy. True when it is one of
+  /// kproxy's own upstream connections: kproxy is talking to itself.
+  bool accepted(const std::string& connection);
+  /// An upstream connection kproxy made, keyed from kproxy to the broker. True when kproxy
+  /// accepted that very connection: the upstream is kproxy itself.
+  bool connected(const std::string& connection);
+  /// The connection closed: forget it (the kernel may reuse the four-tuple).
+  void accepted_closed(const std::string& connection);
+  void upstream_closed(const std::string& connection);
 
   /// A listening socket opened on / closed from `local` (workers each open their own: counted).
   void listener_opened(const sockaddr_storage& local);

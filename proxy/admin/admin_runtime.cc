@@ -7,6 +7,7 @@
 
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
+#include "proxy/broker_directory.h"
 #include "proxy/admin/chaos_routes.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/frame_observer.h"
@@ -15,11 +16,31 @@
 namespace kproxy::admin {
 namespace {
 
+/// Broker nodes refused a kproxy port, by reason (proxy/broker_directory.h BrokerPortRefusal), as
+/// kproxy_proxy_broker_ports_refused_total{reason}.
+void export_broker_port_refusals(std::vector<prometheus::MetricFamily>& out) {
+  prometheus::MetricFamily f;
+  f.name = "kproxy_proxy_broker_ports_refused_total";
+  f.help = "Broker nodes refused a kproxy port, by reason: claimed_by_other (another listener's or the admin API's port), "
+           "over_max_broker_ports, no_port_left.";
+  f.type = prometheus::MetricType::Counter;
+  for (size_t i = 0; i < static_cast<size_t>(proxy::BrokerPortRefusal::kCount); ++i) {
+    auto reason = static_cast<proxy::BrokerPortRefusal>(i);
+    prometheus::ClientMetric m;
+    m.label.push_back({"reason", proxy::broker_port_refusal_name(reason)});
+    m.counter.value = static_cast<double>(proxy::broker_ports_refused(reason));
+    f.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(f));
+}
+
 /// Admin requests refused, by status (admin_server.h), as kproxy_admin_refusals_total{status}.
 void export_admin_refusals(std::vector<prometheus::MetricFamily>& out) {
   prometheus::MetricFamily f;
   f.name = "kproxy_admin_refusals_total";
-  f.help = "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 413 body too large, 503 busy).";
+  f.help =
+      "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 408 request too slow, 411 no Content-Length, "
+      "413 body too large, 431 head too large, 503 busy).";
   f.type = prometheus::MetricType::Counter;
   for (int status : kRefusalStatuses) {
     prometheus::ClientMetric m;
@@ -70,7 +91,9 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
     proxy::set_frame_observer(nullptr);
   }
   metrics::ProxyMetrics::instance().add_collector(export_admin_refusals);
-  chaos_admin_ = std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload));
+  metrics::ProxyMetrics::instance().add_collector(export_broker_port_refusals);
+  chaos_admin_ =
+      std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
 
   HealthHooks hooks;
   hooks.worker_count = [this] { return proxy_.worker_count(); };

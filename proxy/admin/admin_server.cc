@@ -1,14 +1,25 @@
 #include "proxy/admin/admin_server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <list>
 #include <thread>
 #include <utility>
 
-#include <civetweb.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -38,30 +49,30 @@ bool is_param(const std::string& segment) {
   return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
 }
 
-/// civetweb wants numeric addresses; "localhost" and wildcards are spelled out here.
-std::string civetweb_listen(const std::string& listen, std::string* error) {
-  std::string host, port;
+/// Splits "host:port" / "[v6]:port" into a numeric host and a port ("localhost" and an empty
+/// host are spelled out: the address is resolved numerically only).
+bool split_listen(const std::string& listen, std::string& host, std::string& port, std::string* error) {
   if (!listen.empty() && listen.front() == '[') {
     size_t close = listen.find(']');
     if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':') {
       *error = "bad admin listen address '" + listen + "'";
-      return "";
+      return false;
     }
     host = listen.substr(1, close - 1);
     port = listen.substr(close + 2);
-    return "[" + (host.empty() ? std::string("::") : host) + "]:" + port;
+    if (host.empty()) host = "::";
+    return true;
   }
   size_t colon = listen.rfind(':');
   if (colon == std::string::npos) {
     *error = "bad admin listen address '" + listen + "' (want host:port)";
-    return "";
+    return false;
   }
   host = listen.substr(0, colon);
   port = listen.substr(colon + 1);
   if (host == "localhost") host = "127.0.0.1";
   if (host.empty()) host = "0.0.0.0";
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + port;
-  return host + ":" + port;
+  return true;
 }
 
 /// What a log line may show of a client-supplied string: printable ASCII, the rest as \xNN, at
@@ -100,34 +111,55 @@ struct RefusalLogBudget {
 };
 RefusalLogBudget g_refusal_log;
 
-class CivetStreamWriter final : public StreamWriter {
+using Clock = std::chrono::steady_clock;
+
+/// Sends all of `data` on a blocking socket (SO_SNDTIMEO bounds each wait); false once the client
+/// is gone or stalled.
+bool send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+/// The client's "addr:port" and "addr" ("[v6]:port" for IPv6).
+void describe_peer(const sockaddr_storage& peer, std::string& remote, std::string& address) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  uint16_t port = 0;
+  if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+    port = ntohs(a->sin6_port);
+    address = text;
+    remote = "[" + address + "]:" + std::to_string(port);
+  } else {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+    port = ntohs(a->sin_port);
+    address = text;
+    remote = address + ":" + std::to_string(port);
+  }
+}
+
+class SocketStreamWriter final : public StreamWriter {
  public:
-  CivetStreamWriter(mg_connection* conn, const std::atomic<bool>& stopping) : conn_(conn), stopping_(stopping) {}
+  SocketStreamWriter(int fd, const std::atomic<bool>& stopping) : fd_(fd), stopping_(stopping) {}
   bool write(std::string_view data) override {
     if (failed_) return false;
     if (data.empty()) return true;
-    if (mg_send_chunk(conn_, data.data(), static_cast<unsigned>(data.size())) <= 0) failed_ = true;
+    if (!send_all(fd_, chunk(data))) failed_ = true;
     return !failed_;
   }
   bool stopping() const override { return stopping_.load(std::memory_order_relaxed); }
 
  private:
-  mg_connection* conn_;
+  int fd_;
   const std::atomic<bool>& stopping_;
   bool failed_ = false;
 };
-
-int send_response(mg_connection* conn, const HttpResponse& response) {
-  mg_response_header_start(conn, response.status);
-  mg_response_header_add(conn, "Content-Type", response.content_type.c_str(), -1);
-  std::string length = std::to_string(response.body.size());
-  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
-  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
-  if (response.status == 401) mg_response_header_add(conn, "WWW-Authenticate", "Bearer", -1);
-  mg_response_header_send(conn);
-  if (!response.body.empty()) mg_write(conn, response.body.data(), response.body.size());
-  return response.status;
-}
 
 }  // namespace
 
@@ -239,9 +271,347 @@ bool constant_time_equal(std::string_view given, std::string_view expected) {
   return diff == 0;
 }
 
+/// The server's sockets and threads: see the diagram in admin_server.h.
+struct AdminServer::Network {
+  /// A whole request waiting for a lane thread; the lane owns `fd`.
+  struct Job {
+    int fd = -1;
+    HttpRequest request;
+  };
+  /// Threads and a bounded queue. Lane 0 serves every request but the probe paths; each probe
+  /// path has a lane (one thread) of its own.
+  struct Lane {
+    std::string probe_path;  ///< "" for lane 0
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<Job> jobs;
+    bool stopping = false;
+    std::vector<std::thread> threads;
+  };
+  /// A connection whose request is still arriving (or whose refusal is being lingered over).
+  struct Pending {
+    int fd = -1;
+    std::string remote, address;
+    Clock::time_point deadline;
+    enum class Phase { head, body, linger } phase = Phase::head;
+    std::string received;
+    HttpRequest request;  ///< once admitted
+    size_t body_bytes = 0;
+    std::string method, target;  ///< for the log, once the head is parsed
+    size_t discarded = 0;        ///< bytes read and dropped while lingering
+  };
+
+  AdminServer& server;
+  std::vector<int> listeners;
+  int wake[2] = {-1, -1};
+  std::thread reader;
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::list<Pending> pending;  ///< oldest first
+
+  explicit Network(AdminServer& s) : server(s) {}
+  ~Network() {
+    for (int fd : listeners) ::close(fd);
+    for (auto& p : pending) ::close(p.fd);
+    for (int fd : wake) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  std::string listen(const std::string& where, uint16_t* port);
+  void run_reader();
+  void run_lane(Lane& lane);
+  void accept_all(int listener);
+  /// Reads what `p` sent; false once it is done with (closed or handed to a lane).
+  bool on_readable(Pending& p);
+  /// Best-effort answer from the reader thread (the socket is non-blocking; the response is
+  /// small), then lingers so the client reads it before the close.
+  void answer_now(Pending& p, const HttpResponse& response);
+  /// Drops `p` (the oldest) to make room: 503 best effort, counted.
+  void drop(Pending& p, const std::string& why);
+  /// Hands a whole request to its lane; 503 from here when the lane's queue is full.
+  bool enqueue(Pending& p);
+  void stop();
+};
+
+std::string AdminServer::Network::listen(const std::string& where, uint16_t* port) {
+  std::string host, service, error;
+  if (!split_listen(where, host, service, &error)) return error;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return "admin listener " + where + ": bad address (" + ::gai_strerror(rc) + "; want a numeric host and port)";
+  }
+  std::string result;
+  for (addrinfo* ai = found; ai && listeners.empty(); ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      result = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    // SO_REUSEADDR only (restart while old connections sit in TIME_WAIT); never SO_REUSEPORT, so
+    // a second process cannot bind the admin port beside this one.
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
+      result = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    sockaddr_storage bound{};
+    socklen_t len = sizeof bound;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+    *port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    listeners.push_back(fd);
+  }
+  ::freeaddrinfo(found);
+  if (listeners.empty()) return "admin listener " + where + ": " + (result.empty() ? std::string("cannot listen") : result);
+  return "";
+}
+
+void AdminServer::Network::accept_all(int listener) {
+  const auto& o = server.options_;
+  // Bounded per wake-up, like the reads: the connections already in get their turn.
+  for (int accepted = 0; accepted < 64; ++accepted) {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // EMFILE and the like: the connection stays in the backlog; logged at most once a
+        // minute (the reader polls again within a second).
+        static Clock::time_point last{};
+        if (Clock::now() - last > std::chrono::minutes(1)) {
+          last = Clock::now();
+          spdlog::warn("admin: accept failed: {}", std::strerror(errno));
+        }
+      }
+      return;
+    }
+    Pending p;
+    p.fd = fd;
+    describe_peer(peer, p.remote, p.address);
+    p.deadline = Clock::now() + o.head_timeout;
+    // Room is made by dropping the oldest connection still sending its request, from this
+    // address first: the newest (a probe's, whose head arrives at once) always gets in.
+    unsigned from_address = 0;
+    for (const auto& q : pending) from_address += q.address == p.address;
+    if (from_address >= o.max_pending_per_address) {
+      for (auto it = pending.begin(); it != pending.end(); ++it) {
+        if (it->address == p.address) {
+          drop(*it, "more than " + std::to_string(o.max_pending_per_address) + " connections from " + p.address +
+                        " still sending their request");
+          pending.erase(it);
+          break;
+        }
+      }
+    }
+    if (pending.size() >= o.max_pending) {
+      drop(pending.front(), "more than " + std::to_string(o.max_pending) + " connections still sending their request");
+      pending.pop_front();
+    }
+    pending.push_back(std::move(p));
+  }
+}
+
+void AdminServer::Network::drop(Pending& p, const std::string& why) {
+  if (p.phase != Pending::Phase::linger) {
+    HttpResponse response = json_error(503, "admin API busy: " + why);
+    std::string bytes = response_head(503, response.content_type, static_cast<long long>(response.body.size())) + response.body;
+    (void)::send(p.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    server.note_dropped(p.remote, p.method, p.target, response);
+  }
+  ::close(p.fd);
+}
+
+void AdminServer::Network::answer_now(Pending& p, const HttpResponse& response) {
+  server.note_dropped(p.remote, p.method, p.target, response);
+  std::string bytes = response_head(response.status, response.content_type, static_cast<long long>(response.body.size())) + response.body;
+  (void)::send(p.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // Closing with unread bytes from the client would reset the connection and could destroy the
+  // response in flight: half-close, then read and discard for a moment.
+  ::shutdown(p.fd, SHUT_WR);
+  p.phase = Pending::Phase::linger;
+  p.received.clear();
+  p.deadline = Clock::now() + std::chrono::seconds(1);
+}
+
+bool AdminServer::Network::enqueue(Pending& p) {
+  Lane* lane = lanes[0].get();
+  if (p.request.method == "GET" || p.request.method == "HEAD") {
+    for (auto& l : lanes) {
+      if (!l->probe_path.empty() && l->probe_path == p.request.path) lane = l.get();
+    }
+  }
+  {
+    std::lock_guard lock(lane->mutex);
+    if (lane->jobs.size() < server.options_.max_queued) {
+      lane->jobs.push_back(Job{p.fd, std::move(p.request)});
+      lane->ready.notify_one();
+      return false;
+    }
+  }
+  answer_now(p, json_error(503, "admin API busy: " + std::to_string(server.options_.max_queued) + " requests already waiting"));
+  return true;
+}
+
+bool AdminServer::Network::on_readable(Pending& p) {
+  char buffer[16384];
+  // At most 64 KiB per wake-up: a client that sends fast must not keep the reader from the
+  // others (a probe's head is waiting behind it).
+  for (int reads = 0; reads < 4; ++reads) {
+    ssize_t n = ::recv(p.fd, buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) {
+      // The client closed (or reset) before its request was whole: nothing to answer.
+      ::close(p.fd);
+      return false;
+    }
+    if (p.phase == Pending::Phase::linger) {
+      p.discarded += static_cast<size_t>(n);
+      if (p.discarded > (size_t{1} << 20)) {  // it keeps sending after its refusal: enough
+        ::close(p.fd);
+        return false;
+      }
+      continue;
+    }
+    p.received.append(buffer, static_cast<size_t>(n));
+    if (p.phase == Pending::Phase::head) {
+      HeadParse parsed = parse_request_head(p.received, kMaxHeadBytes);
+      if (parsed.status == HeadParse::Status::incomplete) continue;
+      if (parsed.status == HeadParse::Status::refused) {
+        answer_now(p, json_error(parsed.refusal_status, parsed.refusal));
+        continue;
+      }
+      p.method = parsed.head.method;
+      p.target = parsed.head.target;
+      Admission admission = server.admit(parsed.head, p.remote);
+      if (admission.refused) {
+        answer_now(p, admission.refusal);
+        continue;
+      }
+      p.request = std::move(admission.request);
+      p.body_bytes = admission.body_bytes;
+      p.received.erase(0, parsed.head.head_bytes);
+      p.phase = Pending::Phase::body;
+      p.deadline = Clock::now() + server.options_.body_timeout;
+      if (admission.expect_continue && p.received.size() < p.body_bytes) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        (void)::send(p.fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+    }
+    if (p.phase == Pending::Phase::body && p.received.size() >= p.body_bytes) {
+      p.received.resize(p.body_bytes);  // bytes after the body are not read: the connection closes
+      p.request.body = std::move(p.received);
+      return enqueue(p);
+    }
+  }
+  return true;
+}
+
+void AdminServer::Network::run_reader() {
+  std::vector<pollfd> fds;
+  std::vector<std::list<Pending>::iterator> owners;
+  while (!server.stopping_.load()) {
+    fds.clear();
+    owners.clear();
+    fds.push_back({wake[0], POLLIN, 0});
+    for (int fd : listeners) fds.push_back({fd, POLLIN, 0});
+    auto now = Clock::now();
+    auto next = now + std::chrono::seconds(1);
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      fds.push_back({it->fd, POLLIN, 0});
+      owners.push_back(it);
+      next = std::min(next, it->deadline);
+    }
+    int timeout = static_cast<int>(std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
+    int ready = ::poll(fds.data(), fds.size(), timeout);
+    if (ready < 0 && errno != EINTR) {
+      spdlog::error("admin: poll failed: {}", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    if (fds[0].revents) {
+      char drain[64];
+      while (::read(wake[0], drain, sizeof drain) > 0) {
+      }
+    }
+    const size_t first_pending = 1 + listeners.size();
+    // Pending connections first: accepting may drop (erase) the oldest ones.
+    for (size_t i = first_pending; i < fds.size(); ++i) {
+      auto it = owners[i - first_pending];
+      if (fds[i].revents && !on_readable(*it)) pending.erase(it);
+    }
+    for (size_t i = 1; i < first_pending; ++i) {
+      if (fds[i].revents) accept_all(fds[i].fd);
+    }
+    now = Clock::now();
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      if (it->phase == Pending::Phase::linger) {
+        ::close(it->fd);
+        it = pending.erase(it);
+        continue;
+      }
+      const bool head = it->phase == Pending::Phase::head;
+      const auto limit = head ? server.options_.head_timeout : server.options_.body_timeout;
+      answer_now(*it, json_error(408, std::string(head ? "request head" : "request body") + " not received within " +
+                                          std::to_string(limit.count()) + " ms"));
+      ++it;
+    }
+  }
+}
+
+void AdminServer::Network::run_lane(Lane& lane) {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(lane.mutex);
+      lane.ready.wait(lock, [&] { return lane.stopping || !lane.jobs.empty(); });
+      if (lane.stopping) return;
+      job = std::move(lane.jobs.front());
+      lane.jobs.pop_front();
+    }
+    // The lane writes with blocking sends; SO_SNDTIMEO bounds how long a client that does not
+    // read can hold the thread.
+    int flags = ::fcntl(job.fd, F_GETFL);
+    ::fcntl(job.fd, F_SETFL, flags & ~O_NONBLOCK);
+    const auto ms = server.options_.write_timeout.count();
+    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+    ::setsockopt(job.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    server.serve(job.fd, std::move(job.request));
+  }
+}
+
+void AdminServer::Network::stop() {
+  if (wake[1] >= 0) (void)!::write(wake[1], "x", 1);
+  if (reader.joinable()) reader.join();
+  for (auto& lane : lanes) {
+    {
+      std::lock_guard lock(lane->mutex);
+      lane->stopping = true;
+    }
+    lane->ready.notify_all();
+  }
+  for (auto& lane : lanes) {
+    for (auto& t : lane->threads) t.join();
+    for (auto& job : lane->jobs) ::close(job.fd);
+    lane->jobs.clear();
+  }
+}
+
 AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(options)) {
-  static const unsigned init = mg_init_library(0);
-  (void)init;
+  if (options_.max_pending_per_address == 0) options_.max_pending_per_address = 1;
+  if (options_.max_pending < options_.max_pending_per_address) options_.max_pending = options_.max_pending_per_address;
+  if (options_.max_queued == 0) options_.max_queued = 1;
   if (options_.max_connections < 2) options_.max_connections = 2;
   if (options_.max_streams >= options_.max_connections) options_.max_streams = options_.max_connections - 1;
 }
@@ -395,133 +765,151 @@ HttpResponse AdminServer::dispatch(HttpRequest& request) const {
   }
 }
 
-std::string AdminServer::start() {
-  if (context_) return "admin server already started";
-  std::string error;
-  std::string listen = civetweb_listen(options_.listen, &error);
-  if (!error.empty()) return error;
-  std::string threads = std::to_string(options_.max_connections);
-  const char* civet_options[] = {
-      "listening_ports", listen.c_str(),
-      "num_threads", threads.c_str(),
-      "enable_keep_alive", "no",
-      "decode_url", "no",  // serve() decodes: civetweb's in-place decoding cuts a path at %00
-      "request_timeout_ms", "30000",
-      nullptr,
+Admission AdminServer::admit(const RequestHead& head, std::string remote) const {
+  Admission a;
+  HttpRequest& request = a.request;
+  request.method = head.method;
+  request.remote = std::move(remote);
+  for (const auto& [name, value] : head.headers) request.headers[name] = value;  // a repeated header keeps the last
+  const size_t q = head.target.find('?');
+  const std::string raw_path = head.target.substr(0, q);
+  request.query = q == std::string::npos ? "" : head.target.substr(q + 1);
+  auto refuse = [&](HttpResponse response) {
+    a.refused = true;
+    a.refusal = std::move(response);
+    return a;
   };
-  mg_callbacks callbacks;
-  std::memset(&callbacks, 0, sizeof callbacks);
-  callbacks.log_message = [](const mg_connection*, const char* message) {
-    spdlog::debug("admin http: {}", message);
-    return 1;
-  };
-  mg_init_data init;
-  std::memset(&init, 0, sizeof init);
-  init.callbacks = &callbacks;
-  init.user_data = this;
-  init.configuration_options = civet_options;
-  mg_error_data error_data;
-  std::memset(&error_data, 0, sizeof error_data);
-  char error_text[256] = {0};
-  error_data.text = error_text;
-  error_data.text_buffer_size = sizeof error_text;
-  stopping_ = false;
-  context_ = mg_start2(&init, &error_data);
-  if (!context_) {
-    return "admin listener " + options_.listen + ": " + (error_text[0] ? std::string(error_text) : std::string("cannot start"));
+  // Decoded into a std::string, so a %00 stays in the path (and is refused) instead of ending it.
+  if (!url_decode(raw_path, request.path, false)) {
+    request.path = raw_path;
+    return refuse(json_error(400, "malformed percent-escape in the path"));
   }
-  mg_set_request_handler(context_, "/", &AdminServer::on_request, this);
-  mg_server_port ports[4];
-  int n = mg_get_server_ports(context_, 4, ports);
-  port_ = n > 0 ? static_cast<uint16_t>(ports[0].port) : 0;
+  if (std::count(request.path.begin(), request.path.end(), '/') != std::count(raw_path.begin(), raw_path.end(), '/')) {
+    return refuse(json_error(400, "a path segment holds an encoded '/' (%2F)"));
+  }
+  if (!parse_query(request.query, request.query_params)) return refuse(json_error(400, "malformed query string"));
+  // The token is checked before the body is read, so an anonymous client cannot make us buffer.
+  if (!authorized(request)) return refuse(json_error(401, "missing or wrong bearer token"));
+  if (head.content_length > options_.max_body_bytes) {
+    return refuse(json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
+  }
+  a.body_bytes = head.content_length;
+  a.expect_continue = head.expect_continue;
+  return a;
+}
+
+HttpResponse AdminServer::handle_message(std::string_view message, std::string remote) const {
+  HeadParse parsed = parse_request_head(message, kMaxHeadBytes);
+  HttpRequest noted;
+  noted.remote = remote;
+  auto refused = [&](HttpResponse response) {
+    note_refusal(noted, response);
+    return response;
+  };
+  if (parsed.status == HeadParse::Status::incomplete) {
+    return refused(json_error(408, "request head not received within " + std::to_string(options_.head_timeout.count()) + " ms"));
+  }
+  if (parsed.status == HeadParse::Status::refused) return refused(json_error(parsed.refusal_status, parsed.refusal));
+  noted.method = parsed.head.method;
+  noted.path = parsed.head.target;
+  Admission admission = admit(parsed.head, std::move(remote));
+  if (admission.refused) return refused(admission.refusal);
+  std::string_view body = message.substr(parsed.head.head_bytes);
+  if (body.size() < admission.body_bytes) {
+    return refused(json_error(408, "request body not received within " + std::to_string(options_.body_timeout.count()) + " ms"));
+  }
+  admission.request.body = std::string(body.substr(0, admission.body_bytes));
+  return handle(std::move(admission.request));
+}
+
+void AdminServer::note_dropped(const std::string& remote, std::string_view method, std::string_view target,
+                               const HttpResponse& response) const {
+  HttpRequest request;
+  request.remote = remote;
+  request.method = method.empty() ? "-" : std::string(method);
+  request.path = target.empty() ? "-" : std::string(target);
+  note_refusal(request, response);
+}
+
+std::string AdminServer::start() {
+  if (network_) return "admin server already started";
+  stopping_ = false;
+  auto network = std::make_unique<Network>(*this);
+  uint16_t port = 0;
+  if (std::string error = network->listen(options_.listen, &port); !error.empty()) return error;
+  if (::pipe2(network->wake, O_NONBLOCK | O_CLOEXEC) != 0) return std::string("admin server: pipe: ") + std::strerror(errno);
+  network->lanes.push_back(std::make_unique<Network::Lane>());
+  for (const auto& path : options_.probe_paths) {
+    network->lanes.push_back(std::make_unique<Network::Lane>());
+    network->lanes.back()->probe_path = path;
+  }
+  // Threads with the default stack: JSON, Prometheus serialisation and logging need more than
+  // the small stacks some HTTP libraries give their workers.
+  Network* n = network.get();
+  for (auto& lane : network->lanes) {
+    const unsigned threads = lane->probe_path.empty() ? options_.max_connections : 1;
+    for (unsigned i = 0; i < threads; ++i) lane->threads.emplace_back([n, l = lane.get()] { n->run_lane(*l); });
+  }
+  network->reader = std::thread([n] { n->run_reader(); });
+  network_ = std::move(network);
+  port_ = port;
   return "";
 }
 
 void AdminServer::stop() {
-  if (!context_) return;
+  if (!network_) return;
   stopping_ = true;
-  mg_stop(context_);
-  context_ = nullptr;
+  network_->stop();
+  network_.reset();
   port_ = 0;
 }
 
-int AdminServer::respond(mg_connection* conn, const HttpRequest& request, const HttpResponse& response) const {
-  note_refusal(request, response);
-  return send_response(conn, response);
-}
-
-int AdminServer::on_request(mg_connection* conn, void* self) {
-  // civetweb's worker threads have small stacks (Debian's build): JSON, Prometheus serialisation
-  // and logging overflow them. Each request is served on a thread with the default stack, while
-  // the civetweb thread waits; admin traffic is light, so a thread per request is fine.
-  int status = 500;
-  std::thread serving([&] { status = static_cast<AdminServer*>(self)->serve(conn); });
-  serving.join();
-  return status;
-}
-
-int AdminServer::serve(mg_connection* conn) {
-  const mg_request_info* info = mg_get_request_info(conn);
-  HttpRequest request;
-  request.method = info->request_method ? info->request_method : "";
-  request.query = info->query_string ? info->query_string : "";
-  request.remote = std::string(info->remote_addr) + ":" + std::to_string(info->remote_port);
-  for (int i = 0; i < info->num_headers; ++i) request.headers[lower(info->http_headers[i].name)] = info->http_headers[i].value;
-  // civetweb leaves the path encoded (decode_url: no); decoded here into a std::string, so a %00
-  // stays in it (and is refused) instead of ending it.
-  const std::string raw_path = info->local_uri ? info->local_uri : "/";
-  if (!url_decode(raw_path, request.path, false)) {
-    request.path = raw_path;
-    return respond(conn, request, json_error(400, "malformed percent-escape in the path"));
-  }
-  if (std::count(request.path.begin(), request.path.end(), '/') != std::count(raw_path.begin(), raw_path.end(), '/')) {
-    return respond(conn, request, json_error(400, "a path segment holds an encoded '/' (%2F)"));
-  }
-
-  if (!parse_query(request.query, request.query_params)) return respond(conn, request, json_error(400, "malformed query string"));
-
-  // The token is checked before the body is read, so an anonymous client cannot make us buffer.
-  if (!authorized(request)) return respond(conn, request, json_error(401, "missing or wrong bearer token"));
-  if (info->content_length > 0 && static_cast<unsigned long long>(info->content_length) > options_.max_body_bytes) {
-    return respond(conn, request, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
-  }
-  char buffer[8192];
-  for (;;) {
-    int n = mg_read(conn, buffer, sizeof buffer);
-    if (n <= 0) break;
-    request.body.append(buffer, static_cast<size_t>(n));
-    if (request.body.size() > options_.max_body_bytes) {
-      return respond(conn, request, json_error(413, "request body over " + std::to_string(options_.max_body_bytes) + " bytes"));
+void AdminServer::serve(int fd, HttpRequest request) {
+  const bool head_only = request.method == "HEAD";
+  auto send_response = [&](const HttpResponse& response) {
+    std::string bytes = response_head(response.status, response.content_type, static_cast<long long>(response.body.size()));
+    if (!head_only) bytes += response.body;
+    send_all(fd, bytes);
+  };
+  bool mismatch = false;
+  std::map<std::string, std::string> params;
+  auto r = has_control_character(request.path) ? nullptr : find(request.method, request.path, params, &mismatch);
+  if (!r || !r->streaming) {
+    send_response(handle(std::move(request)));
+  } else {
+    // admit() already checked the token.
+    request.path_params = std::move(params);
+    HttpResponse pre = r->precheck ? r->precheck(request) : HttpResponse{};
+    if (pre.status != 200) {
+      note_refusal(request, pre);
+      send_response(pre);
+    } else if (open_streams_.fetch_add(1) + 1 > options_.max_streams) {
+      open_streams_.fetch_sub(1);
+      HttpResponse busy = json_error(503, "too many streams open (limit " + std::to_string(options_.max_streams) + ")");
+      note_refusal(request, busy);
+      send_response(busy);
+    } else {
+      // The status line and headers go out before the handler runs (StreamHandler's contract).
+      if (send_all(fd, response_head(200, r->content_type, -1))) {
+        SocketStreamWriter writer(fd, stopping_);
+        try {
+          r->stream(request, writer);
+        } catch (const std::exception& e) {
+          spdlog::error("admin: stream {} failed: {}", request.path, e.what());
+        }
+        send_all(fd, chunk(""));
+      }
+      open_streams_.fetch_sub(1);
     }
   }
-
-  bool mismatch = false;
-  auto r = has_control_character(request.path) ? nullptr : find(request.method, request.path, request.path_params, &mismatch);
-  if (!r || !r->streaming) return send_response(conn, handle(std::move(request)));
-
-  if (r->precheck) {
-    HttpResponse pre = r->precheck(request);
-    if (pre.status != 200) return respond(conn, request, pre);
+  // Unread bytes at close() would reset the connection (and could destroy the response in
+  // flight): discard what has arrived, without waiting, since a lane thread must not be held by a
+  // client that keeps its connection open.
+  ::shutdown(fd, SHUT_WR);
+  char discard[4096];
+  for (int i = 0; i < 64 && ::recv(fd, discard, sizeof discard, MSG_DONTWAIT) > 0; ++i) {
   }
-  unsigned open = open_streams_.fetch_add(1) + 1;
-  if (open > options_.max_streams) {
-    open_streams_.fetch_sub(1);
-    return respond(conn, request, json_error(503, "too many streams open (limit " + std::to_string(options_.max_streams) + ")"));
-  }
-  mg_response_header_start(conn, 200);
-  mg_response_header_add(conn, "Content-Type", r->content_type.c_str(), -1);
-  mg_response_header_add(conn, "Transfer-Encoding", "chunked", -1);
-  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
-  mg_response_header_send(conn);
-  CivetStreamWriter writer(conn, stopping_);
-  try {
-    r->stream(request, writer);
-  } catch (const std::exception& e) {
-    spdlog::error("admin: stream {} failed: {}", request.path, e.what());
-  }
-  mg_send_chunk(conn, "", 0);
-  open_streams_.fetch_sub(1);
-  return 200;
+  ::close(fd);
 }
 
 }  // namespace kproxy::admin

@@ -1,20 +1,32 @@
 // AdminServer: kproxy's admin HTTP API (JSON), /metrics, /healthz, /readyz and the /tap stream.
 //
-//   client ──HTTP──► civetweb thread pool ──► AdminServer::dispatch ──► bearer check
-//                                                   │                        │
-//                                                   ▼                        ▼
-//                                            route table (method, /a/{b}) ─► Handler | StreamHandler
+//   client ──TCP──► reader thread (poll: accept, read head + body, deadlines, caps)
+//                        │ whole requests only
+//                        ├─► probe lanes: one thread per probe path (/healthz, /readyz)
+//                        └─► request lane: `max_connections` threads ──► AdminServer::handle
+//                                                                          ├─ bearer check
+//                                                                          └─ route table ─► Handler | StreamHandler
 //
-// Served by civetweb (C API) on its own threads, never on a worker loop: a handler may take locks
-// and read the Proxy's snapshots, but must not touch a worker's handles (use Worker::post).
+// Why a reader thread: a client that sends its request slowly (one byte, or a byte every 10 s)
+// must not hold a serving thread, or a few of them starve every other client, the Kubernetes
+// probes included (issue #15). The reader reads every connection's head and body without
+// blocking; a thread is given a request only once it has fully arrived. Probes have lanes of
+// their own, so neither slow clients nor slow handlers (a large /metrics, open /tap streams)
+// delay /healthz or /readyz.
 //
-// Limits (AdminServerOptions): `max_connections` requests served at once (civetweb threads; more
-// wait in the accept queue), `max_streams` streaming subscribers at once (more get 503), request
-// bodies above `max_body_bytes` get 413. Requests without the configured bearer token get 401.
-// A path that decodes to a control character or NUL gets 400 (it would otherwise be cut short),
-// and so does a body that nests JSON deeper than kMaxJsonDepth (checked before any handler parses
-// it: recursive JSON code would overflow the stack). Every refusal (4xx, 503) is counted
-// (admin_refusals) and logged, at most kRefusalLogBurst lines per 10 s.
+// Limits (AdminServerOptions; docs/admin-api.openapi.yaml "Limits"): the head must arrive within
+// `head_timeout` of the connection (then 408) and be at most kMaxHeadBytes (431); the body within
+// `body_timeout` (408) and at most `max_body_bytes` (413, sent before the body is read, as is
+// 401 for a missing token). At most `max_pending` connections are read at once, and at most
+// `max_pending_per_address` from one client address: past either, the oldest of them is dropped
+// (503), so a newcomer such as a probe always gets in. A lane whose queue is full answers 503.
+// `max_streams` streaming subscribers at once (more get 503). A path that decodes to a control
+// character or NUL gets 400, and so does a body that nests JSON deeper than kMaxJsonDepth
+// (checked before any handler parses it: recursive JSON code would overflow the stack). Every
+// refusal is counted (admin_refusals) and logged, at most kRefusalLogBurst lines per 10 s.
+//
+// Served on its own threads, never on a worker loop: a handler may take locks and read the
+// Proxy's snapshots, but must not touch a worker's handles (use Worker::post).
 //
 // The contract of every route is docs/admin-api.openapi.yaml (served at GET /openapi.json).
 //
@@ -30,6 +42,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,8 +53,7 @@
 #include <string_view>
 #include <vector>
 
-struct mg_context;
-struct mg_connection;
+#include "proxy/admin/http_head.h"
 
 namespace kproxy::admin {
 
@@ -77,12 +89,14 @@ constexpr size_t kMaxJsonDepth = 32;
 /// and escapes are skipped; the text need not be valid JSON). Linear, no recursion.
 bool json_too_deep(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
-/// Refusals by status (400, 401, 404, 405, 413, 503) since start, across every AdminServer. A
-/// handler's own 503 (a health probe saying "not ready") is an answer, not a refusal; the 503s
-/// counted are the server's (too many streams, too many tap subscribers).
+/// Refusals by status (400, 401, 404, 405, 408, 411, 413, 431, 503) since start, across every
+/// AdminServer. A handler's own 503 (a health probe saying "not ready") is an answer, not a
+/// refusal; the 503s counted are the server's (too many streams, connections or queued requests).
 uint64_t admin_refusals(int status);
 /// The statuses admin_refusals counts.
-inline constexpr int kRefusalStatuses[] = {400, 401, 404, 405, 413, 503};
+inline constexpr int kRefusalStatuses[] = {400, 401, 404, 405, 408, 411, 413, 431, 503};
+/// A request head (request line and headers) may be at most this long (431 past it).
+constexpr size_t kMaxHeadBytes = 16 * 1024;
 /// At most this many refusal log lines per 10 s (then one line says how many were not logged).
 constexpr unsigned kRefusalLogBurst = 20;
 /// Starts a new refusal-log window now (tests).
@@ -91,7 +105,7 @@ void reset_refusal_log_budget();
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
 /// The writing end of a streaming response (chunked transfer encoding). Blocking, on the
-/// civetweb thread that serves the request.
+/// server thread that serves the request.
 class StreamWriter {
  public:
   virtual ~StreamWriter() = default;
@@ -111,9 +125,36 @@ using StreamPrecheck = std::function<HttpResponse(const HttpRequest&)>;
 struct AdminServerOptions {
   std::string listen = "127.0.0.1:9644";  ///< "host:port" or "[v6]:port"; port 0 = any free port
   std::string bearer_token;               ///< "" = no authentication
-  unsigned max_connections = 16;          ///< requests served at once
+  unsigned max_connections = 16;          ///< requests served at once (threads of the request lane)
   unsigned max_streams = 4;               ///< streaming subscribers at once (< max_connections)
   size_t max_body_bytes = 1 << 20;        ///< larger request bodies get 413
+  /// GET/HEAD paths served on a lane (thread and queue) of their own each: what a liveness or
+  /// readiness probe asks must not wait behind other clients.
+  std::vector<std::string> probe_paths = {"/healthz", "/readyz"};
+  /// From accept to the head's empty line; a client still sending its head then gets 408.
+  std::chrono::milliseconds head_timeout{5000};
+  /// From the head to the body's last byte (408 past it).
+  std::chrono::milliseconds body_timeout{10000};
+  /// Connections whose request is still arriving, in all and from one client address; past
+  /// either, the oldest such connection is dropped (503).
+  unsigned max_pending = 256;
+  unsigned max_pending_per_address = 32;
+  /// Whole requests waiting for a thread, per lane (503 past it).
+  unsigned max_queued = 64;
+  /// A response write that makes no progress for this long ends the connection (a client that
+  /// does not read, e.g. a stalled /tap subscriber).
+  std::chrono::milliseconds write_timeout{10000};
+};
+
+/// What the server makes of a request head before reading the body: the request (path decoded,
+/// query parsed, headers) and how many body bytes to read, or the refusal to send at once (a bad
+/// path or query 400, no token 401, body over the cap 413).
+struct Admission {
+  bool refused = false;
+  HttpResponse refusal;  ///< when refused
+  HttpRequest request;   ///< everything but the body
+  size_t body_bytes = 0;
+  bool expect_continue = false;
 };
 
 class AdminServer {
@@ -142,6 +183,13 @@ class AdminServer {
   /// Dispatches one request as if it had arrived over HTTP (tests; also used by the server).
   /// Streaming routes are not served here (404). Refusals are counted and logged.
   HttpResponse handle(HttpRequest request) const;
+  /// Checks a parsed head the way the server does before it reads the body (not counted: the
+  /// caller notes a refusal).
+  Admission admit(const RequestHead& head, std::string remote) const;
+  /// Serves `message` (head and body bytes as a client sent them) through the steps the server
+  /// runs: parse_request_head, admit, body, handle. An incomplete message gets the 408 the
+  /// server sends at its deadline. The admin request fuzzer's entry point.
+  HttpResponse handle_message(std::string_view message, std::string remote = "") const;
 
   /// One registered route: method, pattern as registered ("/faults/{name}"), streaming or not.
   struct RouteInfo {
@@ -173,15 +221,18 @@ class AdminServer {
   HttpResponse dispatch(HttpRequest& request) const;
   /// Counts and logs `response` when it refuses `request`.
   void note_refusal(const HttpRequest& request, const HttpResponse& response) const;
-  /// Notes and sends.
-  int respond(mg_connection* conn, const HttpRequest& request, const HttpResponse& response) const;
-  static int on_request(mg_connection* conn, void* self);
-  int serve(mg_connection* conn);
+  /// Serves one whole request on a lane thread and closes `fd`.
+  void serve(int fd, HttpRequest request);
+  /// Notes a refusal of a connection whose request never fully arrived.
+  void note_dropped(const std::string& remote, std::string_view method, std::string_view target, const HttpResponse& response) const;
+
+  struct Network;  // listening sockets, the reader thread, the lanes (admin_server.cc)
+  friend struct Network;
 
   AdminServerOptions options_;
   mutable std::mutex routes_mutex_;
   std::vector<std::shared_ptr<const Route>> routes_;
-  mg_context* context_ = nullptr;
+  std::unique_ptr<Network> network_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<unsigned> open_streams_{0};

@@ -23,8 +23,10 @@ namespace kproxy::admin {
 
 class ChaosAdmin {
  public:
-  /// `reload`: re-reads the config; returns "" or the errors.
-  ChaosAdmin(chaos::ChaosControl& control, std::function<std::string()> reload) : control_(control), reload_(std::move(reload)) {}
+  /// `reload`: re-reads the config; returns "" or the errors. `max_rules`: the current
+  /// limits.max_fault_rules (read at each PUT, so a reload that changes it applies); none = no cap.
+  ChaosAdmin(chaos::ChaosControl& control, std::function<std::string()> reload, std::function<size_t()> max_rules = {})
+      : control_(control), reload_(std::move(reload)), max_rules_(std::move(max_rules)) {}
 
   HttpResponse list_faults() const;
   HttpResponse put_fault(const std::string& name, const std::string& body);
@@ -38,6 +40,7 @@ class ChaosAdmin {
  private:
   chaos::ChaosControl& control_;
   std::function<std::string()> reload_;
+  std::function<size_t()> max_rules_;
 };
 
 /// Registers GET/PUT/DELETE /faults..., /api-versions and POST /reload on `server`; `chaos` must

@@ -1,5 +1,6 @@
 #include "proxy/chaos/config_sections.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -113,17 +114,25 @@ std::string load_chaos_yaml(const std::string& yaml, const std::string& source, 
 }
 
 std::string load_chaos_config(const config::Config& config, ChaosConfig& out) {
+  std::string errors;
   std::ifstream in(config.source);
   if (in) {
     std::stringstream text;
     text << in.rdbuf();
-    return load_chaos_yaml(text.str(), config.source, out);
+    errors = load_chaos_yaml(text.str(), config.source, out);
+  } else {
+    // No file (e.g. a config built in a test): the kept sections, positions relative to them.
+    std::string yaml;
+    if (!config.faults.yaml.empty()) yaml += "faults:\n" + config.faults.yaml + "\n";
+    if (!config.api_versions.yaml.empty()) yaml += "api_versions:\n" + config.api_versions.yaml + "\n";
+    errors = load_chaos_yaml(yaml, config.source.empty() ? "<config>" : config.source, out);
   }
-  // No file (e.g. a config built in a test): the kept sections, positions relative to them.
-  std::string yaml;
-  if (!config.faults.yaml.empty()) yaml += "faults:\n" + config.faults.yaml + "\n";
-  if (!config.api_versions.yaml.empty()) yaml += "api_versions:\n" + config.api_versions.yaml + "\n";
-  return load_chaos_yaml(yaml, config.source.empty() ? "<config>" : config.source, out);
+  if (out.rules.size() > config.limits.max_fault_rules) {
+    errors += (config.source.empty() ? std::string("<config>") : config.source) + ":" + std::to_string(std::max(config.faults.line, 1)) +
+              ":1: faults: " + std::to_string(out.rules.size()) + " rules, more than limits.max_fault_rules (" +
+              std::to_string(config.limits.max_fault_rules) + ")\n";
+  }
+  return errors;
 }
 
 }  // namespace kproxy::chaos

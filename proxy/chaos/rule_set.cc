@@ -28,7 +28,7 @@ void ChaosControl::publish(std::shared_ptr<RuleSet> next) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json& spec) {
+std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules) {
   std::string error;
   auto rule = parse_fault_rule(spec, error, name);
   if (!rule) return error;
@@ -41,7 +41,13 @@ std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json
     r = rule;
     replaced = true;
   }
-  if (!replaced) next->rules.push_back(rule);
+  if (!replaced) {
+    if (next->rules.size() >= max_rules) {
+      return "too many fault rules: " + std::to_string(next->rules.size()) + " installed, at most " + std::to_string(max_rules) +
+             " (limits.max_fault_rules); delete some first";
+    }
+    next->rules.push_back(rule);
+  }
   publish(std::move(next));
   return "";
 }

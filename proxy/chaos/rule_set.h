@@ -55,7 +55,9 @@ class ChaosControl {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
   /// Adds or replaces the rule `name` with `spec` (JSON). "" or why it was refused (nothing changed).
-  std::string put_rule(const std::string& name, const nlohmann::json& spec);
+  /// A new rule is refused when `max_rules` are installed already (limits.max_fault_rules); a
+  /// replacement never is.
+  std::string put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules = SIZE_MAX);
   /// False when there is no such rule.
   bool delete_rule(const std::string& name);
   /// Removes every rule (the ApiVersions policy stays).

@@ -53,6 +53,30 @@ bool FaultStage::matches(const chaos::FaultRule& rule, const RequestContext& ctx
   return txn && topic && group && part && pid;
 }
 
+bool FaultStage::applies(const chaos::FaultRule& rule, const RequestContext& ctx) {
+  const auto& a = rule.action;
+  // An answered request is not forwarded (no request-side effect, no broker response to edit);
+  // the pipeline still applies the response-side transport actions to kproxy's own answer.
+  const bool forwarded = !ctx.answered();
+  const bool response = ctx.expects_response();
+  switch (a.kind) {
+    case chaos::ActionKind::kAnswer: {
+      if (!forwarded || !response) return false;
+      const auto& h = ctx.header();
+      return ctx.message() != nullptr && chaos::answer_refusal(h.api_key, h.api_version).empty();
+    }
+    case chaos::ActionKind::kClose: return a.on_request || response;
+    case chaos::ActionKind::kDelay: return a.on_request ? forwarded : response;
+    case chaos::ActionKind::kError:
+    case chaos::ActionKind::kThrottle: return forwarded && response;
+    case chaos::ActionKind::kDropResponse:
+    case chaos::ActionKind::kResetAfterBytes: return response;
+    case chaos::ActionKind::kBandwidth:
+    case chaos::ActionKind::kSlice: return (a.to_client && response) || (a.to_broker && forwarded);
+  }
+  return false;
+}
+
 void FaultStage::fired(const chaos::FaultRule& rule, const RequestContext& ctx) {
   const auto& h = ctx.header();
   spdlog::debug("conn={} fault rule '{}' injects {} on {} v{} (correlation id {})", ctx.connection().id, rule.name,
@@ -67,72 +91,80 @@ void FaultStage::on_request(RequestContext& ctx) {
   if (!set.may_match(header.api_key)) return;
   ExchangeActions& actions = ctx.actions();
   auto now = std::chrono::steady_clock::now();
-  for (const auto& rule : set.rules) {
-    if (!matches(*rule, ctx)) continue;
-    if (!rule->fire(now)) continue;
-    const auto& a = rule->action;
-    switch (a.kind) {
-      case chaos::ActionKind::kAnswer: {
-        if (ctx.answered() || !ctx.expects_response()) break;
-        auto request = ctx.message();
-        auto response = request ? chaos::build_answer(*request, header.api_version,
-                                                      chaos::translate_error(header.api_key, header.api_version, a.error_code))
-                                : nullptr;
-        if (!response) {
-          spdlog::warn("conn={} rule '{}': cannot answer {} v{}: {}", ctx.connection().id, rule->name, api_label(header.api_key),
-                       header.api_version, request ? "no builder" : ctx.decode_error());
+  // Two passes: the rules that decide the request's fate (answer, close before forwarding) first,
+  // in order, so the others are drawn knowing whether the request is forwarded.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& rule : set.rules) {
+      const auto& a = rule->action;
+      const bool decides = a.kind == chaos::ActionKind::kAnswer || (a.kind == chaos::ActionKind::kClose && a.on_request);
+      if (decides != (pass == 0)) continue;
+      if (pass == 0 && ctx.answered()) break;  // the first answer wins; a later close would destroy it
+      if (!matches(*rule, ctx)) continue;
+      if (!applies(*rule, ctx)) continue;
+      if (!rule->fire(now)) continue;
+      switch (a.kind) {
+        case chaos::ActionKind::kAnswer: {
+          auto request = ctx.message();
+          auto response = request ? chaos::build_answer(*request, header.api_version,
+                                                        chaos::translate_error(header.api_key, header.api_version, a.error_code))
+                                  : nullptr;
+          if (!response) {
+            spdlog::warn("conn={} rule '{}': cannot answer {} v{}: {}", ctx.connection().id, rule->name, api_label(header.api_key),
+                         header.api_version, request ? "no builder" : ctx.decode_error());
+            break;
+          }
+          ctx.answer(codec::encode_response_frame(header.correlation_id, codec::response_header_version(header.api_key, header.api_version),
+                                                  *response, header.api_version));
+          fired(*rule, ctx);
           break;
         }
-        ctx.answer(codec::encode_response_frame(header.correlation_id, codec::response_header_version(header.api_key, header.api_version),
-                                                *response, header.api_version));
-        fired(*rule, ctx);
-        break;
-      }
-      case chaos::ActionKind::kClose:
-        fired(*rule, ctx);
-        if (a.on_request) {
-          ctx.close({CloseCategory::kFault, "fault rule '" + rule->name + "': close before forwarding " + api_label(header.api_key)});
-          return;
-        }
-        actions.close_after = true;
-        break;
-      case chaos::ActionKind::kDelay:
-        fired(*rule, ctx);
-        if (a.on_request) actions.request_delay = std::max(actions.request_delay, jittered(a));
-        else actions.response_delay = std::max(actions.response_delay, jittered(a));
-        break;
-      case chaos::ActionKind::kError:
-        fired(*rule, ctx);
-        actions.error_rules.push_back(rule);
-        break;
-      case chaos::ActionKind::kThrottle:
-        fired(*rule, ctx);
-        actions.throttle_ms = static_cast<int32_t>(a.throttle.count());
-        break;
-      case chaos::ActionKind::kDropResponse:
-        fired(*rule, ctx);
-        actions.drop_response = true;
-        break;
-      case chaos::ActionKind::kResetAfterBytes:
-        fired(*rule, ctx);
-        actions.reset_after_bytes = a.bytes;
-        break;
-      case chaos::ActionKind::kBandwidth:
-      case chaos::ActionKind::kSlice: {
-        fired(*rule, ctx);
-        // Several transport rules on one exchange combine (a slicer behind a bandwidth limit).
-        auto add = [&](std::optional<chaos::TransportToxic>& t) {
-          if (!t) t.emplace();
-          if (a.kind == chaos::ActionKind::kBandwidth) {
-            t->bytes_per_second = a.bytes;
-          } else {
-            t->slice_bytes = a.bytes;
-            t->slice_delay = a.slice_delay;
+        case chaos::ActionKind::kClose:
+          fired(*rule, ctx);
+          if (a.on_request) {
+            ctx.close({CloseCategory::kFault, "fault rule '" + rule->name + "': close before forwarding " + api_label(header.api_key)});
+            return;
           }
-        };
-        if (a.to_client) add(actions.to_client);
-        if (a.to_broker) add(actions.to_broker);
-        break;
+          if (!actions.close_after) actions.close_after_rule = rule->name;
+          actions.close_after = true;
+          break;
+        case chaos::ActionKind::kDelay:
+          fired(*rule, ctx);
+          if (a.on_request) actions.request_delay = std::max(actions.request_delay, jittered(a));
+          else actions.response_delay = std::max(actions.response_delay, jittered(a));
+          break;
+        case chaos::ActionKind::kError:
+          fired(*rule, ctx);
+          actions.error_rules.push_back(rule);
+          break;
+        case chaos::ActionKind::kThrottle:
+          fired(*rule, ctx);
+          actions.throttle_ms = static_cast<int32_t>(a.throttle.count());
+          break;
+        case chaos::ActionKind::kDropResponse:
+          fired(*rule, ctx);
+          actions.drop_response = true;
+          break;
+        case chaos::ActionKind::kResetAfterBytes:
+          fired(*rule, ctx);
+          actions.reset_after_bytes = a.bytes;
+          break;
+        case chaos::ActionKind::kBandwidth:
+        case chaos::ActionKind::kSlice: {
+          fired(*rule, ctx);
+          // Several transport rules on one exchange combine (a slicer behind a bandwidth limit).
+          auto add = [&](std::optional<chaos::TransportToxic>& t) {
+            if (!t) t.emplace();
+            if (a.kind == chaos::ActionKind::kBandwidth) {
+              t->bytes_per_second = a.bytes;
+            } else {
+              t->slice_bytes = a.bytes;
+              t->slice_delay = a.slice_delay;
+            }
+          };
+          if (a.to_client) add(actions.to_client);
+          if (a.to_broker) add(actions.to_broker);
+          break;
+        }
       }
     }
   }

@@ -5,6 +5,11 @@
 // before forwarding, delay the request, or record what must happen to the response (error codes,
 // throttle, delay, drop, close after, reset after N bytes, bandwidth/slice of either direction) in
 // the exchange's ExchangeActions, which the pipeline keeps with the request.
+// A rule's trigger is drawn (its hit counted, its `times`/`nth`/probability budget spent) only
+// when its action would take effect on this exchange: an answer once another rule has answered,
+// an error or throttle on a request kproxy answers itself, anything on the response of a request
+// that gets none (Produce acks=0) neither counts nor spends. Answer and close-before decide the
+// fate of the request, so the first of those that fires wins and the later ones are not drawn.
 // Responses: sets the recorded error codes (translated to what the response's version can carry,
 // proxy/chaos/error_translation.h) and throttle time; the pipeline applies the transport actions.
 // docs/faults.md says what each action does and what a client sees.
@@ -37,6 +42,8 @@ class FaultStage final : public Stage {
 
  private:
   bool matches(const chaos::FaultRule& rule, const RequestContext& ctx) const;
+  /// True when `rule`'s action would take effect on this exchange as it stands (see above).
+  static bool applies(const chaos::FaultRule& rule, const RequestContext& ctx);
   /// Logs the injection and tells the observer.
   void fired(const chaos::FaultRule& rule, const RequestContext& ctx);
   std::chrono::milliseconds jittered(const chaos::RuleAction& a);

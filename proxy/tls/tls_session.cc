@@ -141,8 +141,7 @@ TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::funct
 }
 
 TlsSession::Status TlsSession::decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, bool& stopped) {
-  // On the heap: a 64 KiB thread_local array would grow every thread's static TLS block, which
-  // civetweb's small-stack threads cannot afford.
+  // On the heap: a 64 KiB thread_local array would grow every thread's static TLS block.
   static thread_local std::vector<uint8_t> plaintext(kPlaintextChunk);
   for (;;) {
     ERR_clear_error();

@@ -3,11 +3,14 @@ the change applies from the next frame on the open connections, without a reconn
 """
 
 import re
+import socket
 import statistics
+import struct
 import time
 
 import clients
 from test_chaos_support import ChaosKproxy
+from test_proxy_support import recv_frame, request
 
 DELAY_MS = 300
 
@@ -59,4 +62,33 @@ def test_delay_turned_on_and_off_mid_run_without_reconnect(kafka, topic_name):
         assert statistics.median(after) < DELAY_MS / 2, after
         assert during >= len(on), (during, len(on))
         assert kp.metric("kproxy_faults_injected_total", rule="slow-produce") == during  # nothing after the DELETE
+        assert kp.stop() == 0
+
+
+def _list_groups(port: int, correlation_id: int) -> int:
+    """Sends ListGroups v0 to kproxy; returns the response's ErrorCode."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request(16, 0, correlation_id, b""))
+        body = recv_frame(s)
+    cid, code = struct.unpack(">ih", body[:6])
+    assert cid == correlation_id
+    return code
+
+
+def test_two_once_answer_rules_answer_two_requests_and_count_what_they_did(kafka):
+    """Issue #15 bug 9: the second of two `times: 1` answer rules was counted (and its shot spent)
+    on the request the first had answered; the metric said 1 for the first only."""
+    with ChaosKproxy(kafka.bootstrap(), name="answers") as kp:
+        kp.put_rule("first", {"match": {"api": "ListGroups"}, "action": {"answer": "NOT_COORDINATOR"}, "trigger": {"times": 1}})
+        kp.put_rule("second", {"match": {"api": "ListGroups"}, "action": {"answer": "COORDINATOR_NOT_AVAILABLE"},
+                               "trigger": {"times": 1}})
+        assert _list_groups(kp.port, 1) == 16  # NOT_COORDINATOR, from the first rule
+        assert (kp.rule("first")["injected"], kp.rule("second")["injected"]) == (1, 0)
+        assert kp.rule("second")["hits"] == 0
+        assert kp.metric("kproxy_faults_injected_total", rule="first") == 1
+        assert kp.metric("kproxy_faults_injected_total", rule="second") == 0
+        assert _list_groups(kp.port, 2) == 15  # COORDINATOR_NOT_AVAILABLE: the second rule still had its shot
+        assert (kp.rule("first")["injected"], kp.rule("second")["injected"]) == (1, 1)
+        assert kp.metric("kproxy_faults_injected_total", rule="second") == 1
+        assert _list_groups(kp.port, 3) == 0  # both spent: the broker answers
         assert kp.stop() == 0

@@ -101,6 +101,10 @@ class Kproxy:
 
     def start(self, timeout: float = 10.0, append_log: bool = False) -> "Kproxy":
         timeout = slowness.scaled(timeout)
+        # Every config a test starts is also given to check-config, which must agree with the
+        # start (issue #15 bug 3; tests/integration/test_config_agreement.py for refused files).
+        check = subprocess.run([kproxy_binary(), "check-config", str(self.config_path)], capture_output=True, text=True,
+                               timeout=60, env=self.env)
         self._log_file = open(self.log_path, "ab" if append_log else "wb")
         self.proc = subprocess.Popen([kproxy_binary(), "--config", str(self.config_path)], stdout=self._log_file,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=kh._child_setup,
@@ -108,9 +112,12 @@ class Kproxy:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if self.proc.returncode == 2 and check.returncode == 0:
+                    raise AssertionError(f"check-config passed {self.config_path}, the start refused it:\n{self.log_text()}")
                 raise RuntimeError(f"kproxy exited with {self.proc.returncode}:\n{self.log_text()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    assert check.returncode == 0, f"{self.config_path} starts, check-config refused it:\n{check.stderr}"
                     return self
             except OSError:
                 time.sleep(0.05)

@@ -191,3 +191,48 @@ def test_tap_subscribers_are_capped(kafka):
             for s in taps:
                 s.close()
         assert kp.stop() == 0
+
+
+def test_slow_admin_clients_do_not_delay_the_probes(kafka):
+    """Issue #15 bug 2: 20 connections that sent one byte each (or a byte every few seconds) held
+    every admin thread for 30 s and /healthz timed out. Now the probes answer within 1 s
+    throughout, and a slow client's unfinished request is cut at the head deadline (408)."""
+    admin = kh.free_ports(1)[0]
+    with Kproxy(kafka.bootstrap(), name="slowadmin", extra_yaml=f"admin: {{ listen: 127.0.0.1:{admin} }}\n") as kp:
+        _wait_admin(admin)
+        assert _http(admin, "/readyz")[0] == 200  # latched: later probes do not ask the broker
+        slow, trickle = [], []
+        try:
+            for _ in range(24):
+                s = socket.create_connection(("127.0.0.1", admin), timeout=5)
+                s.sendall(b"G")
+                slow.append(s)
+            for _ in range(4):
+                trickle.append(socket.create_connection(("127.0.0.1", admin), timeout=5))
+            worst = 0.0
+            probes = 0
+            end = time.monotonic() + 4
+            sent = 0
+            while time.monotonic() < end:
+                head = b"GET /healthz HTTP/1.1\r\n"
+                for s in trickle:
+                    s.sendall(head[sent % len(head):sent % len(head) + 1])
+                sent += 1
+                for path in ("/healthz", "/readyz"):
+                    t0 = time.monotonic()
+                    req = urllib.request.Request(f"http://127.0.0.1:{admin}{path}")
+                    with urllib.request.urlopen(req, timeout=1) as r:
+                        assert r.status == 200
+                    worst = max(worst, time.monotonic() - t0)
+                    probes += 1
+                time.sleep(0.3)
+            assert probes >= 8 and worst < 1.0, (probes, worst)
+            # Past the 5 s head deadline every slow client got 408 and was closed.
+            slow[0].settimeout(5)
+            answer = slow[0].recv(4096)
+            assert answer.startswith(b"HTTP/1.1 408 "), answer[:80]
+        finally:
+            for s in slow + trickle:
+                s.close()
+        assert _metric(admin, "kproxy_admin_refusals_total") >= 24
+        assert kp.stop() == 0

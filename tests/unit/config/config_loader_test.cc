@@ -375,3 +375,212 @@ TEST_CASE("the admin API listens only where admin.listen says, never on an impli
   CHECK(first_error(std::string(kMinimal) + "admin: { listen: \":9644\" }\n").reason.find("empty host") != std::string::npos);
   CHECK(first_error(std::string(kMinimal) + "admin: { listen: \"9644\" }\n").reason.find("admin.listen") != std::string::npos);
 }
+
+TEST_CASE("limits.max_fault_rules: default 1000, a positive number") {
+  auto defaults = load_config_string(kMinimal, "test.yaml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.config->limits.max_fault_rules == 1000);
+  auto set = load_config_string(std::string(kMinimal) + "limits: { max_fault_rules: 5 }\n", "test.yaml");
+  REQUIRE_MESSAGE(set.ok(), set.error_text());
+  CHECK(set.config->limits.max_fault_rules == 5);
+  CHECK(first_error(std::string(kMinimal) + "limits: { max_fault_rules: 0 }\n").reason == "limits.max_fault_rules: '0' is not a positive number");
+}
+
+namespace {
+
+// No ephemeral-range warnings unless a test asks for them (the host's range is not the test's).
+LoadOptions no_host() {
+  LoadOptions o;
+  o.ephemeral_ports = nullptr;
+  return o;
+}
+
+LoadResult load(const std::string& yaml, const LoadOptions& options = no_host()) { return load_config_string(yaml, "test.yaml", options); }
+
+// Two listeners; `east_ports` and `west_ports` are their broker port keys, `extra` more YAML.
+std::string two_listeners(const std::string& east_ports, const std::string& west_ports, const std::string& extra = "") {
+  return "listeners:\n"
+         "  - name: east\n"
+         "    listen: 127.0.0.1:9092\n"
+         "    upstream: east:9092\n"
+         "    " + east_ports + "\n"
+         "  - name: west\n"
+         "    listen: 127.0.0.1:9192\n"
+         "    upstream: west:9092\n"
+         "    " + west_ports + "\n" + extra;
+}
+
+}  // namespace
+
+TEST_CASE("a key given twice is refused at its second occurrence") {
+  auto r = load(std::string(kMinimal) + "workers: 2\nlog: { level: info, level: debug }\nworkers: 3\n");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.errors.size() == 2);
+  CHECK(r.errors[0].to_string() ==
+        "test.yaml:7:21: log.level: duplicate key (first given at line 7, column 8; YAML would silently keep only one)");
+  CHECK(r.errors[1].line == 8);
+  CHECK(r.errors[1].column == 1);
+  CHECK(r.errors[1].reason.rfind("workers: duplicate key (first given at line 6, column 1", 0) == 0);
+  // Inside the sections the loader passes on (faults:), too.
+  auto f = load(std::string(kMinimal) + "faults:\n  - name: a\n    name: b\n    action: { error: PRODUCER_FENCED }\n");
+  REQUIRE_FALSE(f.ok());
+  CHECK(f.errors[0].to_string().rfind("test.yaml:8:5: faults[0].name: duplicate key", 0) == 0);
+}
+
+TEST_CASE("an alias bomb is refused before it expands") {
+  // 9 levels of 10 aliases each: 10^9 nodes once expanded, a few hundred bytes of text.
+  std::string yaml = std::string(kMinimal) + "faults:\n  - &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    std::string prev = "*a" + std::to_string(i - 1);
+    yaml += "  - &a" + std::to_string(i) + " [" + prev;
+    for (int k = 1; k < 10; ++k) yaml += ", " + prev;
+    yaml += "]\n";
+  }
+  CHECK(yaml.size() < 700);
+  auto started = std::chrono::steady_clock::now();
+  auto r = load(yaml);
+  auto took = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].line >= 6);
+  CHECK(r.errors[0].column >= 1);
+  CHECK(r.errors[0].reason.find("more than 100000 YAML nodes") != std::string::npos);
+  CHECK(took < std::chrono::seconds(5));
+  // Anchors and aliases themselves are fine.
+  auto ok = load(std::string(kMinimal) + "limits: &l { max_connections: 5 }\n");
+  CHECK_MESSAGE(ok.ok(), ok.error_text());
+}
+
+TEST_CASE("nesting deeper than kMaxConfigDepth is refused") {
+  const size_t levels = kMaxConfigDepth + 5;
+  std::string deep = std::string(kMinimal) + "faults: " + std::string(levels, '[') + std::string(levels, ']') + "\n";
+  auto r = load(deep);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors[0].line == 6);
+  CHECK(r.errors[0].reason.find("nested more than 64 levels deep") != std::string::npos);
+}
+
+TEST_CASE("no port is claimed by two parts of the config") {
+  SUBCASE("overlapping broker_port_ranges (issue #15 bug 4)") {
+    auto r = load(two_listeners("broker_port_range: 9100-9103", "broker_port_range: 9102-9110"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].to_string() ==
+          "test.yaml:9:24: listeners[1].broker_port_range: ports 9102-9110 overlaps listeners[0].broker_port_range (the broker ports of "
+          "listener 'east', ports 9100-9103): port 9102 would be claimed by both, and clients of one would reach the other");
+  }
+  SUBCASE("a range holding another listener's bootstrap port") {
+    auto r = load(two_listeners("broker_port_range: 9190-9199", "broker_ports: 9300"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].line == 7);
+    CHECK(r.errors[0].column == 13);
+    CHECK(r.errors[0].reason.find("listeners[1].listen: port 9192 overlaps listeners[0].broker_port_range") != std::string::npos);
+  }
+  SUBCASE("admin.listen on a listener's port (issue #15 bug 3)") {
+    auto r = load(two_listeners("broker_ports: 9100", "broker_ports: 9200", "admin: { listen: 127.0.0.1:9192 }\n"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].to_string().rfind(
+              "test.yaml:10:18: admin.listen: port 9192 overlaps listeners[1].listen (the bootstrap port of listener 'west'", 0) == 0);
+  }
+  SUBCASE("admin.listen inside a broker range") {
+    auto r = load(two_listeners("broker_port_range: 9100-9110", "broker_ports: 9200", "admin: { listen: 127.0.0.1:9105 }\n"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].reason.find("admin.listen: port 9105 overlaps listeners[0].broker_port_range") != std::string::npos);
+  }
+  SUBCASE("two listeners with one broker_ports base") {
+    auto r = load(two_listeners("broker_ports: 9100", "broker_ports: 9100"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].line == 9);
+    CHECK(r.errors[0].reason.find(
+              "listeners[1].broker_ports: port 9100 overlaps listeners[0].broker_ports (broker node 0 of listener 'east'") !=
+          std::string::npos);
+  }
+  SUBCASE("a base whose node 0 is another listener's port") {
+    auto r = load(two_listeners("broker_ports: 9192", "broker_ports: 9200"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].reason.find("listeners[1].listen: port 9192 overlaps listeners[0].broker_ports") != std::string::npos);
+  }
+  SUBCASE("distinct ports load, whatever base + node id may reach later (refused at discovery)") {
+    auto r = load(two_listeners("broker_ports: 9100", "broker_port_range: 9200-9203", "admin: { listen: 127.0.0.1:9644 }\n"));
+    CHECK_MESSAGE(r.ok(), r.error_text());
+  }
+}
+
+TEST_CASE("max_broker_ports") {
+  auto r = load(kMinimal);
+  REQUIRE(r.ok());
+  CHECK(r.config->listeners[0].broker_ports.max_ports == kDefaultMaxBrokerPorts);
+  auto set = load(std::string(kMinimal) + "    max_broker_ports: 8\n");
+  REQUIRE_MESSAGE(set.ok(), set.error_text());
+  CHECK(set.config->listeners[0].broker_ports.max_ports == 8);
+  auto bad = load(std::string(kMinimal) + "    max_broker_ports: 0\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.errors[0].to_string() == "test.yaml:6:23: listeners[0].max_broker_ports: '0' is not a number from 1 to 65535");
+}
+
+TEST_CASE("ports inside the kernel's ephemeral range are warnings (issue #15 bug 10)") {
+  LoadOptions host;
+  host.ephemeral_ports = [] { return std::optional<PortRange>(PortRange{32768, 60999}); };
+  SUBCASE("outside: nothing") {
+    auto r = load(kMinimal, host);
+    REQUIRE(r.ok());
+    CHECK(r.warnings.empty());
+  }
+  SUBCASE("a base whose node ports reach into the range") {
+    auto r = load("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 32700\n    max_broker_ports: 100\n"
+                  "admin: { listen: 127.0.0.1:47170 }\n",
+                  host);
+    REQUIRE_MESSAGE(r.ok(), r.error_text());  // a warning does not refuse the file
+    REQUIRE(r.warnings.size() == 2);
+    CHECK(r.warnings[0].to_string().rfind("test.yaml:4:19: listeners[0].broker_ports: ports 32700-32799 (base + node ids 0-99) overlap the "
+                                          "kernel's ephemeral port range 32768-60999 (net.ipv4.ip_local_port_range)",
+                                          0) == 0);
+    CHECK(r.warnings[1].line == 6);
+    CHECK(r.warnings[1].reason.rfind("admin.listen: port 47170 overlaps the kernel's ephemeral port range", 0) == 0);
+  }
+  SUBCASE("a range") {
+    auto r = load("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_port_range: 60990-61010\n", host);
+    REQUIRE(r.ok());
+    REQUIRE(r.warnings.size() == 1);
+    CHECK(r.warnings[0].reason.find("ports 60990-61010 overlap") != std::string::npos);
+  }
+  SUBCASE("no range known: nothing") {
+    LoadOptions unknown;
+    unknown.ephemeral_ports = [] { return std::optional<PortRange>(); };
+    CHECK(load("listeners:\n  - listen: 127.0.0.1:40000\n    upstream: b:9092\n    broker_ports: 40001\n", unknown).warnings.empty());
+  }
+}
+
+TEST_CASE("parse_ephemeral_ports reads ip_local_port_range") {
+  auto r = parse_ephemeral_ports("32768\t60999\n");
+  REQUIRE(r.has_value());
+  CHECK(r->first == 32768);
+  CHECK(r->last == 60999);
+  CHECK_FALSE(parse_ephemeral_ports("").has_value());
+  CHECK_FALSE(parse_ephemeral_ports("60999 32768").has_value());
+  CHECK_FALSE(parse_ephemeral_ports("1 70000").has_value());
+  CHECK_FALSE(parse_ephemeral_ports("1 2 3").has_value());
+}
+
+TEST_CASE("a merge key is refused with what to do instead") {
+  auto r = load("listeners:\n  - &l { name: a, listen: 127.0.0.1:9092, upstream: b:9092, broker_ports: 9100 }\n"
+                "  - <<: *l\n    name: b\n    listen: 127.0.0.1:9192\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors[0].to_string() ==
+        "test.yaml:3:5: listeners[1].<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
+}
+
+TEST_CASE("a value or key that is not UTF-8 is refused with its position (found by fuzz_config_loader)") {
+  auto r = load(std::string(kMinimal) + "api_versions:\n  - { api: Pro\xff\xff" "duce, max: 9 }\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors[0].to_string() == "test.yaml:7:12: api_versions[0].api: not valid UTF-8 (byte 0xFF at offset 3 of the value)");
+  auto key = load(std::string(kMinimal) + "faults:\n  - { na\xc0\xafme: x }\n");
+  REQUIRE_FALSE(key.ok());
+  CHECK(key.errors[0].to_string() == "test.yaml:7:7: faults[0]: a key is not valid UTF-8");
+  // Well-formed multi-byte text is fine (a rule name in Greek, an emoji).
+  auto ok = load(std::string(kMinimal) +
+                 "faults:\n  - { name: \"\xce\xb1\xce\xb2\xf0\x9f\x99\x82\", action: { error: PRODUCER_FENCED } }\n");
+  CHECK_MESSAGE(ok.ok(), ok.error_text());
+  // Overlong forms and surrogates are not UTF-8 either.
+  CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xe0\x80\xaf\" }\n").ok());
+  CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xed\xa0\x80\" }\n").ok());
+}

@@ -22,6 +22,7 @@
 #include "codec/response_header.h"
 #include "config/config_loader.h"
 #include "proxy/metrics/proxy_metrics.h"
+#include "tests/unit/support/test_ports.h"
 
 using namespace kproxy;
 using namespace std::chrono_literals;
@@ -43,11 +44,8 @@ int listen_socket(uint16_t* port) {
   return fd;
 }
 
-uint16_t free_port() {
-  uint16_t port = 0;
-  ::close(listen_socket(&port));
-  return port;
-}
+/// A port nothing listens on yet, reserved for this test run (tests/unit/support/test_ports.h).
+uint16_t free_port() { return testing::reserved_port(); }
 
 int connect_to(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -195,7 +193,7 @@ class FakeBroker {
 /// A running Proxy in front of `upstream_port`; stops it (drain) and checks a clean shutdown.
 struct RunningProxy {
   uint16_t port = free_port();
-  uint16_t base = static_cast<uint16_t>(free_port() - 1);
+  uint16_t base = testing::reserved_port_block(9);  // broker_ports: node N at base + N
   std::unique_ptr<proxy::Proxy> proxy;
   std::mutex mutex;
   std::condition_variable cv;

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/unit/support/test_ports.h"
+
 #include <string>
 
 using namespace kproxy;
@@ -29,21 +31,8 @@ struct Events final : proxy::TcpStreamEvents, proxy::UpstreamConnectionEvents {
   void on_upstream_part_released() override { ++released_parts; }
 };
 
-uint16_t unused_port() {
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  uv_tcp_t t;
-  uv_tcp_init(&loop, &t);
-  sockaddr_in a;
-  uv_ip4_addr("127.0.0.1", 0, &a);
-  uv_tcp_bind(&t, reinterpret_cast<sockaddr*>(&a), 0);
-  int len = sizeof(a);
-  uv_tcp_getsockname(&t, reinterpret_cast<sockaddr*>(&a), &len);
-  uv_close(reinterpret_cast<uv_handle_t*>(&t), nullptr);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  CHECK(uv_loop_close(&loop) == 0);
-  return ntohs(a.sin_port);
-}
+/// A port nobody listens on (reserved for this run, so no other process binds it meanwhile).
+uint16_t unused_port() { return kproxy::testing::reserved_port(); }
 
 void run_and_close(uv_loop_t* loop) {
   uv_run(loop, UV_RUN_DEFAULT);

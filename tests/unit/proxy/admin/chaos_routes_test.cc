@@ -49,3 +49,41 @@ TEST_CASE("PUT /api-versions takes feature entries with scopes; an invalid one k
   CHECK(json::parse(not_list.body)["error"].get<std::string>().rfind("api_versions: expected a list", 0) == 0);
   CHECK(json::parse(admin.get_api_versions().body)["api_versions"][0]["max"] == 1);
 }
+
+TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 400, counted and logged as a refusal") {
+  ChaosControl c;
+  size_t cap = 2;
+  ChaosAdmin admin(c, [] { return std::string(); }, [&] { return cap; });
+  kproxy::admin::AdminServer server;
+  kproxy::admin::register_chaos_routes(admin, server);
+  auto put = [&](const std::string& name) {
+    kproxy::admin::HttpRequest r;
+    r.method = "PUT";
+    r.path = "/faults/" + name;
+    r.body = R"({"action":{"drop_response":true}})";
+    return server.handle(r);
+  };
+  CHECK(put("a").status == 200);
+  CHECK(put("b").status == 200);
+  const auto before = kproxy::admin::admin_refusals(400);
+  auto over = put("c");
+  CHECK(over.status == 400);
+  CHECK(json::parse(over.body)["error"] == "too many fault rules: 2 installed, at most 2 (limits.max_fault_rules); delete some first");
+  CHECK(kproxy::admin::admin_refusals(400) == before + 1);
+  CHECK(c.current()->rules.size() == 2);
+  CHECK(put("b").status == 200);  // replacing is not adding
+  cap = 3;                        // the limit is read at each PUT (a reload may change it)
+  CHECK(put("c").status == 200);
+}
+
+// Found by fuzz_admin_request: nlohmann reports a number too large for a double as out_of_range
+// (406), not parse_error, and it escaped the handler as a 500.
+TEST_CASE("admin handlers: a number too large for a double in a body is 400, not 500") {
+  ChaosControl c;
+  ChaosAdmin admin(c, [] { return std::string(); });
+  auto r = admin.put_fault("x", R"({"name":"x","action":{"delay":1e999999}})");
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"].get<std::string>().find("number overflow") != std::string::npos);
+  CHECK(admin.put_api_versions("[1e999999]").status == 400);
+  CHECK(c.current()->rules.empty());
+}

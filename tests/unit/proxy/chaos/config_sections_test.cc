@@ -1,5 +1,6 @@
 // Tests for proxy/chaos/config_sections.h: the api_versions: section's feature entries and their
-// file:line:column errors (the faults: section is covered in rule_set_test.cc).
+// file:line:column errors, and the faults: cap (limits.max_fault_rules); the faults: rules
+// themselves are covered in rule_set_test.cc.
 #include "proxy/chaos/config_sections.h"
 
 #include <doctest/doctest.h>
@@ -51,4 +52,16 @@ TEST_CASE("api_versions: a bad feature entry is refused at its file:line:column"
   ChaosConfig scalar;
   errors = load_chaos_yaml("api_versions: transaction.version\n", "k.yaml", scalar);
   CHECK(errors.rfind("k.yaml:1:15: api_versions: expected a list", 0) == 0);
+}
+
+TEST_CASE("config sections: more faults than limits.max_fault_rules are refused with the section's line") {
+  kproxy::config::Config config;
+  config.faults.yaml = "- name: a\n  action: { drop_response: true }\n- name: b\n  action: { drop_response: true }\n";
+  config.faults.line = 7;
+  config.limits.max_fault_rules = 1;
+  ChaosConfig out;
+  CHECK(load_chaos_config(config, out) == "<config>:7:1: faults: 2 rules, more than limits.max_fault_rules (1)\n");
+  config.limits.max_fault_rules = 2;
+  ChaosConfig ok;
+  CHECK(load_chaos_config(config, ok) == "");
 }

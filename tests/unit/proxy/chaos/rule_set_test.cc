@@ -72,3 +72,18 @@ api_versions:
   CHECK(errors.find("k.yaml:7:5: faults[2].name: 'b' is used") != std::string::npos);
   CHECK(errors.find("k.yaml:10:21: api_versions[0].max") != std::string::npos);
 }
+
+TEST_CASE("put_rule: a new rule past max_rules is refused, a replacement is not") {
+  ChaosControl c;
+  const auto spec = json::parse(R"({"action":{"drop_response":true}})");
+  CHECK(c.put_rule("a", spec, 2) == "");
+  CHECK(c.put_rule("b", spec, 2) == "");
+  auto g = c.generation();
+  CHECK(c.put_rule("c", spec, 2) == "too many fault rules: 2 installed, at most 2 (limits.max_fault_rules); delete some first");
+  CHECK(c.generation() == g);  // nothing changed
+  CHECK(c.current()->rules.size() == 2);
+  CHECK(c.put_rule("b", json::parse(R"({"action":{"close":"after"}})"), 2) == "");
+  CHECK(c.rule("b")->action.kind == ActionKind::kClose);
+  CHECK(c.delete_rule("a"));
+  CHECK(c.put_rule("c", spec, 2) == "");
+}

@@ -1,0 +1,64 @@
+"""The open-file limit at start (issue #15 weak spot: under RLIMIT_NOFILE 256, 160 of 300
+connections were dropped with no log line). kproxy compares the soft limit with what its config
+may need (proxy/startup_check.h fd_budget), raises it up to the hard limit, and warns with the
+numbers when even the hard limit falls short."""
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+import ports
+import slowness
+from test_proxy_support import kproxy_binary
+
+
+def _start_with_limit(tmp_path, soft: int, hard: int, max_connections: int) -> str:
+    """Starts kproxy with RLIMIT_NOFILE soft/hard, waits until it listens, stops it; its log."""
+    port = ports.free_port()
+    config = tmp_path / f"limit-{soft}-{hard}.yaml"
+    config.write_text(f"listeners:\n  - name: a\n    listen: 127.0.0.1:{port}\n    upstream: 127.0.0.1:1\n"
+                      f"    broker_ports: {ports.port_block(4)}\n    max_broker_ports: 4\n"
+                      f"workers: 1\nlimits: {{ max_connections: {max_connections} }}\nlog: {{ level: info }}\n")
+
+    # prlimit(1) sets the limits and execs kproxy (no Python code between fork and exec).
+    proc = subprocess.Popen(["prlimit", f"--nofile={soft}:{hard}", kproxy_binary(), "--config", str(config)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    deadline = time.monotonic() + slowness.scaled(15.0)
+    try:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=slowness.scaled(30.0))
+        assert proc.returncode == 0, out
+        return out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+pytestmark = pytest.mark.skipif(shutil.which("prlimit") is None, reason="prlimit (util-linux) is not installed")
+
+
+def test_a_low_soft_limit_is_raised_to_what_the_config_needs(tmp_path):
+    # 1000 connections × 2 + 5 ports + 72 for loops and files = 2077 descriptors.
+    out = _start_with_limit(tmp_path, soft=256, hard=4096, max_connections=1000)
+    assert "raised the open-file limit (RLIMIT_NOFILE) from 256 to 2077 (the hard limit is 4096)" in out, out
+    assert "only about" not in out, out
+
+
+def test_a_hard_limit_too_low_is_a_warning_with_the_numbers(tmp_path):
+    out = _start_with_limit(tmp_path, soft=256, hard=512, max_connections=1000)
+    assert "raised the open-file limit (RLIMIT_NOFILE) from 256 to 512" in out, out
+    assert ("warning: the open-file limit (RLIMIT_NOFILE) is 512 but this config may need 2077 = 2000 for "
+            "limits.max_connections × 2") in out, out
+    assert "only about 217 client connections fit" in out, out
