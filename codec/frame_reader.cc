@@ -5,6 +5,11 @@
 
 namespace kproxy::codec {
 
+const std::string& FrameReader::no_error() {
+  static const std::string none;
+  return none;
+}
+
 std::string_view FrameReader::foreign_protocol(const uint8_t* p) {
   std::string_view start(reinterpret_cast<const char*>(p), kFrameSizePrefix);
   for (std::string_view method : {"GET ", "POST", "PUT ", "HEAD", "DELE", "OPTI", "PATC", "CONN", "TRAC", "PRI "}) {
@@ -22,18 +27,19 @@ int64_t FrameReader::frame_size(const uint8_t* p) {
   // that is about 369 MB, so without this check it would look like an oversized frame.
   if (p[0] == 0x16 && p[1] == 0x03 && p[2] <= 0x04) {
     looks_like_tls_ = true;
-    error_ = "TLS handshake bytes on a plaintext port (a TLS client connected without TLS configured)";
+    set_error("TLS handshake bytes on a plaintext port (a TLS client connected without TLS configured)");
     return -1;
   }
   int32_t size = static_cast<int32_t>((uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]});
   if (size < 0) {
-    error_ = "negative frame size " + std::to_string(size);
+    set_error("negative frame size " + std::to_string(size));
     return -1;
   }
   if (static_cast<size_t>(size) > max_frame_size_) {
-    error_ = "frame size " + std::to_string(size) + " exceeds the limit of " + std::to_string(max_frame_size_) + " bytes";
+    std::string why = "frame size " + std::to_string(size) + " exceeds the limit of " + std::to_string(max_frame_size_) + " bytes";
     // Text where a size prefix belongs is another protocol: say which, not just "1195725856".
-    if (std::string_view what = foreign_protocol(p); !what.empty()) error_ = std::string(what) + " (" + error_ + ")";
+    if (std::string_view what = foreign_protocol(p); !what.empty()) why = std::string(what) + " (" + why + ")";
+    set_error(std::move(why));
     return -1;
   }
   return size;
@@ -53,9 +59,9 @@ bool FrameReader::make_room(size_t n) {
   }
   if (budget_ && want > charged_ && !budget_->charge(want - charged_)) {
     over_budget_ = true;
-    error_ = "partial frames of all connections would hold more than " + std::to_string(budget_->limit()) +
+    set_error("partial frames of all connections would hold more than " + std::to_string(budget_->limit()) +
              " bytes (limits.max_buffered_frame_bytes; " + std::to_string(budget_->used()) + " held now): this connection's " +
-             (frame_total_ ? std::to_string(frame_total_) + "-byte frame" : std::string("frame")) + " is refused";
+             (frame_total_ ? std::to_string(frame_total_) + "-byte frame" : std::string("frame")) + " is refused");
     return false;
   }
   if (budget_ && want > charged_) charged_ = want;
@@ -64,7 +70,7 @@ bool FrameReader::make_room(size_t n) {
 }
 
 std::span<uint8_t> FrameReader::read_space() {
-  if (!error_.empty() || frame_total_ == 0 || pending_.empty()) return {};
+  if (error_ || frame_total_ == 0 || pending_.empty()) return {};
   size_t missing = frame_total_ - pending_.size();
   if (missing < kFrameDirectReadMin) return {};
   // Grow only once the bytes received have (nearly) filled the room: memory follows the bytes

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -80,7 +81,7 @@ class FrameReader {
   }
 
   /// Why the stream was refused, "" while it is fine.
-  const std::string& error() const { return error_; }
+  const std::string& error() const { return error_ ? *error_ : no_error(); }
   /// The refused stream started like a TLS handshake record (a TLS client on a plaintext port).
   bool looks_like_tls() const { return looks_like_tls_; }
   /// The stream was refused because the budget of partial-frame memory is used up.
@@ -97,6 +98,8 @@ class FrameReader {
  private:
   /// What protocol the 4 bytes at `p` (an oversized "size") start, or "" when they are not text.
   static std::string_view foreign_protocol(const uint8_t* p);
+  static const std::string& no_error();
+  void set_error(std::string why) { error_ = std::make_unique<std::string>(std::move(why)); }
   /// Checks the size prefix at p[0..3]; records an error and returns -1 when it is refused.
   int64_t frame_size(const uint8_t* p);
   /// Grows pending_ (by the policy above) so that `n` more bytes fit. False (error() says why)
@@ -125,7 +128,9 @@ class FrameReader {
   FrameBuffer pending_;
   /// Size of the frame being gathered, prefix included; 0 while its prefix is incomplete.
   size_t frame_total_ = 0;
-  std::string error_;
+  /// Why the stream was refused; null while it is fine (a refused stream is rare, and every
+  /// connection has two readers: bench/proxy, idle memory per pair).
+  std::unique_ptr<std::string> error_;
   FrameMemoryBudget* budget_;
   size_t charged_ = 0;  ///< bytes of pending_'s capacity charged to budget_
   bool looks_like_tls_ = false;
@@ -135,7 +140,7 @@ class FrameReader {
 
 template <class OnFrame>
 bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
-  if (!error_.empty()) return false;
+  if (error_) return false;
   size_t pos = 0;
   // First finish a frame started in an earlier piece.
   if (!pending_.empty()) {

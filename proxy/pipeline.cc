@@ -60,11 +60,7 @@ Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const Brok
       broker_address_(rewrite, output),
       api_versions_(rules_),
       faults_(rules_, frame_observer(), info_.id),
-      observer_(frame_observer()),
-      timer_(loop, [this] {
-        pump();
-        if (!closed_) output_.flush();
-      }) {}
+      observer_(frame_observer()) {}
 
 Pipeline::~Pipeline() { shutdown(); }
 
@@ -72,7 +68,7 @@ void Pipeline::release_idle_memory() { slots_.release_if_empty(); }
 
 void Pipeline::shutdown() {
   closed_ = true;
-  timer_.cancel();
+  if (timer_) timer_->cancel();
   if (metrics_) {
     while (awaiting_broker_ > 0) {
       metrics_->response_popped();
@@ -393,7 +389,15 @@ void Pipeline::pop_front_slot() {
 }
 
 void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {
-  if (!closed_) timer_.arm(at);
+  if (closed_) return;
+  if (!timer_) {
+    // Only delays and held SASL answers need the timer: made on first use.
+    timer_ = std::make_unique<DeadlineTimer>(loop_, [this] {
+      pump();
+      if (!closed_) output_.flush();
+    });
+  }
+  timer_->arm(at);
 }
 
 }  // namespace kproxy::proxy

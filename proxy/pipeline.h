@@ -178,7 +178,7 @@ class Pipeline {
   size_t awaiting_broker_ = 0;       ///< forwarded slots without a response yet
   size_t held_request_bytes_ = 0;    ///< frames in held_
   size_t held_response_bytes_ = 0;   ///< encoded responses in slots_
-  DeadlineTimer timer_;              ///< releases delayed requests and responses
+  std::unique_ptr<DeadlineTimer> timer_;  ///< releases delayed requests and responses (made on first use)
   bool blackholed_ = false;
   bool closed_ = false;
   std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close

@@ -125,12 +125,14 @@ void ConnectionMetrics::upstream_connected() {
 }
 
 void ConnectionMetrics::client_software(const std::string& name, const std::string& version) {
-  if (closed_ || (name == software_name_ && version == software_version_)) return;
+  if (closed_) return;
+  if (software_ ? software_->first == name && software_->second == version : name.empty()) return;
   auto& m = ProxyMetrics::instance();
-  if (!software_name_.empty()) m.client_gone(software_name_, software_version_);
-  software_name_ = name;
-  software_version_ = version;
-  if (!software_name_.empty()) m.client_seen(software_name_, software_version_);
+  if (software_) m.client_gone(software_->first, software_->second);
+  software_.reset();
+  if (name.empty()) return;
+  software_ = std::make_unique<std::pair<std::string, std::string>>(name, version);
+  m.client_seen(name, version);
 }
 
 void ConnectionMetrics::closed(proxy::CloseCategory reason) {
@@ -142,7 +144,7 @@ void ConnectionMetrics::closed(proxy::CloseCategory reason) {
   if (inflight_) m.inflight(-inflight_);
   inflight_ = 0;
   if (client_open_) m.connection_close_reason(listener_, reason);
-  if (!software_name_.empty()) m.client_gone(software_name_, software_version_);
+  if (software_) m.client_gone(software_->first, software_->second);
 }
 
 }  // namespace kproxy::metrics

@@ -97,8 +97,9 @@ class ConnectionMetrics {
   int64_t inflight_ = 0;
   uint64_t bytes_in_ = 0;
   uint64_t bytes_out_ = 0;
-  std::string software_name_;  ///< what this connection counts in kproxy_clients ("" = nothing)
-  std::string software_version_;
+  /// The software name and version this connection counts in kproxy_clients (null = nothing;
+  /// on the heap: most of an idle connection's size otherwise).
+  std::unique_ptr<std::pair<std::string, std::string>> software_;
 };
 
 }  // namespace kproxy::metrics
