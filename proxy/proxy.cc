@@ -114,6 +114,7 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   // does not load refuses the reload before anything changed.
   PreparedConfig prepared;
   if (std::string error = prepare_config(*next, prepared); !error.empty()) return error;
+  for (const auto& w : unmatched_listener_scopes(*next, prepared.chaos)) spdlog::warn("{}: {}", next->source, w);
   chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
   frame_budget_.set_limit(next->limits.max_buffered_frame_bytes);
   {

@@ -5,6 +5,8 @@
 
 #include <sys/resource.h>
 
+#include "codec/generated/api_keys.h"
+
 namespace kproxy::proxy {
 
 std::string prepare_config(const config::Config& config, PreparedConfig& out) {
@@ -72,6 +74,31 @@ std::string FdBudget::explain() const {
          std::to_string(admin) + " for the admin API + " + std::to_string(slack) + " for event loops, logs and files";
 }
 
+std::vector<std::string> unmatched_listener_scopes(const config::Config& config, const chaos::ChaosConfig& chaos) {
+  std::string names;
+  for (const auto& l : config.listeners) names += (names.empty() ? "'" : ", '") + l.name + "'";
+  auto matches_none = [&config](const std::optional<std::string>& glob) {
+    return glob && std::none_of(config.listeners.begin(), config.listeners.end(),
+                                [&glob](const config::ListenerConfig& l) { return chaos::glob_match(*glob, l.name); });
+  };
+  std::vector<std::string> out;
+  auto add = [&](const std::string& what, const std::string& glob) {
+    out.push_back(what + ": listener '" + glob + "' matches none of the listeners (" + names + "), so it never applies");
+  };
+  for (const auto& rule : chaos.rules) {
+    if (matches_none(rule->match.listener)) add("fault rule '" + rule->name + "'", *rule->match.listener);
+  }
+  for (size_t i = 0; i < chaos.api_versions.apis.size(); ++i) {
+    const auto& scope = chaos.api_versions.apis[i].scope.listener;
+    const char* api = codec::api_name(chaos.api_versions.apis[i].api);
+    if (matches_none(scope)) add("api_versions entry for " + (api ? std::string(api) : std::to_string(chaos.api_versions.apis[i].api)), *scope);
+  }
+  for (const auto& feature : chaos.api_versions.features) {
+    if (matches_none(feature.scope.listener)) add("api_versions entry for feature " + feature.name, *feature.scope.listener);
+  }
+  return out;
+}
+
 FileLimitAccess process_file_limit() {
   FileLimitAccess access;
   access.get = []() -> std::optional<FileLimit> {
@@ -131,7 +158,11 @@ StartupCheck check_startup(const std::string& path, const StartupCheckOptions& o
     return out;
   }
   const config::Config& config = *out.loaded.config;
-  if (std::string errors = prepare_config(config, out.prepared); !errors.empty()) out.errors = split_lines(errors);
+  if (std::string errors = prepare_config(config, out.prepared); !errors.empty()) {
+    out.errors = split_lines(errors);
+  } else {
+    for (const auto& w : unmatched_listener_scopes(config, out.prepared.chaos)) out.warnings.push_back(path + ": warning: " + w);
+  }
   FileLimitCheck limit = check_file_limit(config, options.file_limit, options.raise_file_limit);
   if (!limit.warning.empty()) out.warnings.push_back(path + ": warning: " + limit.warning);
   out.file_limit_raised = std::move(limit.raised);

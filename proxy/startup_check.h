@@ -7,6 +7,7 @@
 //     ├─ config::load_config_file   YAML, keys, values, port claims, ephemeral-range warnings
 //     ├─ prepare_config             faults:/api_versions: sections, TLS contexts  (also what
 //     │                             Proxy::start and Proxy::reload run)
+//     ├─ unmatched_listener_scopes  listener globs that match no listener (warning)
 //     └─ check_file_limit           RLIMIT_NOFILE against what the config may open (warning)
 #pragma once
 
@@ -33,6 +34,12 @@ struct PreparedConfig {
 /// Builds `out` from `config`. Returns "" or every error, one per line (file:line:column: why).
 /// The one place these sections are checked: Proxy::start, Proxy::reload and check_startup.
 std::string prepare_config(const config::Config& config, PreparedConfig& out);
+
+/// Scopes that can never apply, one message each: a fault rule's or an ApiVersions entry's
+/// `listener` glob that matches none of the config's listener names (a typo, or a listener
+/// renamed), so the rule would sit there and never fire. Warnings, not errors: a rule may be
+/// staged before its listener exists.
+std::vector<std::string> unmatched_listener_scopes(const config::Config& config, const chaos::ChaosConfig& chaos);
 
 /// File descriptors kproxy may need under a config, by what holds them.
 struct FdBudget {

@@ -207,19 +207,8 @@ def upstream_port() -> int:
 @pytest.fixture(scope="module")
 def broker(upstream_port):
     """A one-node Kafka 4.4 broker from the harness, started on `upstream_port`."""
-    real_free_ports = kh.free_ports
-
-    def ports_with_plaintext(n, host="127.0.0.1"):
-        ports = [p for p in real_free_ports(n + 1, host) if p != upstream_port][:n]
-        ports[2] = upstream_port  # the harness' listener order: CONTROLLER, INTERNAL, PLAINTEXT
-        return ports
-
-    cluster = kh.KafkaCluster(1, name="container", log_root=LOGS / f"kafka-{uuid.uuid4().hex[:6]}")
-    kh.free_ports = ports_with_plaintext
-    try:
-        cluster.start(timeout=180)
-    finally:
-        kh.free_ports = real_free_ports
+    cluster = kh.KafkaCluster(1, name="container", log_root=LOGS / f"kafka-{uuid.uuid4().hex[:6]}", plaintext_port=upstream_port)
+    cluster.start(timeout=180)
     assert cluster.node(1).ports["PLAINTEXT"] == upstream_port
     try:
         yield cluster

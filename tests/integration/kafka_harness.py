@@ -442,9 +442,14 @@ class KafkaCluster:
                  extra_properties: Optional[Dict[str, str]] = None, heap: str = "512m",
                  name: str = "kafka", log_root: Optional[Path] = None, verbose: bool = False,
                  internal_advertise: Optional[Dict[int, Tuple[str, int]]] = None,
-                 tls: Optional[BrokerTls] = None):
+                 tls: Optional[BrokerTls] = None, plaintext_port: Optional[int] = None):
+        """`plaintext_port`: the PLAINTEXT port of a one-node cluster, for a test that must name
+        the broker's address before the broker exists (the other ports come from the pool)."""
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
+        if plaintext_port is not None and nodes != 1:
+            raise ValueError("plaintext_port is for a one-node cluster")
+        self.plaintext_port = plaintext_port
         self.n = nodes
         self.sasl = sasl
         self.tls = tls
@@ -719,10 +724,15 @@ class KafkaCluster:
         _prune_logs()
         listeners = ["CONTROLLER", "INTERNAL", "PLAINTEXT"] + (["SASL_PLAINTEXT"] if self.sasl else [])
         listeners += self._tls_listener_names()
-        ports = free_ports(len(listeners) * self.n, self.host)
+        if self.plaintext_port is None:
+            ports = free_ports(len(listeners) * self.n, self.host)
+        else:
+            ports = [q for q in free_ports(len(listeners) + 1, self.host) if q != self.plaintext_port][:len(listeners)]
         for i in range(self.n):
             node_id = self.first_node_id + i
             p = {name: ports[i * len(listeners) + j] for j, name in enumerate(listeners)}
+            if self.plaintext_port is not None:
+                p["PLAINTEXT"] = self.plaintext_port
             adv = {name: self._advertised_for(node_id, name, p[name]) for name in listeners
                    if name in CLIENT_LISTENERS or (self.tls and name in self.tls.extra_listeners)}
             log_dir = self.log_root / f"node-{node_id}"

@@ -140,19 +140,8 @@ def late_port() -> int:
 @pytest.fixture(scope="module")
 def late_broker(late_port):
     """A one-node broker started on `late_port` (the harness picks its other ports)."""
-    real_free_ports = kh.free_ports
-
-    def ports_with_plaintext(n, host="127.0.0.1"):
-        ports = [p for p in real_free_ports(n + 1, host) if p != late_port][:n]
-        ports[2] = late_port  # listener order in the harness: CONTROLLER, INTERNAL, PLAINTEXT
-        return ports
-
-    cluster = kh.KafkaCluster(1, name="deploy-late")
-    kh.free_ports = ports_with_plaintext
-    try:
-        cluster.start(timeout=120)
-    finally:
-        kh.free_ports = real_free_ports
+    cluster = kh.KafkaCluster(1, name="deploy-late", plaintext_port=late_port)
+    cluster.start(timeout=120)
     assert cluster.node(1).ports["PLAINTEXT"] == late_port
     try:
         yield cluster

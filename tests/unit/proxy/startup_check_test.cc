@@ -115,6 +115,21 @@ TEST_CASE("check_startup passes a good file and reports warnings with positions"
         0);
 }
 
+TEST_CASE("check_startup warns about listener globs that match no listener, and only about those") {
+  TempConfig file(std::string(kListener) +
+                  "faults:\n"
+                  "  - { name: typo, match: {api: EndTxn, listener: kafak}, action: {error: PRODUCER_FENCED} }\n"
+                  "  - { name: fine, match: {api: EndTxn, listener: 'k*'}, action: {error: PRODUCER_FENCED} }\n"
+                  "api_versions:\n"
+                  "  - { api: Produce, max: 9, listener: plain }\n"
+                  "  - { api: Fetch, max: 12, listener: k }\n");
+  auto checked = proxy::check_startup(file.path, quiet());
+  REQUIRE(checked.ok());
+  REQUIRE(checked.warnings.size() == 2);
+  CHECK(checked.warnings[0] == file.path + ": warning: fault rule 'typo': listener 'kafak' matches none of the listeners ('k'), so it never applies");
+  CHECK(checked.warnings[1] == file.path + ": warning: api_versions entry for Produce: listener 'plain' matches none of the listeners ('k'), so it never applies");
+}
+
 TEST_CASE("fd_budget counts connections twice, ports per worker, admin and slack") {
   auto loaded =
       config::load_config_string(std::string(kListener) + "    max_broker_ports: 10\nworkers: 2\nlimits: { max_connections: 100 }\n", "t.yaml");

@@ -18,44 +18,19 @@
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/chaos_routes.h"
 #include "proxy/chaos/rule_set.h"
+#include "tests/unit/support/http_exchange.h"
 
 using namespace kproxy;
 
 namespace {
 
-std::string http_exchange(uint16_t port, const std::string& raw) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  size_t sent = 0;
-  while (sent < raw.size()) {
-    ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
-  }
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 std::string request(uint16_t port, const std::string& method, const std::string& target, const std::string& body = "",
                     const std::string& headers = "") {
-  return http_exchange(port, method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
+  return kproxy::testing::http_exchange(port, method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
                             "\r\nConnection: close\r\n\r\n" + body);
 }
 
-int status_of(const std::string& response) { return response.size() < 12 ? -1 : std::stoi(response.substr(9, 3)); }
+int status_of(const std::string& response) { return kproxy::testing::http_status_of(response); }
 
 std::string error_of(const std::string& response) {
   auto p = response.find("\r\n\r\n");

@@ -11,45 +11,21 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/unit/support/http_exchange.h"
+
 using namespace kproxy::admin;
 
 namespace {
 
-/// Sends `raw` to 127.0.0.1:port and reads until the server closes; returns everything read.
 std::string http_exchange(uint16_t port, const std::string& raw, size_t max_read = 1 << 20) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  size_t sent = 0;
-  while (sent < raw.size()) {
-    ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
-  }
-  std::string out;
-  char buf[4096];
-  while (out.size() < max_read) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
+  return kproxy::testing::http_exchange(port, raw, max_read, /*timeout_seconds=*/5);
 }
 
 std::string get(uint16_t port, const std::string& target, const std::string& extra_headers = "") {
   return http_exchange(port, "GET " + target + " HTTP/1.1\r\nHost: x\r\n" + extra_headers + "Connection: close\r\n\r\n");
 }
 
-int status_of(const std::string& response) {
-  if (response.size() < 12) return -1;
-  return std::stoi(response.substr(9, 3));
-}
+int status_of(const std::string& response) { return kproxy::testing::http_status_of(response); }
 
 std::string body_of(const std::string& response) {
   size_t p = response.find("\r\n\r\n");
