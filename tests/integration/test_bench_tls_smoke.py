@@ -1,10 +1,11 @@
 """Smoke test of bench/tls/run: the three setups (plaintext, TLS on one leg, on both legs) carry
-load through a chain of three kproxies with no error, and the table has a CPU figure for each.
-No real Kafka needed; about 15 s. Uses the binaries of build/ (kproxy, kproxy-load, kproxy-sink-broker)."""
+load through a chain of three kproxies with no error, and the table has a CPU figure for each;
+the same with HAProxy in the middle kproxy's place (issue #20). No real Kafka needed; about 30 s. Uses the binaries of build/ (kproxy, kproxy-load, kproxy-sink-broker)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ BUILD = REPO_ROOT / "build"
 def test_bench_tls_quick_run(tmp_path):
     out = tmp_path / "results.json"
     r = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "tls" / "run"), "--quick", "--no-build", "--build-dir", str(BUILD),
-                        "--sizes", "16KiB", "--json", str(out)], capture_output=True, text=True, timeout=180)
+                        "--sizes", "16KiB", "--idle", "100", "--json", str(out)], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "errors: none" in r.stdout
     results = json.loads(out.read_text())
@@ -31,3 +32,11 @@ def test_bench_tls_quick_run(tmp_path):
         assert row[setup]["a_cpu_s_per_gb"] > 0, row
     # P2 decrypts only in the TLS setups: its CPU per GB must show it.
     assert row["tls-one-leg"]["p2_cpu_s_per_gb"] > row["plaintext"]["p2_cpu_s_per_gb"], row
+    for setup in ("plaintext", "tls-one-leg", "tls-both-legs"):
+        assert results["idle"][setup]["ready"] == 100, results["idle"]
+    if shutil.which("haproxy"):  # scripts/setup installs it: HAProxy in A's place, same TLS work
+        h = results["haproxy"]["sizes"]["16384"]
+        for setup in ("plaintext", "tls-one-leg", "tls-both-legs"):
+            assert h[setup]["requests_per_s"] > 0 and h[setup]["a_cpu_s_per_gb"] > 0, h
+            assert results["haproxy"]["idle"][setup]["ready"] == 100, results["haproxy"]["idle"]
+        assert "kproxy / HAProxy" in r.stdout
