@@ -9,17 +9,23 @@
 
 namespace kproxy::testing {
 
-std::string http_exchange(uint16_t port, const std::string& raw, size_t max_read, int timeout_seconds) {
+int loopback_connect(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
-    FAIL("cannot connect to 127.0.0.1:" << port);
+    return -1;
   }
+  return fd;
+}
+
+std::string http_exchange(uint16_t port, const std::string& raw, size_t max_read, int timeout_seconds) {
+  int fd = loopback_connect(port);
+  if (fd < 0) FAIL("cannot connect to 127.0.0.1:" << port);
   timeval tv{timeout_seconds, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   size_t sent = 0;

@@ -8,6 +8,9 @@
 
 namespace kproxy::testing {
 
+/// A blocking TCP socket connected to 127.0.0.1:port, or -1 when the connection is refused.
+int loopback_connect(uint16_t port);
+
 /// Sends `raw` (a whole request, or deliberately less) to 127.0.0.1:port, then reads until the
 /// server closes, `max_read` bytes have arrived or `timeout_seconds` pass without a byte; returns
 /// everything read. Fails the test (doctest REQUIRE) when the connection is refused.

@@ -159,19 +159,7 @@ TEST_CASE("admin server: streams in chunks, caps subscribers, stop ends streams"
 
 namespace {
 
-/// A connected socket to 127.0.0.1:port (-1 on failure).
-int connect_to(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connect_to(uint16_t port) { return kproxy::testing::loopback_connect(port); }
 
 struct Timed {
   int status = -1;
