@@ -15,18 +15,18 @@
 
 namespace kproxy::proxy {
 
-ClientConnection::ClientConnection(Worker& worker, const ListenerSpec& listener, std::shared_ptr<const config::Config> config,
+ClientConnection::ClientConnection(Worker& worker, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
                                    uint64_t id)
     : worker_(worker),
-      listener_(listener),
+      listener_(std::move(listener)),
       config_(std::move(config)),
       id_(id),
       client_(worker.loop(), *this, "client"),
       upstream_(worker.loop(), *this, *this),
       requests_(config_->limits.max_request_frame_bytes, &worker.proxy().frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &worker.proxy().frame_budget()),
-      pipeline_(worker.loop(), worker.proxy().chaos(), &worker.proxy().rewrite(listener.listener_index),
-                ConnectionInfo{id, listener.name, listener.listener_index, "", "", ""}, *this, &metrics_) {}
+      pipeline_(worker.loop(), worker.proxy().chaos(), &worker.proxy().rewrite(listener_->listener_index),
+                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr}, *this, &metrics_) {}
 
 ClientConnection::~ClientConnection() {
   worker_.proxy().release_connection();
@@ -44,11 +44,11 @@ void ClientConnection::start(const config::HostPort& upstream) {
   client_.set_connected();
   metrics_.opened();
   uv_tcp_nodelay(client_.handle(), 1);
-  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_.label(), listener_.port, upstream.to_string());
+  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_->label(), listener_->port, upstream.to_string());
   // TLS contexts as of now: a reload with renewed certificates applies to later connections.
   // The upstream session verifies the broker's certificate against the host it is reached by:
   // the bootstrap host, or the host the broker advertises.
-  tls::ListenerTls tls = worker_.proxy().listener_tls(listener_.listener_index);
+  tls::ListenerTls tls = worker_.proxy().listener_tls(listener_->listener_index);
   if (tls.clients) {
     client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
     tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(worker_.loop(), [this] {
@@ -58,18 +58,18 @@ void ClientConnection::start(const config::HostPort& upstream) {
     tls_handshake_deadline_->arm(opened_at_ + config_->limits.tls_handshake_timeout);
   }
   if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
-  if (std::string key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
+  if (ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
     if (SelfConnectionDetector::instance().accepted(key)) {
       refuse_self_connection("connection from " + peer_ + ", which is one of kproxy's own upstream sockets");
       return;
     }
-    client_endpoint_ = std::move(key);
+    client_endpoint_ = key;
   }
   client_.start_reading();
   upstream_.connect(upstream, config_->limits.connect_timeout);
 }
 
-std::string ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) {
+ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) {
   sockaddr_storage local{}, peer{};
   int local_len = sizeof(local), peer_len = sizeof(peer);
   if (uv_tcp_getsockname(socket, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
@@ -89,7 +89,7 @@ void ClientConnection::refuse_self_connection(std::string detail) {
   if (throttle.allow(&suppressed)) {
     spdlog::error("listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
                   "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
-                  listener_.label(), detail, suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+                  listener_->label(), detail, suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
   }
   close({CloseCategory::kSelfConnection, "kproxy connected to itself: " + detail});
 }
@@ -253,7 +253,7 @@ void ClientConnection::reset_client() {
 }
 
 void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) {
-  worker_.proxy().open_broker_port(worker_, listener_.listener_index, node_id, port);
+  worker_.proxy().open_broker_port(worker_, listener_->listener_index, node_id, port);
 }
 
 // ---- transport events ----
@@ -334,12 +334,12 @@ void ClientConnection::on_stream_tls_established(TcpStream& s) {
 void ClientConnection::on_upstream_connected() {
   if (closing()) return;
   spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
-  if (std::string key = connection_key(upstream_.stream().handle(), /*accepted=*/false); !key.empty()) {
+  if (ConnectionKey key = connection_key(upstream_.stream().handle(), /*accepted=*/false); !key.empty()) {
     if (SelfConnectionDetector::instance().connected(key)) {
       refuse_self_connection("upstream " + upstream_peer() + " is one of kproxy's own listening ports");
       return;
     }
-    upstream_endpoint_ = std::move(key);
+    upstream_endpoint_ = key;
   }
   if (state_ == ConnectionState::kConnecting) enter(ConnectionState::kForwarding);
   metrics_.upstream_connected();
@@ -350,7 +350,7 @@ void ClientConnection::on_upstream_connected() {
 
 void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
   metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
-  if (!listener_.is_broker_port()) worker_.proxy().bootstrap_unreachable(listener_.listener_index, upstream_.target());
+  if (!listener_->is_broker_port()) worker_.proxy().bootstrap_unreachable(listener_->listener_index, upstream_.target());
   close({CloseCategory::kUpstreamConnectFailed, "upstream unavailable: " + reason});
 }
 

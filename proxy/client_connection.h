@@ -28,6 +28,7 @@
 #include "proxy/listener.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/pipeline.h"
+#include "proxy/self_connection.h"
 #include "proxy/tcp_stream.h"
 #include "proxy/upstream_connection.h"
 
@@ -38,7 +39,7 @@ class Worker;
 class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
-  ClientConnection(Worker& worker, const ListenerSpec& listener, std::shared_ptr<const config::Config> config, uint64_t id);
+  ClientConnection(Worker& worker, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config, uint64_t id);
   ~ClientConnection() override;
 
   uv_stream_t* client_stream() { return client_.stream(); }
@@ -90,8 +91,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void begin_drain(CloseReason reason);
   /// `reader`'s frame would pass limits.max_buffered_frame_bytes: counts and closes.
   void close_over_frame_budget(const codec::FrameReader& reader, const char* what);
-  /// The SelfConnectionDetector key of `socket` (proxy/self_connection.h), "" if unknown.
-  static std::string connection_key(uv_tcp_t* socket, bool accepted);
+  /// The SelfConnectionDetector key of `socket` (proxy/self_connection.h), empty if unknown.
+  static ConnectionKey connection_key(uv_tcp_t* socket, bool accepted);
   /// kproxy reached itself (proxy/self_connection.h): logs what is misconfigured and closes.
   void refuse_self_connection(std::string detail);
   /// A draining connection with nothing left in flight or held finishes.
@@ -101,7 +102,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   bool closing() const { return state_ >= ConnectionState::kClosing; }
 
   Worker& worker_;
-  ListenerSpec listener_;
+  std::shared_ptr<const ListenerSpec> listener_;  ///< shared with its Listener (ConnectionInfo views its name)
   std::shared_ptr<const config::Config> config_;
   uint64_t id_;
   std::string peer_;
@@ -115,13 +116,13 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   codec::Bytes client_piece_;
   codec::Bytes upstream_piece_;
   ConnectionState state_ = ConnectionState::kConnecting;
-  /// This connection's keys in the SelfConnectionDetector ("" = not registered).
-  std::string client_endpoint_;
-  std::string upstream_endpoint_;
+  /// This connection's keys in the SelfConnectionDetector (empty = not registered).
+  ConnectionKey client_endpoint_;
+  ConnectionKey upstream_endpoint_;
   /// Why a draining connection closes once idle: kproxy shuts down, or the client half-closed
   /// (on the heap: only a draining connection has one).
   std::unique_ptr<CloseReason> drain_reason_;
-  metrics::ConnectionMetrics metrics_{listener_.listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
+  metrics::ConnectionMetrics metrics_{listener_->listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
   /// The stages every frame passes through (proxy/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;
   /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codec/generated/api_keys.h"
@@ -43,16 +44,28 @@ enum class DecodeFailure : uint8_t {
   kMalformed,       ///< the bytes do not decode at their version
 };
 
+/// KIP-511: the software a client announced in ApiVersions v3+.
+struct ClientSoftware {
+  std::string name;
+  std::string version;
+};
+
 /// What the pipeline knows of its connection; stages and observers see it with every frame.
+/// Every connection holds one, idle or not: kept small (40 bytes).
 struct ConnectionInfo {
   uint64_t id = 0;
-  std::string listener;
+  /// The listener's name. It views the connection's ListenerSpec (or a literal in tests), which
+  /// lives as long as the connection.
+  std::string_view listener;
   /// The listener's position in the config (metrics slots), resolved once per connection.
   size_t listener_index = 0;
-  std::string peer;
-  /// KIP-511, from ApiVersions v3+ ("" until seen).
-  std::string client_software_name;
-  std::string client_software_version;
+  /// Null until the client announced its software (on the heap: an idle pair holds no strings).
+  std::unique_ptr<ClientSoftware> client_software;
+
+  std::string_view client_software_name() const { return client_software ? std::string_view(client_software->name) : std::string_view(); }
+  std::string_view client_software_version() const {
+    return client_software ? std::string_view(client_software->version) : std::string_view();
+  }
 };
 
 /// What the stages decided about one request/response exchange beyond its bytes: kept with the
@@ -96,8 +109,7 @@ class RequestContext {
 
   /// KIP-511: the client announced its software (ApiVersions v3+).
   void set_client_software(std::string name, std::string version) {
-    connection_.client_software_name = std::move(name);
-    connection_.client_software_version = std::move(version);
+    connection_.client_software = std::make_unique<ClientSoftware>(ClientSoftware{std::move(name), std::move(version)});
   }
 
   /// kproxy answers the request itself with `frame` (a whole response frame); it is not forwarded.

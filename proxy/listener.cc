@@ -15,7 +15,7 @@
 
 namespace kproxy::proxy {
 
-Listener::Listener(Worker& worker, ListenerSpec spec) : worker_(worker), spec_(std::move(spec)) {}
+Listener::Listener(Worker& worker, ListenerSpec spec) : worker_(worker), spec_(std::make_shared<const ListenerSpec>(std::move(spec))) {}
 
 Listener::~Listener() {
   if (bound_.ss_family != AF_UNSPEC) SelfConnectionDetector::instance().listener_closed(bound_);
@@ -23,14 +23,14 @@ Listener::~Listener() {
 
 std::string Listener::open() {
   sockaddr_storage addr{};
-  if (uv_ip4_addr(spec_.host.c_str(), spec_.port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
-      uv_ip6_addr(spec_.host.c_str(), spec_.port, reinterpret_cast<sockaddr_in6*>(&addr)) != 0) {
-    return "listen address '" + spec_.host + "' is not an IP address";
+  if (uv_ip4_addr(spec_->host.c_str(), spec_->port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
+      uv_ip6_addr(spec_->host.c_str(), spec_->port, reinterpret_cast<sockaddr_in6*>(&addr)) != 0) {
+    return "listen address '" + spec_->host + "' is not an IP address";
   }
   int rc = handle_.init(worker_.loop(), this, uv_tcp_init_ex, static_cast<unsigned>(addr.ss_family));
   if (rc < 0) return std::string("cannot create a socket: ") + uv_strerror(rc);
   rc = uv_tcp_bind(handle_.get(), reinterpret_cast<const sockaddr*>(&addr), 0);
-  if (rc < 0) return "cannot listen on " + spec_.host + ":" + std::to_string(spec_.port) + ": " + uv_strerror(rc);
+  if (rc < 0) return "cannot listen on " + spec_->host + ":" + std::to_string(spec_->port) + ": " + uv_strerror(rc);
   return listen();
 }
 
@@ -49,7 +49,7 @@ std::string Listener::open_shared(int bound_fd) {
 
 std::string Listener::listen() {
   int rc = uv_listen(handle_.stream(), 511, on_connection);
-  if (rc < 0) return "cannot listen on " + spec_.host + ":" + std::to_string(spec_.port) + ": " + uv_strerror(rc);
+  if (rc < 0) return "cannot listen on " + spec_->host + ":" + std::to_string(spec_->port) + ": " + uv_strerror(rc);
   int len = sizeof(bound_);
   if (uv_tcp_getsockname(handle_.get(), reinterpret_cast<sockaddr*>(&bound_), &len) == 0) {
     SelfConnectionDetector::instance().listener_opened(bound_);
@@ -74,7 +74,7 @@ void Listener::on_connection(uv_stream_t* server, int status) {
     static LogThrottle throttle(std::chrono::seconds(5));
     uint64_t suppressed = 0;
     if (throttle.allow(&suppressed)) {
-      spdlog::error("listener={} accept failed, the connection was dropped: {}{}{}", self->spec_.label(), uv_strerror(status),
+      spdlog::error("listener={} accept failed, the connection was dropped: {}{}{}", self->spec_->label(), uv_strerror(status),
                     status == UV_EMFILE || status == UV_ENFILE ? " (raise the open-file limit, RLIMIT_NOFILE, or lower limits.max_connections)" : "",
                     suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
     }

@@ -3,14 +3,16 @@
 // Each listening address is bound once, by the first worker that opens it (without
 // SO_REUSEPORT: a second process that tries the same address fails with "address in use", where a
 // reuseport group would have let it take a share of the connections); the other workers listen
-// on duplicates of that descriptor (open_shared), so whichever loop is free accepts the next
-// connection, and a connection stays on the loop that accepted it. A listener is either a
-// listener's bootstrap port or the port of one broker (port-per-broker).
+// on duplicates of that descriptor (open_shared), so whichever loop the kernel wakes accepts the
+// next connection; the ConnectionBalancer then decides which worker serves it
+// (proxy/connection_balancer.h). A listener is either a listener's bootstrap port or the port of
+// one broker (port-per-broker).
 #pragma once
 
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <uv.h>
@@ -50,7 +52,9 @@ class Listener {
   int fd() const;
   // Destroying the Listener closes its socket (UvHandle): no new connection is accepted from then on.
 
-  const ListenerSpec& spec() const { return spec_; }
+  const ListenerSpec& spec() const { return *spec_; }
+  /// The spec, shared with every connection this listener accepts (they may outlive it).
+  const std::shared_ptr<const ListenerSpec>& shared_spec() const { return spec_; }
 
  private:
   static void on_connection(uv_stream_t* server, int status);
@@ -58,7 +62,7 @@ class Listener {
   std::string listen();
 
   Worker& worker_;
-  ListenerSpec spec_;
+  std::shared_ptr<const ListenerSpec> spec_;
   UvHandle<uv_tcp_t> handle_;
   sockaddr_storage bound_{};  ///< where it listens, registered with the SelfConnectionDetector once open
 };

@@ -175,7 +175,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   RequestContext ctx(header, frame, info_, expects_response);
   for (Stage* stage : stages()) stage->on_request(ctx);
   if (metrics_ && header.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions)) {
-    metrics_->client_software(info_.client_software_name, info_.client_software_version);  // set by the ApiVersions stage
+    metrics_->client_software(info_.client_software_name(), info_.client_software_version());  // set by the ApiVersions stage
   }
   if (ctx.closing()) {
     close(std::move(*ctx.close_reason()));

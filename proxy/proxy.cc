@@ -3,26 +3,50 @@
 #include <unistd.h>
 
 #include <memory>
+#include <mutex>
 
 #include <spdlog/spdlog.h>
 
 #include "proxy/chaos/config_sections.h"
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/owned_descriptor.h"
 #include "proxy/logging.h"
 #include "proxy/startup_check.h"
 
 namespace kproxy::proxy {
 namespace {
-/// A descriptor closed when the last task that needs it is done.
-struct SharedDescriptor {
-  explicit SharedDescriptor(int fd) : fd(fd) {}
-  ~SharedDescriptor() {
-    if (fd >= 0) ::close(fd);
+/// kproxy_worker_connections{worker}: how the balancer spread the connections (of the Proxy
+/// started last: one per process outside the unit tests). One collector for the process.
+void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balancer) {
+  static std::mutex mutex;
+  static std::weak_ptr<ConnectionBalancer> current;
+  static std::once_flag registered;
+  {
+    std::lock_guard lock(mutex);
+    current = balancer;
   }
-  SharedDescriptor(const SharedDescriptor&) = delete;
-  SharedDescriptor& operator=(const SharedDescriptor&) = delete;
-  int fd;
-};
+  std::call_once(registered, [] {
+    metrics::ProxyMetrics::instance().add_collector([](std::vector<prometheus::MetricFamily>& out) {
+      std::shared_ptr<ConnectionBalancer> b;
+      {
+        std::lock_guard lock(mutex);
+        b = current.lock();
+      }
+      if (!b) return;
+      prometheus::MetricFamily family;
+      family.name = "kproxy_worker_connections";
+      family.help = "Client connections each worker thread serves now (spread by the connection balancer).";
+      family.type = prometheus::MetricType::Gauge;
+      for (size_t w = 0; w < b->workers(); ++w) {
+        prometheus::ClientMetric m;
+        m.label.push_back({"worker", std::to_string(w)});
+        m.gauge.value = static_cast<double>(b->load(w));
+        family.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(family));
+    });
+  });
+}
 }  // namespace
 
 Proxy::Proxy(std::shared_ptr<const config::Config> config)
@@ -54,6 +78,8 @@ std::string Proxy::start() {
     tls_ = std::move(prepared.tls);
   }
   unsigned n = config_->worker_count();
+  balancer_ = std::make_shared<ConnectionBalancer>(n);
+  export_worker_connections(balancer_);
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
     const auto& l = config_->listeners[li];
@@ -168,13 +194,13 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
                failed_before ? " after " + std::to_string(failed_before) + " failed attempts" : std::string());
   // The other workers listen on the same socket; the duplicate travels with the tasks, so it
   // stays valid even if the caller's listener closes first.
-  auto bound = std::make_shared<SharedDescriptor>(::dup(caller.listener_fd(port)));
+  auto bound = std::make_shared<OwnedDescriptor>(::dup(caller.listener_fd(port)));
   for (auto& w : workers_) {
     if (w.get() == &caller) continue;
     Worker* worker = w.get();
     worker->post([worker, spec, bound] {
       if (worker->draining() || worker->listens_on(spec.port)) return;
-      std::string e = bound->fd < 0 ? std::string("cannot share the listening socket") : worker->open_listener(spec, bound->fd);
+      std::string e = !*bound ? std::string("cannot share the listening socket") : worker->open_listener(spec, bound->get());
       if (!e.empty()) spdlog::error("listener={} worker {} cannot open port {}: {}", spec.label(), worker->index(), spec.port, e);
     });
   }

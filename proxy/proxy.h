@@ -22,6 +22,7 @@
 #include "proxy/broker_address_rewrite.h"
 #include "proxy/broker_directory.h"
 #include "proxy/chaos/rule_set.h"
+#include "proxy/connection_balancer.h"
 #include "proxy/tls/listener_tls.h"
 #include "proxy/worker.h"
 
@@ -55,6 +56,8 @@ class Proxy {
   tls::ListenerTls listener_tls(size_t listener_index) const;
 
   size_t worker_count() const { return workers_.size(); }
+  /// Which worker serves each accepted connection (proxy/connection_balancer.h). After start().
+  ConnectionBalancer& balancer() { return *balancer_; }
   /// Worker `index` (admin health checks post pings to its loop).
   Worker& worker(size_t index) { return *workers_[index]; }
   BrokerDirectory& directory(size_t listener_index) { return *directories_[listener_index]; }
@@ -88,6 +91,7 @@ class Proxy {
   chaos::ChaosControl chaos_;
   codec::FrameMemoryBudget frame_budget_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::shared_ptr<ConnectionBalancer> balancer_;  ///< shared with the metrics collector
   /// Per listener: index (modulo the list size) of the bootstrap server new connections use.
   std::unique_ptr<std::atomic<uint32_t>[]> preferred_upstream_;
   std::atomic<uint64_t> next_connection_id_{1};

@@ -3,6 +3,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace kproxy::proxy {
@@ -31,14 +32,40 @@ std::string SelfConnectionDetector::endpoint_key(const sockaddr_storage& addr) {
   return {};
 }
 
-std::string SelfConnectionDetector::connection_key(const sockaddr_storage& from, const sockaddr_storage& to) {
+namespace {
+/// splitmix64's finaliser: every input bit moves about half of the output bits.
+uint64_t mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+ConnectionKey SelfConnectionDetector::connection_key(const sockaddr_storage& from, const sockaddr_storage& to) {
+  if (from.ss_family == AF_INET && to.ss_family == AF_INET) {
+    const auto& f = reinterpret_cast<const sockaddr_in&>(from);
+    const auto& t = reinterpret_cast<const sockaddr_in&>(to);
+    return {(uint64_t{f.sin_addr.s_addr} << 32) | t.sin_addr.s_addr,
+            (uint64_t{1} << 63) | (uint64_t{f.sin_port} << 16) | t.sin_port};
+  }
   std::string a = endpoint_key(from), b = endpoint_key(to);
   if (a.empty() || b.empty()) return {};
-  return a + b;
+  std::string bytes = a + b;  // 38 bytes for IPv6 (a mixed pair: no connection has one)
+  uint64_t h1 = 0x243F6A8885A308D3ULL, h2 = 0x13198A2E03707344ULL;
+  for (size_t i = 0; i < bytes.size(); i += 8) {
+    uint64_t chunk = 0;
+    std::memcpy(&chunk, bytes.data() + i, std::min<size_t>(8, bytes.size() - i));
+    h1 = mix(h1 ^ chunk);
+    h2 = mix(h2 + chunk * 0x9E3779B97F4A7C15ULL);
+  }
+  ConnectionKey k{h1, h2 & ~(uint64_t{1} << 63)};  // top bit clear: never equal to an IPv4 key
+  if (k.empty()) k.high = 1;
+  return k;
 }
 
-bool SelfConnectionDetector::meet(std::unordered_set<std::string>& mine, const std::unordered_set<std::string>& theirs,
-                                  const std::string& key) {
+bool SelfConnectionDetector::meet(KeySet& mine, const KeySet& theirs, const ConnectionKey& key) {
   if (key.empty()) return false;
   std::lock_guard lock(mutex_);
   if (theirs.contains(key)) return true;
@@ -46,19 +73,19 @@ bool SelfConnectionDetector::meet(std::unordered_set<std::string>& mine, const s
   return false;
 }
 
-bool SelfConnectionDetector::accepted(const std::string& peer) { return meet(accepted_peers_, upstream_locals_, peer); }
+bool SelfConnectionDetector::accepted(const ConnectionKey& peer) { return meet(accepted_peers_, upstream_locals_, peer); }
 
-bool SelfConnectionDetector::connected(const std::string& local) { return meet(upstream_locals_, accepted_peers_, local); }
+bool SelfConnectionDetector::connected(const ConnectionKey& local) { return meet(upstream_locals_, accepted_peers_, local); }
 
-void SelfConnectionDetector::forget(std::unordered_set<std::string>& set, const std::string& key) {
+void SelfConnectionDetector::forget(KeySet& set, const ConnectionKey& key) {
   if (key.empty()) return;
   std::lock_guard lock(mutex_);
   set.erase(key);
 }
 
-void SelfConnectionDetector::accepted_closed(const std::string& peer) { forget(accepted_peers_, peer); }
+void SelfConnectionDetector::accepted_closed(const ConnectionKey& peer) { forget(accepted_peers_, peer); }
 
-void SelfConnectionDetector::upstream_closed(const std::string& local) { forget(upstream_locals_, local); }
+void SelfConnectionDetector::upstream_closed(const ConnectionKey& local) { forget(upstream_locals_, local); }
 
 namespace {
 

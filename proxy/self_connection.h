@@ -22,12 +22,30 @@
 
 #include <sys/socket.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace kproxy::proxy {
+
+/// A TCP connection's four-tuple in 16 bytes: every connection holds two (its accepted and its
+/// upstream socket), and so does the detector, so they are kept small. IPv4 is stored exactly
+/// (addresses and ports, the top bit of `low` marks it); an IPv6 four-tuple (36 bytes) is
+/// folded into 127 bits by two independent 64-bit mixes: two distinct IPv6 connections share a
+/// key with a chance of about 2^-127, and a shared key could only refuse one connection.
+struct ConnectionKey {
+  uint64_t high = 0;
+  uint64_t low = 0;
+  bool empty() const { return high == 0 && low == 0; }
+  bool operator==(const ConnectionKey&) const = default;
+};
+
+struct ConnectionKeyHash {
+  size_t operator()(const ConnectionKey& k) const noexcept { return static_cast<size_t>(k.high * 0x9E3779B97F4A7C15ULL ^ k.low); }
+};
 
 class SelfConnectionDetector {
  public:
@@ -36,20 +54,18 @@ class SelfConnectionDetector {
 
   /// The key of a socket endpoint (address and port bytes; "" for other families).
   static std::string endpoint_key(const sockaddr_storage& addr);
-  /// The key of a TCP connection from `from` to `to` ("" if either is not IPv4/IPv6): 14 bytes
-  /// for IPv4, within the inline capacity of a std::string, so a connection keeps its key
-  /// without a heap allocation.
-  static std::string connection_key(const sockaddr_storage& from, const sockaddr_storage& to);
+  /// The key of a TCP connection from `from` to `to` (empty if either is not IPv4/IPv6).
+  static ConnectionKey connection_key(const sockaddr_storage& from, const sockaddr_storage& to);
 
   /// A connection kproxy accepted, keyed from its peer to kproxy. True when it is one of
   /// kproxy's own upstream connections: kproxy is talking to itself.
-  bool accepted(const std::string& connection);
+  bool accepted(const ConnectionKey& connection);
   /// An upstream connection kproxy made, keyed from kproxy to the broker. True when kproxy
   /// accepted that very connection: the upstream is kproxy itself.
-  bool connected(const std::string& connection);
+  bool connected(const ConnectionKey& connection);
   /// The connection closed: forget it (the kernel may reuse the four-tuple).
-  void accepted_closed(const std::string& connection);
-  void upstream_closed(const std::string& connection);
+  void accepted_closed(const ConnectionKey& connection);
+  void upstream_closed(const ConnectionKey& connection);
 
   /// A listening socket opened on / closed from `local` (workers each open their own: counted).
   void listener_opened(const sockaddr_storage& local);
@@ -62,12 +78,13 @@ class SelfConnectionDetector {
 
  private:
   /// One end registers `key` in `mine` unless the other end is already in `theirs` (then true).
-  bool meet(std::unordered_set<std::string>& mine, const std::unordered_set<std::string>& theirs, const std::string& key);
-  void forget(std::unordered_set<std::string>& set, const std::string& key);
+  using KeySet = std::unordered_set<ConnectionKey, ConnectionKeyHash>;
+  bool meet(KeySet& mine, const KeySet& theirs, const ConnectionKey& key);
+  void forget(KeySet& set, const ConnectionKey& key);
 
   mutable std::mutex mutex_;
-  std::unordered_set<std::string> accepted_peers_;
-  std::unordered_set<std::string> upstream_locals_;
+  KeySet accepted_peers_;
+  KeySet upstream_locals_;
   std::unordered_map<std::string, int> listeners_;  ///< endpoint key -> sockets open on it
 };
 

@@ -1,9 +1,16 @@
 #include "proxy/worker.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <spdlog/spdlog.h>
 
 #include "proxy/client_connection.h"
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/owned_descriptor.h"
 #include "proxy/proxy.h"
 
 namespace kproxy::proxy {
@@ -54,6 +61,9 @@ void Worker::start() {
 }
 
 void Worker::run() {
+  // "kproxy-w0", "kproxy-w1", ...: what `top -H`, perf and bench/proxy/run's per-thread CPU see.
+  std::string name = "kproxy-w" + std::to_string(index_);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   uv_run(&loop_, UV_RUN_DEFAULT);
   proxy_.worker_stopped();
 }
@@ -79,29 +89,102 @@ void Worker::on_wakeup(uv_async_t* async) {
   for (auto& task : tasks) task();
 }
 
-void Worker::accept(uv_stream_t* server, const ListenerSpec& spec) {
-  bool reserved = proxy_.reserve_connection();
-  if (!reserved || draining_) {
-    // Accept and close at once, so the client sees a refusal instead of a hanging connect.
-    UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
-    refused.init(&loop_, nullptr, uv_tcp_init);
-    if (uv_accept(server, refused.stream()) == 0) {
-      metrics::count(metrics::ProxyEvent::kConnectionRefused);
-      spdlog::warn("listener={} refused a connection: {}", spec.label(),
-                   draining_ ? "kproxy is shutting down" : "limits.max_connections reached");
+/// An accepted socket on its way to the worker that serves it. If it never gets there (that
+/// worker's loop ended first), the socket is closed and its reservations are given back.
+struct Worker::HandedOver {
+  HandedOver(Proxy& proxy, size_t owner, OwnedDescriptor socket, std::shared_ptr<const ListenerSpec> spec)
+      : proxy(proxy), owner(owner), socket(std::move(socket)), spec(std::move(spec)) {}
+  ~HandedOver() {
+    if (!reserved) return;
+    proxy.balancer().release(owner);
+    proxy.release_connection();
+  }
+  HandedOver(const HandedOver&) = delete;
+  HandedOver& operator=(const HandedOver&) = delete;
+
+  Proxy& proxy;
+  size_t owner;
+  OwnedDescriptor socket;
+  std::shared_ptr<const ListenerSpec> spec;
+  bool reserved = true;  ///< a max_connections slot and a balancer count, until a connection takes them over
+};
+
+void Worker::accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpec>& spec) {
+  if (draining_) return refuse(server, *spec, "kproxy is shutting down");
+  if (!proxy_.reserve_connection()) return refuse(server, *spec, "limits.max_connections reached");
+  size_t owner = proxy_.balancer().assign(index_);
+  if (owner == index_) {
+    auto config = proxy_.config();
+    ClientConnection* connection = new_connection(spec, config);
+    if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
+      metrics::count(metrics::ProxyEvent::kAcceptFailure);
+      connection->close({CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
+      return;
     }
-    if (reserved) proxy_.release_connection();
+    return start_connection(connection, *spec, *config);
+  }
+  // libuv accepts only into a handle of the listening loop: accept here, keep a duplicate of the
+  // socket, and let this loop's handle go (the socket stays open through the duplicate).
+  auto handed = std::make_shared<HandedOver>(proxy_, owner, OwnedDescriptor(), spec);
+  {
+    UvHandle<uv_tcp_t> accepted;
+    accepted.init(&loop_, nullptr, uv_tcp_init);
+    uv_os_fd_t fd = -1;
+    int rc = uv_accept(server, accepted.stream());
+    if (rc == 0) rc = uv_fileno(accepted.base(), &fd);
+    if (rc == 0) {
+      handed->socket = OwnedDescriptor(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+      if (!handed->socket) rc = uv_translate_sys_error(errno);
+    }
+    if (rc != 0) {
+      metrics::count(metrics::ProxyEvent::kAcceptFailure);
+      spdlog::warn("listener={} accept failed, the connection was dropped: {}", spec->label(), uv_strerror(rc));
+      return;  // `handed` gives the reservations back
+    }
+  }
+  Worker& target = proxy_.worker(owner);
+  target.post([&target, handed] { target.adopt(*handed); });
+}
+
+void Worker::adopt(HandedOver& handed) {
+  if (draining_) {
+    // It began to drain after the balancer picked it: the client sees a refusal (the socket
+    // closes with `handed`).
+    metrics::count(metrics::ProxyEvent::kConnectionRefused);
+    spdlog::warn("listener={} refused a connection: kproxy is shutting down", handed.spec->label());
     return;
   }
+  metrics::count(metrics::ProxyEvent::kConnectionHandedOver);
+  handed.reserved = false;  // the connection holds both from now on
   auto config = proxy_.config();
-  auto* connection = new ClientConnection(*this, spec, config, proxy_.next_connection_id());
+  ClientConnection* connection = new_connection(handed.spec, config);
+  int fd = handed.socket.release();
+  if (int rc = uv_tcp_open(reinterpret_cast<uv_tcp_t*>(connection->client_stream()), fd); rc != 0) {
+    ::close(fd);
+    metrics::count(metrics::ProxyEvent::kAcceptFailure);
+    connection->close({CloseCategory::kClientClosed, std::string("cannot take over the accepted socket: ") + uv_strerror(rc)});
+    return;
+  }
+  start_connection(connection, *handed.spec, *config);
+}
+
+void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* why) {
+  UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
+  refused.init(&loop_, nullptr, uv_tcp_init);
+  if (uv_accept(server, refused.stream()) == 0) {
+    metrics::count(metrics::ProxyEvent::kConnectionRefused);
+    spdlog::warn("listener={} refused a connection: {}", spec.label(), why);
+  }
+}
+
+ClientConnection* Worker::new_connection(std::shared_ptr<const ListenerSpec> spec, std::shared_ptr<const config::Config> config) {
+  auto* connection = new ClientConnection(*this, std::move(spec), std::move(config), proxy_.next_connection_id());
   connections_.insert(connection);
   metrics::count(metrics::ProxyEvent::kConnectionAccepted);
-  if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
-    metrics::count(metrics::ProxyEvent::kAcceptFailure);
-    connection->close({CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
-    return;
-  }
+  return connection;
+}
+
+void Worker::start_connection(ClientConnection* connection, const ListenerSpec& spec, const config::Config& config) {
   config::HostPort upstream;
   if (spec.is_broker_port()) {
     auto route = proxy_.directory(spec.listener_index).route_for_port(spec.port);
@@ -111,13 +194,14 @@ void Worker::accept(uv_stream_t* server, const ListenerSpec& spec) {
     }
     upstream = route->real;
   } else {
-    upstream = proxy_.bootstrap_target(*config, spec.listener_index);
+    upstream = proxy_.bootstrap_target(config, spec.listener_index);
   }
   connection->start(upstream);
 }
 
 void Worker::forget(ClientConnection* connection) {
   connections_.erase(connection);
+  proxy_.balancer().release(index_);
   maybe_finish_drain();
 }
 
@@ -126,6 +210,7 @@ void Worker::begin_drain(std::chrono::milliseconds deadline) {
   uv_timer_start(drain_timer_.get(), on_drain_deadline, static_cast<uint64_t>(deadline.count()), 0);
   if (draining_) return;
   draining_ = true;
+  proxy_.balancer().exclude(index_);
   listeners_.clear();  // closes them
   std::vector<ClientConnection*> open(connections_.begin(), connections_.end());
   for (ClientConnection* c : open) c->drain();

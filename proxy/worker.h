@@ -1,6 +1,8 @@
 // Worker: one thread running one uv_loop_t, with its listening sockets and the client
-// connections (and their upstream connections) it accepted. Nothing on a worker's loop is
-// touched by another thread; other threads talk to it only through post().
+// connections (and their upstream connections) it serves. Nothing on a worker's loop is
+// touched by another thread; other threads talk to it only through post(). A connection one
+// worker accepts may be served by another: the ConnectionBalancer (proxy/connection_balancer.h)
+// picks the worker with the fewest connections, and the accepted socket is posted to it.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 
 #include <uv.h>
 
+#include "config/config.h"
 #include "proxy/listener.h"
 #include "proxy/uv_handle.h"
 
@@ -58,12 +61,23 @@ class Worker {
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
 
   // For Listener and ClientConnection.
-  void accept(uv_stream_t* server, const ListenerSpec& spec);
+  /// A connection is waiting on `server`: accepts it and serves it here, or hands it to the worker
+  /// the balancer picks, or refuses it (limits.max_connections, draining).
+  void accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpec>& spec);
   void forget(ClientConnection* connection);
   size_t connection_count() const { return connections_.size(); }
 
  private:
+  struct HandedOver;
   void run();
+  /// Serves an accepted socket another worker handed over (on this loop).
+  void adopt(HandedOver& socket);
+  /// Accepts a connection here and closes it at once: the client sees a refusal, not a hang.
+  void refuse(uv_stream_t* server, const ListenerSpec& spec, const char* why);
+  /// A new ClientConnection on this loop, counted and registered; the socket is attached next.
+  ClientConnection* new_connection(std::shared_ptr<const ListenerSpec> spec, std::shared_ptr<const config::Config> config);
+  /// Routes an attached connection to its broker (bootstrap or the broker its port stands for).
+  void start_connection(ClientConnection* connection, const ListenerSpec& spec, const config::Config& config);
   void maybe_finish_drain();
   /// Closes the loop's own handles (the listeners, the wakeup and the drain timer).
   void close_handles();

@@ -85,7 +85,7 @@ struct Options {
   bool metadata = false;
   std::string expect_broker;
   int connect_concurrency = 256;
-  std::vector<int> watch_pids;
+  std::vector<std::string> watch_pids;  // "PID" or "PID/TID" (one thread)
   size_t max_samples = 4'000'000;
   std::string source;     // --source: local address the connections are made from ("" = the kernel's pick)
   uint64_t requests = 0;  // saturate: stop after this many Produce requests (0: --duration decides)
@@ -156,8 +156,13 @@ std::vector<uint8_t> record_batch(size_t size) {
 // ---- CPU of watched processes ----------------------------------------------------------------
 
 /// utime + stime of `pid` in seconds, or -1.
-double cpu_seconds(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+/// utime + stime of a process ("PID") or of one of its threads ("PID/TID": /proc/PID/task/TID/stat,
+/// which is the thread alone also when TID == PID), in seconds; -1 if unreadable.
+double cpu_seconds(const std::string& which) {
+  auto slash = which.find('/');
+  std::string path = slash == std::string::npos ? "/proc/" + which + "/stat"
+                                                : "/proc/" + which.substr(0, slash) + "/task/" + which.substr(slash + 1) + "/stat";
+  std::ifstream f(path);
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto close = s.rfind(')');
   if (close == std::string::npos) return -1;
@@ -774,9 +779,9 @@ void Load::start_window() {
   window_answered_ = 0;
   window_sent_ = 0;
   window_start_ns_ = uv_hrtime();
-  self_cpu_start_ = cpu_seconds(static_cast<int>(getpid()));
+  self_cpu_start_ = cpu_seconds(std::to_string(getpid()));
   cpu_start_.clear();
-  for (int pid : o_.watch_pids) cpu_start_.push_back(cpu_seconds(pid));
+  for (const auto& pid : o_.watch_pids) cpu_start_.push_back(cpu_seconds(pid));
   uv_timer_start(&phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->end_window(); },
                  static_cast<uint64_t>(o_.duration * 1000), 0);
 }
@@ -784,9 +789,9 @@ void Load::start_window() {
 void Load::end_window() {
   in_window_ = false;
   window_end_ns_ = uv_hrtime();
-  self_cpu_end_ = cpu_seconds(static_cast<int>(getpid()));
+  self_cpu_end_ = cpu_seconds(std::to_string(getpid()));
   cpu_end_.clear();
-  for (int pid : o_.watch_pids) cpu_end_.push_back(cpu_seconds(pid));
+  for (const auto& pid : o_.watch_pids) cpu_end_.push_back(cpu_seconds(pid));
   sending_ = false;
   if (timer_fd_ >= 0) uv_poll_stop(&tick_);
   // Wait (at most 3 s) for the answers still in flight, then stop.
@@ -909,7 +914,7 @@ void Load::report() {
     j["self_cpu_s"] = self_cpu_end_ - self_cpu_start_;
     nlohmann::json cpu = nlohmann::json::object();
     for (size_t i = 0; i < o_.watch_pids.size() && i < cpu_start_.size() && i < cpu_end_.size(); ++i) {
-      cpu[std::to_string(o_.watch_pids[i])] = cpu_end_[i] - cpu_start_[i];
+      cpu[o_.watch_pids[i]] = cpu_end_[i] - cpu_start_[i];
     }
     j["cpu_s"] = cpu;
   }
@@ -994,7 +999,7 @@ void usage(FILE* out) {
       "                   [--size BYTES] [--rate REQ_PER_S] [--duration S] [--warmup S] [--hold S]\n"
       "                   [--acks N] [--produce-version V] [--topic NAME] [--partitions P]\n"
       "                   [--metadata] [--expect-broker HOST:PORT] [--connect-concurrency N]\n"
-      "                   [--watch-pid PID]... [--max-seconds S] [--requests N] [--source IP]\n"
+      "                   [--watch-pid PID|PID/TID]... [--max-seconds S] [--requests N] [--source IP]\n"
       "                   [--mix API:WEIGHT,...] [--seed N]   (soak; APIs: produce, metadata,\n"
       "                    find_coordinator, init_producer_id, api_versions)\n",
       out);
@@ -1047,7 +1052,7 @@ int main(int argc, char** argv) {
       else if (a == "--metadata") o.metadata = true;
       else if (a == "--expect-broker") { o.expect_broker = value(); o.metadata = true; }
       else if (a == "--connect-concurrency") o.connect_concurrency = std::max(1, std::stoi(value()));
-      else if (a == "--watch-pid") o.watch_pids.push_back(std::stoi(value()));
+      else if (a == "--watch-pid") o.watch_pids.push_back(value());
       else if (a == "--max-seconds") o.max_seconds = std::stod(value());
       else if (a == "--requests") o.requests = std::stoull(value());
       else if (a == "--source") o.source = value();

@@ -124,14 +124,14 @@ void ConnectionMetrics::upstream_connected() {
   ProxyMetrics::instance().connection_opened(listener_, Side::kUpstream);
 }
 
-void ConnectionMetrics::client_software(const std::string& name, const std::string& version) {
+void ConnectionMetrics::client_software(std::string_view name, std::string_view version) {
   if (closed_) return;
   if (software_ ? software_->first == name && software_->second == version : name.empty()) return;
   auto& m = ProxyMetrics::instance();
   if (software_) m.client_gone(software_->first, software_->second);
   software_.reset();
   if (name.empty()) return;
-  software_ = std::make_unique<std::pair<std::string, std::string>>(name, version);
+  software_ = std::make_unique<std::pair<std::string, std::string>>(std::string(name), std::string(version));
   m.client_seen(name, version);
 }
 

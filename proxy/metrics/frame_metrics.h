@@ -78,7 +78,7 @@ class ConnectionMetrics {
   uint64_t bytes_out() const { return bytes_out_; }
   /// The software the client announced last (ApiVersions v3+, KIP-511): the connection counts
   /// once in kproxy_clients, under its latest name, whatever it announced before.
-  void client_software(const std::string& name, const std::string& version);
+  void client_software(std::string_view name, std::string_view version);
   /// The connection closes: `reason` names the label of kproxy_connections_closed_total.
   void closed(proxy::CloseCategory reason);
 

@@ -110,6 +110,7 @@ enum class ProxyEvent : uint8_t {
   kLoopClosedUncleanly,      ///< a worker loop still had handles at uv_loop_close (a bug)
   kSelfConnection,           ///< kproxy connected to itself (proxy/self_connection.h)
   kFrameMemoryRefusal,       ///< a frame refused over limits.max_buffered_frame_bytes
+  kConnectionHandedOver,     ///< accepted by one worker, served by another (proxy/connection_balancer.h)
   kCount,
 };
 /// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.

@@ -74,8 +74,8 @@ nlohmann::json header_fields(int64_t connection, std::string_view client_id, boo
                       {"api_key", api_key},
                       {"version", version},
                       {"correlation_id", correlation_id}};
-  if (!info.client_software_name.empty()) {
-    j["client_software"] = {{"name", info.client_software_name}, {"version", info.client_software_version}};
+  if (!info.client_software_name().empty()) {
+    j["client_software"] = {{"name", info.client_software->name}, {"version", info.client_software->version}};
   }
   return j;
 }

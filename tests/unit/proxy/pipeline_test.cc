@@ -113,7 +113,7 @@ TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client 
   put(control, "down", R"({"match":{"api":"Heartbeat"},"action":{"slice":4}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
     auto request = heartbeat_request(7);
     REQUIRE(offer(p, request));
     CHECK(rec.to_broker.size() == (request.size() + 4) / 5);
@@ -147,7 +147,7 @@ TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
   put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":3,"direction":"to_broker"}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{2, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{2, "l", 0, nullptr}, rec);
     auto request = heartbeat_request(1);
     REQUIRE(offer(p, request));
     CHECK(rec.to_broker.empty());
@@ -166,7 +166,7 @@ TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
   put(control, "rst", R"({"match":{"api":"Heartbeat"},"action":{"reset_after_bytes":5},"trigger":"once"})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{3, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{3, "l", 0, nullptr}, rec);
     auto request = heartbeat_request(4);
     REQUIRE(offer(p, request));
     auto response = heartbeat_response(4);
@@ -189,7 +189,7 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
   codec::Uuid id{};
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(0xa0 + i);
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{4, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{4, "l", 0, nullptr}, rec);
     // Produce v13 naming the topic by id, before kproxy knows the id: no match.
     codec::ProduceRequest produce;
     produce.acks = 1;
@@ -229,7 +229,7 @@ TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction 
   put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
     auto request = heartbeat_request(7), request2 = heartbeat_request(8);
     REQUIRE(offer(p, request));
     REQUIRE(offer(p, request2));  // the rule fired once: not shaped
@@ -268,7 +268,7 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
   put(control, "hold-request", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"request"},"trigger":{"once":true}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{5, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{5, "l", 0, nullptr}, rec);
     auto first = heartbeat_request(1), second = heartbeat_request(2);
     REQUIRE(offer(p, first));
     // The rule fired once, but the second request must wait behind the first (order is kept).
@@ -310,7 +310,7 @@ TEST_CASE("pipeline: a response whose correlation id differs closes with a broke
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{6, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{6, "l", 0, nullptr}, rec);
     REQUIRE(offer(p, heartbeat_request(1)));
     CHECK(p.awaiting_broker() == 1);
     CHECK_FALSE(answer(p, heartbeat_response(2)));
@@ -328,7 +328,7 @@ TEST_CASE("pipeline: a response with nothing in flight closes with a broker prot
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{7, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{7, "l", 0, nullptr}, rec);
     CHECK_FALSE(answer(p, heartbeat_response(1)));
     REQUIRE(rec.closed);
     CHECK(rec.closed->category == CloseCategory::kBrokerProtocolError);
@@ -342,7 +342,7 @@ TEST_CASE("pipeline: a request header that does not parse closes with a client p
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{8, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{8, "l", 0, nullptr}, rec);
     std::vector<uint8_t> truncated{0, 0, 0, 3, 0, 12, 0};  // size 3: api key and half a version
     CHECK_FALSE(offer(p, truncated));
     REQUIRE(rec.closed);
@@ -359,7 +359,7 @@ TEST_CASE("pipeline: a close-before rule closes with the fault category and forw
   put(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"before"}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{9, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{9, "l", 0, nullptr}, rec);
     CHECK_FALSE(offer(p, heartbeat_request(1)));
     REQUIRE(rec.closed);
     CHECK(rec.closed->category == CloseCategory::kFault);
@@ -376,7 +376,7 @@ TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earli
   put(control, "fence", R"({"match":{"api":"Heartbeat"},"action":{"answer":"REBALANCE_IN_PROGRESS"},"trigger":{"nth":2}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{10, "l", 0, "", "", ""}, rec);
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{10, "l", 0, nullptr}, rec);
     auto first = heartbeat_request(1), second = heartbeat_request(2), third = heartbeat_request(3);
     REQUIRE(offer(p, first));
     REQUIRE(offer(p, second));  // answered by the rule: never reaches the broker

@@ -34,7 +34,7 @@ const sockaddr* as_sockaddr(const sockaddr_storage& s) { return reinterpret_cast
 TEST_CASE("self connection: the accept finds an upstream connection registered before it") {
   SelfConnectionDetector d;
   auto proxy_listener = v4("127.0.0.1", 40100);
-  std::string ours = SelfConnectionDetector::connection_key(v4("127.0.0.1", 40001), proxy_listener);
+  auto ours = SelfConnectionDetector::connection_key(v4("127.0.0.1", 40001), proxy_listener);
   CHECK_FALSE(d.connected(ours));
   CHECK(d.accepted(ours));  // kproxy reached itself
   // Another host, another source port, or the same source port to another peer: not ours. (The
@@ -47,16 +47,36 @@ TEST_CASE("self connection: the accept finds an upstream connection registered b
 
 TEST_CASE("self connection: the connect callback finds an accept registered before it") {
   SelfConnectionDetector d;
-  std::string ours = SelfConnectionDetector::connection_key(v6("::1", 40003), v6("::1", 40102));
+  auto ours = SelfConnectionDetector::connection_key(v6("::1", 40003), v6("::1", 40102));
   CHECK_FALSE(d.accepted(ours));
   CHECK(d.connected(ours));
   CHECK(SelfConnectionDetector::connection_key(v6("::1", 40003), sockaddr_storage{}).empty());
 }
 
+TEST_CASE("self connection: keys are 16 bytes and tell every part of the four-tuple apart") {
+  static_assert(sizeof(kproxy::proxy::ConnectionKey) == 16);
+  using D = SelfConnectionDetector;
+  auto base4 = D::connection_key(v4("127.0.0.1", 40001), v4("127.0.0.2", 40100));
+  CHECK_FALSE(base4.empty());
+  CHECK(base4 == D::connection_key(v4("127.0.0.1", 40001), v4("127.0.0.2", 40100)));
+  CHECK_FALSE(base4 == D::connection_key(v4("127.0.0.2", 40100), v4("127.0.0.1", 40001)));  // direction matters
+  CHECK_FALSE(base4 == D::connection_key(v4("127.0.0.1", 40001), v4("127.0.0.2", 40101)));
+  CHECK_FALSE(base4 == D::connection_key(v4("127.0.0.3", 40001), v4("127.0.0.2", 40100)));
+  auto base6 = D::connection_key(v6("::1", 40001), v6("::1", 40100));
+  CHECK_FALSE(base6.empty());
+  CHECK(base6 == D::connection_key(v6("::1", 40001), v6("::1", 40100)));
+  CHECK_FALSE(base6 == D::connection_key(v6("::1", 40002), v6("::1", 40100)));
+  CHECK_FALSE(base6 == D::connection_key(v6("::1", 40100), v6("::1", 40001)));
+  CHECK_FALSE(base6 == D::connection_key(v6("::2", 40001), v6("::1", 40100)));
+  // IPv4 keys carry a mark IPv6 keys never have.
+  CHECK((base4.low >> 63) == 1);
+  CHECK((base6.low >> 63) == 0);
+}
+
 TEST_CASE("self connection: closed connections are forgotten (the kernel reuses four-tuples)") {
   SelfConnectionDetector d;
-  std::string a = SelfConnectionDetector::connection_key(v4("127.0.0.1", 40004), v4("127.0.0.1", 40100));
-  std::string u = SelfConnectionDetector::connection_key(v4("127.0.0.1", 40005), v4("127.0.0.1", 40100));
+  auto a = SelfConnectionDetector::connection_key(v4("127.0.0.1", 40004), v4("127.0.0.1", 40100));
+  auto u = SelfConnectionDetector::connection_key(v4("127.0.0.1", 40005), v4("127.0.0.1", 40100));
   CHECK_FALSE(d.accepted(a));
   CHECK_FALSE(d.connected(u));
   CHECK(d.size() == 2);

@@ -35,7 +35,7 @@ struct Fixture {
   metrics::ProxyMetrics metrics;
   tap::TapHub hub;
   metrics::FrameMetrics frames{metrics, hub, {"internal", "external"}};
-  proxy::ConnectionInfo connection{7, "external", 1, "", "", ""};
+  proxy::ConnectionInfo connection{7, "external", 1, nullptr};
 
   template <class M>
   void respond(const M& body, int16_t version) {

@@ -91,7 +91,7 @@ TEST_CASE("tap: record contents only when tap.records is on; SASL stays redacted
   partition.records = codec::Bytes(records.data(), records.size());
   codec::RequestHeader h;
   auto frame = request_frame(produce, 12, h);
-  proxy::ConnectionInfo info{1, "kafka", 0, "", "", ""};
+  proxy::ConnectionInfo info{1, "kafka", 0, nullptr};
   proxy::RequestContext ctx(h, frame, info);
 
   TapLimits off;
