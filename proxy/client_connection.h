@@ -25,6 +25,7 @@
 #include "proxy/close_reason.h"
 #include "proxy/connection_state.h"
 #include "proxy/deadline_timer.h"
+#include "proxy/intrusive_list.h"
 #include "proxy/listener.h"
 #include "proxy/metrics/frame_metrics.h"
 #include "proxy/pipeline.h"
@@ -36,7 +37,8 @@ namespace kproxy::proxy {
 
 class Worker;
 
-class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput {
+/// The IntrusiveListHook links it into its worker's registry (Worker::connections_).
+class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput, public IntrusiveListHook {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
   ClientConnection(Worker& worker, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config, uint64_t id);

@@ -52,7 +52,6 @@ class UvHandle {
       return rc;
     }
     box->handle.data = owner;
-    box->owner = owner;
     box->wrapper = this;
     box_ = box;
     return rc;
@@ -68,9 +67,9 @@ class UvHandle {
   }
 
   /// init() succeeded and close() was not called.
-  bool open() const { return box_ && !box_->closing; }
+  bool open() const { return box_ && !uv_is_closing(base()); }
   /// close() was called and libuv has not finished yet.
-  bool closing() const { return box_ && box_->closing; }
+  bool closing() const { return box_ && uv_is_closing(base()); }
 
   /// Lets go of the handle as the destructor does (closed without a callback, freed by libuv's
   /// close callback); afterwards get() is nullptr and init() may run again.
@@ -79,26 +78,25 @@ class UvHandle {
   /// Closes the handle once (pending requests on it are cancelled by libuv); `on_closed(owner)`
   /// runs when libuv is done. A UvHandle that was never initialized calls nothing.
   void close(ClosedFn on_closed = nullptr) {
-    if (!box_ || box_->closing) return;
-    box_->closing = true;
+    if (!box_ || uv_is_closing(base())) return;
     box_->on_closed = on_closed;
     uv_close(reinterpret_cast<uv_handle_t*>(&box_->handle), after_close);
   }
 
  private:
+  // Every connection holds two of these: no more than the handle and two pointers (whether it
+  // is closing is libuv's own flag, uv_is_closing; the owner is handle.data until release()).
   struct Box {
     T handle;  ///< first member: libuv hands back a pointer to it
     UvHandle* wrapper = nullptr;
-    void* owner = nullptr;
-    ClosedFn on_closed = nullptr;
-    bool closing = false;
+    ClosedFn on_closed = nullptr;  ///< null after release(): nobody to tell
   };
 
   static void after_close(uv_handle_t* h) {
     auto* box = reinterpret_cast<Box*>(h);
     if (box->wrapper) box->wrapper->box_ = nullptr;
     ClosedFn notify = box->on_closed;
-    void* owner = box->owner;
+    void* owner = box->handle.data;  // the owner whenever there is someone to notify
     delete box;
     if (notify) notify(owner);  // may destroy the owner, and this UvHandle with it
   }
@@ -109,10 +107,7 @@ class UvHandle {
     box_->wrapper = nullptr;
     box_->on_closed = nullptr;
     box_->handle.data = nullptr;
-    if (!box_->closing) {
-      box_->closing = true;
-      uv_close(reinterpret_cast<uv_handle_t*>(&box_->handle), after_close);
-    }
+    if (!uv_is_closing(base())) uv_close(reinterpret_cast<uv_handle_t*>(&box_->handle), after_close);
     box_ = nullptr;
   }
 

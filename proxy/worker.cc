@@ -212,7 +212,7 @@ void Worker::begin_drain(std::chrono::milliseconds deadline) {
   draining_ = true;
   proxy_.balancer().exclude(index_);
   listeners_.clear();  // closes them
-  std::vector<ClientConnection*> open(connections_.begin(), connections_.end());
+  std::vector<ClientConnection*> open = connections_.snapshot();
   for (ClientConnection* c : open) c->drain();
   maybe_finish_drain();
 }
@@ -222,7 +222,7 @@ void Worker::on_drain_deadline(uv_timer_t* timer) {
   if (!self->connections_.empty()) {
     spdlog::warn("worker {}: drain deadline passed, closing {} connections", self->index_, self->connections_.size());
   }
-  std::vector<ClientConnection*> open(self->connections_.begin(), self->connections_.end());
+  std::vector<ClientConnection*> open = self->connections_.snapshot();
   for (ClientConnection* c : open) c->close({CloseCategory::kLimit, "drain deadline passed with requests in flight"});
 }
 

@@ -13,12 +13,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include <uv.h>
 
 #include "config/config.h"
+#include "proxy/intrusive_list.h"
 #include "proxy/listener.h"
 #include "proxy/uv_handle.h"
 
@@ -94,7 +94,7 @@ class Worker {
   std::vector<std::function<void()>> tasks_;
   bool accepting_tasks_ = true;  ///< false once the wakeup handle is closed (under tasks_mutex_)
   std::vector<std::unique_ptr<Listener>> listeners_;
-  std::unordered_set<ClientConnection*> connections_;
+  IntrusiveList<ClientConnection> connections_;  ///< allocates nothing per connection
   std::atomic<bool> draining_{false};
   bool finished_ = false;
 };

@@ -126,13 +126,10 @@ void ConnectionMetrics::upstream_connected() {
 
 void ConnectionMetrics::client_software(std::string_view name, std::string_view version) {
   if (closed_) return;
-  if (software_ ? software_->first == name && software_->second == version : name.empty()) return;
+  if (software_ ? ProxyMetrics::is_series_of(software_, name, version) : name.empty()) return;
   auto& m = ProxyMetrics::instance();
-  if (software_) m.client_gone(software_->first, software_->second);
-  software_.reset();
-  if (name.empty()) return;
-  software_ = std::make_unique<std::pair<std::string, std::string>>(std::string(name), std::string(version));
-  m.client_seen(name, version);
+  m.client_gone(software_);
+  software_ = name.empty() ? nullptr : m.client_seen(name, version);
 }
 
 void ConnectionMetrics::closed(proxy::CloseCategory reason) {
@@ -144,7 +141,8 @@ void ConnectionMetrics::closed(proxy::CloseCategory reason) {
   if (inflight_) m.inflight(-inflight_);
   inflight_ = 0;
   if (client_open_) m.connection_close_reason(listener_, reason);
-  if (software_) m.client_gone(software_->first, software_->second);
+  m.client_gone(software_);
+  software_ = nullptr;
 }
 
 }  // namespace kproxy::metrics

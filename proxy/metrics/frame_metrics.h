@@ -97,9 +97,9 @@ class ConnectionMetrics {
   int64_t inflight_ = 0;
   uint64_t bytes_in_ = 0;
   uint64_t bytes_out_ = 0;
-  /// The software name and version this connection counts in kproxy_clients (null = nothing;
-  /// on the heap: most of an idle connection's size otherwise).
-  std::unique_ptr<std::pair<std::string, std::string>> software_;
+  /// The kproxy_clients series this connection counts in (null = none). The series' key holds
+  /// the name and version, so the connection keeps no copy of them.
+  ProxyMetrics::ClientSeries software_ = nullptr;
 };
 
 }  // namespace kproxy::metrics

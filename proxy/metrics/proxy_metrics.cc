@@ -245,11 +245,26 @@ namespace {
 std::string client_key(std::string_view name, std::string_view version) { return std::string(name) + '\0' + std::string(version); }
 }  // namespace
 
-void ProxyMetrics::client_seen(std::string_view software_name, std::string_view software_version) {
+ProxyMetrics::ClientSeries ProxyMetrics::client_seen(std::string_view software_name, std::string_view software_version) {
   std::lock_guard lock(mutex_);
   std::string key = client_key(software_name, software_version);
   if (!clients_.count(key) && clients_.size() >= options_.max_client_software) key = client_key("other", "other");
-  ++clients_[key];
+  auto it = clients_.try_emplace(std::move(key), 0).first;
+  ++it->second;
+  return &it->first;
+}
+
+void ProxyMetrics::client_gone(ClientSeries series) {
+  if (series == nullptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = clients_.find(*series);
+  if (it != clients_.end() && it->second > 0) --it->second;
+}
+
+bool ProxyMetrics::is_series_of(ClientSeries series, std::string_view software_name, std::string_view software_version) {
+  return series != nullptr && series->size() == software_name.size() + 1 + software_version.size() &&
+         std::string_view(*series).substr(0, software_name.size()) == software_name && (*series)[software_name.size()] == '\0' &&
+         std::string_view(*series).substr(software_name.size() + 1) == software_version;
 }
 
 void ProxyMetrics::client_gone(std::string_view software_name, std::string_view software_version) {

@@ -193,9 +193,16 @@ class ProxyMetrics {
   // Rare events (mutex).
   void connection_close_reason(size_t listener, proxy::CloseCategory reason);
   void fault_injected(std::string_view rule, int16_t api, std::string_view action);
-  /// A client announced its software (ApiVersions v3+); client_gone when its connection closes.
-  void client_seen(std::string_view software_name, std::string_view software_version);
+  /// One kproxy_clients series ("name\0version", or the "other" series past the cap). Valid for
+  /// the life of the ProxyMetrics: series are never removed (a count may go back to 0).
+  using ClientSeries = const std::string*;
+  /// A client announced its software (ApiVersions v3+): counts one in its series and returns it;
+  /// client_gone(series) when the connection closes or announces something else.
+  ClientSeries client_seen(std::string_view software_name, std::string_view software_version);
+  void client_gone(ClientSeries series);
   void client_gone(std::string_view software_name, std::string_view software_version);
+  /// True when `series` is the one `software_name`/`software_version` count in (not folded).
+  static bool is_series_of(ClientSeries series, std::string_view software_name, std::string_view software_version);
 
   /// Turns on the opt-in labels (metrics.topic_labels / client_id_labels), each with at most
   /// `max_values` distinct values. Call once before traffic flows.
