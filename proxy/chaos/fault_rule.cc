@@ -38,6 +38,10 @@ bool class_match(std::string_view p, size_t& i, char c, bool& ok) {
 }  // namespace
 
 std::string glob_error(std::string_view p) {
+  if (p.size() > kMaxGlobLength) {
+    return "glob '" + std::string(p.substr(0, 40)) + "…' is " + std::to_string(p.size()) + " characters long (at most " +
+           std::to_string(kMaxGlobLength) + ")";
+  }
   for (size_t i = 0; i < p.size(); ++i) {
     if (p[i] == '\\') {
       if (i + 1 >= p.size()) return "glob '" + std::string(p) + "' ends with a lone '\\'";
