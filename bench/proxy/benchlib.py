@@ -258,15 +258,20 @@ def rss_bytes(pid: int) -> int:
 
 
 def proxy_threads(pid: int, kind: str) -> List[int]:
-    """The thread ids that carry a proxy's traffic: kproxy's worker threads (named kproxy-w<N>),
-    every thread of HAProxy (nbthread counts the main thread)."""
+    """The thread ids that carry a proxy's traffic: kproxy's worker threads (named kproxy-w<N>;
+    libuv's resolver threads, started later from a worker, inherit its name, so per name the
+    oldest thread), every thread of HAProxy (nbthread counts the main thread)."""
     tids = []
+    seen = set()
     for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda t: int(t.name)):
         try:
             comm = (task / "comm").read_text().strip()
         except OSError:
             continue
-        if kind != "kproxy" or comm.startswith("kproxy-w"):
+        if kind != "kproxy":
+            tids.append(int(task.name))
+        elif comm.startswith("kproxy-w") and comm not in seen:
+            seen.add(comm)
             tids.append(int(task.name))
     return tids
 
