@@ -6,7 +6,8 @@
 // Gathering a large frame costs no copy either: once its size prefix is known, read_space() offers
 // the room for the rest of the frame, the owner reads into it (TcpStream's read hook), and feed()
 // recognises those bytes as already in place. The owner of a gathered frame may take its buffer
-// (take_frame()) and hand it to the write side instead of copying it.
+// (take_frame()) and hand it to the write side instead of copying it, or forward a large frame
+// while it is still arriving (take_unstreamed(): cut-through) and send the rest once it is whole.
 //
 // Memory is bounded by what arrives, not by what the size prefix claims: the first reservation is
 // the whole frame only up to kFrameUpfrontReserve; beyond that the buffer at most doubles each
@@ -80,6 +81,23 @@ class FrameReader {
     return taken;
   }
 
+  /// The frame being gathered so far (size prefix included), empty when none is under way
+  /// (between frames, or while its size prefix is incomplete).
+  Bytes partial_frame() const { return frame_total_ != 0 ? pending_.bytes() : Bytes{}; }
+  /// Size of the frame being gathered (prefix included), 0 when partial_frame() is empty.
+  size_t partial_frame_size() const { return frame_total_; }
+  /// Cut-through: the bytes of the frame being gathered that arrived since the last call, for an
+  /// owner that forwards a large frame while it arrives. They stay valid until the next feed().
+  /// Once a frame's bytes have been taken so, streamed() says how many (until the frame is out:
+  /// on_frame still sees the whole frame, and its owner sends only what was not streamed).
+  Bytes take_unstreamed() {
+    Bytes rest = partial_frame().subspan(streamed_);
+    streamed_ = static_cast<uint32_t>(pending_.size());
+    return rest;
+  }
+  /// Bytes of the current frame handed out by take_unstreamed() (0: it is not being streamed).
+  size_t streamed() const { return streamed_; }
+
   /// Why the stream was refused, "" while it is fine.
   const std::string& error() const { return error_ ? *error_ : no_error(); }
   /// The refused stream started like a TLS handshake record (a TLS client on a plaintext port).
@@ -135,6 +153,7 @@ class FrameReader {
   size_t charged_ = 0;  ///< bytes of pending_'s capacity charged to budget_
   bool looks_like_tls_ = false;
   bool over_budget_ = false;
+  uint32_t streamed_ = 0;  ///< see take_unstreamed() (frames are at most 2 GiB: the size prefix is an int32)
   uint64_t frames_ = 0;
 };
 
@@ -167,6 +186,7 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
     ++frames_;
     bool go_on = on_frame(pending_.bytes());
     frame_total_ = 0;
+    streamed_ = 0;
     release_pending();  // an idle connection keeps no buffer (no-op when the frame was taken)
     if (!go_on) return true;
   }

@@ -156,7 +156,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     auto now = std::chrono::steady_clock::now();
     bool ok = requests_.feed(data, [this, now](codec::Bytes frame) {
       ++requests_in_;
-      return pipeline_.on_request_frame(frame, now);
+      return pipeline_.on_request_frame(frame, now, requests_.streamed() > 0);
     });
     client_piece_ = {};
     if (closing()) return;
@@ -170,6 +170,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       close({CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
       return;
     }
+    stream_large_request();
     // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
     if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
@@ -207,6 +208,19 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   }
 }
 
+void ClientConnection::stream_large_request() {
+  if (requests_.partial_frame_size() < kStreamedRequestMin || state_ != ConnectionState::kForwarding || !upstream_.stream().connected()) {
+    return;
+  }
+  if (requests_.streamed() == 0) {
+    if (!pipeline_.may_stream_request(requests_.partial_frame())) return;  // asked again after the next read
+    metrics::count(metrics::ProxyEvent::kRequestStreamed);
+  }
+  // A view into the reader's buffer: flushed (or copied, when the socket is backed up) before
+  // the next read can move it.
+  upstream_.stream().append_borrowed(requests_.take_unstreamed());
+}
+
 void ClientConnection::close_over_frame_budget(const codec::FrameReader& reader, const char* what) {
   metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
   close({CloseCategory::kLimit, std::string(what) + " refused: " + reader.error()});
@@ -219,7 +233,8 @@ std::span<uint8_t> ClientConnection::read_space(TcpStream& s) {
 
 void ClientConnection::pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece) {
   if (reader.holds(bytes)) {
-    to.append(reader.take_frame());
+    size_t streamed = reader.streamed();  // the start of a streamed request is at the broker already
+    to.append(reader.take_frame(), streamed);
   } else if (!piece.empty() && bytes.data() >= piece.data() && bytes.data() + bytes.size() <= piece.data() + piece.size()) {
     to.append_borrowed(bytes);
   } else {

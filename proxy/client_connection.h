@@ -35,6 +35,11 @@
 
 namespace kproxy::proxy {
 
+/// Request frames at least this large are forwarded while they arrive, when the pipeline allows
+/// it (ClientConnection::stream_large_request): below it, a frame is read whole and sent in one
+/// write with its neighbours.
+inline constexpr size_t kStreamedRequestMin = 128 << 10;
+
 class Worker;
 
 /// The IntrusiveListHook links it into its worker's registry (Worker::connections_).
@@ -97,6 +102,10 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   static ConnectionKey connection_key(uv_tcp_t* socket, bool accepted);
   /// kproxy reached itself (proxy/self_connection.h): logs what is misconfigured and closes.
   void refuse_self_connection(std::string detail);
+  /// Cut-through: sends what arrived of a large request frame to the broker already, when the
+  /// pipeline allows it (Pipeline::may_stream_request); the rest goes once the frame is whole.
+  /// The send happens while the bytes are hot in the cache, instead of after the whole frame.
+  void stream_large_request();
   /// A draining connection with nothing left in flight or held finishes.
   void finish_drain_if_idle();
   void maybe_destroy();

@@ -112,7 +112,22 @@ void Pipeline::close(CloseReason reason) {
   output_.close(std::move(reason));
 }
 
-bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now) {
+bool Pipeline::may_stream_request(codec::Bytes head) {
+  if (closed_ || sasl_.active() || !held_.empty() || to_broker_ || head.size() < codec::kFrameSizePrefix) return false;
+  codec::RequestHeader header;
+  if (!codec::read_request_header(head.subspan(codec::kFrameSizePrefix), header, nullptr) || header.header_version < 0) return false;
+  switch (static_cast<codec::ApiKey>(header.api_key)) {
+    case codec::ApiKey::kApiVersions:  // the ApiVersions stage may answer it
+    case codec::ApiKey::kSaslHandshake:
+    case codec::ApiKey::kSaslAuthenticate:
+      return false;
+    default:
+      break;
+  }
+  return !rules_.get().may_match(header.api_key);
+}
+
+bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now, bool streamed) {
   if (closed_) return false;
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
   if (sasl_.active()) {
@@ -183,6 +198,14 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   }
 
   ExchangeActions& actions = ctx.actions();
+  if (streamed && (ctx.answered() || actions.request_delay.count() > 0 || actions.to_broker || !held_.empty())) {
+    // Only a fault rule added while the frame arrived gets here (may_stream_request refused
+    // every other case): its start is at the broker already, so it can be neither answered,
+    // delayed nor shaped. Closing is what a broken connection mid-request looks like.
+    close({CloseCategory::kFault, std::string("a fault rule added while a large ") + api_label(header.api_key) +
+                                      " request was being forwarded acts on it before forwarding; its start was already sent"});
+    return false;
+  }
   Slot slot;
   slot.api_key = header.api_key;
   slot.api_version = header.api_version;

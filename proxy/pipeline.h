@@ -98,8 +98,17 @@ class Pipeline {
 
   /// A whole request frame (size prefix included) from the client. False when the connection was
   /// closed because of it. `now`: when it arrived; the frames of one read share one clock
-  /// reading (the connection takes it once per read).
-  bool on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  /// reading (the connection takes it once per read). `streamed`: the frame's first bytes went to
+  /// the broker while it arrived (may_stream_request); it must be forwarded now and unchanged.
+  bool on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now(),
+                        bool streamed = false);
+  /// Cut-through of a large request (docs/architecture.md "Large frames"): may the connection
+  /// send the start of the request frame `head` (size prefix included, the rest still arriving)
+  /// to the broker now? Yes when the frame can only be forwarded unchanged and at once: its
+  /// header parses, its API is one no stage acts on before forwarding (not ApiVersions, not SASL),
+  /// no fault rule names its API, no delayed request is waiting and no transport rule shapes the
+  /// requests. Every stage still sees the whole frame when it is complete (on_request_frame).
+  bool may_stream_request(codec::Bytes head);
   /// A whole response frame from the broker. False when the connection was closed because of it.
   bool on_response_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   /// Gives back the memory of the queue of requests awaiting answers when nothing is in it (the

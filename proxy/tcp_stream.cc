@@ -105,15 +105,17 @@ void TcpStream::append_copy(codec::Bytes bytes) {
   pending_bytes_ += bytes.size();
 }
 
-void TcpStream::append(codec::FrameBuffer&& buffer) {
+void TcpStream::append(codec::FrameBuffer&& buffer, size_t already_sent) {
+  already_sent = std::min(already_sent, buffer.size());
   if (tls_) {
-    append(buffer.bytes());  // encrypted from the buffer; it goes when this returns
+    append(buffer.bytes().subspan(already_sent));  // encrypted from the buffer; it goes when this returns
     return;
   }
-  if (buffer.empty()) return;
-  pending_bytes_ += buffer.size();
+  if (buffer.size() == already_sent) return;
+  pending_bytes_ += buffer.size() - already_sent;
   Segment s;
   s.owned = std::move(buffer);
+  s.sent = already_sent;
   pending_.push_back(std::move(s));
 }
 

@@ -96,8 +96,9 @@ class TcpStream {
 
   /// Queues a copy of `bytes`. Call flush() when done appending.
   void append(codec::Bytes bytes);
-  /// Queues `buffer` itself (moved in, no copy).
-  void append(codec::FrameBuffer&& buffer);
+  /// Queues `buffer` itself (moved in, no copy), but for its first `already_sent` bytes, which
+  /// went out before (a frame forwarded while it arrived: FrameReader::take_unstreamed).
+  void append(codec::FrameBuffer&& buffer, size_t already_sent = 0);
   /// Queues a view of `bytes`, which must stay valid and unchanged until the next flush().
   void append_borrowed(codec::Bytes bytes);
   /// Sends what was appended; afterwards nothing borrowed is held. Returns false if the socket
@@ -132,7 +133,7 @@ class TcpStream {
   struct Segment {
     codec::FrameBuffer owned;
     codec::Bytes borrowed;
-    size_t sent = 0;          ///< bytes of it already written (only the first segment)
+    size_t sent = 0;          ///< bytes of it already written (or sent before it was queued)
     bool is_borrowed = false;
     bool copies = false;      ///< holds append() copies: later copies go on its end
     codec::Bytes unsent() const { return (is_borrowed ? borrowed : owned.bytes()).subspan(sent); }

@@ -107,6 +107,7 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"self_connections", "Connections refused because kproxy connected to itself (a broker advertises kproxy's own address)."},
     {"frame_memory_refusals", "Connections closed because their partial frame would pass limits.max_buffered_frame_bytes."},
     {"connections_handed_over", "Client connections accepted by one worker and served by another with fewer connections."},
+    {"requests_streamed", "Large requests forwarded to the broker while they were still arriving (cut-through)."},
 }};
 }  // namespace
 

@@ -111,6 +111,7 @@ enum class ProxyEvent : uint8_t {
   kSelfConnection,           ///< kproxy connected to itself (proxy/self_connection.h)
   kFrameMemoryRefusal,       ///< a frame refused over limits.max_buffered_frame_bytes
   kConnectionHandedOver,     ///< accepted by one worker, served by another (proxy/connection_balancer.h)
+  kRequestStreamed,          ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
   kCount,
 };
 /// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.

@@ -1,11 +1,11 @@
 #include "proxy/tls/tls_session.h"
 
-#include <openssl/buffer.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include <uv.h>
 
@@ -17,10 +17,7 @@ namespace {
 constexpr size_t kEncryptAtOnce = 16 << 10;
 // Decrypted bytes are handed over in runs of at most this many.
 constexpr size_t kPlaintextChunk = 64 << 10;
-// Ciphertext goes into the input BIO, and plaintext is encrypted, in pieces of this size, so
-// neither memory BIO grows with the frame size (a 1 MiB frame does not leave 1 MiB buffers).
-constexpr size_t kFeedPiece = 32 << 10;
-// An emptied memory BIO whose buffer grew beyond this is replaced by a fresh one.
+// An emptied output buffer that grew beyond this is given back.
 constexpr size_t kKeptBioCapacity = 64 << 10;
 // The first byte of a TLS handshake record (RFC 8446 5.1, ContentType handshake).
 constexpr uint8_t kHandshakeRecord = 0x16;
@@ -30,26 +27,68 @@ bool is_ip_address(const std::string& host) {
   sockaddr_in6 a6{};
   return uv_ip4_addr(host.c_str(), 0, &a4) == 0 || uv_ip6_addr(host.c_str(), 0, &a6) == 0;
 }
-// A memory BIO for received ciphertext: empty means "wait for more bytes", not end of stream.
-BIO* new_input_bio() {
-  BIO* bio = BIO_new(BIO_s_mem());
-  BIO_set_mem_eof_return(bio, -1);
-  return bio;
-}
-// Bytes a memory BIO has allocated.
-size_t capacity(BIO* bio) {
-  BUF_MEM* mem = nullptr;
-  BIO_get_mem_ptr(bio, &mem);
-  return mem ? mem->max : 0;
+
+int bio_create(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
 }
 }  // namespace
 
+int TlsSession::read_input(BIO* bio, char* out, int len) {
+  auto* self = static_cast<TlsSession*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  if (self->input_.empty() || len <= 0) {
+    BIO_set_retry_read(bio);  // "wait for more bytes", not end of stream
+    return -1;
+  }
+  size_t n = std::min(self->input_.size(), static_cast<size_t>(len));
+  std::memcpy(out, self->input_.data(), n);
+  self->input_ = self->input_.subspan(n);
+  return static_cast<int>(n);
+}
+
+int TlsSession::write_output(BIO* bio, const char* in, int len) {
+  auto* self = static_cast<TlsSession*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  if (len <= 0) return 0;
+  self->output_.insert(self->output_.end(), reinterpret_cast<const uint8_t*>(in), reinterpret_cast<const uint8_t*>(in) + len);
+  return len;
+}
+
+long TlsSession::control(BIO* bio, int cmd, long, void*) {
+  auto* self = static_cast<TlsSession*>(BIO_get_data(bio));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;  // nothing is buffered below the output
+    case BIO_CTRL_PENDING: return static_cast<long>(self->input_.size());
+    case BIO_CTRL_WPENDING: return static_cast<long>(self->output_.size());
+    default: return 0;  // not at EOF; no kTLS, no datagrams
+  }
+}
+
 TlsSession::TlsSession(const TlsContext& context, std::string server_name)
     : server_name_(std::move(server_name)), is_client_(context.role() == TlsContext::Role::kClient) {
+  // One BIO_METHOD per direction for the process (thread-safe static initialisation; they live
+  // until exit, as OpenSSL's own methods do).
+  static BIO_METHOD* const input_method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kproxy TLS input");
+    BIO_meth_set_read(m, &TlsSession::read_input);
+    BIO_meth_set_ctrl(m, &TlsSession::control);
+    BIO_meth_set_create(m, bio_create);
+    return m;
+  }();
+  static BIO_METHOD* const output_method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kproxy TLS output");
+    BIO_meth_set_write(m, &TlsSession::write_output);
+    BIO_meth_set_ctrl(m, &TlsSession::control);
+    BIO_meth_set_create(m, bio_create);
+    return m;
+  }();
   ssl_ = SSL_new(context.native());
-  network_in_ = new_input_bio();
-  network_out_ = BIO_new(BIO_s_mem());
-  SSL_set_bio(ssl_, network_in_, network_out_);
+  BIO* in = BIO_new(input_method);
+  BIO* out = BIO_new(output_method);
+  BIO_set_data(in, this);
+  BIO_set_data(out, this);
+  SSL_set_bio(ssl_, in, out);  // owned by ssl_ from here on
   SSL_set_app_data(ssl_, &rejected_);
   if (!is_client_) {
     SSL_set_accept_state(ssl_);
@@ -117,27 +156,17 @@ TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::funct
     // say so plainly instead of OpenSSL's "wrong version number".
     if (!is_client_ && ciphertext[0] != kHandshakeRecord) return fail(not_tls_from_client(ciphertext[0]));
   }
-  // Fed in record-sized pieces, each decrypted before the next: the input BIO stays small.
-  while (!ciphertext.empty()) {
-    size_t part = std::min(ciphertext.size(), kFeedPiece);
-    if (BIO_write(network_in_, ciphertext.data(), static_cast<int>(part)) != static_cast<int>(part)) {
-      return fail(TlsFailure{TlsFailure::Kind::kOther, "cannot buffer received TLS bytes"});
-    }
-    ciphertext = ciphertext.subspan(part);
-    if (!established_) {
-      Status s = handshake();
-      if (s != Status::kOk) return s;
-      if (!established_) continue;
-    }
+  // The input BIO reads these bytes in place during this call (OpenSSL keeps a partial record
+  // in its own buffer): a handshake reads until it needs more, SSL_read until nothing is left.
+  input_ = ciphertext;
+  Status s = Status::kOk;
+  if (!established_) s = handshake();
+  if (s == Status::kOk && established_) {
     bool stopped = false;
-    Status s = decrypt_available(on_plaintext, stopped);
-    if (s != Status::kOk || stopped) return s;
+    s = decrypt_available(on_plaintext, stopped);
   }
-  if (BIO_ctrl_pending(network_in_) == 0 && capacity(network_in_) > kKeptBioCapacity) {
-    network_in_ = new_input_bio();
-    SSL_set0_rbio(ssl_, network_in_);  // frees the old one
-  }
-  return Status::kOk;
+  input_ = {};  // a view of the caller's bytes: never kept past the call
+  return s;
 }
 
 TlsSession::Status TlsSession::decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, bool& stopped) {
@@ -198,19 +227,13 @@ void TlsSession::close_notify() {
   SSL_shutdown(ssl_);
 }
 
-size_t TlsSession::output_size() const { return BIO_ctrl_pending(network_out_); }
+size_t TlsSession::output_size() const { return output_.size(); }
 
 void TlsSession::take_output(const std::function<void(codec::Bytes)>& sink) {
-  char* data = nullptr;
-  long n = BIO_get_mem_data(network_out_, &data);
-  if (n <= 0) return;
-  sink(codec::Bytes(reinterpret_cast<const uint8_t*>(data), static_cast<size_t>(n)));
-  if (capacity(network_out_) > kKeptBioCapacity) {
-    network_out_ = BIO_new(BIO_s_mem());
-    SSL_set0_wbio(ssl_, network_out_);  // frees the old one
-  } else {
-    (void)BIO_reset(network_out_);
-  }
+  if (output_.empty()) return;
+  sink(codec::Bytes(output_.data(), output_.size()));
+  output_.clear();
+  if (output_.capacity() > kKeptBioCapacity) std::vector<uint8_t>().swap(output_);
 }
 
 bool TlsSession::take_just_established() {

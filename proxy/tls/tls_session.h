@@ -1,9 +1,14 @@
-// TlsSession: one connection's TLS state, an OpenSSL SSL whose network side is a pair of memory
-// BIOs, so the ciphertext travels over libuv like any other bytes and nothing blocks.
+// TlsSession: one connection's TLS state, an OpenSSL SSL whose network side is a pair of BIOs of
+// kproxy's own over memory, so the ciphertext travels over libuv like any other bytes and nothing
+// blocks.
 //
-//   socket bytes ──► receive() ──► read BIO ──► SSL ──► plaintext callback
+//   socket bytes ──► receive() ──► input BIO (reads the received bytes in place) ──► SSL ──► plaintext callback
 //   send(plaintext) ──► (held until established, small writes batched until encrypt())
-//                       ──► SSL ──► write BIO ──► take_output() ──► socket
+//                       ──► SSL ──► output BIO (appends to a buffer) ──► take_output() ──► socket
+//
+// Not OpenSSL's memory BIOs: those copy every received byte into their own buffer first, and
+// zero their buffers as they grow and on every reset (BUF_MEM_grow_clean, BIO_reset), which
+// perf showed as 3.6 % of kproxy's CPU with TLS on both legs at 1 KiB frames (bench/tls/README.md).
 //
 // The handshake runs inside receive(): handshake messages the peer must get appear in the output.
 // Plaintext sent before the handshake completes is held and encrypted as soon as it does.
@@ -86,9 +91,16 @@ class TlsSession {
   Status write_encrypted(codec::Bytes plaintext);
   Status decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, bool& stopped);
 
+  // The BIOs' callbacks (BIO_METHODs made once per process, tls_session.cc).
+  static int read_input(BIO* bio, char* out, int len);
+  static int write_output(BIO* bio, const char* in, int len);
+  static long control(BIO* bio, int cmd, long num, void* ptr);
+
   SSL* ssl_ = nullptr;
-  BIO* network_in_ = nullptr;   ///< ciphertext from the socket (owned by ssl_)
-  BIO* network_out_ = nullptr;  ///< ciphertext for the socket (owned by ssl_)
+  /// Received ciphertext not yet read by the SSL: a view of receive()'s argument, during that call only.
+  codec::Bytes input_;
+  /// Ciphertext for the socket, until take_output().
+  std::vector<uint8_t> output_;
   std::string server_name_;
   RejectedCertificate rejected_;  ///< filled by the verify callback (SSL_get_app_data)
   std::vector<uint8_t> held_;

@@ -350,3 +350,46 @@ TEST_CASE("FrameReader: a frame of exactly the limit passes, one byte more is re
   CHECK(strict.error() == "frame size 1025 exceeds the limit of 1024 bytes");
   CHECK(strict.buffered() == 0);  // nothing of the refused frame was gathered
 }
+
+TEST_CASE("FrameReader hands out a large frame's bytes as they arrive, and the whole frame at its end") {
+  // Given a 200,000-byte frame (then a small one) arriving in three pieces
+  std::vector<uint8_t> big = big_frame(200000, 7);
+  std::vector<uint8_t> small = big_frame(10, 8);
+  std::vector<uint8_t> stream = big;
+  stream.insert(stream.end(), small.begin(), small.end());
+  FrameReader reader(1 << 20);
+  std::vector<uint8_t> streamed;
+  std::vector<std::vector<uint8_t>> frames;
+  std::vector<size_t> streamed_at_frame;
+  auto on_frame = [&](Bytes f) {
+    frames.emplace_back(f.begin(), f.end());
+    streamed_at_frame.push_back(reader.streamed());
+    return true;
+  };
+  // When the first piece is in, the reader holds a partial frame of the announced size
+  REQUIRE(reader.feed(Bytes(stream.data(), 1000), on_frame));
+  CHECK(reader.partial_frame_size() == big.size());
+  CHECK(reader.partial_frame().size() == 1000);
+  CHECK(reader.streamed() == 0);
+  // And taking what is unstreamed gives those bytes once
+  Bytes first = reader.take_unstreamed();
+  streamed.insert(streamed.end(), first.begin(), first.end());
+  CHECK(reader.streamed() == 1000);
+  CHECK(reader.take_unstreamed().empty());
+  // When more arrives, only the new bytes are handed out
+  REQUIRE(reader.feed(Bytes(stream.data() + 1000, 99000), on_frame));
+  Bytes second = reader.take_unstreamed();
+  CHECK(second.size() == 99000);
+  streamed.insert(streamed.end(), second.begin(), second.end());
+  // When the rest arrives, on_frame sees the whole frame and how much of it was streamed
+  REQUIRE(reader.feed(Bytes(stream.data() + 100000, stream.size() - 100000), on_frame));
+  REQUIRE(frames.size() == 2);
+  CHECK(frames[0] == big);
+  CHECK(frames[1] == small);
+  CHECK(streamed_at_frame == std::vector<size_t>{100000, 0});
+  CHECK(std::equal(streamed.begin(), streamed.end(), big.begin()));
+  // And the next frame starts unstreamed
+  CHECK(reader.streamed() == 0);
+  CHECK(reader.partial_frame().empty());
+  CHECK(reader.partial_frame_size() == 0);
+}

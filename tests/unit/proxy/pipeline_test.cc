@@ -394,3 +394,60 @@ TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earli
   }
   close_loop(&loop);
 }
+
+TEST_CASE("pipeline: a large request may be streamed only when nothing can act on it before forwarding") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    auto heartbeat = heartbeat_request(7);
+    codec::Bytes head(heartbeat.data(), heartbeat.size());
+    // Given no fault rules, a Heartbeat may go while it arrives; ApiVersions (the stage may
+    // answer it) and a head too short for the header may not
+    CHECK(p.may_stream_request(head));
+    CHECK_FALSE(p.may_stream_request(head.first(9)));
+    auto api_versions = request_frame(18, 3, 1, {0});
+    CHECK_FALSE(p.may_stream_request(codec::Bytes(api_versions.data(), api_versions.size())));
+    // When a rule names Heartbeat (whatever its action), it may not
+    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay_ms":1}})");
+    CHECK_FALSE(p.may_stream_request(head));
+    // And a rule on another API leaves Heartbeat streamable
+    control.reset_rules();
+    put(control, "other", R"({"match":{"api":"Produce"},"action":{"error":"NOT_LEADER_OR_FOLLOWER"}})");
+    CHECK(p.may_stream_request(head));
+    // A streamed request without rules is forwarded as usual; its response comes back in order
+    REQUIRE(p.on_request_frame(head, std::chrono::steady_clock::now(), /*streamed=*/true));
+    CHECK(rec.to_broker.size() == 1);
+    auto response = heartbeat_response(7);
+    REQUIRE(answer(p, response));
+    CHECK(rec.to_client.size() == 1);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a rule added while a streamed request arrived closes the connection instead of delaying half a request") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    auto heartbeat = heartbeat_request(7);
+    codec::Bytes frame(heartbeat.data(), heartbeat.size());
+    // Given the start of a request was streamed while no rule applied
+    REQUIRE(p.may_stream_request(frame));
+    // When a delay rule for its API is added before the frame is complete
+    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay_ms":50}})");
+    // Then the whole frame is not forwarded a second time, and the connection closes with a fault reason
+    CHECK_FALSE(p.on_request_frame(frame, std::chrono::steady_clock::now(), /*streamed=*/true));
+    CHECK(rec.to_broker.empty());
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kFault);
+    CHECK(rec.closed->detail.find("Heartbeat") != std::string::npos);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
