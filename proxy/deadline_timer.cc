@@ -13,6 +13,9 @@ void DeadlineTimer::arm(std::chrono::steady_clock::time_point at) {
     handle_.reset();  // a handle closed by libuv's own shutdown walk is let go first
     handle_.init(loop_, this, uv_timer_init);
   }
+  // libuv counts the wait from its cached loop time, which is as old as the loop turn: refreshed
+  // first, or a timer armed late in a long turn (or before the loop first ran) fires that much early.
+  uv_update_time(loop_);
   auto now = std::chrono::steady_clock::now();
   // +1: libuv's clock is in whole milliseconds, so a truncated wait could fire just early.
   auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;

@@ -32,6 +32,16 @@ int bio_create(BIO* bio) {
   BIO_set_init(bio, 1);
   return 1;
 }
+
+BIO_METHOD* bio_method(const char* name, int (*read)(BIO*, char*, int), int (*write)(BIO*, const char*, int),
+                       long (*control)(BIO*, int, long, void*)) {
+  BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, name);
+  if (read) BIO_meth_set_read(m, read);
+  if (write) BIO_meth_set_write(m, write);
+  BIO_meth_set_ctrl(m, control);
+  BIO_meth_set_create(m, bio_create);
+  return m;
+}
 }  // namespace
 
 int TlsSession::read_input(BIO* bio, char* out, int len) {
@@ -69,20 +79,8 @@ TlsSession::TlsSession(const TlsContext& context, std::string server_name)
     : server_name_(std::move(server_name)), is_client_(context.role() == TlsContext::Role::kClient) {
   // One BIO_METHOD per direction for the process (thread-safe static initialisation; they live
   // until exit, as OpenSSL's own methods do).
-  static BIO_METHOD* const input_method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kproxy TLS input");
-    BIO_meth_set_read(m, &TlsSession::read_input);
-    BIO_meth_set_ctrl(m, &TlsSession::control);
-    BIO_meth_set_create(m, bio_create);
-    return m;
-  }();
-  static BIO_METHOD* const output_method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kproxy TLS output");
-    BIO_meth_set_write(m, &TlsSession::write_output);
-    BIO_meth_set_ctrl(m, &TlsSession::control);
-    BIO_meth_set_create(m, bio_create);
-    return m;
-  }();
+  static BIO_METHOD* const input_method = bio_method("kproxy TLS input", &TlsSession::read_input, nullptr, &TlsSession::control);
+  static BIO_METHOD* const output_method = bio_method("kproxy TLS output", nullptr, &TlsSession::write_output, &TlsSession::control);
   ssl_ = SSL_new(context.native());
   BIO* in = BIO_new(input_method);
   BIO* out = BIO_new(output_method);

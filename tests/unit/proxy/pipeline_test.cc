@@ -411,7 +411,7 @@ TEST_CASE("pipeline: a large request may be streamed only when nothing can act o
     auto api_versions = request_frame(18, 3, 1, {0});
     CHECK_FALSE(p.may_stream_request(codec::Bytes(api_versions.data(), api_versions.size())));
     // When a rule names Heartbeat (whatever its action), it may not
-    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay_ms":1}})");
+    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":1,"side":"request"}})");
     CHECK_FALSE(p.may_stream_request(head));
     // And a rule on another API leaves Heartbeat streamable
     control.reset_rules();
@@ -440,7 +440,7 @@ TEST_CASE("pipeline: a rule added while a streamed request arrived closes the co
     // Given the start of a request was streamed while no rule applied
     REQUIRE(p.may_stream_request(frame));
     // When a delay rule for its API is added before the frame is complete
-    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay_ms":50}})");
+    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":50,"side":"request"}})");
     // Then the whole frame is not forwarded a second time, and the connection closes with a fault reason
     CHECK_FALSE(p.on_request_frame(frame, std::chrono::steady_clock::now(), /*streamed=*/true));
     CHECK(rec.to_broker.empty());
