@@ -171,19 +171,31 @@ TlsSession::Status TlsSession::decrypt_available(const std::function<bool(codec:
   // On the heap: a 64 KiB thread_local array would grow every thread's static TLS block.
   static thread_local std::vector<uint8_t> plaintext(kPlaintextChunk);
   for (;;) {
-    ERR_clear_error();
-    int n = SSL_read(ssl_, plaintext.data(), static_cast<int>(plaintext.size()));
-    if (n > 0) {
-      if (!on_plaintext(codec::Bytes(plaintext.data(), static_cast<size_t>(n)))) {
-        stopped = true;
-        return Status::kOk;
+    // Every record there is, into one run (up to kPlaintextChunk): the owner handles one piece
+    // per read, not one per record (a read of 1 KiB frames carries many 16 KiB records' worth).
+    size_t filled = 0;
+    int error = SSL_ERROR_NONE;
+    while (filled < plaintext.size()) {
+      ERR_clear_error();
+      int n = SSL_read(ssl_, plaintext.data() + filled, static_cast<int>(plaintext.size() - filled));
+      if (n <= 0) {
+        error = SSL_get_error(ssl_, n);
+        break;
       }
-      continue;
+      filled += static_cast<size_t>(n);
     }
-    int error = SSL_get_error(ssl_, n);
-    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return Status::kOk;
-    if (error == SSL_ERROR_ZERO_RETURN) return Status::kPeerClosed;
-    return fail_from_openssl();
+    Status after = Status::kOk;
+    if (error == SSL_ERROR_ZERO_RETURN) {
+      after = Status::kPeerClosed;
+    } else if (error != SSL_ERROR_NONE && error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
+      after = fail_from_openssl();  // now: the owner's handling of the plaintext may use OpenSSL's error queue
+    }
+    if (filled > 0 && !on_plaintext(codec::Bytes(plaintext.data(), filled))) {
+      stopped = true;
+      return after;
+    }
+    if (error == SSL_ERROR_NONE) continue;  // the run was full: read on
+    return after;
   }
 }
 
