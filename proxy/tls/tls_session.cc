@@ -219,7 +219,7 @@ TlsSession::Status TlsSession::encrypt() {
 }
 
 TlsSession::Status TlsSession::write_encrypted(codec::Bytes plaintext) {
-  // A memory BIO never refuses bytes, so SSL_write takes everything it is given (up to INT_MAX).
+  // The output BIO never refuses bytes, so SSL_write takes everything it is given (up to INT_MAX).
   while (!plaintext.empty()) {
     size_t part = std::min<size_t>(plaintext.size(), INT_MAX);
     ERR_clear_error();
