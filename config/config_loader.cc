@@ -662,7 +662,7 @@ class Loader {
   // No port may be claimed twice (issue #15 bug 4: two listeners sharing broker ports send one
   // cluster's clients to the other). A broker_ports base is checked here as its node 0 port; the
   // ports of other node ids are only known at discovery, where BrokerPortClaims refuses them
-  // (proxy/broker_directory.h). Each conflict is reported at the later of the two keys.
+  // (proxy/cluster/broker_directory.h). Each conflict is reported at the later of the two keys.
   void check_port_claims() {
     for (size_t j = 0; j < claims_.size(); ++j) {
       for (size_t i = 0; i < j; ++i) {

@@ -20,11 +20,11 @@
 #include "config/config_loader.h"
 #include "proxy/admin/admin_runtime.h"
 #include "proxy/cli/ctl_command.h"
-#include "proxy/logging.h"
-#include "proxy/proxy.h"
-#include "proxy/startup_check.h"
+#include "proxy/util/logging.h"
+#include "proxy/runtime/proxy.h"
+#include "proxy/runtime/startup_check.h"
 #include "proxy/cli/tap_client.h"
-#include "proxy/uv_handle.h"
+#include "proxy/net/uv_handle.h"
 
 namespace {
 

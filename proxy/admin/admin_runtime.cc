@@ -7,16 +7,16 @@
 
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
-#include "proxy/broker_directory.h"
+#include "proxy/cluster/broker_directory.h"
 #include "proxy/admin/chaos_routes.h"
 #include "proxy/metrics/frame_metrics.h"
-#include "proxy/frame_observer.h"
+#include "proxy/pipeline/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::admin {
 namespace {
 
-/// Broker nodes refused a kproxy port, by reason (proxy/broker_directory.h BrokerPortRefusal), as
+/// Broker nodes refused a kproxy port, by reason (proxy/cluster/broker_directory.h BrokerPortRefusal), as
 /// kproxy_proxy_broker_ports_refused_total{reason}.
 void export_broker_port_refusals(std::vector<prometheus::MetricFamily>& out) {
   prometheus::MetricFamily f;

@@ -18,7 +18,7 @@
 
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/health.h"
-#include "proxy/proxy.h"
+#include "proxy/runtime/proxy.h"
 
 namespace kproxy::admin {
 

@@ -24,7 +24,7 @@
 //    "window":  {"after": "1s", "for": "10s"}}          // optional, relative to when the rule was set
 //
 // `topic` also matches requests that name topics by id (KIP-516: Produce v13+, Fetch v13+): the
-// id's name comes from the Metadata responses kproxy has forwarded (proxy/topic_names.h).
+// id's name comes from the Metadata responses kproxy has forwarded (proxy/cluster/topic_names.h).
 //
 // Trigger arithmetic: a matching frame is hit number n (1-based, counted atomically across
 // workers). Hits n <= after are skipped; of the rest, k = n - after is injected when the counting

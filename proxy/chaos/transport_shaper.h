@@ -28,8 +28,8 @@
 #include <uv.h>
 
 #include "codec/reader.h"
-#include "proxy/deadline_timer.h"
-#include "proxy/lazy_deque.h"
+#include "proxy/net/deadline_timer.h"
+#include "proxy/util/lazy_deque.h"
 
 namespace kproxy::chaos {
 

@@ -11,7 +11,7 @@
 #include "proxy/chaos/fault_rule.h"
 #include "proxy/metrics/label_values.h"
 #include "proxy/tap/tap_event.h"
-#include "proxy/topic_names.h"
+#include "proxy/cluster/topic_names.h"
 
 namespace kproxy::metrics {
 namespace {

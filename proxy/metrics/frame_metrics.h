@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "proxy/metrics/proxy_metrics.h"
-#include "proxy/close_reason.h"
-#include "proxy/frame_observer.h"
-#include "proxy/stage.h"
+#include "proxy/net/close_reason.h"
+#include "proxy/pipeline/frame_observer.h"
+#include "proxy/pipeline/stage.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::metrics {

@@ -44,7 +44,7 @@
 
 #include <prometheus/metric_family.h>
 
-#include "proxy/close_reason.h"
+#include "proxy/net/close_reason.h"
 
 namespace kproxy::metrics {
 
@@ -108,9 +108,9 @@ enum class ProxyEvent : uint8_t {
   kBrokerPortOpened,
   kBrokerPortFailure,        ///< no port left, or bind failed
   kLoopClosedUncleanly,      ///< a worker loop still had handles at uv_loop_close (a bug)
-  kSelfConnection,           ///< kproxy connected to itself (proxy/self_connection.h)
+  kSelfConnection,           ///< kproxy connected to itself (proxy/net/self_connection.h)
   kFrameMemoryRefusal,       ///< a frame refused over limits.max_buffered_frame_bytes
-  kConnectionHandedOver,     ///< accepted by one worker, served by another (proxy/connection_balancer.h)
+  kConnectionHandedOver,     ///< accepted by one worker, served by another (proxy/runtime/connection_balancer.h)
   kRequestStreamed,          ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
   kCount,
 };

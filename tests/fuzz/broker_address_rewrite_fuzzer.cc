@@ -17,8 +17,8 @@
 #include "codec/frame_reader.h"
 #include "codec/message.h"
 #include "codec/response_header.h"
-#include "proxy/broker_address_rewrite.h"
-#include "proxy/broker_directory.h"
+#include "proxy/cluster/broker_address_rewrite.h"
+#include "proxy/cluster/broker_directory.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace kproxy;

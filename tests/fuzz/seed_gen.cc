@@ -13,7 +13,7 @@
 #include "codec/response_header.h"
 #include "codec/generated/testing/fill.h"
 #include "codec/testing/filler.h"
-#include "proxy/broker_address_rewrite.h"
+#include "proxy/cluster/broker_address_rewrite.h"
 #include "tests/fuzz/api_selector.h"
 
 using namespace kproxy;

@@ -1,6 +1,6 @@
 """`topic:` globs on requests that name topics by id (KIP-516): the Java 4.4 producer sends
 Produce v13 to a 4.4 broker, with TopicId instead of the topic name. kproxy learns id -> name from
-the Metadata responses it forwards (proxy/topic_names.h), so a rule for the topic name
+the Metadata responses it forwards (proxy/cluster/topic_names.h), so a rule for the topic name
 still matches, and its `error` action sets the code of that topic's entries in the v13 response
 (which names the topic by id too)."""
 

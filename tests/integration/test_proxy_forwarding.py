@@ -122,7 +122,7 @@ def test_unknown_api_key_is_forwarded_untouched(kafka):
 def test_large_records_cross_intact_both_ways(kafka, topic_name):
     """Produce requests of ~1 MB and Fetch responses of several MB are split over many TCP reads:
     kproxy reads the rest of such a frame straight into its own buffer and moves that buffer to
-    the other side's write queue (codec/frame_reader.h, proxy/tcp_stream.h); a large request
+    the other side's write queue (codec/frame_reader.h, proxy/net/tcp_stream.h); a large request
     whose API no fault rule names is sent on while it arrives (cut-through). Every byte must
     arrive where it was sent, in order, with nothing lost or duplicated."""
     import hashlib

@@ -415,7 +415,7 @@ def test_bad_certificate_files_are_refused_with_their_position(pki, tmp_path):
     assert lines[0].startswith(f"{config}:6:13: listeners[0].tls.cert: cannot load '{garbage}': not a PEM certificate chain"), r.stderr
     assert lines[1] == (f"{config}:9:11: listeners[0].upstream_tls.ca: cannot load '{tmp_path / 'missing-ca.pem'}': "
                         "No such file or directory"), r.stderr
-    # The start runs the same checks (proxy/startup_check.h): exit 2, the same lines.
+    # The start runs the same checks (proxy/runtime/startup_check.h): exit 2, the same lines.
     started = subprocess.run([kproxy_binary(), "--config", str(config)], capture_output=True, text=True, timeout=30)
     assert started.returncode == 2
     assert started.stderr.strip().splitlines()[:2] == lines[:2], started.stderr

@@ -1,6 +1,6 @@
 """The open-file limit at start (issue #15 weak spot: under RLIMIT_NOFILE 256, 160 of 300
 connections were dropped with no log line). kproxy compares the soft limit with what its config
-may need (proxy/startup_check.h fd_budget), raises it up to the hard limit, and warns with the
+may need (proxy/runtime/startup_check.h fd_budget), raises it up to the hard limit, and warns with the
 numbers when even the hard limit falls short."""
 
 import shutil

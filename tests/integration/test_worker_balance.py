@@ -1,5 +1,5 @@
 """Connections spread over the workers (issue #20): the workers share one listening socket, and
-whichever loop the kernel wakes accepts; the ConnectionBalancer (proxy/connection_balancer.h) hands
+whichever loop the kernel wakes accepts; the ConnectionBalancer (proxy/runtime/connection_balancer.h) hands
 each accepted connection to the worker that serves the fewest. Checked through the
 kproxy_worker_connections{worker} gauge, with every handed-over connection still answered by the
 real broker, and the gauges back at 0 once the clients are gone."""

@@ -8,7 +8,7 @@
 #include "codec/request_header.h"
 #include "codec/response_header.h"
 #include "proxy/metrics/label_values.h"
-#include "proxy/topic_names.h"
+#include "proxy/cluster/topic_names.h"
 
 using namespace kproxy;
 using namespace std::chrono_literals;
@@ -188,7 +188,7 @@ TEST_CASE("frame metrics: opt-in topic and client id labels, topic ids named fro
   t.name = "orders";
   t.topic_id = orders_id;
   f.respond(metadata, 12);
-  // The pipeline learns the ids of every Metadata response it forwards (proxy/topic_names.h).
+  // The pipeline learns the ids of every Metadata response it forwards (proxy/cluster/topic_names.h).
   proxy::learn_topic_ids(metadata, 12, proxy::TopicNames::shared());
   request(fetch, 17, "billing");
 

@@ -1,0 +1,74 @@
+// BrokerAddressRewrite: replaces every broker address in a response with the kproxy address
+// that stands for that broker, so a client never learns (or connects to) a real broker.
+//
+// Where brokers are named (docs/protocol.md "Broker addresses"; KIP-951 for the NodeEndpoints):
+//   Metadata            Brokers[].{NodeId,Host,Port}
+//   FindCoordinator     v0-3 NodeId/Host/Port; v4+ Coordinators[].{NodeId,Host,Port}
+//   DescribeCluster     Brokers[].{BrokerId,Host,Port}
+//   Produce v10+        NodeEndpoints (tagged)     Fetch v16+   NodeEndpoints (tagged)
+//   ShareFetch v1+      NodeEndpoints              ShareAcknowledge v1+  NodeEndpoints
+//   DescribeQuorum v2+  Nodes[].Listeners[].{Host,Port}: controller endpoints kproxy does not
+//                       proxy; a known broker address becomes its kproxy port, any other is
+//                       masked as advertise-host:0 (unreachable, never the real address).
+// Each real address is recorded in the listener's BrokerDirectory, which gives the node its
+// kproxy port. A response without addresses (e.g. a Produce without NodeEndpoints) is left alone
+// and forwarded as its original bytes.
+//
+// Produce and Fetch are the hot path, and their NodeEndpoints (a tagged field, tag 0: KIP-951,
+// ProduceResponse.json / FetchResponse.json) are only sent when the broker redirects a client to a
+// new leader. Their bodies are first walked with codec::scan_response (no allocation); only a body
+// that does carry tag 0 is decoded and rewritten. The scan (error codes and their offsets) is
+// handed back so that later stages (metrics) need not walk the body again.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codec/reader.h"
+#include "codec/generated/response_scan.h"
+#include "proxy/cluster/broker_directory.h"
+
+namespace kproxy::proxy {
+
+class BrokerAddressRewrite {
+ public:
+  /// `advertise`: the host clients are told to connect to.
+  BrokerAddressRewrite(BrokerDirectory& directory, std::string advertise)
+      : directory_(directory), advertise_(std::move(advertise)) {}
+
+  /// True for the APIs whose responses can name brokers.
+  static bool applies_to(int16_t api_key);
+
+  /// A node that got its kproxy port while rewriting: its listener must be opened.
+  struct NewBrokerPort {
+    int32_t node_id;
+    uint16_t port;
+  };
+
+  enum class Outcome : uint8_t {
+    kUnchanged,  ///< forward the original bytes
+    kRewritten,  ///< forward `out` (a whole frame, size prefix patched)
+    kFailed,     ///< the response could not be decoded or an address has no port: close
+  };
+
+  /// Rewrites the response `frame` (size prefix included) of `api_key` at `api_version`, whose
+  /// header has version `header_version` (0 or 1). Newly numbered brokers are appended to `added`.
+  /// When the body was scanned instead of decoded and left unchanged, its scan is stored in
+  /// `*scanned` (if given): valid for `frame`, for the pipeline's later stages.
+  Outcome rewrite(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::vector<uint8_t>& out,
+                  std::vector<NewBrokerPort>& added, std::string& error,
+                  std::optional<codec::ResponseScan>* scanned = nullptr) const;
+
+  /// The tag of KIP-951's NodeEndpoints in ProduceResponse (v10+) and FetchResponse (v16+).
+  static constexpr uint32_t kNodeEndpointsTag = 0;
+
+  const std::string& advertise() const { return advertise_; }
+
+ private:
+  BrokerDirectory& directory_;
+  std::string advertise_;
+};
+
+}  // namespace kproxy::proxy

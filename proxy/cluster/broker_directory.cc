@@ -1,0 +1,154 @@
+#include "proxy/cluster/broker_directory.h"
+
+#include <spdlog/spdlog.h>
+
+namespace kproxy::proxy {
+
+namespace {
+
+std::array<std::atomic<uint64_t>, static_cast<size_t>(BrokerPortRefusal::kCount)> refused_counts{};
+
+}  // namespace
+
+const char* broker_port_refusal_name(BrokerPortRefusal reason) {
+  switch (reason) {
+    case BrokerPortRefusal::kClaimed: return "claimed_by_other";
+    case BrokerPortRefusal::kOverLimit: return "over_max_broker_ports";
+    case BrokerPortRefusal::kNoPort: return "no_port_left";
+    case BrokerPortRefusal::kCount: break;
+  }
+  return "?";
+}
+
+uint64_t broker_ports_refused(BrokerPortRefusal reason) {
+  return refused_counts[static_cast<size_t>(reason)].load(std::memory_order_relaxed);
+}
+
+BrokerPortClaims::BrokerPortClaims(const config::Config& config) {
+  for (size_t i = 0; i < config.listeners.size(); ++i) {
+    const auto& l = config.listeners[i];
+    names_.push_back(l.name);
+    ports_.emplace(l.listen.port, Owner{i, -1, "the bootstrap port of listener '" + l.name + "'"});
+    if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kInOrder) {
+      ranges_.push_back({l.broker_ports.first, l.broker_ports.last, i, "the broker port range of listener '" + l.name + "'"});
+    }
+  }
+  // Last, so that a listener sharing the admin port (refused by the config loader) is named.
+  if (config.admin.listen) ports_.emplace(config.admin.listen->port, Owner{SIZE_MAX, -1, "the admin API"});
+}
+
+std::string BrokerPortClaims::claim(uint16_t port, size_t listener, int32_t node_id) {
+  std::lock_guard lock(mutex_);
+  for (const auto& r : ranges_) {
+    if (port >= r.first && port <= r.last) return r.listener == listener ? "" : r.what;
+  }
+  auto [it, fresh] = ports_.emplace(port, Owner{listener, node_id, {}});
+  if (fresh) return "";
+  const Owner& owner = it->second;
+  if (owner.listener == listener && owner.node_id == node_id) return "";
+  if (!owner.what.empty()) return owner.what;
+  return "broker node " + std::to_string(owner.node_id) + " of listener " +
+         (owner.listener < names_.size() ? "'" + names_[owner.listener] + "'" : std::to_string(owner.listener));
+}
+
+BrokerDirectory::Learned BrokerDirectory::refuse(int32_t node_id, BrokerPortRefusal reason, std::string why) {
+  // Caller holds mutex_. Every response naming the node lands here again: one line, one count.
+  // The nodes remembered are bounded (a broker may name any number of ids): past the bound,
+  // every refusal counts and one line says that later ones are not logged.
+  const bool remembered = refused_nodes_.count(node_id) != 0;
+  if (!remembered && refused_nodes_.size() >= kMaxRefusedNodesRemembered) {
+    refused_counts[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+    if (!refusals_muted_) {
+      refusals_muted_ = true;
+      spdlog::error("listener={} refused {} broker nodes a port: further refusals are counted, not logged",
+                    listener_name_.empty() ? "?" : listener_name_, refused_nodes_.size());
+    }
+  } else if (!remembered) {
+    refused_nodes_.insert(node_id);
+    refused_counts[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+    spdlog::error("listener={} refuses broker node {}: {} (clients of this listener are not given that broker; fix the config, "
+                  "see config/README.md \"Ports\")",
+                  listener_name_.empty() ? "?" : listener_name_, node_id, why);
+  }
+  return {0, false, std::move(why)};
+}
+
+uint16_t BrokerDirectory::offset_port(uint16_t base, int32_t node_id) {
+  if (node_id < 0) return 0;
+  int64_t port = int64_t{base} + node_id;
+  return port <= 65535 ? static_cast<uint16_t>(port) : 0;
+}
+
+BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_view host, int32_t port) {
+  if (port < 0 || port > 65535) return {0, false, {}};  // not an address: never store a truncated port
+  std::lock_guard lock(mutex_);
+  auto it = by_node_.find(node_id);
+  if (it != by_node_.end()) {
+    // A broker may move (restart on another host): new connections follow its latest address.
+    if (it->second.real.host != host || it->second.real.port != port) {
+      it->second.real.host = std::string(host);
+      it->second.real.port = static_cast<uint16_t>(port);
+    }
+    return {it->second.proxy_port, !port_state_[node_id].listening, {}};
+  }
+  if (node_id < 0) return {0, false, {}};
+  if (by_node_.size() >= ports_.max_ports) {
+    return refuse(node_id, BrokerPortRefusal::kOverLimit,
+                  "this listener already gives max_broker_ports = " + std::to_string(ports_.max_ports) + " brokers a port");
+  }
+  uint16_t proxy_port = 0;
+  if (ports_.scheme == config::BrokerPorts::Scheme::kNodeIdOffset) {
+    proxy_port = offset_port(ports_.base, node_id);
+    if (proxy_port == 0) {
+      return refuse(node_id, BrokerPortRefusal::kNoPort,
+                    "broker_ports base " + std::to_string(ports_.base) + " + node id " + std::to_string(node_id) + " is past port 65535");
+    }
+  } else {
+    uint32_t candidate = uint32_t{ports_.first} + next_in_order_;
+    if (candidate > ports_.last) {
+      return refuse(node_id, BrokerPortRefusal::kNoPort,
+                    "broker_port_range " + std::to_string(ports_.first) + "-" + std::to_string(ports_.last) + " is used up");
+    }
+    proxy_port = static_cast<uint16_t>(candidate);
+  }
+  if (claims_) {
+    if (std::string owner = claims_->claim(proxy_port, listener_, node_id); !owner.empty()) {
+      return refuse(node_id, BrokerPortRefusal::kClaimed, "its port " + std::to_string(proxy_port) + " is " + owner);
+    }
+  }
+  if (ports_.scheme == config::BrokerPorts::Scheme::kInOrder) ++next_in_order_;
+  BrokerRoute route{node_id, config::HostPort{std::string(host), static_cast<uint16_t>(port)}, proxy_port};
+  by_node_.emplace(node_id, route);
+  node_by_port_.emplace(proxy_port, node_id);
+  return {proxy_port, true, {}};
+}
+
+uint32_t BrokerDirectory::opened(int32_t node_id) {
+  std::lock_guard lock(mutex_);
+  auto& state = port_state_[node_id];
+  state.listening = true;
+  return state.failed_opens;
+}
+
+uint32_t BrokerDirectory::open_failed(int32_t node_id) {
+  std::lock_guard lock(mutex_);
+  auto& state = port_state_[node_id];
+  if (state.listening) return state.failed_opens;  // another worker's listener is open already
+  return ++state.failed_opens;
+}
+
+std::optional<BrokerRoute> BrokerDirectory::route_for_port(uint16_t proxy_port) const {
+  std::lock_guard lock(mutex_);
+  auto it = node_by_port_.find(proxy_port);
+  if (it == node_by_port_.end()) return std::nullopt;
+  return by_node_.at(it->second);
+}
+
+std::vector<BrokerRoute> BrokerDirectory::routes() const {
+  std::lock_guard lock(mutex_);
+  std::vector<BrokerRoute> out;
+  for (const auto& [id, route] : by_node_) out.push_back(route);
+  return out;
+}
+
+}  // namespace kproxy::proxy

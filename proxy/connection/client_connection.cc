@@ -1,0 +1,386 @@
+#include "proxy/connection/client_connection.h"
+
+#include <sys/socket.h>
+
+#include <cassert>
+
+#include <spdlog/spdlog.h>
+
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/runtime/proxy.h"
+#include "proxy/util/log_throttle.h"
+#include "proxy/net/self_connection.h"
+#include "proxy/tls/tls_session.h"
+#include "proxy/runtime/worker.h"
+
+namespace kproxy::proxy {
+
+ClientConnection::ClientConnection(Worker& worker, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
+                                   uint64_t id)
+    : worker_(worker),
+      listener_(std::move(listener)),
+      config_(std::move(config)),
+      id_(id),
+      client_(worker.loop(), *this, "client"),
+      upstream_(worker.loop(), *this, *this),
+      requests_(config_->limits.max_request_frame_bytes, &worker.proxy().frame_budget()),
+      responses_(config_->limits.max_response_frame_bytes, &worker.proxy().frame_budget()),
+      pipeline_(worker.loop(), worker.proxy().chaos(), &worker.proxy().rewrite(listener_->listener_index),
+                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr}, *this, &metrics_) {}
+
+ClientConnection::~ClientConnection() {
+  worker_.proxy().release_connection();
+}
+
+void ClientConnection::enter(ConnectionState next) {
+  assert(can_transition(state_, next));
+  spdlog::trace("conn={} {} -> {}", id_, state_name(state_), state_name(next));
+  state_ = next;
+}
+
+void ClientConnection::start(const config::HostPort& upstream) {
+  opened_at_ = std::chrono::steady_clock::now();
+  peer_ = client_.peer_address();
+  client_.set_connected();
+  metrics_.opened();
+  uv_tcp_nodelay(client_.handle(), 1);
+  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_->label(), listener_->port, upstream.to_string());
+  // TLS contexts as of now: a reload with renewed certificates applies to later connections.
+  // The upstream session verifies the broker's certificate against the host it is reached by:
+  // the bootstrap host, or the host the broker advertises.
+  tls::ListenerTls tls = worker_.proxy().listener_tls(listener_->listener_index);
+  if (tls.clients) {
+    client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
+    tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(worker_.loop(), [this] {
+      on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
+                                        " ms (limits.tls_handshake_timeout)");
+    });
+    tls_handshake_deadline_->arm(opened_at_ + config_->limits.tls_handshake_timeout);
+  }
+  if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
+  if (ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
+    if (SelfConnectionDetector::instance().accepted(key)) {
+      refuse_self_connection("connection from " + peer_ + ", which is one of kproxy's own upstream sockets");
+      return;
+    }
+    client_endpoint_ = key;
+  }
+  client_.start_reading();
+  upstream_.connect(upstream, config_->limits.connect_timeout);
+}
+
+ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) {
+  sockaddr_storage local{}, peer{};
+  int local_len = sizeof(local), peer_len = sizeof(peer);
+  if (uv_tcp_getsockname(socket, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      uv_tcp_getpeername(socket, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return {};
+  }
+  // Keyed in the direction of the connection: peer -> kproxy for an accepted one, kproxy ->
+  // broker for an upstream one, so a connection kproxy made to itself has one key from both ends.
+  return accepted ? SelfConnectionDetector::connection_key(peer, local) : SelfConnectionDetector::connection_key(local, peer);
+}
+
+void ClientConnection::refuse_self_connection(std::string detail) {
+  metrics::count(metrics::ProxyEvent::kSelfConnection);
+  // A misconfigured cluster makes every client attempt hit this: one error line per 10 s.
+  static LogThrottle throttle(std::chrono::seconds(10));
+  uint64_t suppressed = 0;
+  if (throttle.allow(&suppressed)) {
+    spdlog::error("listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
+                  "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
+                  listener_->label(), detail, suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+  }
+  close({CloseCategory::kSelfConnection, "kproxy connected to itself: " + detail});
+}
+
+void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
+  enter(ConnectionState::kClosing);
+  SelfConnectionDetector::instance().accepted_closed(client_endpoint_);
+  SelfConnectionDetector::instance().upstream_closed(upstream_endpoint_);
+  if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
+  auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
+  spdlog::info("conn={} {}: {} [{}] (client {}, {} requests, {} awaiting the broker, {} bytes in, {} bytes out, open {} ms)", id_, how,
+               reason.detail, close_label(reason.category), peer_, requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
+               metrics_.bytes_out(), lived.count());
+  metrics_.closed(reason.category);
+}
+
+void ClientConnection::close(CloseReason reason) {
+  if (closing()) return;
+  begin_close(reason, "closed");
+  pipeline_.shutdown();
+  client_.close();
+  upstream_.close(/*flush_first=*/false);
+}
+
+void ClientConnection::finish(CloseReason reason) {
+  if (closing()) return;
+  begin_close(reason, "closing after queued responses");
+  pipeline_.shutdown();
+  upstream_.close(/*flush_first=*/true);
+  client_.shutdown_and_close();
+}
+
+void ClientConnection::drain() {
+  begin_drain({CloseCategory::kShutdown, requests_in_ == 0 ? "kproxy is shutting down (nothing in flight)"
+                                                           : "kproxy is shutting down (in-flight requests answered)"});
+}
+
+void ClientConnection::begin_drain(CloseReason reason) {
+  if (closing() || state_ == ConnectionState::kDraining) return;
+  enter(ConnectionState::kDraining);
+  drain_reason_ = std::make_unique<CloseReason>(std::move(reason));
+  client_.stop_reading();
+  finish_drain_if_idle();
+}
+
+void ClientConnection::finish_drain_if_idle() {
+  if (state_ != ConnectionState::kDraining || !pipeline_.idle()) return;
+  finish(std::move(*drain_reason_));
+}
+
+void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
+  if (closing()) return;
+  // Views into `data` queued with append_borrowed must be written or copied before it is reused.
+  struct NothingBorrowedAfter {
+    ClientConnection& c;
+    ~NothingBorrowedAfter() { assert(!c.client_.holds_borrowed() && !c.upstream_.stream().holds_borrowed()); }
+  } check{*this};
+  if (&s == &client_) {
+    metrics_.bytes_in(data.size());
+    // Views into the loop's read buffer may be borrowed; bytes read in place into a frame's own
+    // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
+    client_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
+    // One clock reading for every frame of the read: they all arrived at once.
+    auto now = std::chrono::steady_clock::now();
+    bool ok = requests_.feed(data, [this, now](codec::Bytes frame) {
+      ++requests_in_;
+      return pipeline_.on_request_frame(frame, now, requests_.streamed() > 0);
+    });
+    client_piece_ = {};
+    if (closing()) return;
+    if (!ok) {
+      if (requests_.over_budget()) {
+        close_over_frame_budget(requests_, "request");
+        return;
+      }
+      if (requests_.looks_like_tls()) metrics::count(metrics::ProxyEvent::kTlsOnPlaintext);
+      else metrics::count(metrics::ProxyEvent::kFramingError);
+      close({CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
+      return;
+    }
+    stream_large_request();
+    // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
+    if (!upstream_.stream().flush()) return;
+    if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
+    pipeline_.release_idle_memory();
+    apply_backpressure(client_, upstream_.stream());
+  } else {
+    metrics_.bytes_out(data.size());
+    upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
+    auto now = std::chrono::steady_clock::now();
+    bool ok = responses_.feed(data, [this, now](codec::Bytes frame) { return pipeline_.on_response_frame(frame, now); });
+    upstream_piece_ = {};
+    if (closing()) return;
+    if (!ok) {
+      if (responses_.over_budget()) {
+        close_over_frame_budget(responses_, "response");
+        return;
+      }
+      metrics::count(metrics::ProxyEvent::kFramingError);
+      // The first bytes a TLS listener sends a plaintext client are a TLS record (an alert,
+      // content type 21, or a handshake, 22; RFC 8446 5.1), read as a size of ~350 MB.
+      bool first_bytes = metrics_.bytes_out() == data.size();
+      if (first_bytes && data.size() >= 2 && (data[0] == 0x15 || data[0] == 0x16) && data[1] == 0x03) {
+        close({CloseCategory::kBrokerProtocolError,
+               "protocol mismatch: broker " + upstream_peer() + " answered with TLS (a TLS listener? set upstream_tls): " + responses_.error()});
+        return;
+      }
+      close({CloseCategory::kBrokerProtocolError, "bad response framing from broker: " + responses_.error()});
+      return;
+    }
+    if (!client_.flush()) return;
+    finish_drain_if_idle();
+    if (closing()) return;
+    pipeline_.release_idle_memory();  // nothing in flight: an idle connection holds no queue
+    apply_backpressure(upstream_.stream(), client_);
+  }
+}
+
+void ClientConnection::stream_large_request() {
+  if (requests_.partial_frame_size() < kStreamedRequestMin || state_ != ConnectionState::kForwarding || !upstream_.stream().connected()) {
+    return;
+  }
+  if (requests_.streamed() == 0) {
+    if (!pipeline_.may_stream_request(requests_.partial_frame())) return;  // asked again after the next read
+    metrics::count(metrics::ProxyEvent::kRequestStreamed);
+  }
+  // A view into the reader's buffer: flushed (or copied, when the socket is backed up) before
+  // the next read can move it.
+  upstream_.stream().append_borrowed(requests_.take_unstreamed());
+}
+
+void ClientConnection::close_over_frame_budget(const codec::FrameReader& reader, const char* what) {
+  metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
+  close({CloseCategory::kLimit, std::string(what) + " refused: " + reader.error()});
+}
+
+std::span<uint8_t> ClientConnection::read_space(TcpStream& s) {
+  if (closing()) return {};
+  return &s == &client_ ? requests_.read_space() : responses_.read_space();
+}
+
+void ClientConnection::pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece) {
+  if (reader.holds(bytes)) {
+    size_t streamed = reader.streamed();  // the start of a streamed request is at the broker already
+    to.append(reader.take_frame(), streamed);
+  } else if (!piece.empty() && bytes.data() >= piece.data() && bytes.data() + bytes.size() <= piece.data() + piece.size()) {
+    to.append_borrowed(bytes);
+  } else {
+    to.append(bytes);
+  }
+}
+
+// ---- PipelineOutput ----
+
+void ClientConnection::send_to_broker(codec::Bytes bytes) { pass_on(upstream_.stream(), bytes, requests_, client_piece_); }
+
+void ClientConnection::send_to_client(codec::Bytes bytes) { pass_on(client_, bytes, responses_, upstream_piece_); }
+
+void ClientConnection::flush() {
+  if (closing()) return;
+  if (!upstream_.stream().flush() || !client_.flush() || closing()) return;
+  finish_drain_if_idle();
+  if (closing()) return;
+  // A shaper released bytes (or a held request went out): re-check both ways.
+  apply_backpressure(client_, upstream_.stream());
+  apply_backpressure(upstream_.stream(), client_);
+}
+
+void ClientConnection::reset_client() {
+  // SO_LINGER 0: close() sends RST (a reset_after_bytes fault rule).
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(client_.handle()), &fd) == 0) {
+    struct linger l{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  }
+}
+
+void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) {
+  worker_.proxy().open_broker_port(worker_, listener_->listener_index, node_id, port);
+}
+
+// ---- transport events ----
+
+void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
+  size_t held = &to == &client_ ? pipeline_.held_bytes_to_client() : pipeline_.held_bytes_to_broker();
+  if (to.queued_bytes() + held > kWriteQueueHighWater) {
+    from.stop_reading();
+  } else if (!from.reading() && held < kWriteQueueLowWater && !(state_ == ConnectionState::kDraining && &from == &client_) &&
+             (&from == &client_ || upstream_.stream().connected())) {
+    from.start_reading();
+  }
+}
+
+void ClientConnection::on_stream_error(TcpStream& s, int status, const char* during) {
+  if (closing()) {
+    s.close();
+    return;
+  }
+  if (&s == &client_) {
+    if (status == UV_EOF && !pipeline_.idle()) {
+      // A half-close (shutdown(SHUT_WR)) after the last request: the client still reads. A
+      // broker answers every request it received before it closes, and so does kproxy.
+      begin_drain({CloseCategory::kClientClosed, "client closed its side after " + std::to_string(requests_in_) +
+                                                     " requests; every request was answered"});
+      return;
+    }
+    if (status == UV_EOF) close({CloseCategory::kClientClosed, "client closed the connection"});
+    else close({CloseCategory::kClientClosed, std::string("client ") + during + " failed: " + uv_strerror(status)});
+    return;
+  }
+  metrics::count(metrics::ProxyEvent::kUpstreamDisconnect);
+  std::string reason = status == UV_EOF ? "broker " + upstream_.target().to_string() + " closed the connection"
+                                        : "broker " + upstream_.target().to_string() + " " + during + " failed: " + uv_strerror(status);
+  if (pipeline_.awaiting_broker() > 0) reason += " with " + std::to_string(pipeline_.awaiting_broker()) + " requests in flight";
+  // The client gets the responses already received, then sees the disconnect: nothing in flight
+  // is silently lost.
+  finish({CloseCategory::kBrokerClosed, std::move(reason)});
+}
+
+void ClientConnection::on_stream_writable(TcpStream& s) {
+  if (closing()) return;
+  if (&s == &client_) apply_backpressure(upstream_.stream(), client_);
+  else apply_backpressure(client_, upstream_.stream());
+}
+
+void ClientConnection::on_stream_closed(TcpStream&) { maybe_destroy(); }
+
+std::string ClientConnection::upstream_peer() {
+  std::string resolved = upstream_.stream().peer_address();
+  std::string target = upstream_.target().to_string();
+  return resolved.empty() || resolved == target ? target : target + " (" + resolved + ")";
+}
+
+void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& reason) {
+  if (closing()) {
+    s.close();
+    return;
+  }
+  metrics::count(metrics::ProxyEvent::kTlsFailure);
+  if (&s == &client_) {
+    close({CloseCategory::kTls, "TLS with client " + peer_ + " failed: " + reason});
+    return;
+  }
+  metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
+  close({CloseCategory::kUpstreamConnectFailed, "TLS with broker " + upstream_peer() + " failed: " + reason});
+}
+
+void ClientConnection::on_stream_tls_established(TcpStream& s) {
+  bool client = &s == &client_;
+  if (client && tls_handshake_deadline_) tls_handshake_deadline_->cancel();
+  else upstream_.handshake_done();
+  std::string sni = s.tls()->requested_server_name();
+  spdlog::debug("conn={} TLS with {}: {}{}", id_, client ? "client " + peer_ : "broker " + upstream_peer(), s.tls()->protocol_and_cipher(),
+                sni.empty() ? "" : ", SNI " + sni);
+}
+
+void ClientConnection::on_upstream_connected() {
+  if (closing()) return;
+  spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
+  if (ConnectionKey key = connection_key(upstream_.stream().handle(), /*accepted=*/false); !key.empty()) {
+    if (SelfConnectionDetector::instance().connected(key)) {
+      refuse_self_connection("upstream " + upstream_peer() + " is one of kproxy's own listening ports");
+      return;
+    }
+    upstream_endpoint_ = key;
+  }
+  if (state_ == ConnectionState::kConnecting) enter(ConnectionState::kForwarding);
+  metrics_.upstream_connected();
+  if (!upstream_.stream().flush()) return;
+  upstream_.stream().start_reading();
+  apply_backpressure(client_, upstream_.stream());
+}
+
+void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
+  metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
+  if (!listener_->is_broker_port()) worker_.proxy().bootstrap_unreachable(listener_->listener_index, upstream_.target());
+  close({CloseCategory::kUpstreamConnectFailed, "upstream unavailable: " + reason});
+}
+
+void ClientConnection::on_upstream_is_self(const std::string& detail) {
+  if (closing()) return;
+  refuse_self_connection(detail);
+}
+
+void ClientConnection::on_upstream_part_released() { maybe_destroy(); }
+
+void ClientConnection::maybe_destroy() {
+  if (state_ == ConnectionState::kClosed || !client_.closed() || !upstream_.released()) return;
+  enter(ConnectionState::kClosed);
+  worker_.forget(this);
+  delete this;
+}
+
+}  // namespace kproxy::proxy

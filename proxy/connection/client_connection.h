@@ -1,0 +1,146 @@
+// ClientConnection: one client's connection and the upstream connection made for it, on one loop.
+// It owns the transport: both sockets, framing, backpressure, and the connection's state
+// (proxy/connection/connection_state.h). What happens to each frame is the pipeline's business
+// (proxy/pipeline/pipeline.h): the connection hands it every whole frame and sends what the pipeline gives
+// back through PipelineOutput.
+//
+//   client ─► TcpStream ─► FrameReader ─► Pipeline::on_request_frame ──► send_to_broker ─► upstream TcpStream
+//   client ◄─ TcpStream ◄─ send_to_client ◄── Pipeline::on_response_frame ◄─ FrameReader ◄─ upstream TcpStream
+//
+// Every request is forwarded as its original bytes, without a copy in user space: a large frame
+// is read straight into its own buffer, which then moves to the upstream write queue; frames
+// inside one read are written from the read buffer itself (TcpStream::append_borrowed).
+// Backpressure: reading one side stops while the other side's write queue is above the
+// high-water mark. Every log line carries "conn=<id>"; every close logs its reason.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "codec/frame_reader.h"
+#include "config/config.h"
+#include "proxy/net/close_reason.h"
+#include "proxy/connection/connection_state.h"
+#include "proxy/net/deadline_timer.h"
+#include "proxy/util/intrusive_list.h"
+#include "proxy/runtime/listener.h"
+#include "proxy/metrics/frame_metrics.h"
+#include "proxy/pipeline/pipeline.h"
+#include "proxy/net/self_connection.h"
+#include "proxy/net/tcp_stream.h"
+#include "proxy/net/upstream_connection.h"
+
+namespace kproxy::proxy {
+
+/// Request frames at least this large are forwarded while they arrive, when the pipeline allows
+/// it (ClientConnection::stream_large_request): below it, a frame is read whole and sent in one
+/// write with its neighbours.
+inline constexpr size_t kStreamedRequestMin = 128 << 10;
+
+class Worker;
+
+/// The IntrusiveListHook links it into its worker's registry (Worker::connections_).
+class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput, public IntrusiveListHook {
+ public:
+  /// Created by the worker for an accepted socket: accept into client_stream(), then start().
+  ClientConnection(Worker& worker, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config, uint64_t id);
+  ~ClientConnection() override;
+
+  uv_stream_t* client_stream() { return client_.stream(); }
+  uint64_t id() const { return id_; }
+
+  /// Starts reading the client and connecting to `upstream`.
+  void start(const config::HostPort& upstream);
+  /// Closes both sides now, logging `reason`. The object deletes itself once libuv is done.
+  void close(CloseReason reason) override;
+  /// Stops taking requests; closes once every in-flight request has its response.
+  void drain();
+
+  // TcpStreamEvents
+  void on_stream_read(TcpStream& s, codec::Bytes data) override;
+  void on_stream_error(TcpStream& s, int status, const char* during) override;
+  void on_stream_writable(TcpStream& s) override;
+  void on_stream_closed(TcpStream& s) override;
+  void on_stream_tls_failed(TcpStream& s, const std::string& reason) override;
+  void on_stream_tls_established(TcpStream& s) override;
+  std::span<uint8_t> read_space(TcpStream& s) override;
+
+  // UpstreamConnectionEvents
+  void on_upstream_connected() override;
+  void on_upstream_connect_failed(const std::string& reason) override;
+  void on_upstream_is_self(const std::string& detail) override;
+  void on_upstream_part_released() override;
+
+  // PipelineOutput
+  void send_to_broker(codec::Bytes bytes) override;
+  void send_to_client(codec::Bytes bytes) override;
+  void flush() override;
+  void reset_client() override;
+  void open_broker_port(int32_t node_id, uint16_t port) override;
+
+ private:
+  /// Queues `bytes` on `to` with the least copying: a frame gathered by `reader` is moved over,
+  /// a view into `piece` (the read being handled, flushed before its callback returns) is
+  /// borrowed, anything else is copied.
+  static void pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece);
+  /// Stops reading `from` while `to` has too much queued: its write queue plus what a transport
+  /// fault rule holds for it (Pipeline::held_bytes_to_*) above kWriteQueueHighWater. Resumes
+  /// once `to` is not above the mark and the pipeline holds less than kWriteQueueLowWater.
+  void apply_backpressure(TcpStream& from, TcpStream& to);
+  /// Closes the client after it got what is queued for it (broker gone, drain finished).
+  void finish(CloseReason reason);
+  /// Logs and counts the close, moves to kClosing.
+  void begin_close(const CloseReason& reason, const char* how);
+  /// Stops reading the client and finishes with `reason` once every request has its response.
+  void begin_drain(CloseReason reason);
+  /// `reader`'s frame would pass limits.max_buffered_frame_bytes: counts and closes.
+  void close_over_frame_budget(const codec::FrameReader& reader, const char* what);
+  /// The SelfConnectionDetector key of `socket` (proxy/net/self_connection.h), empty if unknown.
+  static ConnectionKey connection_key(uv_tcp_t* socket, bool accepted);
+  /// kproxy reached itself (proxy/net/self_connection.h): logs what is misconfigured and closes.
+  void refuse_self_connection(std::string detail);
+  /// Cut-through: sends what arrived of a large request frame to the broker already, when the
+  /// pipeline allows it (Pipeline::may_stream_request); the rest goes once the frame is whole.
+  /// The send happens while the bytes are hot in the cache, instead of after the whole frame.
+  void stream_large_request();
+  /// A draining connection with nothing left in flight or held finishes.
+  void finish_drain_if_idle();
+  void maybe_destroy();
+  void enter(ConnectionState next);
+  bool closing() const { return state_ >= ConnectionState::kClosing; }
+
+  Worker& worker_;
+  std::shared_ptr<const ListenerSpec> listener_;  ///< shared with its Listener (ConnectionInfo views its name)
+  std::shared_ptr<const config::Config> config_;
+  uint64_t id_;
+  std::string peer_;
+  /// "127.0.0.1:9093 (10.0.0.5:9093)": the broker as configured or advertised, and where it resolved.
+  std::string upstream_peer();
+  TcpStream client_;
+  UpstreamConnection upstream_;
+  codec::FrameReader requests_;
+  codec::FrameReader responses_;
+  /// The piece of the stream being handled by on_stream_read, per side (empty outside it).
+  codec::Bytes client_piece_;
+  codec::Bytes upstream_piece_;
+  ConnectionState state_ = ConnectionState::kConnecting;
+  /// This connection's keys in the SelfConnectionDetector (empty = not registered).
+  ConnectionKey client_endpoint_;
+  ConnectionKey upstream_endpoint_;
+  /// Why a draining connection closes once idle: kproxy shuts down, or the client half-closed
+  /// (on the heap: only a draining connection has one).
+  std::unique_ptr<CloseReason> drain_reason_;
+  metrics::ConnectionMetrics metrics_{listener_->listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
+  /// The stages every frame passes through (proxy/pipeline/pipeline.h); keeps responses in request order.
+  Pipeline pipeline_;
+  /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout
+  /// (made for TLS clients only).
+  std::unique_ptr<DeadlineTimer> tls_handshake_deadline_;
+  std::chrono::steady_clock::time_point opened_at_;
+  uint64_t requests_in_ = 0;
+};
+
+}  // namespace kproxy::proxy

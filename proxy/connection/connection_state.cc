@@ -1,0 +1,16 @@
+#include "proxy/connection/connection_state.h"
+
+namespace kproxy::proxy {
+
+std::string_view state_name(ConnectionState state) {
+  switch (state) {
+    case ConnectionState::kConnecting: return "connecting";
+    case ConnectionState::kForwarding: return "forwarding";
+    case ConnectionState::kDraining: return "draining";
+    case ConnectionState::kClosing: return "closing";
+    case ConnectionState::kClosed: return "closed";
+  }
+  return "unknown";
+}
+
+}  // namespace kproxy::proxy

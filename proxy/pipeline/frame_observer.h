@@ -1,0 +1,43 @@
+// FrameObserver: what watches every frame without changing it (metrics, tap). The pipeline's
+// last stage (proxy/pipeline/stages/observer_stage.h) calls it; fault rules report their injections to it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "proxy/pipeline/frame_context.h"
+
+namespace kproxy::chaos {
+struct FaultRule;
+}
+
+namespace kproxy::proxy {
+
+/// A rule fired on a frame.
+struct FaultEvent {
+  const chaos::FaultRule& rule;
+  int16_t api_key;
+  int16_t api_version;
+  const ConnectionInfo& connection;
+};
+
+/// Observes every frame (metrics, tap). Called on the worker's loop thread: must be quick and must
+/// not block. Install one process-wide with set_frame_observer() before connections open.
+class FrameObserver {
+ public:
+  virtual ~FrameObserver() = default;
+  /// A request as it leaves for the broker (or is answered by kproxy).
+  virtual void on_request(const RequestContext&) {}
+  /// A response as it goes to the client; `latency` = broker round trip seen by kproxy (0 for
+  /// synthetic answers).
+  virtual void on_response(const ResponseContext&, std::chrono::nanoseconds /*latency*/) {}
+  /// A fault rule injected its action on a frame.
+  virtual void on_fault_injected(const FaultEvent&) {}
+};
+
+/// Sets the process-wide observer (nullptr = none). Connections opened afterwards use it.
+void set_frame_observer(std::shared_ptr<FrameObserver> observer);
+std::shared_ptr<FrameObserver> frame_observer();
+
+}  // namespace kproxy::proxy

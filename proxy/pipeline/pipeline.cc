@@ -1,0 +1,426 @@
+#include "proxy/pipeline/pipeline.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include <spdlog/spdlog.h>
+
+#include "codec/generated/api_keys.h"
+#include "codec/frame_reader.h"
+#include "codec/response_header.h"
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/metrics/frame_metrics.h"
+#include "proxy/pipeline/request_fields.h"
+
+namespace kproxy::proxy {
+
+/// One request that gets an answer (from the broker or from a stage), in request order.
+struct Pipeline::Slot {
+  enum class Kind : uint8_t {
+    kKafka,      ///< forwarded (or to be): the broker answers with a Kafka response
+    kSaslToken,  ///< a raw SASL token after SaslHandshake v0: its answer is a raw token too
+    kSynthetic,  ///< answered by a stage: bytes ready from the start
+  };
+  Kind kind = Kind::kKafka;
+  int16_t api_key = -1;
+  int16_t api_version = -1;
+  int32_t correlation_id = 0;
+  int8_t response_header_version = -1;  ///< -1 for APIs or versions kproxy does not know
+  bool ready = false;                   ///< bytes (or the drop/close decision) are known
+  std::chrono::steady_clock::time_point sent_at{};
+  std::chrono::steady_clock::time_point release_at{};
+  std::vector<uint8_t> bytes;
+  /// What the stages decided for the response, when anything (ExchangeActions::affect_response()):
+  /// most exchanges have nothing, and a slot without it is a fifth of the size.
+  std::unique_ptr<ExchangeActions> actions;
+};
+
+namespace {
+/// `actions` on the heap when they affect the response, else nothing.
+std::unique_ptr<ExchangeActions> keep_if_any(ExchangeActions&& actions) {
+  if (!actions.affect_response()) return nullptr;
+  return std::make_unique<ExchangeActions>(std::move(actions));
+}
+}  // namespace
+
+struct Pipeline::HeldRequest {
+  std::vector<uint8_t> frame;
+  bool expects_response = true;
+  std::chrono::steady_clock::time_point release_at;
+  std::optional<chaos::TransportToxic> toxic;  ///< bandwidth / slice of the request
+};
+
+Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info,
+                   PipelineOutput& output, metrics::ConnectionMetrics* metrics)
+    : info_(std::move(info)),
+      loop_(loop),
+      output_(output),
+      metrics_(metrics),
+      rules_(chaos),
+      broker_address_(rewrite, output),
+      api_versions_(rules_),
+      faults_(rules_, frame_observer(), info_.id),
+      observer_(frame_observer()) {}
+
+Pipeline::~Pipeline() { shutdown(); }
+
+void Pipeline::release_idle_memory() { slots_.release_if_empty(); }
+
+void Pipeline::shutdown() {
+  closed_ = true;
+  if (timer_) timer_->cancel();
+  if (metrics_) {
+    while (awaiting_broker_ > 0) {
+      metrics_->response_popped();
+      --awaiting_broker_;
+    }
+  }
+  slots_.clear();
+  held_.clear();
+  forwarded_ahead_ = answered_ahead_ = awaiting_broker_ = 0;
+  held_request_bytes_ = held_response_bytes_ = 0;
+  if (to_client_) to_client_->shutdown();
+  if (to_broker_) to_broker_->shutdown();
+}
+
+void Pipeline::shape_to_broker(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
+  if (!to_broker_ && (!toxic || !toxic->any())) {
+    output_.send_to_broker(bytes);  // nothing shapes this direction: no hop through a shaper
+    return;
+  }
+  if (!to_broker_) {
+    to_broker_ = std::make_unique<chaos::TransportShaper>(loop_, [this](codec::Bytes b) { output_.send_to_broker(b); },
+                                                          [this] { output_.flush(); });
+  }
+  to_broker_->send(bytes, toxic);
+}
+
+void Pipeline::shape_to_client(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
+  if (!to_client_ && (!toxic || !toxic->any())) {
+    output_.send_to_client(bytes);
+    return;
+  }
+  if (!to_client_) {
+    to_client_ = std::make_unique<chaos::TransportShaper>(loop_, [this](codec::Bytes b) { output_.send_to_client(b); },
+                                                          [this] { output_.flush(); });
+  }
+  to_client_->send(bytes, toxic);
+}
+
+void Pipeline::close(CloseReason reason) {
+  closed_ = true;
+  output_.close(std::move(reason));
+}
+
+bool Pipeline::may_stream_request(codec::Bytes head) {
+  if (closed_ || sasl_.active() || !held_.empty() || to_broker_ || head.size() < codec::kFrameSizePrefix) return false;
+  codec::RequestHeader header;
+  if (!codec::read_request_header(head.subspan(codec::kFrameSizePrefix), header, nullptr) || header.header_version < 0) return false;
+  switch (static_cast<codec::ApiKey>(header.api_key)) {
+    case codec::ApiKey::kApiVersions:  // the ApiVersions stage may answer it
+    case codec::ApiKey::kSaslHandshake:
+    case codec::ApiKey::kSaslAuthenticate:
+      return false;
+    default:
+      break;
+  }
+  return !rules_.get().may_match(header.api_key);
+}
+
+bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now, bool streamed) {
+  if (closed_) return false;
+  codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
+  if (sasl_.active()) {
+    codec::RequestHeader probe;
+    bool parses = codec::read_request_header(message, probe, nullptr) && probe.header_version >= 0;
+    if (sasl_.is_raw_token(parses)) {
+      metrics::count(metrics::ProxyEvent::kSaslRawToken);
+      bool answered = sasl_.tokens_are_answered();
+      if (answered) {
+        Slot slot;
+        slot.kind = Slot::Kind::kSaslToken;
+        slots_.push_back(std::move(slot));
+      } else {
+        unanswered_sasl_tokens_ = true;
+      }
+      if (!held_.empty()) hold(frame, answered, std::chrono::milliseconds(0), std::nullopt, now);  // keeps its place behind a delay
+      else forward(frame, answered, std::nullopt, now);
+      return true;
+    }
+  }
+  codec::RequestHeader header;
+  std::string error;
+  if (!codec::read_request_header(message, header, &error)) {
+    metrics::count(metrics::ProxyEvent::kMalformedRequest);
+    close({CloseCategory::kClientProtocolError, "malformed request header: " + error});
+    return false;
+  }
+  unanswered_sasl_tokens_ = false;
+  bool expects_response = true;
+  if (header.header_version < 0) {
+    metrics::count(metrics::ProxyEvent::kRequestUnknownVersion);
+    spdlog::debug("conn={} forwarding api key {} ({}) v{} untouched: unknown to kproxy", info_.id, header.api_key, api_label(header.api_key),
+                  header.api_version);
+  } else {
+    codec::Bytes body = message.subspan(header.size);
+    if (header.api_key == static_cast<int16_t>(codec::ApiKey::kProduce)) {
+      auto acks = produce_request_acks(body, header.api_version);
+      if (!acks) {
+        metrics::count(metrics::ProxyEvent::kMalformedRequest);
+        close({CloseCategory::kClientProtocolError,
+               "malformed ProduceRequest v" + std::to_string(header.api_version) + ": body too short for TransactionalId and Acks"});
+        return false;
+      }
+      if (*acks == 0) {
+        expects_response = false;  // the broker sends nothing back (docs/protocol.md "Produce acks=0")
+        metrics::count(metrics::ProxyEvent::kRequestWithoutResponse);
+      }
+    } else if (header.api_key == static_cast<int16_t>(codec::ApiKey::kSaslHandshake) && header.api_version == 0) {
+      auto mechanism = sasl_handshake_mechanism(body);
+      if (!mechanism) {
+        metrics::count(metrics::ProxyEvent::kMalformedRequest);
+        close({CloseCategory::kClientProtocolError, "malformed SaslHandshakeRequest v0"});
+        return false;
+      }
+      spdlog::debug("conn={} SaslHandshake v0 ({}): raw SASL tokens follow", info_.id, *mechanism);
+      sasl_.begin(*mechanism);
+    }
+  }
+
+  RequestContext ctx(header, frame, info_, expects_response);
+  for (Stage* stage : stages()) stage->on_request(ctx);
+  if (metrics_ && header.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions)) {
+    metrics_->client_software(info_.client_software_name(), info_.client_software_version());  // set by the ApiVersions stage
+  }
+  if (ctx.closing()) {
+    close(std::move(*ctx.close_reason()));
+    return false;
+  }
+
+  ExchangeActions& actions = ctx.actions();
+  if (streamed && (ctx.answered() || actions.request_delay.count() > 0 || actions.to_broker || !held_.empty())) {
+    // Only a fault rule added while the frame arrived gets here (may_stream_request refused
+    // every other case): its start is at the broker already, so it can be neither answered,
+    // delayed nor shaped. Closing is what a broken connection mid-request looks like.
+    close({CloseCategory::kFault, std::string("a fault rule added while a large ") + api_label(header.api_key) +
+                                      " request was being forwarded acts on it before forwarding; its start was already sent"});
+    return false;
+  }
+  Slot slot;
+  slot.api_key = header.api_key;
+  slot.api_version = header.api_version;
+  slot.correlation_id = header.correlation_id;
+  slot.response_header_version = static_cast<int8_t>(codec::response_header_version(header.api_key, header.api_version));
+  if (ctx.answered()) {
+    slot.kind = Slot::Kind::kSynthetic;
+    slot.ready = true;
+    slot.bytes = std::move(ctx.answer_frame());
+    held_response_bytes_ += slot.bytes.size();
+    slot.release_at = now + actions.response_delay;
+    // The transport side of the exchange still applies to kproxy's own answer; error and
+    // throttle rules do not (the answer already carries the rule's error).
+    ExchangeActions answer_actions;
+    answer_actions.drop_response = actions.drop_response;
+    answer_actions.close_after = actions.close_after;
+    answer_actions.close_after_rule = actions.close_after_rule;
+    answer_actions.reset_after_bytes = actions.reset_after_bytes;
+    answer_actions.to_client = actions.to_client;
+    ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version, codec::Bytes(slot.bytes.data(), slot.bytes.size()),
+                         info_, answer_actions, /*synthetic=*/true, std::chrono::nanoseconds(0));
+    for (Stage* stage : stages()) stage->on_response(rctx);
+    slot.actions = keep_if_any(std::move(answer_actions));
+    slots_.push_back(std::move(slot));
+    pump(now);
+    return !closed_;
+  }
+  std::optional<chaos::TransportToxic> toxic = actions.to_broker;
+  std::chrono::milliseconds request_delay = actions.request_delay;
+  if (expects_response) {
+    slot.actions = keep_if_any(std::move(actions));
+    slots_.push_back(std::move(slot));
+  }
+  if (request_delay.count() > 0 || !held_.empty()) hold(frame, expects_response, request_delay, toxic, now);
+  else forward(frame, expects_response, toxic, now);
+  return true;
+}
+
+void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay,
+                    const std::optional<chaos::TransportToxic>& toxic, std::chrono::steady_clock::time_point now) {
+  HeldRequest h;
+  h.frame.assign(frame.begin(), frame.end());
+  h.expects_response = expects_response;
+  h.release_at = std::max(now + delay, held_.empty() ? now : held_.back().release_at);
+  h.toxic = toxic;
+  held_request_bytes_ += h.frame.size();
+  held_.push_back(std::move(h));
+  arm_timer(held_.front().release_at);
+}
+
+void Pipeline::forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+                       std::chrono::steady_clock::time_point now) {
+  if (expects_response) {
+    size_t i = forwarded_ahead_;
+    while (i < slots_.size() && slots_[i].kind == Slot::Kind::kSynthetic) ++i;
+    assert(i < slots_.size());  // every request that expects an answer got its slot first
+    slots_[i].sent_at = now;
+    forwarded_ahead_ = i + 1;
+    ++awaiting_broker_;
+    if (metrics_) metrics_->request_pushed();
+  }
+  shape_to_broker(frame, toxic ? &*toxic : nullptr);  // transport fault rules may shape it
+}
+
+bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now) {
+  if (closed_) return false;
+  size_t i = answered_ahead_;
+  while (i < forwarded_ahead_ && slots_[i].kind == Slot::Kind::kSynthetic) ++i;
+  if (i >= forwarded_ahead_) {
+    if (unanswered_sasl_tokens_) {
+      send_client(frame);
+      return true;
+    }
+    metrics::count(metrics::ProxyEvent::kUnexpectedResponse);
+    close({CloseCategory::kBrokerProtocolError, "broker sent a response with no request in flight"});
+    return false;
+  }
+  answered_ahead_ = i + 1;
+  --awaiting_broker_;
+  if (metrics_) metrics_->response_popped();
+  Slot& slot = slots_[i];
+  slot.ready = true;
+  if (slot.kind == Slot::Kind::kSaslToken) {
+    if (i == 0 && !blackholed_) {
+      pop_front_slot();
+      send_client(frame);
+    } else {
+      slot.bytes.assign(frame.begin(), frame.end());
+      held_response_bytes_ += slot.bytes.size();
+      slot.release_at = now;
+    }
+    pump(now);
+    return !closed_;
+  }
+  codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
+  if (message.size() < 4) {
+    metrics::count(metrics::ProxyEvent::kMalformedResponse);
+    close({CloseCategory::kBrokerProtocolError,
+           "response of " + std::to_string(message.size()) + " bytes to " + api_label(slot.api_key) + " has no correlation id"});
+    return false;
+  }
+  int32_t correlation_id = codec::peek_response_correlation_id(message);
+  if (correlation_id != slot.correlation_id) {
+    metrics::count(metrics::ProxyEvent::kCorrelationMismatch);
+    close({CloseCategory::kBrokerProtocolError, "correlation id mismatch: expected " + std::to_string(slot.correlation_id) + " (" +
+                                                    api_label(slot.api_key) + " v" + std::to_string(slot.api_version) + "), broker sent " +
+                                                    std::to_string(correlation_id)});
+    return false;
+  }
+  // Stages only read the actions; an exchange without any sees an empty set.
+  ExchangeActions none;
+  ExchangeActions& actions = slot.actions ? *slot.actions : none;
+  ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
+  for (Stage* stage : stages()) {
+    stage->on_response(ctx);
+    if (ctx.closing()) {
+      close(std::move(*ctx.close_reason()));
+      return false;
+    }
+  }
+  slot.release_at = now + actions.response_delay;
+  if (i == 0 && !blackholed_ && !ctx.dirty() && !actions.affect_response()) {
+    // Fast path: in order, nothing to hold: the bytes go out without a copy (the broker's own,
+    // or the broker-address stage's rewrite).
+    pop_front_slot();
+    send_client(ctx.frame());
+    pump(now);
+    return !closed_;
+  }
+  slot.bytes = ctx.encode();
+  held_response_bytes_ += slot.bytes.size();
+  pump(now);
+  return !closed_;
+}
+
+void Pipeline::send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
+  if (closed_) return;
+  if (reset_budget_) {
+    if (bytes.size() >= *reset_budget_) {
+      shape_to_client(bytes.subspan(0, *reset_budget_), nullptr);
+      reset_budget_.reset();
+      closed_ = true;
+      output_.flush();
+      output_.reset_client();
+      output_.close({CloseCategory::kFault, "fault rule: reset after the configured number of response bytes"});
+      return;
+    }
+    *reset_budget_ -= bytes.size();
+  }
+  shape_to_client(bytes, toxic);
+}
+
+void Pipeline::pump(std::chrono::steady_clock::time_point now) {
+  if (closed_) return;
+  while (!held_.empty() && held_.front().release_at <= now) {
+    HeldRequest h = std::move(held_.front());
+    held_.pop_front();
+    held_request_bytes_ -= h.frame.size();
+    forward(codec::Bytes(h.frame.data(), h.frame.size()), h.expects_response, h.toxic, now);
+  }
+  held_.release_if_empty();  // delay rules are rare: give the queue back
+  while (!slots_.empty() && slots_.front().ready) {
+    Slot& s = slots_.front();
+    if (s.release_at > now) break;
+    if (blackholed_) {
+      pop_front_slot();
+      continue;
+    }
+    if (s.actions && s.actions->drop_response) {
+      spdlog::info("conn={} dropping the response to correlation id {} ({}) and every later one (blackhole)", info_.id, s.correlation_id,
+                   api_label(s.api_key));
+      blackholed_ = true;
+      pop_front_slot();
+      continue;
+    }
+    if (s.actions && s.actions->close_after) {
+      closed_ = true;
+      output_.flush();
+      output_.close({CloseCategory::kFault, "fault rule '" + s.actions->close_after_rule + "': close after forwarding " +
+                                                api_label(s.api_key) + " (response withheld)"});
+      return;
+    }
+    if (s.actions && s.actions->reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions->reset_after_bytes;
+    std::vector<uint8_t> bytes = std::move(s.bytes);
+    std::optional<chaos::TransportToxic> toxic = s.actions ? s.actions->to_client : std::nullopt;
+    held_response_bytes_ -= bytes.size();
+    s.bytes.clear();
+    pop_front_slot();
+    send_client(codec::Bytes(bytes.data(), bytes.size()), toxic ? &*toxic : nullptr);
+    if (closed_) return;
+  }
+  std::optional<std::chrono::steady_clock::time_point> next;
+  if (!held_.empty()) next = held_.front().release_at;
+  if (!slots_.empty() && slots_.front().ready && (!next || slots_.front().release_at < *next)) next = slots_.front().release_at;
+  if (next) arm_timer(*next);
+}
+
+void Pipeline::pop_front_slot() {
+  held_response_bytes_ -= slots_.front().bytes.size();
+  slots_.pop_front();
+  if (forwarded_ahead_ > 0) --forwarded_ahead_;
+  if (answered_ahead_ > 0) --answered_ahead_;
+}
+
+void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {
+  if (closed_) return;
+  if (!timer_) {
+    // Only delays and held SASL answers need the timer: made on first use.
+    timer_ = std::make_unique<DeadlineTimer>(loop_, [this] {
+      pump();
+      if (!closed_) output_.flush();
+    });
+  }
+  timer_->arm(at);
+}
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,198 @@
+// Pipeline: one client connection's ordered chain of stages, and the keeper of request/response
+// order. The connection (proxy/connection/client_connection.h) owns the sockets and framing; it hands every
+// whole frame to the pipeline and gets bytes back through one interface, PipelineOutput.
+//
+//  request:  ClientConnection ─frame─► Pipeline::on_request_frame
+//              header parsed; SASL v0 raw tokens pass through; Produce acks=0 expects no answer
+//              ─► stages in order (on_request):  api_versions ─► fault_rules ─► observer
+//              ─► answered by a stage: its answer takes a slot, the broker never sees the request
+//                 held by a delay:    waits (and so does every later request, order holds)
+//                 else:               PipelineOutput::send_to_broker (through the request's shaper)
+//
+//  response: ClientConnection ─frame─► Pipeline::on_response_frame
+//              matched with the oldest forwarded request (a correlation id mismatch closes)
+//              ─► stages in order (on_response): broker_address ─► api_versions ─► topic_ids
+//                                                ─► fault_rules ─► observer
+//              ─► its slot; slots leave in request order (kProxy's own answers included),
+//                 after any delay, through the response's shaper: PipelineOutput::send_to_client
+//
+// The list of stages is built in one place, the constructor in proxy/pipeline/pipeline.cc. A frame nobody
+// changed leaves as its original bytes; a changed one is re-encoded with a patched size prefix.
+//
+// drop_response (blackhole): the response is swallowed and so is every later response on that
+// connection, as if the broker had hung. Delivering later ones would break clients that match
+// responses to requests in order (Java's NetworkClient fails the connection on a correlation id
+// mismatch); a real client times the request out (request.timeout.ms), closes the connection and
+// retries on a new one, which is the behaviour under test.
+//
+// close after: the request is forwarded (the broker does the work); when its response arrives it
+// is swallowed and the client connection closed: the outcome is unknown to the client.
+//
+// Transport toxics (bandwidth, slice) shape the bytes of the exchange a rule matched: the request
+// on its way to the broker and/or the response on its way to the client, through one
+// chaos::TransportShaper per direction (proxy/chaos/transport_shaper.h). reset_after_bytes sends
+// the next N response bytes, then resets the client connection (RST, like Toxiproxy's reset_peer);
+// bytes a shaper still holds at that moment are lost with the connection, as on a real reset.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <uv.h>
+
+#include "codec/request_header.h"
+#include "proxy/chaos/rule_set.h"
+#include "proxy/chaos/transport_shaper.h"
+#include "proxy/net/close_reason.h"
+#include "proxy/net/deadline_timer.h"
+#include "proxy/pipeline/frame_context.h"
+#include "proxy/pipeline/frame_observer.h"
+#include "proxy/util/lazy_deque.h"
+#include "proxy/util/ring_queue.h"
+#include "proxy/pipeline/rule_snapshot.h"
+#include "proxy/pipeline/sasl_raw_tokens.h"
+#include "proxy/pipeline/stage.h"
+#include "proxy/pipeline/stages/api_versions_stage.h"
+#include "proxy/pipeline/stages/broker_address_stage.h"
+#include "proxy/pipeline/stages/fault_stage.h"
+#include "proxy/pipeline/stages/observer_stage.h"
+#include "proxy/pipeline/stages/topic_ids_stage.h"
+
+namespace kproxy::metrics {
+class ConnectionMetrics;
+}
+
+namespace kproxy::proxy {
+
+class BrokerAddressRewrite;
+
+/// The connection's side of the pipeline: where its bytes and decisions go. Called on the loop
+/// thread, from within Pipeline's calls or from its timers.
+class PipelineOutput : public BrokerPortOpener {
+ public:
+  /// Bytes for the broker / for the client, in order.
+  virtual void send_to_broker(codec::Bytes bytes) = 0;
+  virtual void send_to_client(codec::Bytes bytes) = 0;
+  /// Bytes went out from a timer (a delay ended, a shaper released a piece): write both sides and
+  /// re-check backpressure, as held_bytes_to_*() went down.
+  virtual void flush() = 0;
+  /// Close the connection now. The pipeline sends nothing afterwards.
+  virtual void close(CloseReason reason) = 0;
+  /// Make the next close of the client socket a reset (RST) instead of an orderly FIN.
+  virtual void reset_client() = 0;
+};
+
+class Pipeline {
+ public:
+  /// `rewrite` == nullptr: broker addresses pass unchanged (unit tests). `metrics`, when given,
+  /// counts requests in flight.
+  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info, PipelineOutput& output,
+           metrics::ConnectionMetrics* metrics = nullptr);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  /// A whole request frame (size prefix included) from the client. False when the connection was
+  /// closed because of it. `now`: when it arrived; the frames of one read share one clock
+  /// reading (the connection takes it once per read). `streamed`: the frame's first bytes went to
+  /// the broker while it arrived (may_stream_request); it must be forwarded now and unchanged.
+  bool on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now(),
+                        bool streamed = false);
+  /// Cut-through of a large request (docs/architecture.md "Large frames"): may the connection
+  /// send the start of the request frame `head` (size prefix included, the rest still arriving)
+  /// to the broker now? Yes when the frame can only be forwarded unchanged and at once: its
+  /// header parses, its API is one no stage acts on before forwarding (not ApiVersions, not SASL),
+  /// no fault rule names its API, no delayed request is waiting and no transport rule shapes the
+  /// requests. Every stage still sees the whole frame when it is complete (on_request_frame).
+  bool may_stream_request(codec::Bytes head);
+  /// A whole response frame from the broker. False when the connection was closed because of it.
+  bool on_response_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  /// Gives back the memory of the queue of requests awaiting answers when nothing is in it (the
+  /// connection calls it after each read: an idle connection holds no queue).
+  void release_idle_memory();
+
+  /// Bytes a fault rule holds for the client / for the broker, not yet handed to the output: what
+  /// a transport toxic has queued, responses waiting for a delay (or behind one, to keep their
+  /// order), requests waiting for a delay. They count toward that side's write-queue high-water
+  /// mark (proxy/net/tcp_stream.h): a slow bandwidth rule or a long delay stops kproxy reading the
+  /// other side instead of filling its memory.
+  size_t held_bytes_to_client() const { return (to_client_ ? to_client_->queued_bytes() : 0) + held_response_bytes_; }
+  size_t held_bytes_to_broker() const { return (to_broker_ ? to_broker_->queued_bytes() : 0) + held_request_bytes_; }
+
+  /// Requests forwarded to the broker and not yet answered.
+  size_t awaiting_broker() const { return awaiting_broker_; }
+  /// True when nothing is in flight, held or waiting to be sent: a draining connection may close.
+  bool idle() const { return slots_.empty() && held_.empty(); }
+
+  const ConnectionInfo& info() const { return info_; }
+  /// Stops timers; nothing is sent afterwards.
+  void shutdown();
+
+ private:
+  struct Slot;
+  struct HeldRequest;
+
+  /// Sends `frame` to the broker now (through `toxic`'s shaper, if any); the slot of the request,
+  /// when it expects a response, is then waiting for it.
+  void forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+               std::chrono::steady_clock::time_point now);
+  /// Queues `frame` behind the held requests, released `delay` from now (or after the last one).
+  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::optional<chaos::TransportToxic>& toxic,
+            std::chrono::steady_clock::time_point now);
+  /// Sends what is ready at `now`, in order; arms the timer for what is not.
+  void pump(std::chrono::steady_clock::time_point now);
+  void pump() { pump(std::chrono::steady_clock::now()); }
+  /// Bytes for the broker / the client through that direction's shaper. The shaper exists only
+  /// once a transport rule shaped that direction (and keeps the order of everything after);
+  /// until then bytes go straight to the output.
+  void shape_to_broker(codec::Bytes bytes, const chaos::TransportToxic* toxic);
+  void shape_to_client(codec::Bytes bytes, const chaos::TransportToxic* toxic);
+  void arm_timer(std::chrono::steady_clock::time_point at);
+  /// Removes the oldest slot, keeping held_response_bytes_ right.
+  void pop_front_slot();
+  void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
+  void close(CloseReason reason);
+  /// The stages in order (the one list of them). Made per frame rather than kept: five pointers
+  /// per connection saved, five stores per frame spent.
+  std::array<Stage*, kStageCount> stages() {
+    // Requests skip those without on_request (broker_address, topic_ids).
+    return {&broker_address_, &api_versions_, &topic_ids_, &faults_, &observer_};
+  }
+
+  ConnectionInfo info_;
+  uv_loop_t* loop_;
+  PipelineOutput& output_;
+  metrics::ConnectionMetrics* metrics_;
+  RuleSnapshot rules_;
+
+  // The stages, in the order stages() lists them.
+  BrokerAddressStage broker_address_;
+  ApiVersionsStage api_versions_;
+  TopicIdsStage topic_ids_;
+  FaultStage faults_;
+  ObserverStage observer_;
+
+  SaslRawTokens sasl_;
+  /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
+  bool unanswered_sasl_tokens_ = false;
+  // Allocated on first use (an idle connection holds neither; proxy/util/ring_queue.h, proxy/util/lazy_deque.h).
+  RingQueue<Slot> slots_;            ///< one per request that gets an answer, in request order
+  LazyDeque<HeldRequest> held_;      ///< broker-bound requests waiting for a delay
+  size_t forwarded_ahead_ = 0;       ///< slots (from the front) up to the next one to forward
+  size_t answered_ahead_ = 0;        ///< slots (from the front) up to the next one awaiting the broker
+  size_t awaiting_broker_ = 0;       ///< forwarded slots without a response yet
+  size_t held_request_bytes_ = 0;    ///< frames in held_
+  size_t held_response_bytes_ = 0;   ///< encoded responses in slots_
+  std::unique_ptr<DeadlineTimer> timer_;  ///< releases delayed requests and responses (made on first use)
+  bool blackholed_ = false;
+  bool closed_ = false;
+  std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close
+  /// Made on the first transport rule that shapes the direction (most connections never have one).
+  std::unique_ptr<chaos::TransportShaper> to_client_, to_broker_;
+};
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,35 @@
+// BrokerAddressStage: the first response stage. Responses that name brokers (Metadata,
+// FindCoordinator, DescribeCluster, Produce/Fetch NodeEndpoints, ...) leave with every broker
+// address replaced by kproxy's own (proxy/cluster/broker_address_rewrite.h), so a client never learns an
+// address that bypasses the proxy. A broker that gets a kproxy port for the first time is reported
+// to the connection, which opens its listener.
+#pragma once
+
+#include <cstdint>
+
+#include "proxy/pipeline/stage.h"
+
+namespace kproxy::proxy {
+
+class BrokerAddressRewrite;
+
+/// Where a newly numbered broker is announced (the connection, which asks the proxy to listen).
+class BrokerPortOpener {
+ public:
+  virtual ~BrokerPortOpener() = default;
+  virtual void open_broker_port(int32_t node_id, uint16_t port) = 0;
+};
+
+class BrokerAddressStage final : public Stage {
+ public:
+  /// `rewrite` == nullptr: nothing is rewritten (a pipeline in a unit test).
+  BrokerAddressStage(const BrokerAddressRewrite* rewrite, BrokerPortOpener& opener) : rewrite_(rewrite), opener_(opener) {}
+  StageId id() const override { return StageId::kBrokerAddress; }
+  void on_response(ResponseContext& ctx) override;
+
+ private:
+  const BrokerAddressRewrite* rewrite_;
+  BrokerPortOpener& opener_;
+};
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,16 @@
+// TopicIdsStage: learns topic id -> name from every Metadata response (KIP-516), so that fault
+// rules with `topic:` and the topic metric label work on requests that name topics only by id
+// (Produce v13+, Fetch v13+). The map is process-wide: proxy/cluster/topic_names.h.
+#pragma once
+
+#include "proxy/pipeline/stage.h"
+
+namespace kproxy::proxy {
+
+class TopicIdsStage final : public Stage {
+ public:
+  StageId id() const override { return StageId::kTopicIds; }
+  void on_response(ResponseContext& ctx) override;
+};
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,241 @@
+#include "proxy/runtime/proxy.h"
+
+#include <unistd.h>
+
+#include <memory>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "proxy/chaos/config_sections.h"
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/net/owned_descriptor.h"
+#include "proxy/util/logging.h"
+#include "proxy/runtime/startup_check.h"
+
+namespace kproxy::proxy {
+namespace {
+/// kproxy_worker_connections{worker}: how the balancer spread the connections (of the Proxy
+/// started last: one per process outside the unit tests). One collector for the process.
+void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balancer) {
+  static std::mutex mutex;
+  static std::weak_ptr<ConnectionBalancer> current;
+  static std::once_flag registered;
+  {
+    std::lock_guard lock(mutex);
+    current = balancer;
+  }
+  std::call_once(registered, [] {
+    metrics::ProxyMetrics::instance().add_collector([](std::vector<prometheus::MetricFamily>& out) {
+      std::shared_ptr<ConnectionBalancer> b;
+      {
+        std::lock_guard lock(mutex);
+        b = current.lock();
+      }
+      if (!b) return;
+      prometheus::MetricFamily family;
+      family.name = "kproxy_worker_connections";
+      family.help = "Client connections each worker thread serves now (spread by the connection balancer).";
+      family.type = prometheus::MetricType::Gauge;
+      for (size_t w = 0; w < b->workers(); ++w) {
+        prometheus::ClientMetric m;
+        m.label.push_back({"worker", std::to_string(w)});
+        m.gauge.value = static_cast<double>(b->load(w));
+        family.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(family));
+    });
+  });
+}
+}  // namespace
+
+Proxy::Proxy(std::shared_ptr<const config::Config> config)
+    : config_(std::move(config)),
+      frame_budget_(config_->limits.max_buffered_frame_bytes),
+      preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
+  for (size_t i = 0; i < config_->listeners.size(); ++i) preferred_upstream_[i] = 0;
+  // One claim table for all listeners: a broker port of one never reaches another's cluster.
+  auto claims = std::make_shared<BrokerPortClaims>(*config_);
+  for (size_t i = 0; i < config_->listeners.size(); ++i) {
+    const auto& listener = config_->listeners[i];
+    directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims, i, listener.name));
+    rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise));
+  }
+}
+
+Proxy::~Proxy() {
+  join();
+  workers_.clear();
+}
+
+std::string Proxy::start() {
+  {
+    // The same checks as `kproxy check-config` (proxy/runtime/startup_check.h).
+    PreparedConfig prepared;
+    if (std::string error = prepare_config(*config_, prepared); !error.empty()) return error;
+    chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
+    std::lock_guard lock(config_mutex_);
+    tls_ = std::move(prepared.tls);
+  }
+  unsigned n = config_->worker_count();
+  balancer_ = std::make_shared<ConnectionBalancer>(n);
+  export_worker_connections(balancer_);
+  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
+  for (size_t li = 0; li < config_->listeners.size(); ++li) {
+    const auto& l = config_->listeners[li];
+    ListenerSpec spec{li, l.name, l.listen.host, l.listen.port, -1};
+    // Bound once by the first worker, shared by the others (proxy/runtime/listener.h).
+    int bound_fd = -1;
+    for (auto& w : workers_) {
+      std::string error = w->open_listener(spec, bound_fd);
+      if (!error.empty()) return "listener '" + l.name + "': " + error;
+      if (bound_fd < 0) bound_fd = w->listener_fd(spec.port);
+    }
+    std::string bootstrap;
+    for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
+    if (const auto& t = tls_[li].clients) spdlog::info("listener={} clients speak TLS: {}", l.name, t->summary());
+    if (const auto& t = tls_[li].upstream) spdlog::info("listener={} brokers are reached over TLS: {}", l.name, t->summary());
+    spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, l.listen.to_string(), bootstrap,
+                 l.advertise,
+                 l.broker_ports.scheme == config::BrokerPorts::Scheme::kNodeIdOffset
+                     ? "port " + std::to_string(l.broker_ports.base) + " + node id"
+                     : "ports " + std::to_string(l.broker_ports.first) + "-" + std::to_string(l.broker_ports.last) + " in order");
+  }
+  running_workers_ = n;
+  for (auto& w : workers_) w->start();
+  started_ = true;
+  spdlog::info("kproxy running with {} workers", n);
+  return "";
+}
+
+void Proxy::drain(std::optional<std::chrono::milliseconds> deadline) {
+  auto d = deadline ? *deadline : config()->drain_timeout;
+  spdlog::info("draining: no new connections; closing the rest within {} ms", d.count());
+  for (auto& w : workers_) {
+    Worker* worker = w.get();
+    worker->post([worker, d] { worker->begin_drain(d); });
+  }
+}
+
+void Proxy::join() {
+  for (auto& w : workers_) w->join();
+}
+
+void Proxy::worker_stopped() {
+  if (running_workers_.fetch_sub(1) == 1 && on_stopped_) on_stopped_();
+}
+
+std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
+  auto current = config();
+  if (next->listeners.size() != current->listeners.size()) return "the number of listeners changed: restart kproxy to apply";
+  for (size_t i = 0; i < next->listeners.size(); ++i) {
+    const auto& a = current->listeners[i];
+    const auto& b = next->listeners[i];
+    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || !(a.broker_ports == b.broker_ports)) {
+      return "listener '" + a.name + "' changed its name, listen address, advertise host or broker ports: restart kproxy to apply";
+    }
+  }
+  if (next->worker_count() != workers_.size()) return "the worker count changed: restart kproxy to apply";
+  // Certificates and keys are read again: renewed files apply to new connections; a file that
+  // does not load refuses the reload before anything changed.
+  PreparedConfig prepared;
+  if (std::string error = prepare_config(*next, prepared); !error.empty()) return error;
+  for (const auto& w : unmatched_listener_scopes(*next, prepared.chaos)) spdlog::warn("{}: {}", next->source, w);
+  chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
+  frame_budget_.set_limit(next->limits.max_buffered_frame_bytes);
+  {
+    std::lock_guard lock(config_mutex_);
+    config_ = next;
+    tls_ = std::move(prepared.tls);
+  }
+  configure_logging(next->log);
+  spdlog::info("config reloaded from {} (upstreams, limits, timeouts, logging and TLS certificates apply to new connections)",
+               next->source);
+  return "";
+}
+
+std::shared_ptr<const config::Config> Proxy::config() const {
+  std::lock_guard lock(config_mutex_);
+  return config_;
+}
+
+tls::ListenerTls Proxy::listener_tls(size_t listener_index) const {
+  std::lock_guard lock(config_mutex_);
+  return listener_index < tls_.size() ? tls_[listener_index] : tls::ListenerTls{};
+}
+
+void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node_id, uint16_t port) {
+  auto cfg = config();
+  const auto& l = cfg->listeners[listener_index];
+  ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id};
+  auto route = directories_[listener_index]->route_for_port(port);
+  // A draining worker has closed its listeners and must not open new ones (its loop would never end).
+  if (caller.draining()) return;
+  std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec);
+  auto& directory = *directories_[listener_index];
+  if (!error.empty()) {
+    metrics::count(metrics::ProxyEvent::kBrokerPortFailure);
+    // Not for good: the next response naming the node asks again (BrokerDirectory::learn), so a
+    // port another process held for a moment (an ephemeral source port, say) does not cut the
+    // broker off from the clients for the rest of kproxy's life. Logged once as an error.
+    uint32_t failures = directory.open_failed(node_id);
+    if (failures <= 1) {
+      spdlog::error("listener={} cannot open port {} for broker node {}: {} (tried again when a response names the node)", spec.label(),
+                    port, node_id, error);
+    } else {
+      spdlog::debug("listener={} cannot open port {} for broker node {} (attempt {}): {}", spec.label(), port, node_id, failures, error);
+    }
+    return;
+  }
+  uint32_t failed_before = directory.opened(node_id);
+  metrics::count(metrics::ProxyEvent::kBrokerPortOpened);
+  spdlog::info("listener={} opened {}:{} for broker node {} at {}{}", spec.label(), l.advertise, port, node_id,
+               route ? route->real.to_string() : "?",
+               failed_before ? " after " + std::to_string(failed_before) + " failed attempts" : std::string());
+  // The other workers listen on the same socket; the duplicate travels with the tasks, so it
+  // stays valid even if the caller's listener closes first.
+  auto bound = std::make_shared<OwnedDescriptor>(::dup(caller.listener_fd(port)));
+  for (auto& w : workers_) {
+    if (w.get() == &caller) continue;
+    Worker* worker = w.get();
+    worker->post([worker, spec, bound] {
+      if (worker->draining() || worker->listens_on(spec.port)) return;
+      std::string e = !*bound ? std::string("cannot share the listening socket") : worker->open_listener(spec, bound->get());
+      if (!e.empty()) spdlog::error("listener={} worker {} cannot open port {}: {}", spec.label(), worker->index(), spec.port, e);
+    });
+  }
+}
+
+config::HostPort Proxy::bootstrap_target(const config::Config& config, size_t listener_index) const {
+  const auto& upstreams = config.listeners[listener_index].upstreams;
+  if (upstreams.empty()) return config.listeners[listener_index].upstream;
+  return upstreams[preferred_upstream_[listener_index].load(std::memory_order_relaxed) % upstreams.size()];
+}
+
+void Proxy::bootstrap_unreachable(size_t listener_index, const config::HostPort& target) {
+  auto cfg = config();
+  const auto& upstreams = cfg->listeners[listener_index].upstreams;
+  if (upstreams.size() < 2) return;
+  uint32_t current = preferred_upstream_[listener_index].load();
+  if (!(upstreams[current % upstreams.size()] == target)) return;  // someone moved on already
+  if (preferred_upstream_[listener_index].compare_exchange_strong(current, current + 1)) {
+    spdlog::warn("listener={} bootstrap {} unreachable: new connections go to {}", cfg->listeners[listener_index].name,
+                 target.to_string(), upstreams[(current + 1) % upstreams.size()].to_string());
+  }
+}
+
+bool Proxy::reserve_connection() {
+  auto limit = static_cast<int64_t>(config()->limits.max_connections);
+  int64_t now = open_connections_.fetch_add(1) + 1;
+  if (now > limit) {
+    open_connections_.fetch_sub(1);
+    return false;
+  }
+  return true;
+}
+
+void Proxy::release_connection() {
+  open_connections_.fetch_sub(1);
+}
+
+}  // namespace kproxy::proxy

@@ -1,0 +1,243 @@
+#include "proxy/runtime/worker.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
+
+#include "proxy/connection/client_connection.h"
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/net/owned_descriptor.h"
+#include "proxy/runtime/proxy.h"
+
+namespace kproxy::proxy {
+
+Worker::Worker(Proxy& proxy, unsigned index) : proxy_(proxy), index_(index) {
+  uv_loop_init(&loop_);
+  wakeup_.init(&loop_, this, uv_async_init, on_wakeup);
+  drain_timer_.init(&loop_, this, uv_timer_init);
+}
+
+Worker::~Worker() {
+  join();
+  if (!finished_) {
+    // Never started (start-up failed): close what the constructor and open_listener made.
+    close_handles();
+    uv_run(&loop_, UV_RUN_DEFAULT);
+  }
+  if (int rc = uv_loop_close(&loop_); rc != 0) {
+    metrics::count(metrics::ProxyEvent::kLoopClosedUncleanly);
+    spdlog::error("worker {}: loop did not close cleanly: {}", index_, uv_strerror(rc));
+  }
+}
+
+std::string Worker::open_listener(const ListenerSpec& spec, int shared_fd) {
+  auto listener = std::make_unique<Listener>(*this, spec);
+  std::string error = shared_fd >= 0 ? listener->open_shared(shared_fd) : listener->open();
+  if (!error.empty()) return error;
+  listeners_.push_back(std::move(listener));
+  return "";
+}
+
+int Worker::listener_fd(uint16_t port) const {
+  for (const auto& l : listeners_) {
+    if (l->spec().port == port) return l->fd();
+  }
+  return -1;
+}
+
+bool Worker::listens_on(uint16_t port) const {
+  for (const auto& l : listeners_) {
+    if (l->spec().port == port) return true;
+  }
+  return false;
+}
+
+void Worker::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void Worker::run() {
+  // "kproxy-w0", "kproxy-w1", ...: what `top -H`, perf and bench/proxy/run's per-thread CPU see.
+  std::string name = "kproxy-w" + std::to_string(index_);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  proxy_.worker_stopped();
+}
+
+void Worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::post(std::function<void()> task) {
+  std::lock_guard lock(tasks_mutex_);
+  if (!accepting_tasks_) return;  // the loop has ended its drain: nothing more to do there
+  tasks_.push_back(std::move(task));
+  uv_async_send(wakeup_.get());
+}
+
+void Worker::on_wakeup(uv_async_t* async) {
+  auto* self = static_cast<Worker*>(async->data);
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard lock(self->tasks_mutex_);
+    tasks.swap(self->tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+/// An accepted socket on its way to the worker that serves it. If it never gets there (that
+/// worker's loop ended first), the socket is closed and its reservations are given back.
+struct Worker::HandedOver {
+  HandedOver(Proxy& proxy, size_t owner, OwnedDescriptor socket, std::shared_ptr<const ListenerSpec> spec)
+      : proxy(proxy), owner(owner), socket(std::move(socket)), spec(std::move(spec)) {}
+  ~HandedOver() {
+    if (!reserved) return;
+    proxy.balancer().release(owner);
+    proxy.release_connection();
+  }
+  HandedOver(const HandedOver&) = delete;
+  HandedOver& operator=(const HandedOver&) = delete;
+
+  Proxy& proxy;
+  size_t owner;
+  OwnedDescriptor socket;
+  std::shared_ptr<const ListenerSpec> spec;
+  bool reserved = true;  ///< a max_connections slot and a balancer count, until a connection takes them over
+};
+
+void Worker::accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpec>& spec) {
+  if (draining_) return refuse(server, *spec, "kproxy is shutting down");
+  if (!proxy_.reserve_connection()) return refuse(server, *spec, "limits.max_connections reached");
+  size_t owner = proxy_.balancer().assign(index_);
+  if (owner == index_) {
+    auto config = proxy_.config();
+    ClientConnection* connection = new_connection(spec, config);
+    if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
+      metrics::count(metrics::ProxyEvent::kAcceptFailure);
+      connection->close({CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
+      return;
+    }
+    return start_connection(connection, *spec, *config);
+  }
+  // libuv accepts only into a handle of the listening loop: accept here, keep a duplicate of the
+  // socket, and let this loop's handle go (the socket stays open through the duplicate).
+  auto handed = std::make_shared<HandedOver>(proxy_, owner, OwnedDescriptor(), spec);
+  {
+    UvHandle<uv_tcp_t> accepted;
+    accepted.init(&loop_, nullptr, uv_tcp_init);
+    uv_os_fd_t fd = -1;
+    int rc = uv_accept(server, accepted.stream());
+    if (rc == 0) rc = uv_fileno(accepted.base(), &fd);
+    if (rc == 0) {
+      handed->socket = OwnedDescriptor(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+      if (!handed->socket) rc = uv_translate_sys_error(errno);
+    }
+    if (rc != 0) {
+      metrics::count(metrics::ProxyEvent::kAcceptFailure);
+      spdlog::warn("listener={} accept failed, the connection was dropped: {}", spec->label(), uv_strerror(rc));
+      return;  // `handed` gives the reservations back
+    }
+  }
+  Worker& target = proxy_.worker(owner);
+  target.post([&target, handed] { target.adopt(*handed); });
+}
+
+void Worker::adopt(HandedOver& handed) {
+  if (draining_) {
+    // It began to drain after the balancer picked it: the client sees a refusal (the socket
+    // closes with `handed`).
+    metrics::count(metrics::ProxyEvent::kConnectionRefused);
+    spdlog::warn("listener={} refused a connection: kproxy is shutting down", handed.spec->label());
+    return;
+  }
+  metrics::count(metrics::ProxyEvent::kConnectionHandedOver);
+  handed.reserved = false;  // the connection holds both from now on
+  auto config = proxy_.config();
+  ClientConnection* connection = new_connection(handed.spec, config);
+  int fd = handed.socket.release();
+  if (int rc = uv_tcp_open(reinterpret_cast<uv_tcp_t*>(connection->client_stream()), fd); rc != 0) {
+    ::close(fd);
+    metrics::count(metrics::ProxyEvent::kAcceptFailure);
+    connection->close({CloseCategory::kClientClosed, std::string("cannot take over the accepted socket: ") + uv_strerror(rc)});
+    return;
+  }
+  start_connection(connection, *handed.spec, *config);
+}
+
+void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* why) {
+  UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
+  refused.init(&loop_, nullptr, uv_tcp_init);
+  if (uv_accept(server, refused.stream()) == 0) {
+    metrics::count(metrics::ProxyEvent::kConnectionRefused);
+    spdlog::warn("listener={} refused a connection: {}", spec.label(), why);
+  }
+}
+
+ClientConnection* Worker::new_connection(std::shared_ptr<const ListenerSpec> spec, std::shared_ptr<const config::Config> config) {
+  auto* connection = new ClientConnection(*this, std::move(spec), std::move(config), proxy_.next_connection_id());
+  connections_.insert(connection);
+  metrics::count(metrics::ProxyEvent::kConnectionAccepted);
+  return connection;
+}
+
+void Worker::start_connection(ClientConnection* connection, const ListenerSpec& spec, const config::Config& config) {
+  config::HostPort upstream;
+  if (spec.is_broker_port()) {
+    auto route = proxy_.directory(spec.listener_index).route_for_port(spec.port);
+    if (!route) {
+      connection->close({CloseCategory::kLimit, "no broker is known for port " + std::to_string(spec.port)});
+      return;
+    }
+    upstream = route->real;
+  } else {
+    upstream = proxy_.bootstrap_target(config, spec.listener_index);
+  }
+  connection->start(upstream);
+}
+
+void Worker::forget(ClientConnection* connection) {
+  connections_.erase(connection);
+  proxy_.balancer().release(index_);
+  maybe_finish_drain();
+}
+
+void Worker::begin_drain(std::chrono::milliseconds deadline) {
+  if (finished_) return;
+  uv_timer_start(drain_timer_.get(), on_drain_deadline, static_cast<uint64_t>(deadline.count()), 0);
+  if (draining_) return;
+  draining_ = true;
+  proxy_.balancer().exclude(index_);
+  listeners_.clear();  // closes them
+  std::vector<ClientConnection*> open = connections_.snapshot();
+  for (ClientConnection* c : open) c->drain();
+  maybe_finish_drain();
+}
+
+void Worker::on_drain_deadline(uv_timer_t* timer) {
+  auto* self = static_cast<Worker*>(timer->data);
+  if (!self->connections_.empty()) {
+    spdlog::warn("worker {}: drain deadline passed, closing {} connections", self->index_, self->connections_.size());
+  }
+  std::vector<ClientConnection*> open = self->connections_.snapshot();
+  for (ClientConnection* c : open) c->close({CloseCategory::kLimit, "drain deadline passed with requests in flight"});
+}
+
+void Worker::maybe_finish_drain() {
+  if (!draining_ || finished_ || !connections_.empty()) return;
+  finished_ = true;
+  close_handles();
+}
+
+void Worker::close_handles() {
+  listeners_.clear();
+  std::lock_guard lock(tasks_mutex_);
+  accepting_tasks_ = false;  // post() must not touch the wakeup handle from now on
+  wakeup_.close();
+  drain_timer_.close();
+}
+
+}  // namespace kproxy::proxy

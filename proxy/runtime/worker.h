@@ -1,0 +1,102 @@
+// Worker: one thread running one uv_loop_t, with its listening sockets and the client
+// connections (and their upstream connections) it serves. Nothing on a worker's loop is
+// touched by another thread; other threads talk to it only through post(). A connection one
+// worker accepts may be served by another: the ConnectionBalancer (proxy/runtime/connection_balancer.h)
+// picks the worker with the fewest connections, and the accepted socket is posted to it.
+#pragma once
+
+#include <atomic>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <uv.h>
+
+#include "config/config.h"
+#include "proxy/util/intrusive_list.h"
+#include "proxy/runtime/listener.h"
+#include "proxy/net/uv_handle.h"
+
+namespace kproxy::proxy {
+
+class ClientConnection;
+class Proxy;
+
+class Worker {
+ public:
+  Worker(Proxy& proxy, unsigned index);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  unsigned index() const { return index_; }
+  uv_loop_t* loop() { return &loop_; }
+  Proxy& proxy() { return proxy_; }
+
+  /// Opens a listening socket: binds a new one, or with `shared_fd` >= 0 listens on a duplicate of
+  /// the socket another worker bound (proxy/runtime/listener.h). On the loop thread, or before start().
+  /// Returns "" or the error.
+  std::string open_listener(const ListenerSpec& spec, int shared_fd = -1);
+  /// The descriptor of this worker's listening socket on `port`, -1 if it has none.
+  int listener_fd(uint16_t port) const;
+  /// True if this worker listens on `port` already.
+  bool listens_on(uint16_t port) const;
+
+  /// Starts the thread that runs the loop.
+  void start();
+  /// Runs `task` on the loop thread soon. Safe from any thread.
+  void post(std::function<void()> task);
+  /// Waits for the thread to end (after a drain).
+  void join();
+
+  /// Stops accepting, lets connections finish what is in flight, closes the rest after `deadline`.
+  /// Loop thread only. The loop ends once everything is closed.
+  void begin_drain(std::chrono::milliseconds deadline);
+  /// Safe from any thread (the admin API's /readyz reads it).
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
+
+  // For Listener and ClientConnection.
+  /// A connection is waiting on `server`: accepts it and serves it here, or hands it to the worker
+  /// the balancer picks, or refuses it (limits.max_connections, draining).
+  void accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpec>& spec);
+  void forget(ClientConnection* connection);
+  size_t connection_count() const { return connections_.size(); }
+
+ private:
+  struct HandedOver;
+  void run();
+  /// Serves an accepted socket another worker handed over (on this loop).
+  void adopt(HandedOver& socket);
+  /// Accepts a connection here and closes it at once: the client sees a refusal, not a hang.
+  void refuse(uv_stream_t* server, const ListenerSpec& spec, const char* why);
+  /// A new ClientConnection on this loop, counted and registered; the socket is attached next.
+  ClientConnection* new_connection(std::shared_ptr<const ListenerSpec> spec, std::shared_ptr<const config::Config> config);
+  /// Routes an attached connection to its broker (bootstrap or the broker its port stands for).
+  void start_connection(ClientConnection* connection, const ListenerSpec& spec, const config::Config& config);
+  void maybe_finish_drain();
+  /// Closes the loop's own handles (the listeners, the wakeup and the drain timer).
+  void close_handles();
+  static void on_wakeup(uv_async_t* async);
+  static void on_drain_deadline(uv_timer_t* timer);
+
+  Proxy& proxy_;
+  unsigned index_;
+  uv_loop_t loop_;
+  UvHandle<uv_async_t> wakeup_;
+  UvHandle<uv_timer_t> drain_timer_;
+  std::thread thread_;
+  std::mutex tasks_mutex_;
+  std::vector<std::function<void()>> tasks_;
+  bool accepting_tasks_ = true;  ///< false once the wakeup handle is closed (under tasks_mutex_)
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  IntrusiveList<ClientConnection> connections_;  ///< allocates nothing per connection
+  std::atomic<bool> draining_{false};
+  bool finished_ = false;
+};
+
+}  // namespace kproxy::proxy

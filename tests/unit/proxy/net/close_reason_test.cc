@@ -1,0 +1,34 @@
+// close_label: one fixed metric label per CloseCategory, whatever the detail says.
+#include "proxy/net/close_reason.h"
+
+#include <set>
+#include <string>
+
+#include <doctest/doctest.h>
+
+using kproxy::proxy::close_label;
+using kproxy::proxy::CloseCategory;
+using kproxy::proxy::kCloseCategories;
+
+TEST_CASE("close_label: each category has its own label") {
+  CHECK(close_label(CloseCategory::kClientClosed) == "client_closed");
+  CHECK(close_label(CloseCategory::kBrokerClosed) == "broker_closed");
+  CHECK(close_label(CloseCategory::kUpstreamConnectFailed) == "upstream_connect_failed");
+  CHECK(close_label(CloseCategory::kClientProtocolError) == "client_protocol_error");
+  CHECK(close_label(CloseCategory::kBrokerProtocolError) == "broker_protocol_error");
+  CHECK(close_label(CloseCategory::kTls) == "tls");
+  CHECK(close_label(CloseCategory::kLimit) == "limit");
+  CHECK(close_label(CloseCategory::kFault) == "fault");
+  CHECK(close_label(CloseCategory::kShutdown) == "shutdown");
+  CHECK(close_label(CloseCategory::kSelfConnection) == "self_connection");
+  CHECK(close_label(CloseCategory::kOther) == "other");
+  std::set<std::string> labels;
+  for (size_t i = 0; i < kCloseCategories; ++i) labels.emplace(close_label(static_cast<CloseCategory>(i)));
+  CHECK(labels.size() == kCloseCategories);
+}
+
+TEST_CASE("close_label: the detail text never moves a close to another label") {
+  // The old text-sorted labels counted "client closed the connection" as a connect failure.
+  kproxy::proxy::CloseReason r{CloseCategory::kClientClosed, "client closed the connection (upstream connect broker fault)"};
+  CHECK(close_label(r.category) == "client_closed");
+}

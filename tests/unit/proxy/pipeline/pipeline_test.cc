@@ -1,0 +1,453 @@
+// Pipeline with fault rules on a real libuv loop and a recording PipelineOutput (no sockets): the
+// transport toxics' wiring (which bytes each direction's shaper sees), reset_after_bytes, topic-id
+// matching learned from a Metadata response, response order and the typed close reasons.
+#include "proxy/pipeline/pipeline.h"
+
+#include <chrono>
+#include <optional>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "codec/frame_reader.h"
+#include "codec/generated/messages/metadata.h"
+#include "codec/generated/messages/produce.h"
+#include "codec/request_header.h"
+#include "codec/writer.h"
+#include "codec/response_header.h"
+#include "proxy/chaos/answer_builder.h"
+
+using namespace kproxy;
+using proxy::CloseCategory;
+using proxy::Pipeline;
+
+namespace {
+
+struct Recorder final : proxy::PipelineOutput {
+  std::vector<std::string> to_client, to_broker;
+  int resets = 0;
+  int flushes = 0;
+  size_t client_bytes = 0, client_bytes_at_flush = 0;  ///< sent to the client: in all, and when flush() last ran
+  std::optional<proxy::CloseReason> closed;
+  std::vector<std::pair<int32_t, uint16_t>> broker_ports;
+
+  void send_to_broker(codec::Bytes b) override { to_broker.emplace_back(b.begin(), b.end()); }
+  void send_to_client(codec::Bytes b) override {
+    to_client.emplace_back(b.begin(), b.end());
+    client_bytes += b.size();
+  }
+  void flush() override {
+    ++flushes;
+    client_bytes_at_flush = client_bytes;
+  }
+  void close(proxy::CloseReason reason) override { closed = std::move(reason); }
+  void reset_client() override { ++resets; }
+  void open_broker_port(int32_t node_id, uint16_t port) override { broker_ports.emplace_back(node_id, port); }
+};
+
+// A request frame: size prefix, header v1 (client id "t") or v2 when flexible, then `body`.
+std::vector<uint8_t> request_frame(int16_t api, int16_t version, int32_t correlation_id, const std::vector<uint8_t>& body, bool flexible = false) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  std::vector<uint8_t> header;
+  codec::Writer h(header);
+  h.int16(api);
+  h.int16(version);
+  h.int32(correlation_id);
+  h.int16(1);
+  header.push_back('t');
+  if (flexible) header.push_back(0);  // no tagged fields
+  w.int32(static_cast<int32_t>(header.size() + body.size()));
+  w.raw(codec::Bytes(header.data(), header.size()));
+  w.raw(codec::Bytes(body.data(), body.size()));
+  return out;
+}
+
+// Heartbeat v0: GroupId "g", GenerationId 1, MemberId "m"; its response is an error code.
+std::vector<uint8_t> heartbeat_request(int32_t correlation_id) {
+  return request_frame(12, 0, correlation_id, {0, 1, 'g', 0, 0, 0, 1, 0, 1, 'm'});
+}
+std::vector<uint8_t> heartbeat_response(int32_t correlation_id) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  w.int32(6);
+  w.int32(correlation_id);
+  w.int16(0);
+  return out;
+}
+
+bool offer(Pipeline& p, const std::vector<uint8_t>& frame) { return p.on_request_frame(codec::Bytes(frame.data(), frame.size())); }
+bool answer(Pipeline& p, const std::vector<uint8_t>& frame) { return p.on_response_frame(codec::Bytes(frame.data(), frame.size())); }
+
+void put(chaos::ChaosControl& control, const char* name, const char* rule) {
+  std::string e = control.put_rule(name, nlohmann::json::parse(rule));
+  INFO(e);
+  REQUIRE(e.empty());
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x;
+  return s;
+}
+
+void drain(uv_loop_t* loop, const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done() && std::chrono::steady_clock::now() < deadline) uv_run(loop, UV_RUN_ONCE);
+}
+
+void close_loop(uv_loop_t* loop) {
+  uv_run(loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(loop) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client the response") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":5,"direction":"to_broker"}})");
+  put(control, "down", R"({"match":{"api":"Heartbeat"},"action":{"slice":4}})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    auto request = heartbeat_request(7);
+    REQUIRE(offer(p, request));
+    CHECK(rec.to_broker.size() == (request.size() + 4) / 5);
+    CHECK(rec.to_broker.front().size() == 5);
+    CHECK(joined(rec.to_broker) == std::string(request.begin(), request.end()));
+    auto response = heartbeat_response(7);
+    REQUIRE(answer(p, response));
+    CHECK(rec.to_client == std::vector<std::string>{std::string(response.begin(), response.begin() + 4),
+                                                     std::string(response.begin() + 4, response.begin() + 8),
+                                                     std::string(response.begin() + 8, response.end())});
+    // Without the rules the next exchange passes whole.
+    control.reset_rules();
+    rec.to_broker.clear();
+    rec.to_client.clear();
+    auto request2 = heartbeat_request(8);
+    REQUIRE(offer(p, request2));
+    CHECK(rec.to_broker.size() == 1);
+    auto response2 = heartbeat_response(8);
+    REQUIRE(answer(p, response2));
+    CHECK(rec.to_client.size() == 1);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "hold", R"({"match":{"api":"Heartbeat"},"action":{"delay":20,"side":"request"}})");
+  put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":3,"direction":"to_broker"}})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{2, "l", 0, nullptr}, rec);
+    auto request = heartbeat_request(1);
+    REQUIRE(offer(p, request));
+    CHECK(rec.to_broker.empty());
+    drain(&loop, [&] { return joined(rec.to_broker).size() == request.size(); });
+    CHECK(rec.to_broker.size() == (request.size() + 2) / 3);
+    CHECK(joined(rec.to_broker) == std::string(request.begin(), request.end()));
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "rst", R"({"match":{"api":"Heartbeat"},"action":{"reset_after_bytes":5},"trigger":"once"})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{3, "l", 0, nullptr}, rec);
+    auto request = heartbeat_request(4);
+    REQUIRE(offer(p, request));
+    auto response = heartbeat_response(4);
+    CHECK_FALSE(answer(p, response));  // the connection closed itself
+    CHECK(joined(rec.to_client) == std::string(response.begin(), response.begin() + 5));
+    CHECK(rec.resets == 1);
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kFault);
+    CHECK(rec.closed->detail.find("reset after") != std::string::npos);
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rules match Produce v13") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "by-name", R"({"match":{"api":"Produce","topic":"pipeline-test-orders"},"action":{"delay":0}})");
+  Recorder rec;
+  codec::Uuid id{};
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(0xa0 + i);
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{4, "l", 0, nullptr}, rec);
+    // Produce v13 naming the topic by id, before kproxy knows the id: no match.
+    codec::ProduceRequest produce;
+    produce.acks = 1;
+    produce.topic_data.emplace_back().topic_id = id;
+    produce.topic_data[0].partition_data.emplace_back().index = 0;
+    std::vector<uint8_t> body;
+    codec::Writer bw(body);
+    produce.write(bw, 13);
+    auto frame = request_frame(0, 13, 10, body, true);
+    REQUIRE(offer(p, frame));
+    CHECK(control.rule("by-name")->stats->hits == 0);
+    // A Metadata v12 response names the id.
+    codec::MetadataResponse md;
+    auto& t = md.topics.emplace_back();
+    t.name = "pipeline-test-orders";
+    t.topic_id = id;
+    REQUIRE(offer(p, request_frame(3, 12, 11, {1, 1, 0, 0}, true)));
+    auto md_frame = codec::encode_response_frame(11, 1, md, 12);
+    // The Produce response comes first (FIFO), then Metadata's.
+    auto produce_response = codec::encode_response_frame(10, 1, codec::ProduceResponse{}, 13);
+    REQUIRE(answer(p, produce_response));
+    REQUIRE(answer(p, md_frame));
+    // The same Produce again: now it matches by name.
+    REQUIRE(offer(p, request_frame(0, 13, 12, body, true)));
+    CHECK(control.rule("by-name")->stats->hits == 1);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction until released, each release followed by a flush") {
+  // ClientConnection counts held_bytes_to_*() toward the write-queue high-water mark and
+  // re-checks backpressure in PipelineOutput::flush (proxy/connection/client_connection.cc).
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    auto request = heartbeat_request(7), request2 = heartbeat_request(8);
+    REQUIRE(offer(p, request));
+    REQUIRE(offer(p, request2));  // the rule fired once: not shaped
+    CHECK(p.held_bytes_to_broker() == 0);
+    auto response = heartbeat_response(7), response2 = heartbeat_response(8);
+    REQUIRE(answer(p, response));
+    CHECK(p.held_bytes_to_client() == response.size() - 2);  // the first piece left at once
+    REQUIRE(answer(p, response2));
+    CHECK(p.held_bytes_to_client() == response.size() - 2 + response2.size());  // waits behind: counted too
+    size_t peak = p.held_bytes_to_client();
+    bool decreasing = true;
+    drain(&loop, [&] {
+      size_t now = p.held_bytes_to_client();
+      decreasing = decreasing && now <= peak;
+      peak = now;
+      return now == 0;
+    });
+    CHECK(decreasing);
+    CHECK(p.held_bytes_to_client() == 0);
+    // A flush follows the releases (a late timer may release several pieces at once): that is
+    // where the connection resumes reading.
+    CHECK(rec.flushes >= 1);
+    CHECK(rec.client_bytes_at_flush == response.size() + response2.size());
+    CHECK(joined(rec.to_client) == std::string(response.begin(), response.end()) + std::string(response2.begin(), response2.end()));
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: requests and responses held by a delay count as held bytes until they leave") {
+  // A long delay with a pipelining client would otherwise hold unbounded memory: ClientConnection
+  // stops reading the sending side once these pass the write-queue high-water mark.
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "hold-request", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"request"},"trigger":{"once":true}})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{5, "l", 0, nullptr}, rec);
+    auto first = heartbeat_request(1), second = heartbeat_request(2);
+    REQUIRE(offer(p, first));
+    // The rule fired once, but the second request must wait behind the first (order is kept).
+    REQUIRE(offer(p, second));
+    CHECK(p.held_bytes_to_broker() == first.size() + second.size());
+    CHECK(p.held_bytes_to_client() == 0);
+    drain(&loop, [&] { return joined(rec.to_broker).size() == first.size() + second.size(); });
+    CHECK(p.held_bytes_to_broker() == 0);
+    CHECK(joined(rec.to_broker) == std::string(first.begin(), first.end()) + std::string(second.begin(), second.end()));
+    for (int32_t id : {1, 2}) {  // answered at once: nothing held for the client
+      auto r = heartbeat_response(id);
+      REQUIRE(answer(p, r));
+    }
+    CHECK(rec.to_client.size() == 2);
+    CHECK(p.held_bytes_to_client() == 0);
+    rec.to_client.clear();
+
+    // A delayed response holds its own bytes and those of every response behind it.
+    put(control, "hold-response", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"response"},"trigger":{"once":true}})");
+    auto third = heartbeat_request(3), fourth = heartbeat_request(4);
+    REQUIRE(offer(p, third));
+    REQUIRE(offer(p, fourth));
+    auto r3 = heartbeat_response(3), r4 = heartbeat_response(4);
+    REQUIRE(answer(p, r3));
+    REQUIRE(answer(p, r4));
+    CHECK(rec.to_client.empty());
+    CHECK(p.held_bytes_to_client() == r3.size() + r4.size());
+    drain(&loop, [&] { return rec.to_client.size() == 2; });
+    CHECK(p.held_bytes_to_client() == 0);
+    CHECK(joined(rec.to_client) == std::string(r3.begin(), r3.end()) + std::string(r4.begin(), r4.end()));
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a response whose correlation id differs closes with a broker protocol error") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{6, "l", 0, nullptr}, rec);
+    REQUIRE(offer(p, heartbeat_request(1)));
+    CHECK(p.awaiting_broker() == 1);
+    CHECK_FALSE(answer(p, heartbeat_response(2)));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kBrokerProtocolError);
+    CHECK(rec.closed->detail.find("correlation id mismatch") != std::string::npos);
+    CHECK(rec.to_client.empty());
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a response with nothing in flight closes with a broker protocol error") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{7, "l", 0, nullptr}, rec);
+    CHECK_FALSE(answer(p, heartbeat_response(1)));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kBrokerProtocolError);
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a request header that does not parse closes with a client protocol error") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{8, "l", 0, nullptr}, rec);
+    std::vector<uint8_t> truncated{0, 0, 0, 3, 0, 12, 0};  // size 3: api key and half a version
+    CHECK_FALSE(offer(p, truncated));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kClientProtocolError);
+    CHECK(rec.to_broker.empty());
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a close-before rule closes with the fault category and forwards nothing") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"before"}})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{9, "l", 0, nullptr}, rec);
+    CHECK_FALSE(offer(p, heartbeat_request(1)));
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kFault);
+    CHECK(rec.closed->detail.find("'cut'") != std::string::npos);
+    CHECK(rec.to_broker.empty());
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earlier requests") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  put(control, "fence", R"({"match":{"api":"Heartbeat"},"action":{"answer":"REBALANCE_IN_PROGRESS"},"trigger":{"nth":2}})");
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{10, "l", 0, nullptr}, rec);
+    auto first = heartbeat_request(1), second = heartbeat_request(2), third = heartbeat_request(3);
+    REQUIRE(offer(p, first));
+    REQUIRE(offer(p, second));  // answered by the rule: never reaches the broker
+    REQUIRE(offer(p, third));
+    CHECK(joined(rec.to_broker) == std::string(first.begin(), first.end()) + std::string(third.begin(), third.end()));
+    CHECK(rec.to_client.empty());  // the answer to 2 waits for the broker's answer to 1
+    CHECK(p.awaiting_broker() == 2);
+    REQUIRE(answer(p, heartbeat_response(1)));
+    REQUIRE(rec.to_client.size() == 2);
+    CHECK(codec::peek_response_correlation_id(codec::Bytes(reinterpret_cast<const uint8_t*>(rec.to_client[1].data()), rec.to_client[1].size()).subspan(4)) == 2);
+    REQUIRE(answer(p, heartbeat_response(3)));  // matched with request 3, not with the answered 2
+    CHECK(rec.to_client.size() == 3);
+    CHECK_FALSE(rec.closed);
+    CHECK(p.idle());
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a large request may be streamed only when nothing can act on it before forwarding") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    auto heartbeat = heartbeat_request(7);
+    codec::Bytes head(heartbeat.data(), heartbeat.size());
+    // Given no fault rules, a Heartbeat may go while it arrives; ApiVersions (the stage may
+    // answer it) and a head too short for the header may not
+    CHECK(p.may_stream_request(head));
+    CHECK_FALSE(p.may_stream_request(head.first(9)));
+    auto api_versions = request_frame(18, 3, 1, {0});
+    CHECK_FALSE(p.may_stream_request(codec::Bytes(api_versions.data(), api_versions.size())));
+    // When a rule names Heartbeat (whatever its action), it may not
+    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":1,"side":"request"}})");
+    CHECK_FALSE(p.may_stream_request(head));
+    // And a rule on another API leaves Heartbeat streamable
+    control.reset_rules();
+    put(control, "other", R"({"match":{"api":"Produce"},"action":{"error":"NOT_LEADER_OR_FOLLOWER"}})");
+    CHECK(p.may_stream_request(head));
+    // A streamed request without rules is forwarded as usual; its response comes back in order
+    REQUIRE(p.on_request_frame(head, std::chrono::steady_clock::now(), /*streamed=*/true));
+    CHECK(rec.to_broker.size() == 1);
+    auto response = heartbeat_response(7);
+    REQUIRE(answer(p, response));
+    CHECK(rec.to_client.size() == 1);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a rule added while a streamed request arrived closes the connection instead of delaying half a request") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::ChaosControl control;
+  Recorder rec;
+  {
+    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    auto heartbeat = heartbeat_request(7);
+    codec::Bytes frame(heartbeat.data(), heartbeat.size());
+    // Given the start of a request was streamed while no rule applied
+    REQUIRE(p.may_stream_request(frame));
+    // When a delay rule for its API is added before the frame is complete
+    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":50,"side":"request"}})");
+    // Then the whole frame is not forwarded a second time, and the connection closes with a fault reason
+    CHECK_FALSE(p.on_request_frame(frame, std::chrono::steady_clock::now(), /*streamed=*/true));
+    CHECK(rec.to_broker.empty());
+    REQUIRE(rec.closed);
+    CHECK(rec.closed->category == CloseCategory::kFault);
+    CHECK(rec.closed->detail.find("Heartbeat") != std::string::npos);
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
