@@ -1,0 +1,371 @@
+"""One cell of the conformance matrix: client family x scenario x transaction protocol.
+
+    fresh topic -> kproxy with the scenario -> driver (time-bounded) -> kproxy's fault counts,
+    fault log lines and request versions -> kproxy stopped -> verifier (reads the cluster
+    directly, not through kproxy) -> a dict (the cell's record, also written as cell.json)
+
+Every process a cell starts runs in its own process group and is killed at its bound, so a stuck
+client never blocks the next cell. Python 3 stdlib + PyYAML.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import yaml
+
+from scenarios import EXPECT_CLASSES, Scenario, kproxy_copy
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DRIVERS = REPO_ROOT / "conformance" / "drivers"
+VERIFIER = REPO_ROOT / "conformance" / "verifier" / "run"
+LIVE: set = set()  # process groups still running; killed at exit (atexit below)
+FAULT_LOG_RX = re.compile(r"fault rule '[^']*'")
+REQUESTS_RX = re.compile(r'^kproxy_requests_total\{([^}]*)\}\s+(\S+)$', re.M)
+
+
+@dataclass
+class Settings:
+    kproxy: str
+    scenario_mode: str          # "flag": kproxy --scenario FILE; "config": faults/api_versions in the config
+    cluster_bootstrap: str      # real broker addresses, comma-separated
+    nodes: int
+    transactions: int
+    records_per_txn: int
+    cell_timeout_s: float
+    seed: Optional[int]
+    work_dir: Path
+    partitions: int = 3
+    verifier_timeout_s: float = 60.0
+    transaction_timeout_ms: Optional[int] = None
+
+
+def _free_ports(n: int) -> List[int]:
+    import ports  # tests/integration/ports.py: outside the ephemeral range, reserved for this process
+    return ports.free_ports(n)
+
+
+def _port_block(n: int) -> int:
+    import ports
+    return ports.port_block(n)
+
+
+def _kill_live() -> None:
+    for proc in list(LIVE):
+        _kill_group(proc)
+
+
+atexit.register(_kill_live)
+
+
+def _kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_bounded(cmd: List[str], timeout: float, stdout: Path, stderr: Path, env: Optional[Dict] = None) -> Tuple[Optional[int], bool, float]:
+    """Runs `cmd` in its own process group; kills the group at `timeout`.
+    Returns (exit code or None when killed, timed_out, seconds)."""
+    t0 = time.monotonic()
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT),
+                                start_new_session=True, env=env)
+        LIVE.add(proc)
+        try:
+            rc = proc.wait(timeout=max(1.0, timeout))
+            # Children the driver left behind (a JVM it forked, say) die with the group.
+            _kill_group(proc)
+            return rc, False, time.monotonic() - t0
+        except subprocess.TimeoutExpired:
+            _kill_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                proc.wait()
+            return None, True, time.monotonic() - t0
+        finally:
+            LIVE.discard(proc)
+
+
+def last_json_line(text: str) -> Optional[Dict]:
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            v = json.loads(line)
+        except ValueError:
+            return None
+        return v if isinstance(v, dict) else None
+    return None
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int, timeout: float = 60.0) -> None:
+    import kafka_harness as kh
+    addrs = [a.rsplit(":", 1) for a in bootstrap.split(",")]
+    host, port = addrs[0][0], int(addrs[0][1])
+    err, msg = kh.create_topics_raw(host, port, name, partitions, replication, timeout=30.0)
+    if err not in (0, 36):
+        raise RuntimeError(f"CreateTopics {name}: error {err} {msg or ''}")
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        ok = True
+        for h, p in addrs:
+            try:
+                t = kh.metadata(h, int(p), [name], 5.0).topics.get(name)
+            except (OSError, kh.KafkaHarnessError) as e:
+                ok, last = False, e
+                break
+            if t is None or t.error_code != 0 or len(t.partitions) != partitions or any(x.leader < 0 for x in t.partitions.values()):
+                ok, last = False, t
+                break
+        if ok:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {name} not ready within {timeout:.0f}s (last: {last})")
+
+
+class KproxyProcess:
+    """One kproxy for one cell: a listener in front of the cluster, the admin API, debug log."""
+
+    def __init__(self, s: Settings, cell_dir: Path, scenario_doc: Dict, max_node_id: int = 8):
+        self.s = s
+        self.dir = cell_dir
+        self.port, self.admin_port = _free_ports(2)
+        self.base = _port_block(max_node_id + 1)
+        upstream = s.cluster_bootstrap.split(",")[0]
+        config = {
+            "listeners": [{"name": "conformance", "listen": f"127.0.0.1:{self.port}", "upstream": upstream,
+                           "advertise": "127.0.0.1", "broker_ports": self.base}],
+            "workers": 1,
+            "drain_timeout": "2s",
+            "log": {"format": "text", "level": "debug"},
+            "admin": {"listen": f"127.0.0.1:{self.admin_port}"},
+        }
+        self.scenario_path = cell_dir / "scenario.yaml"
+        self.scenario_path.write_text(yaml.safe_dump(scenario_doc, sort_keys=False))
+        if s.scenario_mode == "config":
+            if scenario_doc.get("faults"):
+                config["faults"] = scenario_doc["faults"]
+            if scenario_doc.get("api_versions"):
+                config["api_versions"] = scenario_doc["api_versions"]
+        self.config_path = cell_dir / "kproxy.yaml"
+        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.log_path = cell_dir / "kproxy.log"
+        self.cmd = [s.kproxy, "--config", str(self.config_path)]
+        if s.scenario_mode == "flag":
+            self.cmd += ["--scenario", str(self.scenario_path)]
+        self.proc: Optional[subprocess.Popen] = None
+        self._log = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        LIVE.add(self.proc)
+        deadline = time.monotonic() + timeout
+        pending = [self.port, self.admin_port]
+        while pending:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kproxy exited with {self.proc.returncode} at start:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kproxy did not listen on {pending} within {timeout:.0f}s:\n{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", pending[0]), timeout=0.5):
+                    pending.pop(0)
+            except OSError:
+                time.sleep(0.05)
+
+    def admin(self, path: str, timeout: float = 10.0) -> Tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}{path}", timeout=timeout) as r:
+                return r.status, r.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+        except OSError as e:
+            return 0, str(e)
+
+    def faults(self) -> List[Dict]:
+        """[{name, hits, injected}] from GET /faults."""
+        status, body = self.admin("/faults")
+        if status != 200:
+            return [{"error": f"GET /faults: {status} {body[:200]}"}]
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return [{"error": f"GET /faults: not JSON: {body[:200]}"}]
+        rules = doc.get("rules", doc.get("faults", doc)) if isinstance(doc, dict) else doc
+        if isinstance(rules, dict):
+            rules = [dict(v, name=k) if isinstance(v, dict) else {"name": k} for k, v in rules.items()]
+        out = []
+        for r in rules or []:
+            if isinstance(r, dict):
+                out.append({"name": r.get("name"), "hits": r.get("hits"), "injected": r.get("injected")})
+        return out
+
+    def request_versions(self) -> Dict[str, Dict[str, int]]:
+        """{api: {version: requests}} from kproxy_requests_total, for the transaction APIs."""
+        status, text = self.admin("/metrics")
+        out: Dict[str, Dict[str, int]] = {}
+        if status != 200:
+            return out
+        for m in REQUESTS_RX.finditer(text):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            api, ver = labels.get("api"), labels.get("version")
+            if api in ("Produce", "EndTxn", "AddPartitionsToTxn", "AddOffsetsToTxn", "InitProducerId", "TxnOffsetCommit") and ver:
+                n = int(float(m.group(2)))
+                if n:
+                    out.setdefault(api, {})
+                    out[api][ver] = out[api].get(ver, 0) + n
+        return out
+
+    def stop(self) -> Optional[int]:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGTERM)  # a second SIGTERM skips the drain
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    _kill_group(self.proc)
+                    self.proc.wait()
+        LIVE.discard(self.proc)
+        if self._log:
+            self._log.close()
+            self._log = None
+        return self.proc.returncode
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def fault_log_lines(self, limit: int = 40) -> Tuple[int, List[str]]:
+        try:
+            lines = [l for l in self.log_path.read_text(errors="replace").splitlines() if FAULT_LOG_RX.search(l)]
+        except OSError:
+            return 0, []
+        return len(lines), lines[:limit]
+
+
+def protocol_seen(versions: Dict[str, Dict[str, int]]) -> Optional[int]:
+    """The transaction protocol the client used, from the EndTxn and AddPartitionsToTxn versions
+    it sent: EndTxn v5+ = TV2; EndTxn <= v4 or AddPartitionsToTxn = TV1; None = no EndTxn seen."""
+    endtxn = {int(v) for v in versions.get("EndTxn", {})}
+    if endtxn and max(endtxn) >= 5:
+        return 2
+    if endtxn or versions.get("AddPartitionsToTxn"):
+        return 1
+    return None
+
+
+def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int = 1) -> Dict:
+    """Runs one cell and returns its record."""
+    run_id = f"{sc.index:02d}-{client}-tv{protocol}-{attempt}-{uuid.uuid4().hex[:6]}"
+    run_id = re.sub(r"[^A-Za-z0-9._-]", "-", run_id)
+    cell_dir = s.work_dir / "cells" / run_id
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    workload = dict(sc.workload or {})
+    transactions = int(workload.get("transactions", s.transactions))
+    records_per_txn = int(workload.get("records_per_txn", s.records_per_txn))
+    cell_timeout = float(max(s.cell_timeout_s, workload.get("cell_timeout_s", 0)))
+    txn_timeout = workload.get("transaction_timeout_ms", s.transaction_timeout_ms)
+    topic = f"conformance-{run_id}"
+    client_id = (f"legacy-{run_id}" if protocol == 1 else f"conf-{run_id}")
+    txn_id = f"txn-{run_id}"
+    rec: Dict = {
+        "client": client, "scenario": sc.name, "scenario_version": sc.version, "number": sc.number,
+        "protocol": protocol, "expect": sc.expect, "attempt": attempt, "run_id": run_id, "topic": topic,
+        "transactional_id": txn_id, "client_id": client_id, "dir": str(cell_dir),
+        "transactions": transactions, "records_per_txn": records_per_txn, "cell_timeout_s": cell_timeout,
+    }
+    kp: Optional[KproxyProcess] = None
+    try:
+        create_topic(s.cluster_bootstrap, topic, s.partitions, min(3, s.nodes))
+        doc = kproxy_copy(sc, seed=s.seed, protocol=protocol)
+        kp = KproxyProcess(s, cell_dir, doc)
+        rec["kproxy_command"] = " ".join(kp.cmd)
+        kp.start()
+        driver_timeout_s = max(10, int(cell_timeout * 0.8) - 5)
+        cmd = [str(DRIVERS / client / "run"), "--bootstrap", kp.bootstrap, "--topic", topic,
+               "--transactional-id", txn_id, "--transactions", str(transactions),
+               "--records-per-txn", str(records_per_txn), "--run-id", run_id, "--client-id", client_id,
+               "--timeout-s", str(driver_timeout_s)]
+        if txn_timeout:
+            cmd += ["--transaction-timeout-ms", str(int(txn_timeout))]
+        rec["driver_command"] = " ".join(cmd)
+        rc, timed_out, secs = _run_bounded(cmd, cell_timeout, cell_dir / "driver.stdout", cell_dir / "driver.stderr")
+        account = last_json_line((cell_dir / "driver.stdout").read_text(errors="replace"))
+        rec["driver"] = {"exit": rc, "timed_out": timed_out, "seconds": round(secs, 1), "json": account is not None}
+        rec["faults"] = kp.faults()
+        rec["request_versions"] = kp.request_versions()
+        rec["protocol_seen"] = protocol_seen(rec["request_versions"])
+        count, lines = kp.fault_log_lines()
+        rec["fault_log_count"], rec["fault_log_lines"] = count, lines
+        rec["kproxy_exit"] = kp.stop()
+        if account is None:
+            account = {"client": client, "version": None, "library": None, "transactions": transactions,
+                       "records_per_txn": records_per_txn, "run_id": run_id, "committed": [], "aborted": [],
+                       "unknown": [], "errors": {}, "gave_up": False, "give_up_reason": None,
+                       "elapsed_s": round(secs, 1), "synthetic": "the driver printed no JSON line (written by the runner)"}
+        rec["account"] = {k: account.get(k) for k in ("client", "version", "library", "errors", "gave_up",
+                                                       "give_up_reason", "elapsed_s", "synthetic")}
+        rec["account"].update({f"{k}_count": len(account.get(k) or []) for k in ("committed", "aborted", "unknown")})
+        account_path = cell_dir / "account.json"
+        account_path.write_text(json.dumps(account) + "\n")
+        vcmd = [str(VERIFIER), "--bootstrap", s.cluster_bootstrap, "--topic", topic, "--account", str(account_path),
+                "--timeout-s", str(int(s.verifier_timeout_s)), "--driver-exit", str(rc if rc is not None else -9)]
+        if timed_out:
+            vcmd.append("--driver-timed-out")
+        rec["verifier_command"] = " ".join(vcmd)
+        vrc, vto, vsecs = _run_bounded(vcmd, s.verifier_timeout_s + 60, cell_dir / "verifier.stdout", cell_dir / "verifier.stderr")
+        verdict = last_json_line((cell_dir / "verifier.stdout").read_text(errors="replace"))
+        rec["verifier"] = verdict if verdict is not None else {
+            "error": f"verifier printed no JSON (exit {vrc}{', timed out' if vto else ''}): "
+                     + (cell_dir / "verifier.stderr").read_text(errors="replace")[-500:]}
+        if verdict is not None and verdict.get("class"):
+            rec["class"] = verdict["class"]
+        elif timed_out:
+            rec["class"] = "stuck"
+        elif account.get("synthetic") or (rc not in (0, None)):
+            rec["class"] = "crashed"
+        else:
+            rec["class"] = "no verdict"
+    except Exception as e:  # a cell that could not run is recorded, never fatal to the run
+        rec["class"] = "runner error"
+        rec["runner_error"] = f"{type(e).__name__}: {e}"[:2000]
+        if kp is not None:
+            rec["kproxy_exit"] = kp.stop()
+    rec["matches_expect"] = rec["class"] in EXPECT_CLASSES[sc.expect]
+    injected = [f.get("injected") for f in rec.get("faults", []) if isinstance(f.get("injected"), int)]
+    rec["faults_injected_total"] = sum(injected) if injected else None
+    rec["elapsed_s"] = round(time.monotonic() - t0, 1)
+    (cell_dir / "cell.json").write_text(json.dumps(rec, indent=1) + "\n")
+    return rec

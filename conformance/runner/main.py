@@ -1,0 +1,272 @@
+"""scripts/conformance: runs transactional clients through kproxy's fault scenarios against a real
+Kafka 4.4 cluster and writes the matrix (docs/conformance.md, docs/conformance.json).
+
+See conformance/README.md. Python 3 stdlib + PyYAML (Debian's python3-yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+INTEGRATION = REPO_ROOT / "tests" / "integration"
+for p in (HERE, INTEGRATION):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import cell as cellmod  # noqa: E402
+import report  # noqa: E402
+import scenarios as scn  # noqa: E402
+
+DEFAULT_KPROXY = REPO_ROOT / "build-release" / "proxy" / "kproxy"
+DRIVERS = REPO_ROOT / "conformance" / "drivers"
+
+
+def say(msg: str) -> None:
+    print(f"[conformance] {msg}", flush=True)
+
+
+def families() -> List[str]:
+    if not DRIVERS.is_dir():
+        return []
+    return sorted(d.name for d in DRIVERS.iterdir() if (d / "run").is_file() and os.access(d / "run", os.X_OK))
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="scripts/conformance",
+        description="Run transactional Kafka clients through kproxy fault scenarios (scenarios/*.yaml) against a real "
+                    "Kafka 4.4 cluster; write the client x scenario x protocol matrix.",
+        epilog="Example (one cell): scripts/conformance --clients java-4.4 --scenarios 06 --tv 2 --nodes 1 "
+               "--out /tmp/c.md --json /tmp/c.json")
+    ap.add_argument("--clients", help="comma-separated driver families (conformance/drivers/*); default: all with a run script")
+    ap.add_argument("--scenarios", help="comma-separated file numbers (6 or 06), names or globs (0[1-5]-*); default: all")
+    ap.add_argument("--tv", default="1,2", help="transaction protocol(s): 1, 2 or 1,2 (default 1,2)")
+    ap.add_argument("--seed", type=int, default=1, help="substituted into every rule's trigger seed (default 1)")
+    ap.add_argument("--jobs", type=int, default=1, help="cells run at once, each with its own kproxy and topic (default 1)")
+    ap.add_argument("--transactions", type=int, default=5, help="transactions per cell (default 5)")
+    ap.add_argument("--records-per-txn", type=int, default=10, help="records per transaction (default 10)")
+    ap.add_argument("--cell-timeout", type=float, default=120.0,
+                    help="seconds a cell's driver may run before it is killed (default 120; a scenario's workload.cell_timeout_s can raise it)")
+    ap.add_argument("--transaction-timeout-ms", type=int, default=None, help="passed to every driver (default: the driver's)")
+    ap.add_argument("--partitions", type=int, default=3, help="partitions of each cell's topic (default 3)")
+    ap.add_argument("--nodes", type=int, default=3, help="Kafka nodes to start (default 3)")
+    ap.add_argument("--bootstrap", help="use this running cluster (HOST:PORT,...) instead of starting one")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per cell; cells whose runs disagree are 'flaky' (default 1)")
+    ap.add_argument("--out", default=str(REPO_ROOT / "docs" / "conformance.md"), help="markdown report (default docs/conformance.md)")
+    ap.add_argument("--json", default=str(REPO_ROOT / "docs" / "conformance.json"), help="JSON report (default docs/conformance.json)")
+    ap.add_argument("--work-dir", help="per-cell files (configs, logs, accounts); default build/conformance/<time>")
+    ap.add_argument("--kproxy", default=str(DEFAULT_KPROXY),
+                    help="kproxy binary (default build-release/proxy/kproxy, built with cmake + ninja if missing)")
+    ap.add_argument("--scenario-mode", choices=("auto", "flag", "config"), default="auto",
+                    help="how kproxy gets a scenario: flag = `kproxy --scenario FILE`; config = its faults and "
+                         "api_versions in the config file; auto (default) = flag if `kproxy --help` lists --scenario")
+    ap.add_argument("--no-setup", action="store_true", help="skip conformance/setup (drivers and verifier already installed)")
+    ap.add_argument("--list", action="store_true", help="list the selected scenarios and clients, run nothing")
+    args = ap.parse_args(argv)
+    try:
+        args.protocols = sorted({int(x) for x in args.tv.split(",") if x.strip()})
+    except ValueError:
+        ap.error(f"--tv: want 1, 2 or 1,2, not {args.tv!r}")
+    if not args.protocols or any(p not in (1, 2) for p in args.protocols):
+        ap.error(f"--tv: want 1, 2 or 1,2, not {args.tv!r}")
+    if args.jobs < 1 or args.repeat < 1 or args.nodes < 1:
+        ap.error("--jobs, --repeat and --nodes must be >= 1")
+    return args
+
+
+def ensure_kproxy(path: str) -> str:
+    p = Path(path)
+    if p.is_file() and os.access(p, os.X_OK):
+        return str(p)
+    if p.resolve() != DEFAULT_KPROXY.resolve():
+        raise SystemExit(f"scripts/conformance: --kproxy {path}: no such executable")
+    say(f"{p} missing: building it (Release)")
+    for cmd in (["cmake", "-S", ".", "-B", "build-release", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
+                ["cmake", "--build", "build-release", "-j2", "--target", "kproxy"]):
+        say("$ " + " ".join(cmd))
+        if subprocess.run(["nice", "-n", "10"] + cmd, cwd=str(REPO_ROOT)).returncode != 0:
+            raise SystemExit("scripts/conformance: building kproxy failed")
+    return str(p)
+
+
+def scenario_flag_supported(kproxy: str) -> bool:
+    try:
+        r = subprocess.run([kproxy, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--scenario" in (r.stdout + r.stderr)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=str(REPO_ROOT), capture_output=True,
+                              text=True, timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def cluster_transaction_version(bootstrap: str) -> Optional[int]:
+    try:
+        from test_chaos_features import api_versions  # ApiVersions v4 with the feature tags
+        return api_versions(bootstrap, "conformance-probe")["finalized"].get("transaction.version")
+    except Exception as e:  # noqa: BLE001 - a probe failure is reported, not fatal
+        say(f"could not read the cluster's finalized features: {e}")
+        return None
+
+
+def combine(runs: List[Dict]) -> Dict:
+    """One record for a cell from its runs: the first run's, with class 'flaky' when they disagree."""
+    first = dict(runs[0])
+    classes = [r["class"] for r in runs]
+    if len(runs) > 1:
+        first["runs"] = [{k: r.get(k) for k in ("class", "run_id", "elapsed_s", "faults_injected_total", "dir")} for r in runs]
+        first["classes"] = classes
+        if len(set(classes)) > 1:
+            first["class"] = "flaky"
+            first["matches_expect"] = False
+        else:
+            first["matches_expect"] = all(r.get("matches_expect") for r in runs)
+        first["elapsed_s"] = round(sum(r.get("elapsed_s", 0) for r in runs), 1)
+    return first
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    command = "scripts/conformance " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    try:
+        all_sc = scn.load_all()
+        chosen = scn.select(all_sc, args.scenarios.split(",") if args.scenarios else None)
+    except scn.ScenarioError as e:
+        print(f"scripts/conformance: {e}", file=sys.stderr)
+        return 2
+    if not args.no_setup and not args.list:
+        setup = REPO_ROOT / "conformance" / "setup"
+        say(f"$ {setup}")
+        if subprocess.run([str(setup)], cwd=str(REPO_ROOT)).returncode != 0:
+            print("scripts/conformance: conformance/setup failed", file=sys.stderr)
+            return 1
+    available = families()
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else available
+    missing = [c for c in clients if c not in available]
+    if missing:
+        print(f"scripts/conformance: no driver {missing} (conformance/drivers/<family>/run; have {available})", file=sys.stderr)
+        return 2
+    if not clients:
+        print("scripts/conformance: no client driver found under conformance/drivers", file=sys.stderr)
+        return 2
+    if not (REPO_ROOT / "conformance" / "verifier" / "run").exists() and not args.list:
+        print("scripts/conformance: conformance/verifier/run is missing", file=sys.stderr)
+        return 2
+    plan = [(c, sc, p) for sc in chosen if sc.runnable for p in args.protocols if p in sc.protocols for c in clients]
+    if args.list:
+        for sc in chosen:
+            print(f"{sc.name}  #{sc.number}  protocols {sc.protocols}  expect {sc.expect}" + ("" if sc.runnable else "  (workload: none)"))
+        print(f"clients: {', '.join(clients)}; {len(plan)} cell(s) x {args.repeat} run(s)")
+        return 0
+
+    kproxy = ensure_kproxy(args.kproxy)
+    flag_ok = scenario_flag_supported(kproxy)
+    mode = args.scenario_mode
+    if mode == "auto":
+        mode = "flag" if flag_ok else "config"
+    elif mode == "flag" and not flag_ok:
+        say(f"warning: `{kproxy} --help` does not list --scenario; trying it anyway (--scenario-mode flag)")
+    mode_text = ("`kproxy --scenario FILE`" if mode == "flag" else
+                 "the kproxy config's faults: and api_versions: sections (this kproxy has no --scenario)" if not flag_ok else
+                 "the kproxy config's faults: and api_versions: sections")
+    work = Path(args.work_dir) if args.work_dir else REPO_ROOT / "build" / "conformance" / time.strftime("%Y%m%d-%H%M%S")
+    work.mkdir(parents=True, exist_ok=True)
+    say(f"{len(plan)} cell(s) x {args.repeat} run(s): clients {clients}, {len(chosen)} scenario(s), TV {args.protocols}; "
+        f"kproxy {kproxy} ({mode}); work dir {work}")
+
+    import kafka_harness as kh
+    cluster = None
+    t_start = time.monotonic()
+    try:
+        if args.bootstrap:
+            bootstrap = args.bootstrap
+        else:
+            cluster = kh.KafkaCluster(args.nodes, name="conformance")
+            say(f"starting Kafka {kh.KAFKA_VERSION}, {args.nodes} node(s)")
+            cluster.start()
+            bootstrap = cluster.bootstrap()
+            say(f"cluster up in {cluster.startup_seconds:.1f} s: {bootstrap}")
+        tv = cluster_transaction_version(bootstrap)
+        if tv != 2 and 2 in args.protocols:
+            say(f"warning: the cluster has transaction.version {tv} finalized, not 2: TV2 cells are not what they say")
+        settings = cellmod.Settings(kproxy=kproxy, scenario_mode=mode, cluster_bootstrap=bootstrap, nodes=args.nodes,
+                                    transactions=args.transactions, records_per_txn=args.records_per_txn,
+                                    cell_timeout_s=args.cell_timeout, seed=args.seed, work_dir=work,
+                                    partitions=args.partitions, transaction_timeout_ms=args.transaction_timeout_ms)
+        jobs = [(c, sc, p, k) for (c, sc, p) in plan for k in range(1, args.repeat + 1)]
+        results: Dict = {}
+        lock = threading.Lock()
+        done = [0]
+
+        def one(job):
+            c, sc, p, k = job
+            rec = cellmod.run_cell(settings, c, sc, p, attempt=k)
+            with lock:
+                done[0] += 1
+                results.setdefault((c, sc.name, p), []).append(rec)
+                extra = f", {rec['runner_error']}" if rec.get("runner_error") else ""
+                say(f"[{done[0]}/{len(jobs)}] {c} x {sc.name} x TV{p}"
+                    + (f" run {k}" if args.repeat > 1 else "")
+                    + f": {rec['class']}{'' if rec['matches_expect'] else ' (expected ' + sc.expect + ')'}"
+                    + f", faults injected {rec.get('faults_injected_total')}, {rec['elapsed_s']:.1f} s{extra}")
+            return rec
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(one, jobs))
+        cells = []
+        for (c, sc, p) in plan:
+            runs = sorted(results.get((c, sc.name, p), []), key=lambda r: r["attempt"])
+            if runs:
+                rec = combine(runs)
+                rec["reproduce"] = None
+                cells.append(rec)
+        client_info: Dict[str, Dict] = {}
+        for rec in cells:
+            acc = rec.get("account") or {}
+            if acc.get("version") and rec["client"] not in client_info:
+                client_info[rec["client"]] = {"version": acc.get("version"), "library": acc.get("library")}
+        for c in clients:
+            client_info.setdefault(c, {"version": None, "library": None})
+        header = {
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seed": args.seed, "kproxy_commit": git_commit(),
+            "kproxy": os.path.relpath(kproxy, REPO_ROOT) if kproxy.startswith(str(REPO_ROOT)) else kproxy,
+            "scenario_mode": mode, "scenario_mode_text": mode_text, "kafka_version": kh.KAFKA_VERSION,
+            "nodes": args.nodes if not args.bootstrap else len(bootstrap.split(",")), "cluster_tv": tv,
+            "transactions": args.transactions, "records_per_txn": args.records_per_txn, "partitions": args.partitions,
+            "cell_timeout_s": args.cell_timeout, "repeat": args.repeat, "command": command,
+            "wall_s": time.monotonic() - t_start, "work_dir": str(work),
+        }
+        for rec in cells:
+            rec["reproduce"] = report.reproduce_command(rec, header)
+        report.write(Path(args.out), Path(args.json), header=header, scenarios=chosen, clients=clients,
+                     protocols=args.protocols, cells=cells, client_info=client_info)
+        say(f"wrote {args.out} and {args.json} ({len(cells)} cell(s), {time.monotonic() - t_start:.0f} s)")
+        counts: Dict[str, int] = {}
+        for rec in cells:
+            counts[rec["class"]] = counts.get(rec["class"], 0) + 1
+        say("classes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
+            f"; not as expected: {sum(1 for r in cells if not r['matches_expect'])}")
+        return 0
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Scenario files (scenarios/NN-short-name.yaml): loading, checking, selecting, and the copy a
+cell gives kproxy (seed substituted, the TV1 feature entry added).
+
+The format is documented in conformance/README.md "Scenario files". Python 3 stdlib + PyYAML.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCENARIO_DIR = REPO_ROOT / "scenarios"
+
+EXPECTS = ("exact", "exact-or-gave-up", "gave-up")
+# Verifier classes that meet each expectation (conformance/verifier/README.md).
+EXPECT_CLASSES = {
+    "exact": {"exact"},
+    "exact-or-gave-up": {"exact", "exact, gave up as documented"},
+    "gave-up": {"exact, gave up as documented"},
+}
+# Keys kproxy's scenario loader reads (the copy given to kproxy has exactly these).
+KPROXY_KEYS = ("scenario", "version", "number", "description", "protocols", "expect", "faults", "api_versions")
+# Keys only the runner reads; left out of the copy given to kproxy.
+RUNNER_KEYS = ("workload",)
+WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn"}
+# APIs that only the pre-KIP-890 transaction protocol (transaction.version 1) sends from a client.
+TV1_ONLY_APIS = {"AddPartitionsToTxn", "AddOffsetsToTxn", "24", "25", 24, 25}
+NAME_RX = re.compile(r"^(\d\d)-[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+@dataclass
+class Scenario:
+    path: Path
+    data: Dict
+    name: str = ""
+    index: int = 0            # NN of the file name
+    number: int = 0           # docs/faults.md scenario number
+    version: int = 1
+    description: str = ""
+    protocols: List[int] = field(default_factory=list)
+    expect: str = "exact"
+    workload: Optional[Dict] = None   # None: runs with the default workload
+    runnable: bool = True             # False: `workload: none`
+
+    @property
+    def fault_names(self) -> List[str]:
+        return [r["name"] for r in self.data.get("faults") or []]
+
+
+def _apis(rule: Dict) -> List:
+    api = (rule.get("match") or {}).get("api")
+    if api is None:
+        return []
+    return list(api) if isinstance(api, list) else [api]
+
+
+def load(path: Path) -> Scenario:
+    """Reads and checks one scenario file; ScenarioError says what is wrong."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ScenarioError(f"{path}: {e}") from None
+    where = path.name
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: not a mapping")
+    unknown = set(data) - set(KPROXY_KEYS) - set(RUNNER_KEYS)
+    if unknown:
+        raise ScenarioError(f"{where}: unknown key(s) {sorted(unknown)}")
+    for key in ("scenario", "version", "number", "description", "protocols", "expect", "faults"):
+        if key not in data:
+            raise ScenarioError(f"{where}: missing key {key!r}")
+    m = NAME_RX.match(path.stem)
+    if not m:
+        raise ScenarioError(f"{where}: file name must be NN-short-name.yaml")
+    if data["scenario"] != path.stem:
+        raise ScenarioError(f"{where}: scenario: {data['scenario']!r} is not the file name {path.stem!r}")
+    if not isinstance(data["version"], int) or data["version"] < 1:
+        raise ScenarioError(f"{where}: version must be an integer >= 1")
+    if not isinstance(data["number"], int) or not 1 <= data["number"] <= 16:
+        raise ScenarioError(f"{where}: number must be a docs/faults.md scenario number, 1..16")
+    prot = data["protocols"]
+    if not isinstance(prot, list) or not prot or any(p not in (1, 2) for p in prot) or len(set(prot)) != len(prot):
+        raise ScenarioError(f"{where}: protocols must be a non-empty list of 1 and/or 2")
+    if data["expect"] not in EXPECTS:
+        raise ScenarioError(f"{where}: expect must be one of {EXPECTS}")
+    faults = data["faults"]
+    if not isinstance(faults, list):
+        raise ScenarioError(f"{where}: faults must be a list")
+    names = set()
+    for i, rule in enumerate(faults):
+        if not isinstance(rule, dict) or not isinstance(rule.get("name"), str):
+            raise ScenarioError(f"{where}: faults[{i}] needs a name")
+        if rule["name"] in names:
+            raise ScenarioError(f"{where}: faults[{i}]: duplicate rule name {rule['name']!r}")
+        names.add(rule["name"])
+        for key in ("match", "action"):
+            if not isinstance(rule.get(key), dict):
+                raise ScenarioError(f"{where}: faults[{i}] ({rule['name']}) needs a {key} mapping")
+        trig = rule.get("trigger")
+        if isinstance(trig, dict) and "probability" in trig and "seed" not in trig:
+            raise ScenarioError(f"{where}: faults[{i}] ({rule['name']}): probability needs a seed")
+    av = data.get("api_versions") or []
+    if not isinstance(av, list):
+        raise ScenarioError(f"{where}: api_versions must be a list")
+    workload = data.get("workload")
+    runnable = workload != "none"
+    if workload is not None and workload != "none":
+        if not isinstance(workload, dict) or set(workload) - WORKLOAD_KEYS:
+            raise ScenarioError(f"{where}: workload must be `none` or a mapping of {sorted(WORKLOAD_KEYS)}")
+    if runnable and 2 in prot and faults and all(_apis(r) and set(_apis(r)) <= TV1_ONLY_APIS for r in faults):
+        raise ScenarioError(f"{where}: every rule names only AddPartitionsToTxn/AddOffsetsToTxn, which TV2 clients "
+                            f"never send: protocols must be [1]")
+    return Scenario(path=path, data=data, name=path.stem, index=int(m.group(1)), number=data["number"],
+                    version=data["version"], description=str(data["description"]), protocols=list(prot),
+                    expect=data["expect"], workload=workload if isinstance(workload, dict) else None,
+                    runnable=runnable)
+
+
+def load_all(directory: Path = SCENARIO_DIR) -> List[Scenario]:
+    out = [load(p) for p in sorted(Path(directory).glob("*.yaml"))]
+    seen: Dict[int, str] = {}
+    for s in out:
+        if s.index in seen:
+            raise ScenarioError(f"{s.path.name}: file number {s.index:02d} also used by {seen[s.index]}")
+        seen[s.index] = s.path.name
+    return out
+
+
+def select(all_scenarios: List[Scenario], specs: Optional[List[str]]) -> List[Scenario]:
+    """`specs`: file numbers ("3", "03"), names, or globs on the name ("0[1-5]-*", "*endtxn*");
+    None or [] = all. Unknown specs are an error."""
+    if not specs:
+        return list(all_scenarios)
+    chosen: List[Scenario] = []
+    for spec in specs:
+        spec = spec.strip()
+        if not spec:
+            continue
+        if spec.isdigit():
+            hits = [s for s in all_scenarios if s.index == int(spec)]
+        else:
+            spec = spec[:-5] if spec.endswith(".yaml") else spec
+            hits = [s for s in all_scenarios if fnmatch.fnmatchcase(s.name, spec)]
+        if not hits:
+            raise ScenarioError(f"--scenarios: nothing matches {spec!r}")
+        chosen += [s for s in hits if s not in chosen]
+    return sorted(chosen, key=lambda s: s.index)
+
+
+def kproxy_copy(s: Scenario, *, seed: Optional[int], protocol: int) -> Dict:
+    """What kproxy is given for one cell: the KPROXY_KEYS of the file, every rule's trigger seed
+    replaced by `seed` (when given), and for protocol 1 the entry
+    `{feature: transaction.version, max: 1}` first in api_versions (unless the file already lowers
+    that feature for every client)."""
+    data = {k: copy.deepcopy(s.data[k]) for k in KPROXY_KEYS if k in s.data}
+    for rule in data.get("faults") or []:
+        trig = rule.get("trigger")
+        if seed is not None and isinstance(trig, dict) and "seed" in trig:
+            trig["seed"] = seed
+    av = list(data.get("api_versions") or [])
+    if protocol == 1:
+        already = any(isinstance(e, dict) and e.get("feature") == "transaction.version" and "client_id" not in e
+                      and "listener" not in e and isinstance(e.get("max"), int) and e["max"] <= 1 for e in av)
+        if not already:
+            av.insert(0, {"feature": "transaction.version", "max": 1})
+    data["api_versions"] = av
+    return data
