@@ -45,7 +45,7 @@ def what_happened(c: Dict) -> str:
     d = c.get("driver") or {}
     if d:
         drv = f"driver exit {d.get('exit')}" + (", killed at the cell bound" if d.get("timed_out") else "") + f" after {d.get('seconds')} s"
-        if acc.get("synthetic"):
+        if acc.get("missing"):
             drv += ", no account printed"
         else:
             drv += (f"; committed {acc.get('committed_count')}, aborted {acc.get('aborted_count')}, "
