@@ -1,0 +1,305 @@
+"""#31: the conformance verifier (conformance/verifier) and the Java drivers (conformance/drivers/java-*).
+
+Two halves:
+* the classifier alone, on hand-made accounts and reads (`Verifier --classify-only`, no broker):
+  every class, the precedence between them, the all-or-nothing rule for unknown outcomes, order
+  within a partition, other runs' records ignored;
+* against the session's one broker (`kafka`): the Java 4.4 driver's good run is `exact`, and its
+  known-bad modes (`--break duplicate|drop|dirty`) are caught as `duplicates`, `loss` and
+  `dirty read`; a run fenced by a second producer with the same transactional.id is `exact, gave
+  up as documented`; a run cut short by its deadline is `stuck`; a transaction left open on the
+  broker makes the verifier report the partition stuck; the java-3.x build's good run is `exact`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import kafka_harness as kh  # noqa: E402
+import slowness  # noqa: E402
+
+DRIVERS = kh.REPO_ROOT / "conformance" / "drivers"
+VERIFIER = kh.REPO_ROOT / "conformance" / "verifier"
+KEYS = ("class", "records_read", "committed_expected", "missing", "missing_count", "duplicate_count",
+        "duplicates", "dirty_count", "dirty", "unknown_present", "order_violations", "detail")
+
+
+def _setup(script: Path) -> None:
+    p = subprocess.run([str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=slowness.scaled(600), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, f"{script} failed (rc={p.returncode}):\n{p.stdout}\n{p.stderr[-3000:]}"
+    assert ": ready" in p.stdout, f"{script} did not say ready:\n{p.stdout}"
+
+
+@pytest.fixture(scope="module")
+def verifier_built():
+    _setup(VERIFIER / "setup")
+
+
+@pytest.fixture(scope="module")
+def driver_built():
+    _setup(DRIVERS / "java-4.4" / "setup")
+
+
+def _last_json(out: str) -> dict:
+    lines = [l for l in out.splitlines() if l.strip()]
+    assert lines, "no output"
+    return json.loads(lines[-1])
+
+
+def classify(tmp_path: Path, account, records, *, stuck=(), driver_exit=None, timed_out=False) -> dict:
+    """Runs the classifier on `account` (a dict, a raw string for the file, or None: no file) and
+    `records` (keys in read order, or (partition, key) pairs)."""
+    acc = tmp_path / f"account-{time.monotonic_ns()}.json"
+    if isinstance(account, dict):
+        acc.write_text("progress line\n" + json.dumps(account) + "\n")
+    elif isinstance(account, str):
+        acc.write_text(account)
+    read = tmp_path / f"read-{time.monotonic_ns()}.json"
+    recs = []
+    for n, r in enumerate(records):
+        p, k = (0, r) if isinstance(r, str) else r
+        recs.append({"partition": p, "offset": n, "key": k})
+    read.write_text(json.dumps({"records": recs, "stuck_partitions": list(stuck)}))
+    cmd = [str(VERIFIER / "run"), "--classify-only", str(acc), str(read)]
+    if driver_exit is not None:
+        cmd += ["--driver-exit", str(driver_exit)]
+    if timed_out:
+        cmd.append("--driver-timed-out")
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=slowness.scaled(60))
+    assert p.returncode == 0, f"verifier rc={p.returncode}\n{p.stdout}\n{p.stderr}"
+    v = _last_json(p.stdout)
+    assert set(KEYS) <= set(v), f"keys missing from {v}"
+    return v
+
+
+def account(committed=(), aborted=(), unknown=(), m=3, n=None, gave_up=False, reason=None, run_id="R"):
+    n = n if n is not None else len(committed) + len(aborted) + len(unknown)
+    return {"client": "hand", "version": "0", "library": "none", "transactions": n, "records_per_txn": m,
+            "run_id": run_id, "committed": list(committed), "aborted": list(aborted), "unknown": list(unknown),
+            "errors": {}, "gave_up": gave_up, "give_up_reason": reason, "elapsed_s": 1.0}
+
+
+def keys(i, m=3, run_id="R"):
+    return [f"{run_id}:{i}:{j}" for j in range(m)]
+
+
+# ---------------------------------------------------------------- the classifier, no broker
+
+def test_classify_exact(verifier_built, tmp_path):
+    # Other runs' records (another run id, one that merely starts with the same characters) are ignored.
+    v = classify(tmp_path, account(committed=[0, 1], aborted=[2]),
+                 keys(0) + ["other:0:0", "R0:0:0", "Rx"] + keys(1))
+    assert v["class"] == "exact", v
+    assert (v["records_read"], v["committed_expected"], v["missing_count"], v["dirty_count"],
+            v["duplicate_count"], v["order_violations"]) == (6, 6, 0, 0, 0, 0), v
+
+
+def test_classify_unknown_all_or_nothing_is_exact(verifier_built, tmp_path):
+    v = classify(tmp_path, account(committed=[0], unknown=[1, 2]), keys(0) + keys(2))
+    assert v["class"] == "exact", v
+    assert v["unknown_present"] == [2], v
+
+
+def test_classify_unknown_partly_visible_is_loss(verifier_built, tmp_path):
+    v = classify(tmp_path, account(committed=[0], unknown=[1]), keys(0) + keys(1)[:2])
+    assert v["class"] == "loss", v
+    assert v["missing"] == ["R:1:2"] and v["missing_count"] == 1, v
+    assert v["unknown_present"] == [1], v
+
+
+def test_classify_loss(verifier_built, tmp_path):
+    v = classify(tmp_path, account(committed=[0, 1, 2]), keys(0) + keys(2) + ["R:1:0"])
+    assert v["class"] == "loss", v
+    assert v["missing"] == ["R:1:1", "R:1:2"] and v["missing_count"] == 2, v
+    assert v["committed_expected"] == 9 and v["records_read"] == 7, v
+
+
+def test_classify_duplicates(verifier_built, tmp_path):
+    v = classify(tmp_path, account(committed=[0, 1]), keys(0) + keys(1) + keys(0))
+    assert v["class"] == "duplicates", v
+    assert v["duplicate_count"] == 3 and v["duplicates"] == keys(0), v
+    assert v["order_violations"] == 0, v   # a second copy is not counted as reordering
+
+
+def test_classify_dirty_read_of_aborted(verifier_built, tmp_path):
+    v = classify(tmp_path, account(committed=[0], aborted=[1]), keys(0) + ["R:1:1"])
+    assert v["class"] == "dirty read", v
+    assert v["dirty"] == ["R:1:1"] and v["dirty_count"] == 1, v
+
+
+def test_classify_dirty_read_of_unreported_txn(verifier_built, tmp_path):
+    # Transaction 5 is in none of the account's lists (and j=7 is out of range for txn 0).
+    v = classify(tmp_path, account(committed=[0]), keys(0) + ["R:5:0", "R:0:7"])
+    assert v["class"] == "dirty read", v
+    assert v["dirty_count"] == 2 and set(v["dirty"]) == {"R:5:0", "R:0:7"}, v
+
+
+def test_classify_reordered_within_one_partition_only(verifier_built, tmp_path):
+    same = classify(tmp_path, account(committed=[0]), [(0, "R:0:1"), (0, "R:0:0"), (0, "R:0:2")])
+    assert same["class"] == "reordered" and same["order_violations"] == 1, same
+    # Different partitions have no order between them.
+    apart = classify(tmp_path, account(committed=[0]), [(1, "R:0:1"), (0, "R:0:0"), (0, "R:0:2")])
+    assert apart["class"] == "exact" and apart["order_violations"] == 0, apart
+
+
+def test_classify_gave_up_as_documented(verifier_built, tmp_path):
+    v = classify(tmp_path, account(committed=[0], unknown=[1], n=4, gave_up=True, reason="fatal: PRODUCER_FENCED"),
+                 keys(0))
+    assert v["class"] == "exact, gave up as documented", v
+    assert "PRODUCER_FENCED" in v["detail"], v
+
+
+def test_classify_stuck(verifier_built, tmp_path):
+    deadline = classify(tmp_path, account(committed=[0], n=10, gave_up=True, reason="deadline"), keys(0))
+    assert deadline["class"] == "stuck", deadline
+    assert "1 of 10" in deadline["detail"], deadline
+    killed = classify(tmp_path, None, [], driver_exit=137, timed_out=True)
+    assert killed["class"] == "stuck", killed
+    open_txn = classify(tmp_path, account(committed=[0]), keys(0), stuck=[2])
+    assert open_txn["class"] == "stuck" and "[2]" in open_txn["detail"], open_txn
+
+
+def test_classify_crashed(verifier_built, tmp_path):
+    no_file = classify(tmp_path, None, keys(0), driver_exit=1)
+    assert no_file["class"] == "crashed" and "exit code 1" in no_file["detail"], no_file
+    garbage = classify(tmp_path, "Exception in thread main ...\n{not json\n", keys(0), driver_exit=134)
+    assert garbage["class"] == "crashed", garbage
+    # An account with a non-zero exit is judged on its content.
+    judged = classify(tmp_path, account(committed=[0]), keys(0), driver_exit=1)
+    assert judged["class"] == "exact" and "driver exit 1" in judged["detail"], judged
+
+
+def test_classify_precedence(verifier_built, tmp_path):
+    everything = keys(0) + keys(0) + ["R:2:0"] + [(0, "R:3:1"), (0, "R:3:0")]   # dup, dirty, loss (1), reordered (3)
+    acc = account(committed=[0, 1, 3], aborted=[2])
+    assert classify(tmp_path, acc, everything)["class"] == "dirty read"
+    assert classify(tmp_path, acc, [r for r in everything if r != "R:2:0"])["class"] == "duplicates"
+    assert classify(tmp_path, acc, keys(0) + [(0, "R:3:1"), (0, "R:3:0")])["class"] == "loss"
+    assert classify(tmp_path, acc, keys(0) + keys(1) + [(0, "R:3:1"), (0, "R:3:0"), (0, "R:3:2")])["class"] == "reordered"
+    stuck = account(committed=[0, 1, 3], aborted=[2], gave_up=True, reason="deadline")
+    assert classify(tmp_path, stuck, everything)["class"] == "stuck"
+    assert classify(tmp_path, None, everything, driver_exit=1)["class"] == "crashed"
+
+
+# ---------------------------------------------------------------- against one real broker
+
+def run_driver(family: str, bootstrap: str, topic: str, run_id: str, *extra, n=6, m=20, timeout_s=60):
+    cmd = [str(DRIVERS / family / "run"), "--bootstrap", bootstrap, "--topic", topic,
+           "--transactional-id", f"conf-{run_id}", "--transactions", str(n), "--records-per-txn", str(m),
+           "--run-id", run_id, "--timeout-s", str(timeout_s), *map(str, extra)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=slowness.scaled(timeout_s + 60), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, f"driver rc={p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+    acc = _last_json(p.stdout)
+    assert set(acc) == {"client", "version", "library", "transactions", "records_per_txn", "run_id", "committed",
+                        "aborted", "unknown", "errors", "gave_up", "give_up_reason", "elapsed_s"}, acc
+    return p.stdout, acc
+
+
+def verify(tmp_path: Path, bootstrap: str, topic: str, driver_stdout: str, timeout_s=30) -> dict:
+    acc = tmp_path / f"account-{time.monotonic_ns()}.json"
+    acc.write_text(driver_stdout)
+    cmd = [str(VERIFIER / "run"), "--bootstrap", bootstrap, "--topic", topic, "--account", str(acc),
+           "--timeout-s", str(timeout_s), "--save-read", str(tmp_path / "read.json")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=slowness.scaled(3 * timeout_s + 60), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, f"verifier rc={p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
+    v = _last_json(p.stdout)
+    print(f"[verifier] {topic}: {json.dumps(v)}")
+    return v
+
+
+@pytest.fixture
+def topic(kafka, topic_name):
+    kafka.create_topic(topic_name, partitions=3)
+    return topic_name
+
+
+def test_good_java_4_4_run_is_exact(kafka, topic, driver_built, verifier_built, tmp_path):
+    b = kafka.bootstrap()
+    out, acc = run_driver("java-4.4", b, topic, "good")
+    assert (acc["client"], acc["version"]) == ("java-4.4", "4.4.0"), acc
+    assert acc["committed"] == list(range(6)) and not acc["gave_up"], acc
+    # A second, different run in the same topic: its records do not count for the first.
+    run_driver("java-4.4", b, topic, "other", n=2)
+    v = verify(tmp_path, b, topic, out)
+    assert v["class"] == "exact", v
+    assert v["records_read"] == 120 == v["committed_expected"], v
+    read = json.loads((tmp_path / "read.json").read_text())
+    assert {r["partition"] for r in read["records"]} == {0, 1, 2}, "the records should spread over 3 partitions"
+
+
+@pytest.mark.parametrize("mode, want", [("duplicate", "duplicates"), ("drop", "loss"), ("dirty", "dirty read")])
+def test_known_bad_java_driver_is_caught(kafka, topic, driver_built, verifier_built, tmp_path, mode, want):
+    b = kafka.bootstrap()
+    out, acc = run_driver("java-4.4", b, topic, f"bad-{mode}", "--break", mode)
+    assert not acc["gave_up"], acc
+    v = verify(tmp_path, b, topic, out)
+    assert v["class"] == want, v
+    if mode == "duplicate":
+        assert v["duplicate_count"] == 20 and v["duplicates"][0].startswith("bad-duplicate:0:"), v
+    elif mode == "drop":
+        assert v["missing_count"] == 20 and v["missing"][0] == "bad-drop:3:0", v
+    else:
+        assert acc["aborted"] == [3], acc
+        assert v["dirty_count"] == 20 and v["dirty"][0].startswith("bad-dirty:3:"), v
+
+
+def test_fenced_run_gave_up_as_documented(kafka, topic, driver_built, verifier_built, tmp_path):
+    b = kafka.bootstrap()
+    out, acc = run_driver("java-4.4", b, topic, "fenced", "--fence-before-commit", 2)
+    assert acc["gave_up"] and acc["give_up_reason"] == "fatal: PRODUCER_FENCED", acc
+    assert acc["committed"] == [0, 1] and acc["unknown"] == [2], acc
+    assert acc["errors"].get("PRODUCER_FENCED") == 1, acc
+    v = verify(tmp_path, b, topic, out)
+    assert v["class"] == "exact, gave up as documented", v
+    assert v["unknown_present"] == [] and v["records_read"] == 40, v   # the fencer aborted txn 2
+
+
+def test_deadline_run_is_stuck(kafka, topic, driver_built, verifier_built, tmp_path):
+    b = kafka.bootstrap()
+    out, acc = run_driver("java-4.4", b, topic, "late", n=100000, m=2, timeout_s=4)
+    assert acc["gave_up"] and acc["give_up_reason"] == "deadline", acc
+    assert 3 <= acc["elapsed_s"] < 10, acc
+    v = verify(tmp_path, b, topic, out)
+    assert v["class"] == "stuck", v
+    assert v["missing_count"] == 0 and v["dirty_count"] == 0 and v["duplicate_count"] == 0, v
+
+
+def test_open_transaction_makes_partition_stuck(kafka, topic, verifier_built, tmp_path):
+    """A transaction left open on the broker (librdkafka, no commit): the LSO stays below the high
+    watermark, so the verifier says which partition and classes the run stuck."""
+    ck = pytest.importorskip("confluent_kafka")
+    b = kafka.bootstrap()
+    p = ck.Producer({"bootstrap.servers": b, "transactional.id": "conf-open-txn", "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, key=b"open:0:0", value=b"x", partition=1)
+    p.flush(30)
+    try:
+        acc = account(committed=[], aborted=[0], run_id="open", m=1)
+        v = verify(tmp_path, b, topic, json.dumps(acc), timeout_s=4)
+        assert v["class"] == "stuck", v
+        assert v["stuck_partitions"] == [1], v
+    finally:
+        p.abort_transaction(30)
+
+
+def test_good_java_3x_run_is_exact(kafka, topic, verifier_built, tmp_path):
+    _setup(DRIVERS / "java-3.x" / "setup")
+    b = kafka.bootstrap()
+    out, acc = run_driver("java-3.x", b, topic, "three", n=4, m=10)
+    assert acc["client"] == "java-3.x" and acc["version"].startswith("3."), acc
+    v = verify(tmp_path, b, topic, out)
+    assert v["class"] == "exact" and v["records_read"] == 40, v
