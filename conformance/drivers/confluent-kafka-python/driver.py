@@ -43,6 +43,7 @@ class Result:
         self.lock = threading.Lock()
         self.printed = False
         self.t0 = t0
+        self.committing = None  # index whose commit was requested and not yet settled
         self.d = {
             "client": FAMILY,
             "version": v[0] if isinstance(v, tuple) else str(v),
@@ -65,6 +66,8 @@ class Result:
             if self.printed:
                 return
             self.printed = True
+            if self.committing is not None and self.committing not in self.d["unknown"]:
+                self.d["unknown"].append(self.committing)
             if gave_up is not None and not self.d["gave_up"]:
                 self.d["gave_up"], self.d["give_up_reason"] = True, gave_up
             self.d["elapsed_s"] = round(time.monotonic() - self.t0, 3)
@@ -206,7 +209,9 @@ def main():
                 raise GiveUp("produce failed")
             # commit_transaction flushes outstanding messages itself.
             commit_requested = True
+            res.committing = i
             r = call("commit_transaction", p.commit_transaction)
+            res.committing = None
             if r == "ok":
                 with res.lock:
                     if i in res.d["unknown"]:
