@@ -303,3 +303,20 @@ def test_good_java_3x_run_is_exact(kafka, topic, verifier_built, tmp_path):
     assert acc["client"] == "java-3.x" and acc["version"].startswith("3."), acc
     v = verify(tmp_path, b, topic, out)
     assert v["class"] == "exact" and v["records_read"] == 40, v
+
+
+def test_consume_transform_produce_is_exact(kafka, topic, driver_built, verifier_built, tmp_path):
+    """--mode ctp: 5 input transactions of 8 records (written by a produce-mode run with run id
+    "in") read_committed in a group, transformed one-to-one with sendOffsetsToTransaction; the
+    output holds every input record exactly once, each in its input partition (so in order)."""
+    b = kafka.bootstrap()
+    out_topic = topic + "-out"
+    kafka.create_topic(out_topic, partitions=3)
+    run_driver("java-4.4", b, topic, "in", n=5, m=8)
+    out, acc = run_driver("java-4.4", b, out_topic, "ctp", "--mode", "ctp", "--input-topic", topic,
+                          "--group", f"g-{topic}", n=5, m=8)
+    assert acc["run_id"] == "ctp:in" and acc["committed"] == [0, 1, 2, 3, 4] and not acc["gave_up"], acc
+    v = verify(tmp_path, b, out_topic, out)
+    assert v["class"] == "exact" and v["records_read"] == 40, v
+    read = json.loads((tmp_path / "read.json").read_text())
+    assert sorted(r["key"] for r in read["records"]) == sorted(f"ctp:in:{i}:{j}" for i in range(5) for j in range(8))

@@ -50,6 +50,7 @@ public class ConformanceDriver {
     // --- options
     static final Map<String, List<String>> opts = new HashMap<>();
     static String family, bootstrap, topic, txnId, runId, clientId, breakMode, mode;
+    static volatile String accountRunId;   // the account's run_id: runId, or in ctp mode runId + ":" + the input's run id
     static int nTxns, perTxn, fenceAt = -1;
     static double timeoutS;
     static final long t0 = System.nanoTime();
@@ -76,6 +77,7 @@ public class ConformanceDriver {
         nTxns = Integer.parseInt(req("transactions"));
         perTxn = Integer.parseInt(req("records-per-txn"));
         runId = req("run-id");
+        accountRunId = runId;
         clientId = opt("client-id", "conformance-" + family);
         timeoutS = Double.parseDouble(opt("timeout-s", "120"));
         breakMode = opt("break", null);
@@ -245,13 +247,15 @@ public class ConformanceDriver {
     }
 
     // ------------------------------------------------------------------ consume-transform-produce mode
-    /** Reads --input-topic read_committed in group --group; each transaction takes up to M input
-     *  records, writes for each one output record with key (and value) "RUNID:<input key>" to
-     *  --topic, sendOffsetsToTransaction, commitTransaction. Stops when the group's committed
-     *  position covers N*M input records (the input is expected to hold exactly N*M records with
-     *  keys "i:j", i < N, j < M, e.g. written by a driver run with run id ""). The account then lists
-     *  input transaction i as committed when all its records were consumed in committed
-     *  transactions, so the verifier checks every input record appears exactly once. */
+    /** Reads --input-topic read_committed in group --group; each transaction takes what one poll
+     *  returns (at most M records), writes for each one output record with key (and value)
+     *  "RUNID:<input key>" to --topic, sendOffsetsToTransaction, commitTransaction; an aborted
+     *  transaction rewinds the consumer to the group's committed offsets. Stops when N*M input
+     *  records went out in committed transactions. The input is expected to hold N*M records with
+     *  keys "[PREFIX:]i:j" (i < N, j < M: what a produce-mode run with run id PREFIX writes); the
+     *  account's run_id is then "RUNID:PREFIX" and it lists input transaction i as committed once
+     *  all M of its records went out in committed transactions, so the verifier checks that every
+     *  input record appears exactly once in the output. */
     static void runCtp() {
         String in = req("input-topic"), group = req("group");
         long want = (long) nTxns * perTxn;
@@ -266,18 +270,20 @@ public class ConformanceDriver {
         cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         KafkaProducer<String, String> producer = newProducer();
-        // Input keys consumed in committed transactions, per input transaction index.
-        Map<Integer, Integer> doneByInput = new TreeMap<>();
+        Map<Integer, Integer> doneByInput = new TreeMap<>();   // input txn -> its records out in committed txns
         long consumedCommitted = 0;
         int txn = 0;
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
             consumer.subscribe(Collections.singletonList(in));
             initTransactions(producer);
+            // Each output record goes to its input record's partition number when the output topic
+            // has that many partitions: a transaction's records then keep their input order per
+            // partition (the verifier checks it); otherwise the default partitioner.
+            int outPartitions = producer.partitionsFor(topic).size();
             while (consumedCommitted < want) {
                 ConsumerRecords<String, String> recs = consumer.poll(Duration.ofMillis(500));
                 if (recs.isEmpty()) continue;
                 int index = txn++;
-                synchronized (LOCK) { current = index; commitCalled = false; }
                 Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
                 Map<Integer, Integer> inThis = new HashMap<>();
                 String outcome;
@@ -285,7 +291,8 @@ public class ConformanceDriver {
                     producer.beginTransaction();
                     for (ConsumerRecord<String, String> r : recs) {
                         String key = runId + ":" + r.key();
-                        producer.send(new ProducerRecord<>(topic, key, key));
+                        Integer partition = r.partition() < outPartitions ? r.partition() : null;
+                        producer.send(new ProducerRecord<>(topic, partition, key, key));
                         offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                         inThis.merge(inputTxn(r.key()), 1, Integer::sum);
                     }
@@ -306,30 +313,35 @@ public class ConformanceDriver {
                 }
                 if (outcome.equals("committed")) {
                     consumedCommitted += recs.count();
-                    inThis.forEach((k, v) -> doneByInput.merge(k, v, Integer::sum));
+                    synchronized (LOCK) {
+                        for (Map.Entry<Integer, Integer> e : inThis.entrySet()) {
+                            int done = doneByInput.merge(e.getKey(), e.getValue(), Integer::sum);
+                            if (e.getKey() >= 0 && done >= perTxn && !committed.contains(e.getKey())) committed.add(e.getKey());
+                        }
+                    }
                 } else {
-                    rewind(consumer);   // re-read from the last committed position
+                    rewind(consumer);
                 }
-                synchronized (LOCK) { current = -1; }
                 System.err.println("[driver] ctp txn " + index + " " + outcome + " (" + recs.count() + " records, "
                                    + consumedCommitted + "/" + want + ")");
             }
         } finally {
-            synchronized (LOCK) {
-                // The account speaks of input transactions: committed when all M of their records
-                // went out in committed transactions; the output transactions' outcomes are in stderr.
-                for (Map.Entry<Integer, Integer> e : doneByInput.entrySet())
-                    if (e.getKey() >= 0 && e.getValue() >= perTxn) committed.add(e.getKey());
-                if (!finished) producer.close(Duration.ofSeconds(5));
-            }
+            synchronized (LOCK) { if (!finished) producer.close(Duration.ofSeconds(5)); }
         }
     }
 
+    /** Input transaction index i of an input key "[PREFIX:]i:j" (-1 if it is not of that form);
+     *  the first key seen sets the account's run_id to "RUNID:PREFIX". */
     static int inputTxn(String key) {
+        String[] parts = key.split(":", -1);
+        if (parts.length < 2) return -1;
         try {
-            String k = key.startsWith(":") ? key.substring(1) : key;
-            return Integer.parseInt(k.split(":")[0]);
-        } catch (RuntimeException e) {
+            int i = Integer.parseInt(parts[parts.length - 2]);
+            Integer.parseInt(parts[parts.length - 1]);
+            if (accountRunId.equals(runId) && parts.length > 2)
+                accountRunId = runId + ":" + key.substring(0, key.length() - parts[parts.length - 2].length() - parts[parts.length - 1].length() - 2);
+            return i;
+        } catch (NumberFormatException e) {
             return -1;
         }
     }
@@ -405,7 +417,7 @@ public class ConformanceDriver {
         s.append(",\"library\":").append(q("org.apache.kafka:kafka-clients"));
         s.append(",\"transactions\":").append(nTxns);
         s.append(",\"records_per_txn\":").append(perTxn);
-        s.append(",\"run_id\":").append(q(runId));
+        s.append(",\"run_id\":").append(q(accountRunId));
         s.append(",\"committed\":").append(list(committed));
         s.append(",\"aborted\":").append(list(aborted));
         s.append(",\"unknown\":").append(list(unknown));
