@@ -110,7 +110,7 @@ public class ConformanceDriver {
             reason = f.getMessage();
         }
         synchronized (LOCK) {
-            if (finished) { LOCK.wait(); }   // the watchdog printed the account and halts the JVM
+            while (finished) LOCK.wait();   // the watchdog printed the account and halts the JVM
             settleCurrent();
             finish(reason != null, reason);
         }
