@@ -9,6 +9,7 @@ EndTxn internally): abortable -> abort ("aborted"); fatal -> give up ("unknown")
 -> give up. The fatal test is the one the context manager uses: `_txn_manager.is_fatal_error()`.
 """
 import argparse
+import faulthandler
 import asyncio
 import json
 import os
@@ -174,6 +175,7 @@ def main():
     def watchdog():
         time.sleep(max(0.0, deadline - time.monotonic()) + 5.0)
         log("watchdog: deadline passed inside a blocking call")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)  # where it hung
         res.emit("deadline")
         os._exit(0)
     threading.Thread(target=watchdog, daemon=True).start()

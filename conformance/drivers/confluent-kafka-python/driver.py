@@ -7,6 +7,7 @@ Error handling follows the confluent-kafka / librdkafka transactional API docume
     (a commit that timed out is "unknown" until the retry tells).
 """
 import argparse
+import faulthandler
 import json
 import os
 import sys
@@ -97,6 +98,7 @@ def main():
     def watchdog():
         time.sleep(max(0.0, deadline - time.monotonic()) + 5.0)
         log("watchdog: deadline passed inside a blocking call")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)  # where it hung
         res.emit("deadline")
         os._exit(0)
     threading.Thread(target=watchdog, daemon=True).start()

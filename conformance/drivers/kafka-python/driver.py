@@ -8,6 +8,7 @@ after a KafkaTimeoutError (its docstring says so). commit_transaction() has no t
 a commit that never returns is left to the deadline watchdog and reported as "unknown".
 """
 import argparse
+import faulthandler
 import json
 import os
 import sys
@@ -105,6 +106,7 @@ def main():
     def watchdog():
         time.sleep(max(0.0, deadline - time.monotonic()) + 5.0)
         log("watchdog: deadline passed inside a blocking call")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)  # where it hung
         res.emit("deadline")
         os._exit(0)
     threading.Thread(target=watchdog, daemon=True).start()
