@@ -8,7 +8,9 @@ Two halves:
   known-bad modes (`--break duplicate|drop|dirty`) are caught as `duplicates`, `loss` and
   `dirty read`; a run fenced by a second producer with the same transactional.id is `exact, gave
   up as documented`; a run cut short by its deadline is `stuck`; a transaction left open on the
-  broker makes the verifier report the partition stuck; the java-3.x build's good run is `exact`.
+  broker makes the verifier report the partition stuck; the java-3.x build's good run is `exact`;
+  a broker-refused batch (MESSAGE_TOO_LARGE, abortable) is aborted and the run still `exact`; the
+  consume-transform-produce mode is `exact`; a driver that dies without an account is `crashed`.
 """
 
 from __future__ import annotations
@@ -320,3 +322,30 @@ def test_consume_transform_produce_is_exact(kafka, topic, driver_built, verifier
     assert v["class"] == "exact" and v["records_read"] == 40, v
     read = json.loads((tmp_path / "read.json").read_text())
     assert sorted(r["key"] for r in read["records"]) == sorted(f"ctp:in:{i}:{j}" for i in range(5) for j in range(8))
+
+
+def test_abortable_broker_error_is_aborted_and_exact(kafka, topic_name, driver_built, verifier_built, tmp_path):
+    """The broker refuses every data batch (a 200-character run id makes each record larger than the
+    topic's max.message.bytes=300, which the transaction markers still fit: with 40 even the abort
+    marker is refused and the next transaction's produce gets CONCURRENT_TRANSACTIONS until the
+    deadline). MESSAGE_TOO_LARGE is abortable: the driver aborts each transaction and goes on;
+    nothing of them is visible, which is exact."""
+    b = kafka.bootstrap()
+    kafka.create_topic(topic_name, partitions=1, configs={"max.message.bytes": "300"})
+    run_id = "L" * 200
+    out, acc = run_driver("java-4.4", b, topic_name, run_id, n=3, m=2)
+    assert acc["committed"] == [] and acc["aborted"] == [0, 1, 2] and not acc["gave_up"], acc
+    assert acc["errors"] == {"MESSAGE_TOO_LARGE": 3}, acc
+    v = verify(tmp_path, b, topic_name, out)
+    assert v["class"] == "exact" and v["records_read"] == 0 and v["committed_expected"] == 0, v
+
+
+def test_driver_without_account_is_crashed(driver_built, verifier_built, tmp_path):
+    """A driver that dies before printing its account (here: a bad option value) exits non-zero
+    with no JSON; the verifier calls that crashed."""
+    cmd = [str(DRIVERS / "java-4.4" / "run"), "--bootstrap", "127.0.0.1:1", "--topic", "t", "--transactional-id", "x",
+           "--transactions", "many", "--records-per-txn", "2", "--run-id", "c"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=slowness.scaled(60))
+    assert p.returncode != 0 and "{" not in p.stdout, (p.returncode, p.stdout)
+    v = classify(tmp_path, p.stdout, [], driver_exit=p.returncode)
+    assert v["class"] == "crashed" and f"exit code {p.returncode}" in v["detail"], v
