@@ -349,3 +349,15 @@ def test_driver_without_account_is_crashed(driver_built, verifier_built, tmp_pat
     assert p.returncode != 0 and "{" not in p.stdout, (p.returncode, p.stdout)
     v = classify(tmp_path, p.stdout, [], driver_exit=p.returncode)
     assert v["class"] == "crashed" and f"exit code {p.returncode}" in v["detail"], v
+
+
+def test_missing_topic_reads_empty(kafka, topic_name, verifier_built, tmp_path):
+    """A topic that was never created reads as empty (topic_found false): a claimed commit is loss;
+    with no account at all the verifier does not read and says crashed."""
+    b = kafka.bootstrap()
+    v = verify(tmp_path, b, topic_name, json.dumps(account(committed=[0], m=2, run_id="gone")), timeout_s=3)
+    assert v["class"] == "loss" and v["topic_found"] is False and v["missing"] == ["gone:0:0", "gone:0:1"], v
+    t0 = time.monotonic()
+    none = verify(tmp_path, b, topic_name, "", timeout_s=30)
+    assert none["class"] == "crashed", none
+    assert time.monotonic() - t0 < slowness.scaled(15), "without an account there is nothing to wait for"
