@@ -361,3 +361,18 @@ def test_missing_topic_reads_empty(kafka, topic_name, verifier_built, tmp_path):
     none = verify(tmp_path, b, topic_name, "", timeout_s=30)
     assert none["class"] == "crashed", none
     assert time.monotonic() - t0 < slowness.scaled(15), "without an account there is nothing to wait for"
+
+
+def test_timeouts_retried_as_documented(kafka, topic, driver_built, verifier_built, tmp_path):
+    """max.block.ms=1 makes initTransactions, commitTransaction (and the first sends' metadata
+    wait) throw TimeoutException: the driver calls initTransactions / commitTransaction again as
+    the javadoc allows (a send that timed out aborts its transaction); every transaction still gets
+    an outcome and what it reports is exactly what is visible."""
+    b = kafka.bootstrap()
+    out, acc = run_driver("java-4.4", b, topic, "hurry", "--property", "max.block.ms=1", n=10, m=5)
+    print(f"[driver] {json.dumps(acc)}")
+    assert not acc["gave_up"] and acc["unknown"] == [], acc
+    assert sorted(acc["committed"] + acc["aborted"]) == list(range(10)) and acc["committed"], acc
+    assert acc["errors"].get("REQUEST_TIMED_OUT", 0) >= 1, acc
+    v = verify(tmp_path, b, topic, out)
+    assert v["class"] == "exact" and v["records_read"] == 5 * len(acc["committed"]), v
