@@ -7,6 +7,8 @@ set -euo pipefail
 family=$1; cp=$2; shift 2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 out=$root/.cache/conformance/$family/classes
+mkdir -p "$(dirname "$out")"
+exec 9>"$(dirname "$out")/.build.lock"; flock 9   # concurrent setups: one compiles, the others wait
 want=$( { printf '%s\n' "$cp"; for s in "$@"; do printf '%s\n' "$s"; cat "$s"; done; } | sha256sum | cut -d' ' -f1)
 if [[ -f $out/.stamp && $(cat "$out/.stamp") == "$want" ]]; then exit 0; fi
 tmp=$(mktemp -d "$root/.cache/conformance/$family/classes.XXXXXX")
