@@ -305,6 +305,7 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         "protocol": protocol, "expect": sc.expect, "attempt": attempt, "run_id": run_id, "topic": topic,
         "transactional_id": txn_id, "client_id": client_id, "dir": str(cell_dir),
         "transactions": transactions, "records_per_txn": records_per_txn, "cell_timeout_s": cell_timeout,
+        "transaction_timeout_ms": txn_timeout,
     }
     kp: Optional[KproxyProcess] = None
     try:

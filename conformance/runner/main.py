@@ -58,7 +58,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     ap.add_argument("--records-per-txn", type=int, default=10, help="records per transaction (default 10)")
     ap.add_argument("--cell-timeout", type=float, default=120.0,
                     help="seconds a cell's driver may run before it is killed (default 120; a scenario's workload.cell_timeout_s can raise it)")
-    ap.add_argument("--transaction-timeout-ms", type=int, default=None, help="passed to every driver (default: the driver's)")
+    ap.add_argument("--transaction-timeout-ms", type=int, default=10000,
+                    help="passed to every driver (default 10000: a transaction a client leaves open, e.g. after a fatal "
+                         "error kproxy answered in the broker's place, is aborted by the broker within ~20 s, well inside "
+                         "the verifier's wait; 0 = the driver's own default; a scenario's workload can override it)")
+    ap.add_argument("--verifier-timeout", type=float, default=60.0,
+                    help="seconds the verifier waits for the topic's last stable offset (default 60)")
     ap.add_argument("--partitions", type=int, default=3, help="partitions of each cell's topic (default 3)")
     ap.add_argument("--nodes", type=int, default=3, help="Kafka nodes to start (default 3)")
     ap.add_argument("--bootstrap", help="use this running cluster (HOST:PORT,...) instead of starting one")
@@ -208,7 +213,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         settings = cellmod.Settings(kproxy=kproxy, scenario_mode=mode, cluster_bootstrap=bootstrap, nodes=args.nodes,
                                     transactions=args.transactions, records_per_txn=args.records_per_txn,
                                     cell_timeout_s=args.cell_timeout, seed=args.seed, work_dir=work,
-                                    partitions=args.partitions, transaction_timeout_ms=args.transaction_timeout_ms)
+                                    partitions=args.partitions, transaction_timeout_ms=args.transaction_timeout_ms or None,
+                                    verifier_timeout_s=args.verifier_timeout)
         jobs = [(c, sc, p, k) for (c, sc, p) in plan for k in range(1, args.repeat + 1)]
         results: Dict = {}
         lock = threading.Lock()
@@ -249,7 +255,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             "scenario_mode": mode, "scenario_mode_text": mode_text, "kafka_version": kh.KAFKA_VERSION,
             "nodes": args.nodes if not args.bootstrap else len(bootstrap.split(",")), "cluster_tv": tv,
             "transactions": args.transactions, "records_per_txn": args.records_per_txn, "partitions": args.partitions,
-            "cell_timeout_s": args.cell_timeout, "repeat": args.repeat, "command": command,
+            "cell_timeout_s": args.cell_timeout, "repeat": args.repeat,
+            "transaction_timeout_ms": args.transaction_timeout_ms, "verifier_timeout_s": args.verifier_timeout, "command": command,
             "wall_s": time.monotonic() - t_start, "work_dir": str(work),
         }
         for rec in cells:

@@ -33,6 +33,8 @@ def reproduce_command(c: Dict, settings: Dict) -> str:
             "--seed", str(settings["seed"]), "--transactions", str(settings["transactions"]),
             "--records-per-txn", str(settings["records_per_txn"]), "--nodes", str(settings["nodes"]),
             "--cell-timeout", str(int(settings["cell_timeout_s"])),
+            "--transaction-timeout-ms", str(settings["transaction_timeout_ms"]),
+            "--verifier-timeout", str(int(settings["verifier_timeout_s"])),
             "--out", "/tmp/conformance-one.md", "--json", "/tmp/conformance-one.json"]
     return " ".join(shlex.quote(a) for a in args)
 
@@ -90,11 +92,12 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              f"- kproxy commit: {header['kproxy_commit']} (`{header['kproxy']}`, scenarios given by {header['scenario_mode_text']})",
              f"- cluster: Kafka {header['kafka_version']}, {header['nodes']} node(s), transaction.version {header['cluster_tv']} finalized",
              f"- workload: {header['transactions']} transactions of {header['records_per_txn']} records per cell, "
-             f"{header['partitions']} partitions, cell bound {int(header['cell_timeout_s'])} s, {header['repeat']} run(s) per cell",
+             f"{header['partitions']} partitions, transaction.timeout.ms {header['transaction_timeout_ms'] or 'client default'}, "
+             f"cell bound {int(header['cell_timeout_s'])} s, verifier wait {int(header['verifier_timeout_s'])} s, {header['repeat']} run(s) per cell",
              "- clients: " + (", ".join(f"{k} {v.get('version') or '?'} ({v.get('library') or '?'})" for k, v in sorted(client_info.items())) or "none"),
              f"- command: `{header['command']}`",
              f"- cells: {len(cells)}, wall time {header['wall_s']:.0f} s", "",
-             "Classes are the verifier's (conformance/verifier/README.md). **Bold**: not what the scenario "
+             "Classes are the verifier's ([conformance/verifier/README.md](../conformance/verifier/README.md)). **Bold**: not what the scenario "
              "expects of a correct client (`expect:` in the scenario file). \"no fault fired\": the scenario's rules "
              "never injected in that cell, so it shows nothing about the fault. \"client used TVn\": the EndTxn / "
              "AddPartitionsToTxn versions the client sent show the other protocol. `n/a`: the scenario does not apply "
