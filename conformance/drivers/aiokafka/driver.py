@@ -150,6 +150,7 @@ async def run(a, res, deadline):
                 if fatal():
                     raise GiveUp(f"fatal {name} in {stage}")
                 if stage == "commit":
+                    res.settle(i, "unknown")  # stays unknown unless the abort succeeds
                     res.committing = None
                 await abort(i, name)
     except GiveUp as g:

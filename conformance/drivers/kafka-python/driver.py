@@ -174,11 +174,12 @@ def main():
                 raise GiveUp(f"fatal {note(exc, 'transaction')}: {exc}")
             except Exception as exc:  # noqa: BLE001 - everything else: abort, go on
                 name = note(exc, "transaction")
-                if res.committing == i and isinstance(exc, KE.KafkaTimeoutError):
+                if res.committing == i:
+                    # The commit was sent and failed: until an abort succeeds, its outcome is
+                    # unknown (e.g. EndTxn timed out after the broker committed).
+                    res.settle(i, "unknown")
                     with res.lock:
-                        res.d["unknown"].append(i)
-                with res.lock:
-                    res.committing = None
+                        res.committing = None
                 abort(i, name)
             current = None
     except GiveUp as g:
