@@ -354,7 +354,7 @@ public class Verifier {
     /** Every partition of `topic` from the beginning to its end under read_committed (the last
      *  stable offset). First waits, up to timeoutS, until each partition's LSO reaches its high
      *  watermark (no transaction open); a partition where it never does is reported stuck and read
-     *  to its LSO. The read itself then has another timeoutS. */
+     *  to its LSO. The read itself then has another min(timeoutS, 45 s). */
     static Read readTopic(String bootstrap, String topic, double timeoutS) {
         long deadline = System.nanoTime() + (long) (timeoutS * 1e9);
         // A topic that does not exist (the driver never got to create it) reads as empty.
@@ -387,7 +387,9 @@ public class Verifier {
             rc.assign(tps);
             rc.seekToBeginning(tps);
             List<Rec> records = new ArrayList<>();
-            long readDeadline = System.nanoTime() + (long) (timeoutS * 1e9);
+            // The read after the wait: bounded by the timeout too, and by 45 s, so the whole run
+            // stays within --timeout-s + 45 s plus the JVM's start (the runner allows + 60 s).
+            long readDeadline = System.nanoTime() + (long) (Math.min(timeoutS, 45) * 1e9);
             Set<TopicPartition> left = new HashSet<>(tps);
             while (true) {
                 left.removeIf(tp -> rc.position(tp, Duration.ofSeconds(30)) >= end.get(tp));
