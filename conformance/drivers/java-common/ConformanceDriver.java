@@ -141,7 +141,9 @@ public class ConformanceDriver {
                 System.err.println("[driver] duplicate of txn 0 re-sent: " + outcome);
             }
         } finally {
-            synchronized (LOCK) { if (!finished) producer.close(Duration.ofSeconds(5)); }
+            boolean done;
+            synchronized (LOCK) { done = finished; }
+            if (!done) producer.close(Duration.ofSeconds(5));
         }
     }
 
@@ -155,7 +157,7 @@ public class ConformanceDriver {
             producer.beginTransaction();
             for (int j = 0; j < perTxn; j++) {
                 String key = runId + ":" + keyIndex + ":" + j;
-                if (send) producer.send(new ProducerRecord<>(topic, key, key));
+                if (send) producer.send(new ProducerRecord<>(topic, key, key), ConformanceDriver::delivered);
             }
             if (!send) {
                 abortWithRetry(producer);
@@ -292,7 +294,7 @@ public class ConformanceDriver {
                     for (ConsumerRecord<String, String> r : recs) {
                         String key = runId + ":" + r.key();
                         Integer partition = r.partition() < outPartitions ? r.partition() : null;
-                        producer.send(new ProducerRecord<>(topic, partition, key, key));
+                        producer.send(new ProducerRecord<>(topic, partition, key, key), ConformanceDriver::delivered);
                         offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                         inThis.merge(inputTxn(r.key()), 1, Integer::sum);
                     }
@@ -326,7 +328,9 @@ public class ConformanceDriver {
                                    + consumedCommitted + "/" + want + ")");
             }
         } finally {
-            synchronized (LOCK) { if (!finished) producer.close(Duration.ofSeconds(5)); }
+            boolean done;
+            synchronized (LOCK) { done = finished; }
+            if (!done) producer.close(Duration.ofSeconds(5));
         }
     }
 
@@ -383,9 +387,15 @@ public class ConformanceDriver {
         return err.name();
     }
 
+    /** Send callback (the producer's I/O thread): a record's delivery error counts too. */
+    static void delivered(org.apache.kafka.clients.producer.RecordMetadata md, Exception e) {
+        if (e == null) return;
+        synchronized (errors) { errors.merge(name(e), 1, Integer::sum); }
+    }
+
     static void note(Throwable e) {
         String n = name(e);
-        synchronized (LOCK) { errors.merge(n, 1, Integer::sum); }
+        synchronized (errors) { errors.merge(n, 1, Integer::sum); }
         System.err.println("[driver] txn " + current + ": " + n + " (" + e + ")");
     }
 
@@ -399,12 +409,13 @@ public class ConformanceDriver {
     }
 
     /** The transaction in progress when the run ends (fatal error or deadline): unknown if
-     *  commitTransaction was called for it (it may have committed), aborted otherwise (it never
-     *  can: no commit was sent, and the coordinator aborts it). Caller holds LOCK. */
+     *  commitTransaction was called for it (it may have committed); in no list otherwise
+     *  (abandoned before its commit was requested: it can never commit, none of it may be
+     *  visible; CONTRACT.md). Caller holds LOCK. */
     static void settleCurrent() {
         if (current < 0) return;
-        if (!committed.contains(current) && !aborted.contains(current) && !unknown.contains(current))
-            (commitCalled ? unknown : aborted).add(current);
+        if (commitCalled && !committed.contains(current) && !aborted.contains(current) && !unknown.contains(current))
+            unknown.add(current);
         current = -1;
     }
 
@@ -414,7 +425,7 @@ public class ConformanceDriver {
         StringBuilder s = new StringBuilder("{");
         s.append("\"client\":").append(q(family));
         s.append(",\"version\":").append(q(clientVersion()));
-        s.append(",\"library\":").append(q("org.apache.kafka:kafka-clients"));
+        s.append(",\"library\":").append(q(clientVersion()));
         s.append(",\"transactions\":").append(nTxns);
         s.append(",\"records_per_txn\":").append(perTxn);
         s.append(",\"run_id\":").append(q(accountRunId));
@@ -423,7 +434,9 @@ public class ConformanceDriver {
         s.append(",\"unknown\":").append(list(unknown));
         s.append(",\"errors\":{");
         boolean first = true;
-        for (Map.Entry<String, Integer> e : errors.entrySet()) {
+        Map<String, Integer> errs;
+        synchronized (errors) { errs = new TreeMap<>(errors); }
+        for (Map.Entry<String, Integer> e : errs.entrySet()) {
             if (!first) s.append(',');
             first = false;
             s.append(q(e.getKey())).append(':').append(e.getValue());
