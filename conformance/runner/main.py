@@ -233,36 +233,47 @@ def main(argv: Optional[List[str]] = None) -> int:
                     + f", faults injected {rec.get('faults_injected_total')}, {rec['elapsed_s']:.1f} s{extra}")
             return rec
 
+        def write_report(final: bool) -> List[Dict]:
+            cells = []
+            for (c, sc, p) in plan:
+                # A cell is reported once all its runs are in (a partial report leaves it "not run").
+                runs = sorted(results.get((c, sc.name, p), []), key=lambda r: r["attempt"])
+                if runs and len(runs) == args.repeat:
+                    cells.append(combine(runs))
+            client_info: Dict[str, Dict] = {}
+            for rec in cells:
+                acc = rec.get("account") or {}
+                if acc.get("version") and rec["client"] not in client_info:
+                    client_info[rec["client"]] = {"version": acc.get("version"), "library": acc.get("library")}
+            for c in clients:
+                client_info.setdefault(c, {"version": None, "library": None})
+            header = {
+                "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seed": args.seed, "kproxy_commit": git_commit(),
+                "kproxy": os.path.relpath(kproxy, REPO_ROOT) if kproxy.startswith(str(REPO_ROOT)) else kproxy,
+                "scenario_mode": mode, "scenario_mode_text": mode_text, "kafka_version": kh.KAFKA_VERSION,
+                "nodes": args.nodes if not args.bootstrap else len(bootstrap.split(",")), "cluster_tv": tv,
+                "transactions": args.transactions, "records_per_txn": args.records_per_txn, "partitions": args.partitions,
+                "cell_timeout_s": args.cell_timeout, "repeat": args.repeat,
+                "transaction_timeout_ms": args.transaction_timeout_ms, "verifier_timeout_s": args.verifier_timeout,
+                "command": command, "wall_s": time.monotonic() - t_start, "work_dir": str(work),
+                "complete": final, "cells_planned": len(plan),
+            }
+            for rec in cells:
+                rec["reproduce"] = report.reproduce_command(rec, header)
+            report.write(Path(args.out), Path(args.json), header=header, scenarios=chosen, clients=clients,
+                         protocols=args.protocols, cells=cells, client_info=client_info)
+            return cells
+
+        def one_and_report(job):
+            rec = one(job)
+            with lock:
+                write_report(False)  # a run stopped half-way still leaves the cells it finished
+            return rec
+
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            list(pool.map(one, jobs))
-        cells = []
-        for (c, sc, p) in plan:
-            runs = sorted(results.get((c, sc.name, p), []), key=lambda r: r["attempt"])
-            if runs:
-                rec = combine(runs)
-                rec["reproduce"] = None
-                cells.append(rec)
-        client_info: Dict[str, Dict] = {}
-        for rec in cells:
-            acc = rec.get("account") or {}
-            if acc.get("version") and rec["client"] not in client_info:
-                client_info[rec["client"]] = {"version": acc.get("version"), "library": acc.get("library")}
-        for c in clients:
-            client_info.setdefault(c, {"version": None, "library": None})
-        header = {
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seed": args.seed, "kproxy_commit": git_commit(),
-            "kproxy": os.path.relpath(kproxy, REPO_ROOT) if kproxy.startswith(str(REPO_ROOT)) else kproxy,
-            "scenario_mode": mode, "scenario_mode_text": mode_text, "kafka_version": kh.KAFKA_VERSION,
-            "nodes": args.nodes if not args.bootstrap else len(bootstrap.split(",")), "cluster_tv": tv,
-            "transactions": args.transactions, "records_per_txn": args.records_per_txn, "partitions": args.partitions,
-            "cell_timeout_s": args.cell_timeout, "repeat": args.repeat,
-            "transaction_timeout_ms": args.transaction_timeout_ms, "verifier_timeout_s": args.verifier_timeout, "command": command,
-            "wall_s": time.monotonic() - t_start, "work_dir": str(work),
-        }
-        for rec in cells:
-            rec["reproduce"] = report.reproduce_command(rec, header)
-        report.write(Path(args.out), Path(args.json), header=header, scenarios=chosen, clients=clients,
-                     protocols=args.protocols, cells=cells, client_info=client_info)
+            list(pool.map(one_and_report, jobs))
+        with lock:
+            cells = write_report(True)
         say(f"wrote {args.out} and {args.json} ({len(cells)} cell(s), {time.monotonic() - t_start:.0f} s)")
         counts: Dict[str, int] = {}
         for rec in cells:

@@ -96,7 +96,8 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              f"cell bound {int(header['cell_timeout_s'])} s, verifier wait {int(header['verifier_timeout_s'])} s, {header['repeat']} run(s) per cell",
              "- clients: " + (", ".join(f"{k} {v.get('version') or '?'} ({v.get('library') or '?'})" for k, v in sorted(client_info.items())) or "none"),
              f"- command: `{header['command']}`",
-             f"- cells: {len(cells)}, wall time {header['wall_s']:.0f} s", "",
+             f"- cells: {len(cells)} of {header.get('cells_planned', len(cells))}, wall time {header['wall_s']:.0f} s"
+             + ("" if header.get("complete", True) else " (run not finished: the rest are \"not run\")"), "",
              "Classes are the verifier's ([conformance/verifier/README.md](../conformance/verifier/README.md)). **Bold**: not what the scenario "
              "expects of a correct client (`expect:` in the scenario file). \"no fault fired\": the scenario's rules "
              "never injected in that cell, so it shows nothing about the fault. \"client used TVn\": the EndTxn / "
