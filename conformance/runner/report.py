@@ -109,7 +109,7 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
         lines.append("|---|" + "---|" * len(clients))
         notes = []
         for sc in scenarios:
-            row = [f"{sc.name} (v{sc.version}, #{sc.number}, expect {sc.expect})"]
+            row = [f"{sc.name} (v{sc.version}, #{sc.number or '-'}, expect {sc.expect})"]
             for client in clients:
                 if not sc.runnable:
                     row.append("workload: none")

@@ -26,9 +26,12 @@ EXPECT_CLASSES = {
     "gave-up": {"exact, gave up as documented"},
 }
 # Keys kproxy's scenario loader reads (the copy given to kproxy has exactly these).
-KPROXY_KEYS = ("scenario", "version", "number", "description", "protocols", "expect", "faults", "api_versions")
+KPROXY_KEYS = ("scenario", "version", "number", "description", "protocols", "expect", "notes", "faults", "api_versions")
 # Keys only the runner reads; left out of the copy given to kproxy.
 RUNNER_KEYS = ("workload",)
+# `workload:` words (proxy/chaos/scenario.h): what shows the scenario. The drivers are producers.
+RUNNABLE_WORKLOADS = {"producer"}
+NOT_RUNNABLE_WORKLOADS = {"none", "ctp", "admin"}
 WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn"}
 # APIs that only the pre-KIP-890 transaction protocol (transaction.version 1) sends from a client.
 TV1_ONLY_APIS = {"AddPartitionsToTxn", "AddOffsetsToTxn", "24", "25", 24, 25}
@@ -78,7 +81,10 @@ def load(path: Path) -> Scenario:
     unknown = set(data) - set(KPROXY_KEYS) - set(RUNNER_KEYS)
     if unknown:
         raise ScenarioError(f"{where}: unknown key(s) {sorted(unknown)}")
-    for key in ("scenario", "version", "number", "description", "protocols", "expect", "faults"):
+    baseline = not data.get("faults") and not data.get("api_versions")
+    for key in ("scenario", "version", "number", "description", "protocols", "expect"):
+        if key == "number" and baseline:
+            continue  # a baseline (nothing injected) belongs to no docs/faults.md scenario
         if key not in data:
             raise ScenarioError(f"{where}: missing key {key!r}")
     m = NAME_RX.match(path.stem)
@@ -88,14 +94,14 @@ def load(path: Path) -> Scenario:
         raise ScenarioError(f"{where}: scenario: {data['scenario']!r} is not the file name {path.stem!r}")
     if not isinstance(data["version"], int) or data["version"] < 1:
         raise ScenarioError(f"{where}: version must be an integer >= 1")
-    if not isinstance(data["number"], int) or not 1 <= data["number"] <= 16:
+    if "number" in data and (not isinstance(data["number"], int) or not 1 <= data["number"] <= 16):
         raise ScenarioError(f"{where}: number must be a docs/faults.md scenario number, 1..16")
     prot = data["protocols"]
     if not isinstance(prot, list) or not prot or any(p not in (1, 2) for p in prot) or len(set(prot)) != len(prot):
         raise ScenarioError(f"{where}: protocols must be a non-empty list of 1 and/or 2")
     if data["expect"] not in EXPECTS:
         raise ScenarioError(f"{where}: expect must be one of {EXPECTS}")
-    faults = data["faults"]
+    faults = data.get("faults") or []
     if not isinstance(faults, list):
         raise ScenarioError(f"{where}: faults must be a list")
     names = set()
@@ -115,14 +121,16 @@ def load(path: Path) -> Scenario:
     if not isinstance(av, list):
         raise ScenarioError(f"{where}: api_versions must be a list")
     workload = data.get("workload")
-    runnable = workload != "none"
-    if workload is not None and workload != "none":
-        if not isinstance(workload, dict) or set(workload) - WORKLOAD_KEYS:
-            raise ScenarioError(f"{where}: workload must be `none` or a mapping of {sorted(WORKLOAD_KEYS)}")
+    runnable = not (isinstance(workload, str) and workload in NOT_RUNNABLE_WORKLOADS)
+    if isinstance(workload, str):
+        if workload not in RUNNABLE_WORKLOADS | NOT_RUNNABLE_WORKLOADS:
+            raise ScenarioError(f"{where}: workload: one of {sorted(RUNNABLE_WORKLOADS | NOT_RUNNABLE_WORKLOADS)} or a mapping")
+    elif workload is not None and (not isinstance(workload, dict) or set(workload) - WORKLOAD_KEYS):
+        raise ScenarioError(f"{where}: workload must be a word or a mapping of {sorted(WORKLOAD_KEYS)}")
     if runnable and 2 in prot and faults and all(_apis(r) and set(_apis(r)) <= TV1_ONLY_APIS for r in faults):
         raise ScenarioError(f"{where}: every rule names only AddPartitionsToTxn/AddOffsetsToTxn, which TV2 clients "
                             f"never send: protocols must be [1]")
-    return Scenario(path=path, data=data, name=path.stem, index=int(m.group(1)), number=data["number"],
+    return Scenario(path=path, data=data, name=path.stem, index=int(m.group(1)), number=data.get("number", 0),
                     version=data["version"], description=str(data["description"]), protocols=list(prot),
                     expect=data["expect"], workload=workload if isinstance(workload, dict) else None,
                     runnable=runnable)
@@ -165,7 +173,8 @@ def kproxy_copy(s: Scenario, *, seed: Optional[int], protocol: int) -> Dict:
     `{feature: transaction.version, max: 1}` first in api_versions (unless the file already lowers
     that feature for every client)."""
     data = {k: copy.deepcopy(s.data[k]) for k in KPROXY_KEYS if k in s.data}
-    for rule in data.get("faults") or []:
+    data["faults"] = data.get("faults") or []
+    for rule in data["faults"]:
         trig = rule.get("trigger")
         if seed is not None and isinstance(trig, dict) and "seed" in trig:
             trig["seed"] = seed
