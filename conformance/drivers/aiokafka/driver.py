@@ -97,7 +97,13 @@ async def run(a, res, deadline):
                 client_id=a.client_id or f"conformance-{FAMILY}", enable_idempotence=True, acks="all")
     if a.transaction_timeout_ms is not None:
         conf["transaction_timeout_ms"] = a.transaction_timeout_ms
-    p = AIOKafkaProducer(**conf)
+    try:
+        p = AIOKafkaProducer(**conf)
+    except Exception as exc:  # noqa: BLE001 - e.g. a configuration the client refuses
+        res.error(err_name(exc))
+        log("AIOKafkaProducer():", exc)
+        res.emit(f"producer could not be created: {exc}")
+        return
 
     def check_deadline():
         if time.monotonic() >= deadline:

@@ -133,7 +133,14 @@ def main():
             delivery_errors.append(err)
             res.error(err.name())
 
-    p = ck.Producer(conf)
+    try:
+        p = ck.Producer(conf)
+    except Exception as exc:  # noqa: BLE001 - e.g. a configuration the client refuses
+        e = err_of(exc)
+        res.error(e.name() if e is not None else type(exc).__name__)
+        log("Producer():", exc)
+        res.emit(f"producer could not be created: {exc}")
+        os._exit(0)
     current = None          # index of the open transaction
     commit_requested = False
 
