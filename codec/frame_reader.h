@@ -110,8 +110,6 @@ class FrameReader {
   size_t reserved() const { return pending_.capacity(); }
   /// Frames handed out so far.
   uint64_t frames() const { return frames_; }
-  size_t max_frame_size() const { return max_frame_size_; }
-  void set_max_frame_size(size_t n) { max_frame_size_ = n; }
 
  private:
   /// What protocol the 4 bytes at `p` (an oversized "size") start, or "" when they are not text.

@@ -127,8 +127,24 @@ struct Limits {
   /// a frame that would pass it closes its own connection (codec/frame_memory_budget.h). At
   /// least each of the two frame limits above.
   size_t max_buffered_frame_bytes = 512 * kMiB;
+  /// Announced size of all requests being forwarded while they arrive (cut-through, requests of
+  /// 128 KiB and more), over all connections. A Kafka broker allocates a request's announced size
+  /// as soon as its size prefix arrives, so this is what kproxy lets brokers hold for requests
+  /// whose bytes have not all come: one that does not fit is gathered by kproxy instead (and
+  /// counts in max_buffered_frame_bytes). 0: no request is forwarded before it is whole.
+  size_t max_streamed_request_bytes = 64 * kMiB;
+  /// A request being forwarded while it arrives closes its connection when none of its bytes
+  /// arrive for this long (a broker holds the announced size meanwhile).
+  std::chrono::milliseconds request_stall_timeout{30000};
+  /// After a client closed its side (half-close) with requests in flight, kproxy waits this long
+  /// for their answers (longer only for a Produce whose own timeout is longer), then closes both
+  /// sides: a broker that went silent never holds a connection for good.
+  std::chrono::milliseconds unanswered_request_timeout{30000};
   /// Client connections open at once over all listeners and workers; more are refused.
   size_t max_connections = 10000;
+  /// max_connections was not set in the file: the start lowers it to what the open-file limit
+  /// holds (proxy/runtime/startup_check.h fit_max_connections) instead of warning.
+  bool max_connections_default = true;
   /// How long an upstream connect (resolve + TCP) may take before the client is closed.
   std::chrono::milliseconds connect_timeout{10000};
   /// How long a client on a TLS listener may take to finish its handshake before it is closed

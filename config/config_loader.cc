@@ -345,7 +345,8 @@ class Loader {
 
   void load_limits(const YAML::Node& n, Limits& limits) {
     if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections",
-                                 "connect_timeout", "tls_handshake_timeout", "max_fault_rules"})) return;
+                                 "connect_timeout", "tls_handshake_timeout", "max_fault_rules", "max_streamed_request_bytes",
+                                 "request_stall_timeout", "unanswered_request_timeout"})) return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
       auto v = n[key];
@@ -365,11 +366,27 @@ class Loader {
                     " is less than the largest frame allowed (max_request_frame_bytes " + std::to_string(limits.max_request_frame_bytes) +
                     ", max_response_frame_bytes " + std::to_string(limits.max_response_frame_bytes) + "): such a frame could never arrive");
     }
+    if (auto v = n["max_streamed_request_bytes"]) {
+      if (auto b = byte_size(v, "limits.max_streamed_request_bytes")) limits.max_streamed_request_bytes = *b;
+    }
+    if (auto v = n["request_stall_timeout"]) {
+      auto d = duration(v, "limits.request_stall_timeout");
+      if (d && d->count() == 0) error(v, "limits.request_stall_timeout: must be more than 0 (a request forwarded while it arrives gets that long between two reads)");
+      else if (d) limits.request_stall_timeout = *d;
+    }
+    if (auto v = n["unanswered_request_timeout"]) {
+      auto d = duration(v, "limits.unanswered_request_timeout");
+      if (d && d->count() == 0) error(v, "limits.unanswered_request_timeout: must be more than 0 (how long kproxy waits for the answers a client that closed its side still expects)");
+      else if (d) limits.unanswered_request_timeout = *d;
+    }
     if (auto v = n["max_connections"]) {
       auto text = scalar(v, "limits.max_connections");
       auto c = text ? parse_unsigned(*text) : std::nullopt;
       if (text && (!c || *c == 0)) error(v, "limits.max_connections: '" + *text + "' is not a positive number");
-      else if (c) limits.max_connections = *c;
+      else if (c) {
+        limits.max_connections = *c;
+        limits.max_connections_default = false;
+      }
     }
     if (auto v = n["max_fault_rules"]) {
       auto text = scalar(v, "limits.max_fault_rules");

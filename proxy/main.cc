@@ -32,8 +32,8 @@ constexpr const char* kVersion = "0.1.0";
 
 void print_usage(FILE* out) {
   std::fprintf(out,
-               "usage: kproxy --config FILE      run the proxy\n"
-               "       kproxy check-config FILE  validate a config file and exit\n"
+               "usage: kproxy --config FILE [--scenario FILE]  run the proxy (with a fault scenario on top, scenarios/)\n"
+               "       kproxy check-config FILE [--scenario FILE]  validate a config (and a scenario) and exit\n"
                "       kproxy tap [--admin HOST:PORT] [--api NAME] [--errors] ...  follow decoded traffic\n"
                "       kproxy ctl [--admin HOST:PORT] COMMAND  fault rules at run time (kproxy ctl --help)\n"
                "       kproxy --help | --version\n"
@@ -66,7 +66,7 @@ void on_reload_signal(uv_signal_t* handle, int) {
     for (const auto& e : loaded.errors) spdlog::error("reload refused, keeping the running config: {}", e.to_string());
     return;
   }
-  std::string error = control->proxy->reload(loaded.config);
+  std::string error = control->proxy->reload(kproxy::proxy::fitted_to_file_limit(loaded.config));
   if (!error.empty()) spdlog::error("reload refused, keeping the running config: {}", error);
 }
 
@@ -87,24 +87,53 @@ int report(const kproxy::proxy::StartupCheck& checked) {
 }
 
 // `kproxy check-config FILE`: exactly the checks of the start (check_startup), without binding.
-int check_config(const std::string& path) {
+/// Loads the scenario file `path` ("" = none) into `out` and checks it against the config's own
+/// rules (`checked`); prints the errors. False on errors.
+bool load_scenario(const std::string& path, const kproxy::proxy::StartupCheck& checked, std::shared_ptr<const kproxy::chaos::Scenario>& out) {
+  if (path.empty()) return true;
+  auto s = std::make_shared<kproxy::chaos::Scenario>();
+  if (std::string errors = kproxy::chaos::load_scenario_file(path, *s); !errors.empty()) {
+    std::fputs(errors.c_str(), stderr);
+    std::fprintf(stderr, "%s: refused\n", path.c_str());
+    return false;
+  }
+  kproxy::chaos::ChaosConfig merged = checked.prepared.chaos;
+  if (std::string e = kproxy::chaos::apply_scenario(merged, *s, checked.loaded.config->limits.max_fault_rules); !e.empty()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), e.c_str());
+    return false;
+  }
+  out = std::move(s);
+  return true;
+}
+
+int check_config(const std::string& path, const std::string& scenario_path) {
   auto checked = kproxy::proxy::check_startup(path);
   if (int status = report(checked); status != 0) return status;
+  std::shared_ptr<const kproxy::chaos::Scenario> scenario;
+  if (!load_scenario(scenario_path, checked, scenario)) return 1;
+  if (scenario) {
+    std::printf("%s: OK (scenario '%s' v%d: %zu rules)\n", scenario_path.c_str(), scenario->name.c_str(), scenario->version,
+                scenario->chaos.rules.size());
+  }
   const auto& config = *checked.loaded.config;
+  for (const auto& note : checked.notes) std::printf("%s: note: %s\n", path.c_str(), note.c_str());
   std::printf("%s: OK (%zu listeners, %u workers)\n", path.c_str(), config.listeners.size(), config.worker_count());
   return 0;
 }
 
-int run(const std::string& path) {
+int run(const std::string& path, const std::string& scenario_path) {
   kproxy::proxy::StartupCheckOptions options;
   options.raise_file_limit = true;
   auto checked = kproxy::proxy::check_startup(path, options);
   if (!checked.ok()) return report(checked);
+  std::shared_ptr<const kproxy::chaos::Scenario> scenario;
+  if (!load_scenario(scenario_path, checked, scenario)) return 1;
   const auto& loaded = checked.loaded;
   kproxy::proxy::configure_logging(loaded.config->log);
   // Logged, not printed: a JSON log stays one object per line.
   for (const auto& w : checked.warnings) spdlog::warn("{}", w);
   if (!checked.file_limit_raised.empty()) spdlog::info("{}", checked.file_limit_raised);
+  for (const auto& note : checked.notes) spdlog::info("{}", note);
   std::signal(SIGPIPE, SIG_IGN);
 
   ControlLoop control;
@@ -112,6 +141,10 @@ int run(const std::string& path) {
   uv_loop_init(&control.loop);
   kproxy::proxy::Proxy proxy(loaded.config);
   control.proxy = &proxy;
+  if (scenario) {
+    // Checked against the config above; a failure here would be a file changed in between.
+    if (std::string e = proxy.set_scenario(scenario); !e.empty()) spdlog::error("{}: scenario not applied: {}", scenario_path, e);
+  }
   control.stopped.init(&control.loop, &control, uv_async_init, on_workers_stopped);
   // The async handle lives until the control loop ends, after every worker has stopped.
   proxy.set_on_stopped([&control] { uv_async_send(control.stopped.get()); });
@@ -124,19 +157,21 @@ int run(const std::string& path) {
   kproxy::admin::AdminRuntime admin(proxy, [&proxy, &path]() -> std::string {
     auto reloaded = kproxy::config::load_config_file(path);
     if (!reloaded.ok()) return reloaded.error_text();
-    return proxy.reload(reloaded.config);
+    return proxy.reload(kproxy::proxy::fitted_to_file_limit(reloaded.config));
   });
 
-  std::string error = proxy.start();
+  // The admin API opens first: whoever sees a Kafka port open can call it already (a test that
+  // waits for the Kafka port, then PUTs a fault rule). /readyz says "starting" until the Kafka
+  // listeners are bound and every worker runs (README "Started").
   int status = 0;
-  if (!error.empty()) {
+  if (std::string admin_error = admin.start(); !admin_error.empty()) {
+    spdlog::critical("cannot start the admin API: {}", admin_error);
+    status = 1;
+    close_control_loop(control);
+  } else if (std::string error = proxy.start(); !error.empty()) {
     spdlog::critical("cannot start: {}", error);
     status = 1;
     close_control_loop(control);
-  } else if (std::string admin_error = admin.start(); !admin_error.empty()) {
-    spdlog::critical("cannot start the admin API: {}", admin_error);
-    status = 1;
-    proxy.drain(std::chrono::milliseconds(0));
   }
   uv_run(&control.loop, UV_RUN_DEFAULT);
   admin.stop();
@@ -157,11 +192,31 @@ int main(int argc, char** argv) {
     std::printf("kproxy %s (Kafka protocol 4.4.0, libuv %s)\n", kVersion, uv_version_string());
     return 0;
   }
-  if (argc == 3 && std::strcmp(argv[1], "check-config") == 0) return check_config(argv[2]);
+  // --config FILE | --config=FILE, check-config FILE, each with an optional --scenario FILE.
+  std::string config_path, scenario_path;
+  bool check = false, bad = false;
+  for (int i = 1; i < argc && !bad; ++i) {
+    std::string a = argv[i];
+    if (i == 1 && a == "check-config" && i + 1 < argc) {
+      check = true;
+      config_path = argv[++i];
+    } else if (a == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      config_path = a.substr(9);
+    } else if (a == "--scenario" && i + 1 < argc) {
+      scenario_path = argv[++i];
+    } else if (a.rfind("--scenario=", 0) == 0) {
+      scenario_path = a.substr(11);
+    } else {
+      bad = true;
+    }
+  }
+  if (!bad && !config_path.empty() && argc >= 2 && std::strcmp(argv[1], "tap") != 0 && std::strcmp(argv[1], "ctl") != 0) {
+    return check ? check_config(config_path, scenario_path) : run(config_path, scenario_path);
+  }
   if (argc >= 2 && std::strcmp(argv[1], "tap") == 0) return kproxy::cli::run_tap_command(argc - 2, argv + 2);
   if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return kproxy::cli::run_ctl_command(argc - 2, argv + 2);
-  if (argc == 3 && std::strcmp(argv[1], "--config") == 0) return run(argv[2]);
-  if (argc == 2 && std::strncmp(argv[1], "--config=", 9) == 0) return run(argv[1] + 9);
   print_usage(stderr);
   return 2;
 }

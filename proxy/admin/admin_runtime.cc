@@ -9,7 +9,7 @@
 #include "proxy/admin/openapi_document.h"
 #include "proxy/cluster/broker_directory.h"
 #include "proxy/admin/chaos_routes.h"
-#include "proxy/metrics/frame_metrics.h"
+#include "proxy/observe/frame_metrics.h"
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
 
@@ -94,6 +94,8 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   metrics::ProxyMetrics::instance().add_collector(export_broker_port_refusals);
   chaos_admin_ =
       std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
+  chaos_admin_->set_scenario_hooks({[this](std::shared_ptr<const chaos::Scenario> s) { return proxy_.set_scenario(std::move(s)); },
+                                    [this] { return proxy_.scenario(); }});
 
   HealthHooks hooks;
   hooks.worker_count = [this] { return proxy_.worker_count(); };
@@ -104,6 +106,7 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
     return out;
   };
   hooks.draining = [this] { return proxy_.worker_count() > 0 && proxy_.worker(0).draining(); };
+  hooks.started = [this] { return proxy_.started(); };
   health_ = std::make_unique<Health>(std::move(hooks));
 }
 

@@ -17,11 +17,14 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <set>
 #include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include "config/host_port.h"
 
 namespace kproxy::admin {
 namespace {
@@ -49,29 +52,17 @@ bool is_param(const std::string& segment) {
   return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
 }
 
-/// Splits "host:port" / "[v6]:port" into a numeric host and a port ("localhost" and an empty
-/// host are spelled out: the address is resolved numerically only).
+/// Splits "host:port" / "[v6]:port" (config::parse_host_port, port 0 = any free port) into a
+/// numeric host and a port ("localhost" is spelled out: the address is resolved numerically only).
 bool split_listen(const std::string& listen, std::string& host, std::string& port, std::string* error) {
-  if (!listen.empty() && listen.front() == '[') {
-    size_t close = listen.find(']');
-    if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':') {
-      *error = "bad admin listen address '" + listen + "'";
-      return false;
-    }
-    host = listen.substr(1, close - 1);
-    port = listen.substr(close + 2);
-    if (host.empty()) host = "::";
-    return true;
-  }
-  size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    *error = "bad admin listen address '" + listen + "' (want host:port)";
+  std::string why;
+  auto parsed = config::parse_host_port(listen, &why, /*allow_port_zero=*/true);
+  if (!parsed) {
+    *error = "bad admin listen address " + why;
     return false;
   }
-  host = listen.substr(0, colon);
-  port = listen.substr(colon + 1);
-  if (host == "localhost") host = "127.0.0.1";
-  if (host.empty()) host = "0.0.0.0";
+  host = parsed->host == "localhost" ? "127.0.0.1" : parsed->host;
+  port = std::to_string(parsed->port);
   return true;
 }
 
@@ -430,7 +421,7 @@ void AdminServer::Network::drop(Pending& p, const std::string& why) {
 
 void AdminServer::Network::answer_now(Pending& p, const HttpResponse& response) {
   server.note_dropped(p.remote, p.method, p.target, response);
-  std::string bytes = response_head(response.status, response.content_type, static_cast<long long>(response.body.size())) + response.body;
+  std::string bytes = response_head(response.status, response.content_type, static_cast<long long>(response.body.size()), response.allow) + response.body;
   (void)::send(p.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   // Closing with unread bytes from the client would reset the connection and could destroy the
   // response in flight: half-close, then read and discard for a moment.
@@ -660,8 +651,9 @@ std::vector<AdminServer::RouteInfo> AdminServer::routes() const {
 
 std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& method, const std::string& path,
                                                             std::map<std::string, std::string>& params,
-                                                            bool* method_mismatch) const {
+                                                            bool* method_mismatch, std::string* allowed) const {
   auto segments = split_path(path);
+  std::set<std::string> methods;
   std::lock_guard lock(routes_mutex_);
   std::shared_ptr<const Route> best;
   int best_literals = -1;
@@ -678,6 +670,8 @@ std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& m
     if (!match) continue;
     if (r->method != method && !(method == "HEAD" && r->method == "GET")) {
       *method_mismatch = true;
+      methods.insert(r->method);
+      if (r->method == "GET") methods.insert("HEAD");
       continue;
     }
     if (literals > best_literals) {
@@ -692,6 +686,9 @@ std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& m
       if (is_param(s)) params[s.substr(1, s.size() - 2)] = segments[i];
     }
     *method_mismatch = false;
+  } else if (*method_mismatch && allowed) {
+    allowed->clear();
+    for (const auto& m : methods) *allowed += (allowed->empty() ? "" : ", ") + m;
   }
   return best;
 }
@@ -750,9 +747,14 @@ HttpResponse AdminServer::dispatch(HttpRequest& request) const {
   if (!authorized(request)) return json_error(401, "missing or wrong bearer token");
   if (has_control_character(request.path)) return json_error(400, "the path has a control character or NUL");
   bool mismatch = false;
-  auto r = find(request.method, request.path, request.path_params, &mismatch);
+  std::string allowed;
+  auto r = find(request.method, request.path, request.path_params, &mismatch, &allowed);
   if (!r) {
-    if (mismatch) return json_error(405, "method " + request.method + " not allowed on " + request.path);
+    if (mismatch) {
+      HttpResponse refused = json_error(405, "method " + request.method + " not allowed on " + request.path + " (allowed: " + allowed + ")");
+      refused.allow = std::move(allowed);
+      return refused;
+    }
     return json_error(404, "no such endpoint: " + request.path);
   }
   if (r->streaming) return json_error(404, "streaming endpoint: " + request.path);
@@ -867,7 +869,7 @@ void AdminServer::stop() {
 void AdminServer::serve(int fd, HttpRequest request) {
   const bool head_only = request.method == "HEAD";
   auto send_response = [&](const HttpResponse& response) {
-    std::string bytes = response_head(response.status, response.content_type, static_cast<long long>(response.body.size()));
+    std::string bytes = response_head(response.status, response.content_type, static_cast<long long>(response.body.size()), response.allow);
     if (!head_only) bytes += response.body;
     send_all(fd, bytes);
   };

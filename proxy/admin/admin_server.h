@@ -77,6 +77,8 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  /// 405: the methods the path serves, for the Allow header RFC 9110 §15.5.6 requires ("GET, HEAD").
+  std::string allow{};
 };
 
 /// `{"error": message}` with `status` (400, 404, ...). Bytes of `message` that are not UTF-8
@@ -213,9 +215,11 @@ class AdminServer {
   };
   /// Adds a route, replacing one with the same method and pattern.
   void add_route(std::shared_ptr<Route> r);
-  /// Finds the route; fills path params. Sets *method_mismatch when only the method differs.
+  /// Finds the route; fills path params. Sets *method_mismatch when only the method differs, and
+  /// then `allowed` (if given) to the methods the path serves ("GET, HEAD, PUT").
   std::shared_ptr<const Route> find(const std::string& method, const std::string& path,
-                                    std::map<std::string, std::string>& params, bool* method_mismatch) const;
+                                    std::map<std::string, std::string>& params, bool* method_mismatch,
+                                    std::string* allowed = nullptr) const;
   bool authorized(const HttpRequest& request) const;
   /// handle() without the refusal accounting.
   HttpResponse dispatch(HttpRequest& request) const;

@@ -87,7 +87,33 @@ HttpResponse ChaosAdmin::reload() {
   return json_response(200, R"({"reloaded":true})");
 }
 
+HttpResponse ChaosAdmin::get_scenario() const {
+  auto s = scenario_.current ? scenario_.current() : nullptr;
+  return json_response(200, dump(s ? s->summary() : nlohmann::json{{"scenario", nullptr}}) + "\n");
+}
+
+HttpResponse ChaosAdmin::put_scenario(const std::string& body) {
+  if (!scenario_.apply) return error(400, "scenarios are not available here");
+  if (json_too_deep(body)) return error(400, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  auto s = std::make_shared<chaos::Scenario>();
+  if (std::string e = chaos::load_scenario_yaml(body, "PUT /scenario", *s); !e.empty()) {
+    while (!e.empty() && e.back() == '\n') e.pop_back();
+    return error(400, e);
+  }
+  if (std::string e = scenario_.apply(s); !e.empty()) return error(400, e);
+  return json_response(200, dump(s->summary()) + "\n");
+}
+
+HttpResponse ChaosAdmin::delete_scenario() {
+  if (!scenario_.apply) return error(400, "scenarios are not available here");
+  if (std::string e = scenario_.apply(nullptr); !e.empty()) return error(400, e);
+  return json_response(200, R"({"scenario":null})" "\n");
+}
+
 void register_chaos_routes(ChaosAdmin& chaos, AdminServer& server) {
+  server.route("GET", "/scenario", [&chaos](const HttpRequest&) { return chaos.get_scenario(); });
+  server.route("PUT", "/scenario", [&chaos](const HttpRequest& r) { return chaos.put_scenario(r.body); });
+  server.route("DELETE", "/scenario", [&chaos](const HttpRequest&) { return chaos.delete_scenario(); });
   server.route("GET", "/faults", [&chaos](const HttpRequest&) { return chaos.list_faults(); });
   server.route("PUT", "/faults/{name}", [&chaos](const HttpRequest& r) { return chaos.put_fault(r.path_params.at("name"), r.body); });
   server.route("GET", "/faults/{name}", [&chaos](const HttpRequest& r) { return chaos.get_fault(r.path_params.at("name")); });

@@ -10,6 +10,10 @@
 //   GET    /api-versions      {"api_versions": [...]}
 //   PUT    /api-versions      body: the list (see proxy/policy/api_versions_policy.h); 400 when invalid
 //   POST   /reload            re-reads the config file (listeners unchanged); 400 with the errors
+//   GET    /scenario          {"scenario": null} or the applied scenario's summary (proxy/chaos/scenario.h)
+//   PUT    /scenario          body: a scenario file (YAML or JSON); applies it on top of the config's
+//                             rules and policy, replacing the previous one; 400 file:line:col errors
+//   DELETE /scenario          back to the config's rules and policy; 200 {"scenario": null}
 // Invalid input changes nothing. Every change applies from the next frame, connections stay open.
 #pragma once
 
@@ -18,8 +22,15 @@
 
 #include "proxy/admin/admin_server.h"
 #include "proxy/chaos/rule_set.h"
+#include "proxy/chaos/scenario.h"
 
 namespace kproxy::admin {
+
+/// How a scenario is applied and read (the Proxy's set_scenario / scenario, in AdminRuntime).
+struct ScenarioHooks {
+  std::function<std::string(std::shared_ptr<const chaos::Scenario>)> apply;
+  std::function<std::shared_ptr<const chaos::Scenario>()> current;
+};
 
 class ChaosAdmin {
  public:
@@ -36,8 +47,13 @@ class ChaosAdmin {
   HttpResponse get_api_versions() const;
   HttpResponse put_api_versions(const std::string& body);
   HttpResponse reload();
+  HttpResponse get_scenario() const;
+  HttpResponse put_scenario(const std::string& body);
+  HttpResponse delete_scenario();
+  void set_scenario_hooks(ScenarioHooks hooks) { scenario_ = std::move(hooks); }
 
  private:
+  ScenarioHooks scenario_;
   chaos::ChaosControl& control_;
   std::function<std::string()> reload_;
   std::function<size_t()> max_rules_;

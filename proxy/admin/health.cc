@@ -13,25 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/host_port.h"
+
 namespace kproxy::admin {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-bool split_host_port(const std::string& text, std::string& host, std::string& port) {
-  if (!text.empty() && text.front() == '[') {
-    size_t close = text.find(']');
-    if (close == std::string::npos || close + 2 > text.size()) return false;
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-    return true;
-  }
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos) return false;
-  host = text.substr(0, colon);
-  port = text.substr(colon + 1);
-  return true;
-}
 
 /// Waits for `events` on `fd` until `deadline`; false on timeout or error.
 bool wait_fd(int fd, short events, Clock::time_point deadline) {
@@ -48,8 +35,9 @@ bool wait_fd(int fd, short events, Clock::time_point deadline) {
 }  // namespace
 
 std::string probe_kafka(const std::string& host_port, std::chrono::milliseconds timeout) {
-  std::string host, port;
-  if (!split_host_port(host_port, host, port)) return "bad address " + host_port;
+  auto parsed = config::parse_host_port(host_port, nullptr);
+  if (!parsed) return "bad address " + host_port;
+  std::string host = parsed->host, port = std::to_string(parsed->port);
   auto deadline = Clock::now() + timeout;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -145,6 +133,10 @@ HealthReport Health::liveness() {
 HealthReport Health::readiness() {
   auto upstreams = hooks_.upstreams ? hooks_.upstreams() : std::vector<std::string>{};
   bool draining = hooks_.draining && hooks_.draining();
+  if (hooks_.started && !hooks_.started()) {
+    nlohmann::json body = {{"status", "starting"}, {"draining", draining}, {"upstreams", nlohmann::json::array()}};
+    return {false, body.dump() + "\n"};
+  }
   nlohmann::json list = nlohmann::json::array();
   bool ok = !draining && !upstreams.empty();
   for (size_t i = 0; i < upstreams.size(); ++i) {

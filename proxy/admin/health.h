@@ -26,6 +26,8 @@ struct HealthHooks {
   std::function<std::vector<std::string>()> upstreams;
   /// True while the proxy drains (not ready).
   std::function<bool()> draining;
+  /// False until every Kafka listener is bound and every worker runs (not ready: "starting").
+  std::function<bool()> started;
 };
 
 struct HealthReport {

@@ -155,7 +155,7 @@ std::string_view reason_phrase(int status) {
   }
 }
 
-std::string response_head(int status, std::string_view content_type, long long content_length) {
+std::string response_head(int status, std::string_view content_type, long long content_length, std::string_view allow) {
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason_phrase(status)) + "\r\n";
   out += "Content-Type: ";
   out += content_type;
@@ -167,6 +167,11 @@ std::string response_head(int status, std::string_view content_type, long long c
   }
   out += "Cache-Control: no-store\r\nConnection: close\r\n";
   if (status == 401) out += "WWW-Authenticate: Bearer\r\n";
+  if (!allow.empty()) {
+    out += "Allow: ";
+    out += allow;
+    out += "\r\n";
+  }
   out += "\r\n";
   return out;
 }

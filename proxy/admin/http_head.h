@@ -47,8 +47,8 @@ std::string_view reason_phrase(int status);
 
 /// Status line and headers of a response, up to and including the empty line. `content_length`
 /// < 0 means a chunked body. Always `Connection: close` and `Cache-Control: no-store`; a 401 says
-/// `WWW-Authenticate: Bearer`.
-std::string response_head(int status, std::string_view content_type, long long content_length);
+/// `WWW-Authenticate: Bearer`; a non-empty `allow` is sent as the `Allow` header (405).
+std::string response_head(int status, std::string_view content_type, long long content_length, std::string_view allow = {});
 
 /// One chunk of a chunked body (an empty `data` is the last chunk).
 std::string chunk(std::string_view data);

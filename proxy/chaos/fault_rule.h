@@ -43,17 +43,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "proxy/util/glob.h"
+
 namespace kproxy::chaos {
 
-/// Shell-style glob: `*` any run, `?` one character, `[abc]`/`[a-z]`/`[!x]` classes, `\` escapes.
-bool glob_match(std::string_view pattern, std::string_view text);
-/// "" when `pattern` is a valid glob, else why not (an unclosed `[`, a trailing `\`, longer
-/// than kMaxGlobLength).
-std::string glob_error(std::string_view pattern);
-/// Globs are matched per request against peer-supplied text (a client id may be 32 KiB), in time
-/// up to pattern length x text length when `*` backtracks: the length is capped. The longest name
-/// matched is a topic's (249 characters, Kafka's Topic.MAX_NAME_LENGTH).
-inline constexpr size_t kMaxGlobLength = 256;
+using util::glob_error;
+using util::glob_match;
 
 struct VersionBounds {
   int16_t min = 0;

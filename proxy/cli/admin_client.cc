@@ -7,22 +7,17 @@
 #include <cerrno>
 #include <cstring>
 
+#include "config/host_port.h"
+
 namespace kproxy::cli {
 
 int connect_admin(const std::string& admin, std::string& error) {
-  std::string host = admin, port;
-  if (!host.empty() && host.front() == '[') {
-    size_t close = host.find(']');
-    port = close != std::string::npos && close + 2 <= host.size() ? host.substr(close + 2) : "";
-    host = host.substr(1, close == std::string::npos ? std::string::npos : close - 1);
-  } else if (size_t colon = host.rfind(':'); colon != std::string::npos) {
-    port = host.substr(colon + 1);
-    host = host.substr(0, colon);
-  }
-  if (host.empty() || port.empty()) {
+  auto parsed = config::parse_host_port(admin, nullptr);
+  if (!parsed) {
     error = "bad admin address '" + admin + "' (expected HOST:PORT)";
     return -1;
   }
+  std::string host = parsed->host, port = std::to_string(parsed->port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;

@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <array>
+#include <algorithm>
+#include <vector>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -19,14 +22,18 @@
 namespace kproxy::cli {
 
 const char* ctl_usage() {
-  return "usage: kproxy ctl [--admin HOST:PORT] [--token TOKEN] COMMAND\n"
-         "  faults list                   list the fault rules with their hit/injection counts\n"
+  return "usage: kproxy ctl [--admin HOST:PORT] [--token TOKEN] [--json] COMMAND\n"
+         "  faults list                   the fault rules as a table: name, API, action, trigger, hits, injected\n"
+         "                                (--json: the admin API's JSON, for scripts)\n"
          "  faults get NAME               one rule\n"
          "  faults put NAME RULE          add or replace a rule (RULE: JSON, @FILE or - for stdin)\n"
          "  faults delete NAME            remove a rule\n"
          "  faults reset                  remove every rule\n"
          "  api-versions get              the ApiVersions policy (clamp/hide per API and per feature)\n"
          "  api-versions put LIST         replace it (LIST: JSON, @FILE or -)\n"
+         "  scenario apply FILE           apply a scenario file (scenarios/*.yaml) on top of the config's rules\n"
+         "  scenario show                 the scenario applied now\n"
+         "  scenario clear                back to the config's rules and ApiVersions policy\n"
          "  reload                        re-read the config file\n"
          "The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN.\n"
          "The API and the rule format: docs/admin-api.openapi.yaml (kproxy serves it at GET /openapi.json).\n"
@@ -130,6 +137,59 @@ HttpResult http_call(const CtlCall& call) {
 
 }  // namespace
 
+namespace {
+/// A JSON value as one short cell: strings bare, objects as "k=v k=v", arrays joined by ",".
+std::string cell(const nlohmann::json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& e : v) out += (out.empty() ? "" : ",") + cell(e);
+    return out;
+  }
+  if (v.is_object()) {
+    std::string out;
+    for (const auto& [k, e] : v.items()) out += (out.empty() ? "" : " ") + k + (e.is_object() ? "={" + cell(e) + "}" : "=" + cell(e));
+    return out;
+  }
+  return v.dump();
+}
+}  // namespace
+
+std::string fault_table(const nlohmann::json& rules) {
+  std::vector<std::array<std::string, 6>> rows{{"NAME", "API", "ACTION", "TRIGGER", "HITS", "INJECTED"}};
+  if (rules.is_array()) {
+    for (const auto& r : rules) {
+      if (!r.is_object()) continue;
+      nlohmann::json match = r.value("match", nlohmann::json::object());
+      std::string api = match.is_object() && match.contains("api") ? cell(match["api"]) : "*";
+      if (match.is_object()) {
+        for (const auto& [k, v] : match.items()) {
+          if (k != "api") api += " " + k + "=" + cell(v);
+        }
+      }
+      rows.push_back({cell(r.value("name", nlohmann::json())), api, cell(r.value("action", nlohmann::json())),
+                      r.contains("trigger") ? cell(r["trigger"]) : "always", cell(r.value("hits", nlohmann::json(0))),
+                      cell(r.value("injected", nlohmann::json(0)))});
+    }
+  }
+  if (rows.size() == 1) return "no fault rules\n";
+  std::array<size_t, 6> width{};
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error) {
   if (const char* t = std::getenv("KPROXY_ADMIN_TOKEN")) call.token = t;
   std::vector<std::string> words;
@@ -145,6 +205,8 @@ bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::st
         return false;
       }
       (a == "--admin" ? call.admin : call.token) = args[++i];
+    } else if (a == "--json") {
+      call.json = true;
     } else if (a.rfind("--admin=", 0) == 0) {
       call.admin = a.substr(8);
     } else if (a.rfind("--token=", 0) == 0) {
@@ -213,7 +275,28 @@ bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::st
     }
     return true;
   }
-  error = "unknown command '" + what + "' (faults, api-versions, reload)";
+  if (what == "scenario") {
+    if (verb == "apply") {
+      if (!want(3, "scenario apply FILE")) return false;
+      call.method = "PUT";
+      call.path = "/scenario";
+      const std::string& file = words[2];
+      if (!read_body(file == "-" || (!file.empty() && file[0] == '@') ? file : "@" + file, call.body, error)) return false;
+    } else if (verb == "show") {
+      if (!want(2, "scenario show")) return false;
+      call.method = "GET";
+      call.path = "/scenario";
+    } else if (verb == "clear") {
+      if (!want(2, "scenario clear")) return false;
+      call.method = "DELETE";
+      call.path = "/scenario";
+    } else {
+      error = "unknown scenario command '" + verb + "' (apply, show, clear)";
+      return false;
+    }
+    return true;
+  }
+  error = "unknown command '" + what + "' (faults, api-versions, scenario, reload)";
   return false;
 }
 
@@ -244,6 +327,8 @@ int run_ctl_command(int argc, char** argv) {
   }
   if (r.status == 204 || r.body.empty()) {
     std::printf("ok\n");
+  } else if (!call.json && call.method == "GET" && call.path == "/faults" && parsed.is_object() && parsed.contains("faults")) {
+    std::fputs(fault_table(parsed["faults"]).c_str(), stdout);
   } else if (!parsed.is_discarded()) {
     std::printf("%s\n", parsed.dump(2).c_str());
   } else {

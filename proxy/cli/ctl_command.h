@@ -1,7 +1,7 @@
 // `kproxy ctl`: the chaos admin API (proxy/chaos/admin_routes.h) from the command line.
 //
 //   kproxy ctl [--admin HOST:PORT] [--token TOKEN] COMMAND
-//     faults list                         GET    /faults
+//     faults list                         GET    /faults           a table (--json: the JSON)
 //     faults get NAME                     GET    /faults/NAME
 //     faults put NAME RULE                PUT    /faults/NAME      RULE: JSON text, @FILE or - (stdin)
 //     faults delete NAME                  DELETE /faults/NAME
@@ -9,6 +9,9 @@
 //     api-versions get                    GET    /api-versions
 //     api-versions put LIST               PUT    /api-versions     LIST: JSON text, @FILE or -
 //                                         (API and feature entries: docs/api-versions-policy.md)
+//     scenario apply FILE                 PUT    /scenario         FILE: a scenario (scenarios/*.yaml), @FILE or -
+//     scenario show                       GET    /scenario
+//     scenario clear                      DELETE /scenario
 //     reload                              POST   /reload
 //
 // The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN. The answer's
@@ -20,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace kproxy::cli {
 
 /// One admin API call, as `kproxy ctl` arguments describe it.
@@ -30,12 +35,16 @@ struct CtlCall {
   std::string path;    ///< e.g. /faults/slow
   std::string body;    ///< PUT bodies (the JSON as given; kproxy validates it)
   bool help = false;   ///< --help: print the usage and exit 0
+  bool json = false;   ///< --json: print the admin API's JSON as it is (`faults list` prints a table without it)
 };
 
 /// Parses the arguments after "ctl". On a usage error returns false with `error` set. Reads
 /// @FILE and - (stdin) bodies; `token` starts from $KPROXY_ADMIN_TOKEN.
 bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error);
 
+/// The rules of GET /faults ({"faults": [...]}'s array) as an aligned text table: name, API (and
+/// the other match keys), action, trigger, hits, injected.
+std::string fault_table(const nlohmann::json& rules);
 /// The usage text.
 const char* ctl_usage();
 

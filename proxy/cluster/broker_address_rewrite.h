@@ -64,7 +64,6 @@ class BrokerAddressRewrite {
   /// The tag of KIP-951's NodeEndpoints in ProduceResponse (v10+) and FetchResponse (v16+).
   static constexpr uint32_t kNodeEndpointsTag = 0;
 
-  const std::string& advertise() const { return advertise_; }
 
  private:
   BrokerDirectory& directory_;

@@ -3,33 +3,39 @@
 #include <sys/socket.h>
 
 #include <cassert>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
 #include "proxy/metrics/proxy_metrics.h"
-#include "proxy/runtime/proxy.h"
 #include "proxy/util/log_throttle.h"
 #include "proxy/net/self_connection.h"
 #include "proxy/tls/tls_session.h"
-#include "proxy/runtime/worker.h"
 
 namespace kproxy::proxy {
 
-ClientConnection::ClientConnection(Worker& worker, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
+struct ClientConnection::WaitDeadline {
+  WaitDeadline(uv_loop_t* loop, std::function<void()> on_fire) : timer(loop, std::move(on_fire)) {}
+  DeadlineTimer timer;
+  CloseReason reason;
+};
+
+ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
                                    uint64_t id)
-    : worker_(worker),
+    : env_(env),
       listener_(std::move(listener)),
       config_(std::move(config)),
       id_(id),
-      client_(worker.loop(), *this, "client"),
-      upstream_(worker.loop(), *this, *this),
-      requests_(config_->limits.max_request_frame_bytes, &worker.proxy().frame_budget()),
-      responses_(config_->limits.max_response_frame_bytes, &worker.proxy().frame_budget()),
-      pipeline_(worker.loop(), worker.proxy().chaos(), &worker.proxy().rewrite(listener_->listener_index),
+      client_(env.loop(), *this, "client"),
+      upstream_(env.loop(), *this, *this),
+      requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
+      responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
+      pipeline_(env.loop(), env.chaos(), &env.rewrite(listener_->listener_index),
                 ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr}, *this, &metrics_) {}
 
 ClientConnection::~ClientConnection() {
-  worker_.proxy().release_connection();
+  release_streamed_charge();
+  env_.release_connection_slot();
 }
 
 void ClientConnection::enter(ConnectionState next) {
@@ -48,10 +54,10 @@ void ClientConnection::start(const config::HostPort& upstream) {
   // TLS contexts as of now: a reload with renewed certificates applies to later connections.
   // The upstream session verifies the broker's certificate against the host it is reached by:
   // the bootstrap host, or the host the broker advertises.
-  tls::ListenerTls tls = worker_.proxy().listener_tls(listener_->listener_index);
+  tls::ListenerTls tls = env_.listener_tls(listener_->listener_index);
   if (tls.clients) {
     client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
-    tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(worker_.loop(), [this] {
+    tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
       on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
                                         " ms (limits.tls_handshake_timeout)");
     });
@@ -156,6 +162,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     auto now = std::chrono::steady_clock::now();
     bool ok = requests_.feed(data, [this, now](codec::Bytes frame) {
       ++requests_in_;
+      stream_refused_ = false;
       return pipeline_.on_request_frame(frame, now, requests_.streamed() > 0);
     });
     client_piece_ = {};
@@ -213,12 +220,45 @@ void ClientConnection::stream_large_request() {
     return;
   }
   if (requests_.streamed() == 0) {
+    // A connection that has had no answer yet may be a first packet with a forged size: the
+    // broker would allocate the announced size for it (issue #30).
+    if (!answered_) return;
     if (!pipeline_.may_stream_request(requests_.partial_frame())) return;  // asked again after the next read
+    auto announced = static_cast<uint32_t>(requests_.partial_frame_size());
+    if (!env_.streamed_budget().charge(announced)) {
+      // Gathered here instead, under max_buffered_frame_bytes (tried again on the next read).
+      if (!stream_refused_) metrics::count(metrics::ProxyEvent::kRequestStreamRefused);
+      stream_refused_ = true;
+      return;
+    }
+    streamed_charge_ = announced;
     metrics::count(metrics::ProxyEvent::kRequestStreamed);
   }
+  // Its bytes must keep coming: the broker holds the announced size until the last one.
+  arm_wait_deadline(std::chrono::steady_clock::now() + config_->limits.request_stall_timeout,
+                    {CloseCategory::kLimit, "a " + std::to_string(requests_.partial_frame_size()) + "-byte request forwarded while it arrived stalled: no byte for " +
+                                                std::to_string(config_->limits.request_stall_timeout.count()) + " ms (limits.request_stall_timeout)"});
   // A view into the reader's buffer: flushed (or copied, when the socket is backed up) before
   // the next read can move it.
   upstream_.stream().append_borrowed(requests_.take_unstreamed());
+}
+
+void ClientConnection::release_streamed_charge() {
+  if (streamed_charge_ == 0) return;
+  env_.streamed_budget().refund(streamed_charge_);
+  streamed_charge_ = 0;
+}
+
+void ClientConnection::arm_wait_deadline(std::chrono::steady_clock::time_point at, CloseReason reason) {
+  if (!wait_) {
+    wait_ = std::make_unique<WaitDeadline>(env_.loop(), [this] {
+      if (closing()) return;
+      metrics::count(metrics::ProxyEvent::kWaitDeadline);
+      close(std::move(wait_->reason));
+    });
+  }
+  wait_->reason = std::move(reason);
+  wait_->timer.arm(at);
 }
 
 void ClientConnection::close_over_frame_budget(const codec::FrameReader& reader, const char* what) {
@@ -244,9 +284,19 @@ void ClientConnection::pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameRe
 
 // ---- PipelineOutput ----
 
-void ClientConnection::send_to_broker(codec::Bytes bytes) { pass_on(upstream_.stream(), bytes, requests_, client_piece_); }
+void ClientConnection::send_to_broker(codec::Bytes bytes) {
+  bool rest_of_streamed = requests_.holds(bytes) && requests_.streamed() != 0;
+  pass_on(upstream_.stream(), bytes, requests_, client_piece_);
+  if (rest_of_streamed) {  // the broker has all of it now
+    release_streamed_charge();
+    if (wait_ && state_ == ConnectionState::kForwarding) wait_->timer.cancel();
+  }
+}
 
-void ClientConnection::send_to_client(codec::Bytes bytes) { pass_on(client_, bytes, responses_, upstream_piece_); }
+void ClientConnection::send_to_client(codec::Bytes bytes) {
+  answered_ = true;
+  pass_on(client_, bytes, responses_, upstream_piece_);
+}
 
 void ClientConnection::flush() {
   if (closing()) return;
@@ -268,7 +318,7 @@ void ClientConnection::reset_client() {
 }
 
 void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) {
-  worker_.proxy().open_broker_port(worker_, listener_->listener_index, node_id, port);
+  env_.open_broker_port(listener_->listener_index, node_id, port);
 }
 
 // ---- transport events ----
@@ -289,9 +339,21 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
     return;
   }
   if (&s == &client_) {
+    if (status == UV_EOF && requests_.streamed() != 0) {
+      close({CloseCategory::kClientClosed, "client closed the connection in the middle of a " + std::to_string(requests_.partial_frame_size()) +
+                                               "-byte request forwarded while it arrived"});
+      return;
+    }
     if (status == UV_EOF && !pipeline_.idle()) {
       // A half-close (shutdown(SHUT_WR)) after the last request: the client still reads. A
-      // broker answers every request it received before it closes, and so does kproxy.
+      // broker answers every request it received before it closes, and so does kproxy, for
+      // as long as limits.unanswered_request_timeout: a broker that went silent (a long pause,
+      // a partition without RST) never holds the connection for good.
+      auto wait = config_->limits.unanswered_request_timeout;
+      arm_wait_deadline(std::chrono::steady_clock::now() + wait,
+                        {CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) + " requests; the broker " +
+                                                         upstream_peer() + " left " + std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
+                                                         std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"});
       begin_drain({CloseCategory::kClientClosed, "client closed its side after " + std::to_string(requests_in_) +
                                                      " requests; every request was answered"});
       return;
@@ -365,7 +427,7 @@ void ClientConnection::on_upstream_connected() {
 
 void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
   metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
-  if (!listener_->is_broker_port()) worker_.proxy().bootstrap_unreachable(listener_->listener_index, upstream_.target());
+  if (!listener_->is_broker_port()) env_.bootstrap_unreachable(listener_->listener_index, upstream_.target());
   close({CloseCategory::kUpstreamConnectFailed, "upstream unavailable: " + reason});
 }
 
@@ -379,7 +441,7 @@ void ClientConnection::on_upstream_part_released() { maybe_destroy(); }
 void ClientConnection::maybe_destroy() {
   if (state_ == ConnectionState::kClosed || !client_.closed() || !upstream_.released()) return;
   enter(ConnectionState::kClosed);
-  worker_.forget(this);
+  env_.forget(this);
   delete this;
 }
 

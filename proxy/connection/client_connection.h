@@ -26,8 +26,9 @@
 #include "proxy/connection/connection_state.h"
 #include "proxy/net/deadline_timer.h"
 #include "proxy/util/intrusive_list.h"
-#include "proxy/runtime/listener.h"
-#include "proxy/metrics/frame_metrics.h"
+#include "proxy/connection/connection_environment.h"
+#include "proxy/connection/listener_spec.h"
+#include "proxy/metrics/connection_metrics.h"
 #include "proxy/pipeline/pipeline.h"
 #include "proxy/net/self_connection.h"
 #include "proxy/net/tcp_stream.h"
@@ -40,13 +41,11 @@ namespace kproxy::proxy {
 /// write with its neighbours.
 inline constexpr size_t kStreamedRequestMin = 128 << 10;
 
-class Worker;
-
 /// The IntrusiveListHook links it into its worker's registry (Worker::connections_).
 class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput, public IntrusiveListHook {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
-  ClientConnection(Worker& worker, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config, uint64_t id);
+  ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config, uint64_t id);
   ~ClientConnection() override;
 
   uv_stream_t* client_stream() { return client_.stream(); }
@@ -105,14 +104,21 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// Cut-through: sends what arrived of a large request frame to the broker already, when the
   /// pipeline allows it (Pipeline::may_stream_request); the rest goes once the frame is whole.
   /// The send happens while the bytes are hot in the cache, instead of after the whole frame.
+  /// Only on a connection that has had an answer (a real client, not a first packet), only while
+  /// the request's announced size fits limits.max_streamed_request_bytes (a broker allocates it
+  /// at once), and only while its bytes keep coming (limits.request_stall_timeout).
   void stream_large_request();
+  /// Gives back what the streamed request charged to the streamed-request budget.
+  void release_streamed_charge();
+  /// Arms wait_deadline_ to close with `reason` at `at` (made on first use).
+  void arm_wait_deadline(std::chrono::steady_clock::time_point at, CloseReason reason);
   /// A draining connection with nothing left in flight or held finishes.
   void finish_drain_if_idle();
   void maybe_destroy();
   void enter(ConnectionState next);
   bool closing() const { return state_ >= ConnectionState::kClosing; }
 
-  Worker& worker_;
+  ConnectionEnvironment& env_;  ///< the worker serving it
   std::shared_ptr<const ListenerSpec> listener_;  ///< shared with its Listener (ConnectionInfo views its name)
   std::shared_ptr<const config::Config> config_;
   uint64_t id_;
@@ -139,8 +145,17 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout
   /// (made for TLS clients only).
   std::unique_ptr<DeadlineTimer> tls_handshake_deadline_;
+  /// Closes the connection when a streamed request stalls (limits.request_stall_timeout) or, after
+  /// the client closed its side, when the answers it waits for do not come
+  /// (limits.unanswered_request_timeout): a timer and the reason it closes with. Made on first use.
+  struct WaitDeadline;
+  std::unique_ptr<WaitDeadline> wait_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;
+  /// Announced bytes of the request being streamed, charged to ConnectionEnvironment::streamed_budget().
+  uint32_t streamed_charge_ = 0;
+  bool answered_ = false;        ///< something was sent to the client: it is past its first packet
+  bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
 };
 
 }  // namespace kproxy::proxy

@@ -108,6 +108,8 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"frame_memory_refusals", "Connections closed because their partial frame would pass limits.max_buffered_frame_bytes."},
     {"connections_handed_over", "Client connections accepted by one worker and served by another with fewer connections."},
     {"requests_streamed", "Large requests forwarded to the broker while they were still arriving (cut-through)."},
+    {"requests_stream_refused", "Large requests gathered whole instead: their announced size passed limits.max_streamed_request_bytes."},
+    {"wait_deadlines", "Connections closed because a streamed request stalled (limits.request_stall_timeout) or a broker left a half-closed client's requests unanswered (limits.unanswered_request_timeout)."},
 }};
 }  // namespace
 
@@ -266,13 +268,6 @@ bool ProxyMetrics::is_series_of(ClientSeries series, std::string_view software_n
   return series != nullptr && series->size() == software_name.size() + 1 + software_version.size() &&
          std::string_view(*series).substr(0, software_name.size()) == software_name && (*series)[software_name.size()] == '\0' &&
          std::string_view(*series).substr(software_name.size() + 1) == software_version;
-}
-
-void ProxyMetrics::client_gone(std::string_view software_name, std::string_view software_version) {
-  std::lock_guard lock(mutex_);
-  auto it = clients_.find(client_key(software_name, software_version));
-  if (it == clients_.end()) it = clients_.find(client_key("other", "other"));
-  if (it != clients_.end() && it->second > 0) --it->second;
 }
 
 void ProxyMetrics::enable_traffic_labels(bool topics, bool client_ids, size_t max_values) {

@@ -112,6 +112,8 @@ enum class ProxyEvent : uint8_t {
   kFrameMemoryRefusal,       ///< a frame refused over limits.max_buffered_frame_bytes
   kConnectionHandedOver,     ///< accepted by one worker, served by another (proxy/runtime/connection_balancer.h)
   kRequestStreamed,          ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
+  kRequestStreamRefused,     ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
+  kWaitDeadline,             ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
   kCount,
 };
 /// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.
@@ -201,7 +203,6 @@ class ProxyMetrics {
   /// client_gone(series) when the connection closes or announces something else.
   ClientSeries client_seen(std::string_view software_name, std::string_view software_version);
   void client_gone(ClientSeries series);
-  void client_gone(std::string_view software_name, std::string_view software_version);
   /// True when `series` is the one `software_name`/`software_version` count in (not folded).
   static bool is_series_of(ClientSeries series, std::string_view software_name, std::string_view software_version);
 

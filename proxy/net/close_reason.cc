@@ -14,6 +14,7 @@ std::string_view close_label(CloseCategory category) {
     case CloseCategory::kFault: return "fault";
     case CloseCategory::kShutdown: return "shutdown";
     case CloseCategory::kSelfConnection: return "self_connection";
+    case CloseCategory::kUnanswered: return "unanswered";
     case CloseCategory::kOther: break;
   }
   return "other";

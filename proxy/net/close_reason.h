@@ -23,6 +23,7 @@ enum class CloseCategory : uint8_t {
   kFault,                  ///< a fault rule closed or reset the connection on purpose
   kShutdown,               ///< kproxy is draining: every in-flight request was answered first
   kSelfConnection,         ///< the upstream is kproxy itself (a broker advertises kproxy's own address)
+  kUnanswered,             ///< the client closed its side and the broker left its requests unanswered (limits.unanswered_request_timeout)
   kOther,
 };
 

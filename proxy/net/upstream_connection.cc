@@ -54,12 +54,10 @@ void UpstreamConnection::after_resolve(uv_getaddrinfo_t* req, int status, addrin
     self->fail("cannot connect to " + self->target_.to_string() + ": " + uv_strerror(rc));
     return;
   }
-  self->connecting_ = true;
 }
 
 void UpstreamConnection::after_connect(uv_connect_t* req, int status) {
   auto* self = static_cast<UpstreamConnection*>(req->data);
-  self->connecting_ = false;
   self->dialing_.reset();  // libuv is done with both requests (req is gone from here on)
   if (self->closed_) return;
   if (status < 0) {

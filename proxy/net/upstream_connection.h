@@ -75,7 +75,6 @@ class UpstreamConnection {
   std::unique_ptr<Dialing> dialing_;
   config::HostPort target_;
   bool resolving_ = false;
-  bool connecting_ = false;
   bool closed_ = false;
 };
 

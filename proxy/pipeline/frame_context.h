@@ -105,7 +105,6 @@ class RequestContext {
   /// does not decode (then decode_error() says why). Views point into frame().
   std::shared_ptr<codec::Message> message() const;
   const std::string& decode_error() const { return decode_error_; }
-  DecodeFailure decode_failure() const { return decode_failure_; }
 
   /// KIP-511: the client announced its software (ApiVersions v3+).
   void set_client_software(std::string name, std::string version) {
@@ -195,7 +194,6 @@ class ResponseContext {
   void replace_frame(std::vector<uint8_t> frame, StageId by);
   bool dirty() const { return dirty_; }
   /// True when any stage changed the frame (replaced or dirty).
-  bool changed() const { return changed_by_ != 0; }
   /// One bit per StageId that changed the frame.
   uint32_t changed_by() const { return changed_by_; }
   static constexpr uint32_t bit(StageId id) { return 1u << static_cast<uint32_t>(id); }

@@ -38,6 +38,9 @@ class FrameObserver {
 
 /// Sets the process-wide observer (nullptr = none). Connections opened afterwards use it.
 void set_frame_observer(std::shared_ptr<FrameObserver> observer);
+/// The process-wide observer; when none is set, one that does nothing (never null).
 std::shared_ptr<FrameObserver> frame_observer();
+/// `observer`, or the do-nothing one when it is null: what a stage keeps instead of a nullable pointer.
+std::shared_ptr<FrameObserver> or_no_observer(std::shared_ptr<FrameObserver> observer);
 
 }  // namespace kproxy::proxy

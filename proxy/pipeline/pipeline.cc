@@ -9,7 +9,7 @@
 #include "codec/frame_reader.h"
 #include "codec/response_header.h"
 #include "proxy/metrics/proxy_metrics.h"
-#include "proxy/metrics/frame_metrics.h"
+#include "proxy/metrics/connection_metrics.h"
 #include "proxy/pipeline/request_fields.h"
 
 namespace kproxy::proxy {
@@ -52,15 +52,20 @@ struct Pipeline::HeldRequest {
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info,
                    PipelineOutput& output, metrics::ConnectionMetrics* metrics)
+    // rules_ is referred to here before it is made: the stages keep the reference, use it later.
+    : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, frame_observer(), info.id}) {}
+
+Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, PipelineOutput& output,
+                   metrics::ConnectionMetrics* metrics, const StageSetup& setup)
     : info_(std::move(info)),
       loop_(loop),
       output_(output),
       metrics_(metrics),
       rules_(chaos),
-      broker_address_(rewrite, output),
-      api_versions_(rules_),
-      faults_(rules_, frame_observer(), info_.id),
-      observer_(frame_observer()) {}
+#define KPROXY_STAGE_INIT(id, name, type) id##_(setup),
+      KPROXY_STAGES(KPROXY_STAGE_INIT)
+#undef KPROXY_STAGE_INIT
+      sasl_() {}
 
 Pipeline::~Pipeline() { shutdown(); }
 

@@ -16,7 +16,8 @@
 //              ─► its slot; slots leave in request order (kProxy's own answers included),
 //                 after any delay, through the response's shaper: PipelineOutput::send_to_client
 //
-// The list of stages is built in one place, the constructor in proxy/pipeline/pipeline.cc. A frame nobody
+// The stages are one table, KPROXY_STAGES in proxy/pipeline/stage.h (members, construction and order
+// derive from it; the includes of stages/ below are the only other place that names them). A frame nobody
 // changed leaves as its original bytes; a changed one is re-encoded with a patched size prefix.
 //
 // drop_response (blackhole): the response is swallowed and so is every later response on that
@@ -127,8 +128,9 @@ class Pipeline {
   size_t awaiting_broker() const { return awaiting_broker_; }
   /// True when nothing is in flight, held or waiting to be sent: a draining connection may close.
   bool idle() const { return slots_.empty() && held_.empty(); }
+  /// Requests waiting for their response (or for their turn to be answered).
+  size_t in_flight() const { return slots_.size(); }
 
-  const ConnectionInfo& info() const { return info_; }
   /// Stops timers; nothing is sent afterwards.
   void shutdown();
 
@@ -156,12 +158,16 @@ class Pipeline {
   void pop_front_slot();
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   void close(CloseReason reason);
-  /// The stages in order (the one list of them). Made per frame rather than kept: five pointers
-  /// per connection saved, five stores per frame spent.
+  /// The stages in table order (KPROXY_STAGES, proxy/pipeline/stage.h). Made per frame rather
+  /// than kept: a pointer per stage and connection saved, a store per stage and frame spent.
   std::array<Stage*, kStageCount> stages() {
-    // Requests skip those without on_request (broker_address, topic_ids).
-    return {&broker_address_, &api_versions_, &topic_ids_, &faults_, &observer_};
+#define KPROXY_STAGE_ADDRESS(id, name, type) &id##_,
+    return {KPROXY_STAGES(KPROXY_STAGE_ADDRESS)};
+#undef KPROXY_STAGE_ADDRESS
   }
+  /// The constructor, with the setup every stage is made from.
+  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, PipelineOutput& output,
+           metrics::ConnectionMetrics* metrics, const StageSetup& setup);
 
   ConnectionInfo info_;
   uv_loop_t* loop_;
@@ -169,12 +175,10 @@ class Pipeline {
   metrics::ConnectionMetrics* metrics_;
   RuleSnapshot rules_;
 
-  // The stages, in the order stages() lists them.
-  BrokerAddressStage broker_address_;
-  ApiVersionsStage api_versions_;
-  TopicIdsStage topic_ids_;
-  FaultStage faults_;
-  ObserverStage observer_;
+  // The stages, one member each, named after their StageId (kFaultRules_, ...), in table order.
+#define KPROXY_STAGE_MEMBER(id, name, type) type id##_;
+  KPROXY_STAGES(KPROXY_STAGE_MEMBER)
+#undef KPROXY_STAGE_MEMBER
 
   SaslRawTokens sasl_;
   /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).

@@ -1,16 +1,17 @@
 #include "proxy/pipeline/stage.h"
 
+#include <array>
+
 namespace kproxy::proxy {
 
 std::string_view stage_name(StageId id) {
-  switch (id) {
-    case StageId::kBrokerAddress: return "broker_address";
-    case StageId::kApiVersions: return "api_versions";
-    case StageId::kTopicIds: return "topic_ids";
-    case StageId::kFaultRules: return "fault_rules";
-    case StageId::kObserver: return "observer";
-  }
-  return "unknown";
+  static constexpr std::array<std::string_view, kStageCount> kNames = {
+#define KPROXY_STAGE_NAME(id, name, type) name,
+      KPROXY_STAGES(KPROXY_STAGE_NAME)
+#undef KPROXY_STAGE_NAME
+  };
+  auto i = static_cast<size_t>(id);
+  return i < kNames.size() ? kNames[i] : "unknown";
 }
 
 }  // namespace kproxy::proxy

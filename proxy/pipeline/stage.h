@@ -5,31 +5,63 @@
 // response body (mark_dirty) or replace the whole frame. It never sends bytes and never talks to
 // sockets: the pipeline (proxy/pipeline/pipeline.h) acts on what the stages decided, in order.
 //
-// The stages and their order are listed in one place, Pipeline's constructor (proxy/pipeline/pipeline.cc);
-// adding a stage is a class in proxy/pipeline/stages/ plus one line there.
+// The stages and their order are one table, KPROXY_STAGES below: StageId, stage_name(),
+// kStageCount, the Pipeline's members, their construction and the order frames pass them all
+// derive from it. Adding a stage is a class in proxy/pipeline/stages/ (a constructor that takes
+// the StageSetup, and the on_request / on_response it needs), one row here and its source file
+// in proxy/pipeline/CMakeLists.txt.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 namespace kproxy::proxy {
 
-class RequestContext;
-class ResponseContext;
+/// The stages in the order frames pass them: X(StageId enumerator, metric label `stage`, class).
+#define KPROXY_STAGES(X)                                                                               \
+  X(kBrokerAddress, "broker_address", BrokerAddressStage) /* keeps every connection on kproxy */     \
+  X(kApiVersions, "api_versions", ApiVersionsStage)       /* KIP-511 name, version range policy */   \
+  X(kTopicIds, "topic_ids", TopicIdsStage)                /* topic id -> name from Metadata */       \
+  X(kFaultRules, "fault_rules", FaultStage)               /* the config's and admin API's rules */   \
+  X(kObserver, "observer", ObserverStage)                 /* metrics and tap */
 
 /// Which stage did something to a frame (metrics label `stage`, log lines). One bit each in
 /// ResponseContext::changed_by().
 enum class StageId : uint8_t {
-  kBrokerAddress,  ///< rewrites broker addresses so every connection stays on kproxy
-  kApiVersions,    ///< KIP-511 client name, too-new ApiVersions answer, version range policy
-  kTopicIds,       ///< learns topic id -> name from Metadata responses (KIP-516)
-  kFaultRules,     ///< chaos: the admin API's and the config's fault rules
-  kObserver,       ///< metrics and tap
+#define KPROXY_STAGE_ID(id, name, type) id,
+  KPROXY_STAGES(KPROXY_STAGE_ID)
+#undef KPROXY_STAGE_ID
 };
-inline constexpr size_t kStageCount = static_cast<size_t>(StageId::kObserver) + 1;
+#define KPROXY_STAGE_ONE(id, name, type) +1
+inline constexpr size_t kStageCount = 0 KPROXY_STAGES(KPROXY_STAGE_ONE);
+#undef KPROXY_STAGE_ONE
 
 /// "broker_address", "api_versions", "topic_ids", "fault_rules", "observer".
 std::string_view stage_name(StageId id);
+
+class RequestContext;
+class ResponseContext;
+class RuleSnapshot;
+class BrokerAddressRewrite;
+class FrameObserver;
+
+/// Where a newly numbered broker is announced (the connection, which asks the proxy to listen).
+class BrokerPortOpener {
+ public:
+  virtual ~BrokerPortOpener() = default;
+  virtual void open_broker_port(int32_t node_id, uint16_t port) = 0;
+};
+
+/// What the pipeline hands every stage it makes; each takes what it needs.
+struct StageSetup {
+  RuleSnapshot& rules;                      ///< the connection's view of the fault rules and policy
+  const BrokerAddressRewrite* rewrite;      ///< null: broker addresses pass unchanged (unit tests)
+  BrokerPortOpener& port_opener;            ///< the connection
+  std::shared_ptr<FrameObserver> observer;  ///< metrics and tap; does nothing when frame metrics are off
+  uint64_t connection_id;
+};
 
 class Stage {
  public:

@@ -1,12 +1,13 @@
 #include "proxy/policy/api_versions_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "codec/generated/api_keys.h"
 #include "codec/generated/error_code.h"
 #include "codec/response_header.h"
-#include "proxy/chaos/fault_rule.h"
+#include "proxy/util/glob.h"
 
 namespace kproxy::policy {
 
@@ -37,11 +38,14 @@ bool known(const nlohmann::json& e, std::initializer_list<const char*> keys, con
 // A version or level: an integer 0..32767 (both are int16 on the wire).
 bool read_version(const nlohmann::json& e, const char* k, const std::string& at, std::optional<int16_t>& out, std::string& error) {
   if (!e.contains(k)) return true;
-  if (!e[k].is_number_integer() || e[k].get<int64_t>() < 0 || e[k].get<int64_t>() > 0x7fff) {
-    error = at + "." + k + ": expected a version >= 0";
+  // JSON Schema's integer is a number without a fractional part: 9 and 9.0 alike.
+  const auto& v = e[k];
+  double d = v.is_number() ? v.get<double>() : -1;
+  if (!v.is_number() || d != std::floor(d) || d < 0 || d > 0x7fff) {
+    error = at + "." + k + ": expected an integer from 0 to 32767, got " + v.dump();
     return false;
   }
-  out = static_cast<int16_t>(e[k].get<int>());
+  out = static_cast<int16_t>(d);
   return true;
 }
 
@@ -63,7 +67,7 @@ bool read_scope(const nlohmann::json& e, const std::string& at, PolicyScope& sco
       return false;
     }
     auto glob = e[k].get<std::string>();
-    if (auto why = chaos::glob_error(glob); !why.empty()) {
+    if (auto why = util::glob_error(glob); !why.empty()) {
       error = at + "." + k + ": " + why;
       return false;
     }
@@ -122,15 +126,9 @@ bool parse_feature_entry(const nlohmann::json& e, const std::string& at, ApiVers
   if (!read_version(e, "max", at, entry.max, error) || !read_version(e, "supported_min", at, entry.supported_min, error) ||
       !read_version(e, "supported_max", at, entry.supported_max, error))
     return false;
-  if (entry.supported_min && entry.supported_max && *entry.supported_min > *entry.supported_max) {
-    error = at + ": supported_min " + std::to_string(*entry.supported_min) + " > supported_max " + std::to_string(*entry.supported_max);
-    return false;
-  }
-  if (entry.max && entry.supported_max && *entry.max > *entry.supported_max) {
-    // A finalized level above what the brokers support is a state no cluster reports.
-    error = at + ": max " + std::to_string(*entry.max) + " > supported_max " + std::to_string(*entry.supported_max);
-    return false;
-  }
+  // supported_min above supported_max is an empty range: the feature is left out, as when the
+  // broker's range and the entry's do not meet. max above supported_max: the finalized level is
+  // clamped to supported_max all the same. (Both once refused; a schema-valid entry is valid.)
   if (!read_bool(e, "hide", at, entry.hide, error) || !read_bool(e, "implied_apis", at, entry.implied_apis, error) ||
       !read_scope(e, at, entry.scope, error))
     return false;
@@ -157,8 +155,8 @@ std::map<K, const E*> first_matching(const std::vector<E>& entries, const Client
 }  // namespace
 
 bool PolicyScope::matches(std::string_view listener_name, std::string_view client_id_value) const {
-  if (listener && !chaos::glob_match(*listener, listener_name)) return false;
-  if (client_id && !chaos::glob_match(*client_id, client_id_value)) return false;
+  if (listener && !util::glob_match(*listener, listener_name)) return false;
+  if (client_id && !util::glob_match(*client_id, client_id_value)) return false;
   return true;
 }
 

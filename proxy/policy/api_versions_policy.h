@@ -44,7 +44,7 @@
 
 namespace kproxy::policy {
 
-/// Which connections an entry applies to: both globs (proxy/chaos/fault_rule.h glob_match) must
+/// Which connections an entry applies to: both globs (proxy/util/glob.h) must
 /// match; an absent one matches everything.
 struct PolicyScope {
   std::optional<std::string> listener, client_id;

@@ -52,6 +52,7 @@ void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balanc
 Proxy::Proxy(std::shared_ptr<const config::Config> config)
     : config_(std::move(config)),
       frame_budget_(config_->limits.max_buffered_frame_bytes),
+      streamed_budget_(config_->limits.max_streamed_request_bytes),
       preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
   for (size_t i = 0; i < config_->listeners.size(); ++i) preferred_upstream_[i] = 0;
   // One claim table for all listeners: a broker port of one never reaches another's cluster.
@@ -73,6 +74,7 @@ std::string Proxy::start() {
     // The same checks as `kproxy check-config` (proxy/runtime/startup_check.h).
     PreparedConfig prepared;
     if (std::string error = prepare_config(*config_, prepared); !error.empty()) return error;
+    if (std::string error = with_scenario(prepared.chaos, *config_); !error.empty()) return error;
     chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
     std::lock_guard lock(config_mutex_);
     tls_ = std::move(prepared.tls);
@@ -103,7 +105,7 @@ std::string Proxy::start() {
   }
   running_workers_ = n;
   for (auto& w : workers_) w->start();
-  started_ = true;
+  started_.store(true, std::memory_order_release);
   spdlog::info("kproxy running with {} workers", n);
   return "";
 }
@@ -141,8 +143,10 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   PreparedConfig prepared;
   if (std::string error = prepare_config(*next, prepared); !error.empty()) return error;
   for (const auto& w : unmatched_listener_scopes(*next, prepared.chaos)) spdlog::warn("{}: {}", next->source, w);
+  if (std::string error = with_scenario(prepared.chaos, *next); !error.empty()) return error;
   chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
   frame_budget_.set_limit(next->limits.max_buffered_frame_bytes);
+  streamed_budget_.set_limit(next->limits.max_streamed_request_bytes);
   {
     std::lock_guard lock(config_mutex_);
     config_ = next;
@@ -152,6 +156,43 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   spdlog::info("config reloaded from {} (upstreams, limits, timeouts, logging and TLS certificates apply to new connections)",
                next->source);
   return "";
+}
+
+std::string Proxy::with_scenario(chaos::ChaosConfig& chaos, const config::Config& config) const {
+  std::shared_ptr<const chaos::Scenario> scenario;
+  {
+    std::lock_guard lock(config_mutex_);
+    scenario = scenario_;
+  }
+  return scenario ? chaos::apply_scenario(chaos, *scenario, config.limits.max_fault_rules) : "";
+}
+
+std::string Proxy::set_scenario(std::shared_ptr<const chaos::Scenario> scenario) {
+  auto current = config();
+  PreparedConfig prepared;
+  // The config's own rules and policy again, then the scenario's: applying one replaces the last,
+  // and rules put through the admin API since are dropped with it.
+  if (std::string error = prepare_config(*current, prepared); !error.empty()) return error;
+  if (scenario) {
+    if (std::string error = chaos::apply_scenario(prepared.chaos, *scenario, current->limits.max_fault_rules); !error.empty()) return error;
+  }
+  {
+    std::lock_guard lock(config_mutex_);
+    scenario_ = scenario;
+  }
+  chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
+  if (scenario) {
+    spdlog::info("scenario '{}' v{} applied from {}: {} rules, {} ApiVersions entries ({})", scenario->name, scenario->version, scenario->source,
+                 scenario->chaos.rules.size(), scenario->chaos.api_versions.spec.size(), scenario->description);
+  } else {
+    spdlog::info("scenario cleared: the config's rules and ApiVersions policy only");
+  }
+  return "";
+}
+
+std::shared_ptr<const chaos::Scenario> Proxy::scenario() const {
+  std::lock_guard lock(config_mutex_);
+  return scenario_;
 }
 
 std::shared_ptr<const config::Config> Proxy::config() const {

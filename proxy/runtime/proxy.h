@@ -22,6 +22,7 @@
 #include "proxy/cluster/broker_address_rewrite.h"
 #include "proxy/cluster/broker_directory.h"
 #include "proxy/chaos/rule_set.h"
+#include "proxy/chaos/scenario.h"
 #include "proxy/runtime/connection_balancer.h"
 #include "proxy/tls/listener_tls.h"
 #include "proxy/runtime/worker.h"
@@ -55,7 +56,11 @@ class Proxy {
   /// certificate files are read again on every reload). Safe from any thread.
   tls::ListenerTls listener_tls(size_t listener_index) const;
 
-  size_t worker_count() const { return workers_.size(); }
+  /// True once start() succeeded: every listener is bound and every worker runs. Safe from any
+  /// thread (the admin API opens before the listeners and reads it).
+  bool started() const { return started_.load(std::memory_order_acquire); }
+  /// Workers running (0 before start(): the admin API may ask before then).
+  size_t worker_count() const { return started() ? workers_.size() : 0; }
   /// Which worker serves each accepted connection (proxy/runtime/connection_balancer.h). After start().
   ConnectionBalancer& balancer() { return *balancer_; }
   /// Worker `index` (admin health checks post pings to its loop).
@@ -65,8 +70,16 @@ class Proxy {
   /// Fault rules and ApiVersions policy (from the config's faults:/api_versions:, changed at run
   /// time through the admin API); every connection reads its current snapshot per frame.
   chaos::ChaosControl& chaos() { return chaos_; }
+  /// Applies `scenario` (proxy/chaos/scenario.h) on top of the config's rules and policy,
+  /// replacing the scenario applied before (null: back to the config's alone). Kept across
+  /// reloads. "" or why refused (nothing changed). Safe from any thread.
+  std::string set_scenario(std::shared_ptr<const chaos::Scenario> scenario);
+  /// The scenario applied now, null when none.
+  std::shared_ptr<const chaos::Scenario> scenario() const;
   /// Memory every connection's FrameReaders may hold for partial frames (limits.max_buffered_frame_bytes).
   codec::FrameMemoryBudget& frame_budget() { return frame_budget_; }
+  /// Announced bytes of the requests being forwarded while they arrive (limits.max_streamed_request_bytes).
+  codec::FrameMemoryBudget& streamed_budget() { return streamed_budget_; }
 
   // For workers and connections.
   /// A response named a broker that has no port yet: open its port on every worker, on the
@@ -88,8 +101,13 @@ class Proxy {
   std::vector<tls::ListenerTls> tls_;  ///< under config_mutex_, swapped with config_
   std::vector<std::unique_ptr<BrokerDirectory>> directories_;
   std::vector<std::unique_ptr<BrokerAddressRewrite>> rewrites_;
+  /// `chaos` (the config's) with the applied scenario on top. "" or why not.
+  std::string with_scenario(chaos::ChaosConfig& chaos, const config::Config& config) const;
+
   chaos::ChaosControl chaos_;
+  std::shared_ptr<const chaos::Scenario> scenario_;  ///< under config_mutex_
   codec::FrameMemoryBudget frame_budget_;
+  codec::FrameMemoryBudget streamed_budget_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::shared_ptr<ConnectionBalancer> balancer_;  ///< shared with the metrics collector
   /// Per listener: index (modulo the list size) of the bootstrap server new connections use.
@@ -98,7 +116,7 @@ class Proxy {
   std::atomic<int64_t> open_connections_{0};
   std::atomic<unsigned> running_workers_{0};
   std::function<void()> on_stopped_;
-  bool started_ = false;
+  std::atomic<bool> started_{false};  ///< set once every worker runs; the admin thread reads it
 };
 
 }  // namespace kproxy::proxy

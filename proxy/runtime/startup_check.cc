@@ -138,11 +138,41 @@ FileLimitCheck check_file_limit(const config::Config& config, const FileLimitAcc
   // Past the limit every accept() fails with EMFILE: clients are dropped, brokers unreachable.
   uint64_t fixed = budget.listeners + budget.admin + budget.slack;
   uint64_t connections = soft > fixed ? (soft - fixed) / 2 : 0;
+  if (auto fitted = fit_max_connections(config, soft)) {
+    // The user chose nothing: a default that does not fit the host is ours to lower, not theirs
+    // to be warned about (issue #30: the README's minimal config warned on a common host).
+    out.fitted_max_connections = fitted;
+    out.fitted = "limits.max_connections is not set: " + std::to_string(*fitted) + " client connections (not the default " +
+                 std::to_string(config::Limits{}.max_connections) + ") fit the open-file limit (RLIMIT_NOFILE) " + std::to_string(soft) +
+                 (raise ? "" : " (the hard limit)") + " beside " + std::to_string(fixed) +
+                 " descriptors for listeners, the admin API and the loops; set limits.max_connections or raise the limit to change it";
+    return out;
+  }
   out.warning = "the open-file limit (RLIMIT_NOFILE) is " + std::to_string(soft) + (raise ? "" : " at most (the hard limit)") +
                 " but this config may need " + budget.explain() + ": only about " + std::to_string(connections) +
                 " client connections fit; raise the limit (ulimit -n, systemd LimitNOFILE=, the container's nofile ulimit) or lower "
                 "limits.max_connections";
   return out;
+}
+
+std::optional<size_t> fit_max_connections(const config::Config& config, uint64_t soft_limit) {
+  if (!config.limits.max_connections_default) return std::nullopt;
+  FdBudget budget = fd_budget(config);
+  if (soft_limit >= budget.total()) return std::nullopt;
+  uint64_t fixed = budget.listeners + budget.admin + budget.slack;
+  uint64_t connections = soft_limit > fixed ? (soft_limit - fixed) / 2 : 0;
+  return static_cast<size_t>(std::max<uint64_t>(connections, 1));
+}
+
+std::shared_ptr<const config::Config> fitted_to_file_limit(std::shared_ptr<const config::Config> config, std::string* note) {
+  auto limit = process_file_limit().get();
+  if (!limit || !config) return config;
+  auto fitted = fit_max_connections(*config, limit->soft);
+  if (!fitted) return config;
+  auto copy = std::make_shared<config::Config>(*config);
+  copy->limits.max_connections = *fitted;
+  if (note) *note = "limits.max_connections is not set: " + std::to_string(*fitted) + " client connections fit the open-file limit " + std::to_string(limit->soft);
+  return copy;
 }
 
 StartupCheck check_startup(const std::string& path, const StartupCheckOptions& options) {
@@ -166,6 +196,12 @@ StartupCheck check_startup(const std::string& path, const StartupCheckOptions& o
   FileLimitCheck limit = check_file_limit(config, options.file_limit, options.raise_file_limit);
   if (!limit.warning.empty()) out.warnings.push_back(path + ": warning: " + limit.warning);
   out.file_limit_raised = std::move(limit.raised);
+  if (limit.fitted_max_connections) {
+    auto copy = std::make_shared<config::Config>(config);
+    copy->limits.max_connections = *limit.fitted_max_connections;
+    out.loaded.config = std::move(copy);
+    out.notes.push_back(std::move(limit.fitted));
+  }
   return out;
 }
 

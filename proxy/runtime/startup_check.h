@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,7 +69,17 @@ FileLimitAccess process_file_limit();
 struct FileLimitCheck {
   std::string raised;   ///< "" or what was raised (logged as info)
   std::string warning;  ///< "" or why the limit is too low (logged as a warning)
+  /// limits.max_connections was not set and the default does not fit: the value that does.
+  std::optional<size_t> fitted_max_connections;
+  std::string fitted;   ///< "" or what was fitted and why (logged once, as info)
 };
+/// The limits.max_connections that fits `soft_limit` open files beside everything else `config`
+/// needs (fd_budget), when the config left it unset and its default does not fit; else nullopt.
+/// Never below 1.
+std::optional<size_t> fit_max_connections(const config::Config& config, uint64_t soft_limit);
+/// `config` with fit_max_connections applied for the process's current soft limit (a reload:
+/// the running process raised its limit at the start). `note` receives the info line, if any.
+std::shared_ptr<const config::Config> fitted_to_file_limit(std::shared_ptr<const config::Config> config, std::string* note = nullptr);
 /// Compares the soft limit with fd_budget(config). Too low: with `raise`, sets the soft limit to
 /// min(hard, budget) and warns only if that still falls short; without (check-config, which runs
 /// in another process), warns only if the hard limit falls short, since a start would raise it.
@@ -86,6 +97,7 @@ struct StartupCheck {
   std::vector<std::string> errors;    ///< "file:line:column: reason"; any error refuses the file
   std::vector<std::string> warnings;  ///< "file:line:column: warning: reason" or a warning without position
   std::string file_limit_raised;      ///< "" or the RLIMIT_NOFILE change made (with raise_file_limit)
+  std::vector<std::string> notes;     ///< decisions taken for the user, logged once at info level
   bool ok() const { return errors.empty(); }
 };
 

@@ -12,6 +12,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/owned_descriptor.h"
 #include "proxy/runtime/proxy.h"
+#include "proxy/util/log_throttle.h"
 
 namespace kproxy::proxy {
 
@@ -172,8 +173,15 @@ void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* w
   UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
   refused.init(&loop_, nullptr, uv_tcp_init);
   if (uv_accept(server, refused.stream()) == 0) {
-    metrics::count(metrics::ProxyEvent::kConnectionRefused);
-    spdlog::warn("listener={} refused a connection: {}", spec.label(), why);
+    metrics::count(metrics::ProxyEvent::kConnectionRefused);  // every refusal, logged or not
+    // A full proxy refuses every client attempt: one line per interval, with the count of the
+    // ones it left out (1,000 refusals in a second were 1,000 lines; issue #30).
+    static LogThrottle throttle(std::chrono::seconds(5));
+    uint64_t suppressed = 0;
+    if (throttle.allow(&suppressed)) {
+      spdlog::warn("listener={} refused a connection: {}{}", spec.label(), why,
+                   suppressed ? " (and " + std::to_string(suppressed) + " more since the last such line; kproxy_proxy_connections_refused_total counts each)" : "");
+    }
   }
 }
 
@@ -204,6 +212,19 @@ void Worker::forget(ClientConnection* connection) {
   proxy_.balancer().release(index_);
   maybe_finish_drain();
 }
+
+codec::FrameMemoryBudget& Worker::frame_budget() { return proxy_.frame_budget(); }
+codec::FrameMemoryBudget& Worker::streamed_budget() { return proxy_.streamed_budget(); }
+chaos::ChaosControl& Worker::chaos() { return proxy_.chaos(); }
+const BrokerAddressRewrite& Worker::rewrite(size_t listener_index) { return proxy_.rewrite(listener_index); }
+tls::ListenerTls Worker::listener_tls(size_t listener_index) { return proxy_.listener_tls(listener_index); }
+void Worker::open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) {
+  proxy_.open_broker_port(*this, listener_index, node_id, port);
+}
+void Worker::bootstrap_unreachable(size_t listener_index, const config::HostPort& target) {
+  proxy_.bootstrap_unreachable(listener_index, target);
+}
+void Worker::release_connection_slot() { proxy_.release_connection(); }
 
 void Worker::begin_drain(std::chrono::milliseconds deadline) {
   if (finished_) return;

@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "proxy/connection/connection_environment.h"
 #include "proxy/util/intrusive_list.h"
 #include "proxy/runtime/listener.h"
 #include "proxy/net/uv_handle.h"
@@ -27,15 +28,16 @@ namespace kproxy::proxy {
 class ClientConnection;
 class Proxy;
 
-class Worker {
+/// The ConnectionEnvironment of every connection it serves.
+class Worker final : public ConnectionEnvironment {
  public:
   Worker(Proxy& proxy, unsigned index);
-  ~Worker();
+  ~Worker() override;
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
   unsigned index() const { return index_; }
-  uv_loop_t* loop() { return &loop_; }
+  uv_loop_t* loop() override { return &loop_; }
   Proxy& proxy() { return proxy_; }
 
   /// Opens a listening socket: binds a new one, or with `shared_fd` >= 0 listens on a duplicate of
@@ -64,7 +66,17 @@ class Worker {
   /// A connection is waiting on `server`: accepts it and serves it here, or hands it to the worker
   /// the balancer picks, or refuses it (limits.max_connections, draining).
   void accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpec>& spec);
-  void forget(ClientConnection* connection);
+  void forget(ClientConnection* connection) override;
+
+  // ConnectionEnvironment (the rest): the Proxy's, for the connections of this worker.
+  codec::FrameMemoryBudget& frame_budget() override;
+  codec::FrameMemoryBudget& streamed_budget() override;
+  chaos::ChaosControl& chaos() override;
+  const BrokerAddressRewrite& rewrite(size_t listener_index) override;
+  tls::ListenerTls listener_tls(size_t listener_index) override;
+  void open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) override;
+  void bootstrap_unreachable(size_t listener_index, const config::HostPort& target) override;
+  void release_connection_slot() override;
   size_t connection_count() const { return connections_.size(); }
 
  private:

@@ -37,7 +37,13 @@ def test_ctl_manages_fault_rules(kp, tmp_path):
     rule_file.write_text('{"match":{"api":"EndTxn"},"action":{"answer":"CONCURRENT_TRANSACTIONS"},"trigger":{"times":2}}')
     assert _ctl(kp, "faults", "put", "busy", f"@{rule_file}").returncode == 0
     assert _ctl(kp, "faults", "put", "cut", "-", stdin='{"action":{"slice":64}}').returncode == 0
-    listed = json.loads(_ctl(kp, "faults", "list").stdout)
+    listed = json.loads(_ctl(kp, "--json", "faults", "list").stdout)
+    # Without --json: a table a person reads (issue #30), one row per rule under a header.
+    table = _ctl(kp, "faults", "list").stdout.splitlines()
+    assert table[0].split() == ["NAME", "API", "ACTION", "TRIGGER", "HITS", "INJECTED"], table
+    rows = {line.split()[0]: line for line in table[1:]}
+    assert set(rows) == {"slow", "busy", "cut"}, table
+    assert "Produce" in rows["slow"] and "delay=150ms" in rows["slow"], rows["slow"]
     assert [f["name"] for f in listed["faults"]] == ["slow", "busy", "cut"]
     got = json.loads(_ctl(kp, "faults", "get", "busy").stdout)
     assert (got["hits"], got["injected"], got["trigger"]) == (0, 0, {"times": 2})

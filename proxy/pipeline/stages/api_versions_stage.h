@@ -20,6 +20,7 @@ class RuleSnapshot;
 class ApiVersionsStage final : public Stage {
  public:
   explicit ApiVersionsStage(RuleSnapshot& rules) : rules_(rules) {}
+  explicit ApiVersionsStage(const StageSetup& setup) : ApiVersionsStage(setup.rules) {}
   StageId id() const override { return StageId::kApiVersions; }
   void on_request(RequestContext& ctx) override;
   void on_response(ResponseContext& ctx) override;

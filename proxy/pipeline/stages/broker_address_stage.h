@@ -11,17 +11,9 @@
 
 namespace kproxy::proxy {
 
-class BrokerAddressRewrite;
-
-/// Where a newly numbered broker is announced (the connection, which asks the proxy to listen).
-class BrokerPortOpener {
- public:
-  virtual ~BrokerPortOpener() = default;
-  virtual void open_broker_port(int32_t node_id, uint16_t port) = 0;
-};
-
 class BrokerAddressStage final : public Stage {
  public:
+  explicit BrokerAddressStage(const StageSetup& setup) : BrokerAddressStage(setup.rewrite, setup.port_opener) {}
   /// `rewrite` == nullptr: nothing is rewritten (a pipeline in a unit test).
   BrokerAddressStage(const BrokerAddressRewrite* rewrite, BrokerPortOpener& opener) : rewrite_(rewrite), opener_(opener) {}
   StageId id() const override { return StageId::kBrokerAddress; }

@@ -81,7 +81,7 @@ void FaultStage::fired(const chaos::FaultRule& rule, const RequestContext& ctx) 
   const auto& h = ctx.header();
   spdlog::debug("conn={} fault rule '{}' injects {} on {} v{} (correlation id {})", ctx.connection().id, rule.name,
                 chaos::action_name(rule.action.kind), api_label(h.api_key), h.api_version, h.correlation_id);
-  if (observer_) observer_->on_fault_injected(FaultEvent{rule, h.api_key, h.api_version, ctx.connection()});
+  observer_->on_fault_injected(FaultEvent{rule, h.api_key, h.api_version, ctx.connection()});
 }
 
 void FaultStage::on_request(RequestContext& ctx) {

@@ -35,7 +35,8 @@ class FaultStage final : public Stage {
  public:
   /// `connection_id` seeds the delay jitter, so a connection's sequence is reproducible.
   FaultStage(RuleSnapshot& rules, std::shared_ptr<FrameObserver> observer, uint64_t connection_id)
-      : rules_(rules), observer_(std::move(observer)), jitter_state_(0x9e3779b97f4a7c15ULL ^ connection_id) {}
+      : rules_(rules), observer_(or_no_observer(std::move(observer))), jitter_state_(0x9e3779b97f4a7c15ULL ^ connection_id) {}
+  explicit FaultStage(const StageSetup& setup) : FaultStage(setup.rules, setup.observer, setup.connection_id) {}
   StageId id() const override { return StageId::kFaultRules; }
   void on_request(RequestContext& ctx) override;
   void on_response(ResponseContext& ctx) override;

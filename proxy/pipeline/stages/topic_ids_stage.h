@@ -9,6 +9,8 @@ namespace kproxy::proxy {
 
 class TopicIdsStage final : public Stage {
  public:
+  TopicIdsStage() = default;
+  explicit TopicIdsStage(const StageSetup&) {}
   StageId id() const override { return StageId::kTopicIds; }
   void on_response(ResponseContext& ctx) override;
 };

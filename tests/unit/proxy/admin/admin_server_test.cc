@@ -81,6 +81,8 @@ TEST_CASE("admin server: routing without HTTP (handle)") {
   CHECK(server.handle(r).body == "reset");
   r.method = "DELETE";
   CHECK(server.handle(r).status == 405);
+  // RFC 9110 §15.5.6: a 405 lists the methods the path serves (GET implies HEAD).
+  CHECK(server.handle(r).allow == "GET, HEAD, POST");
   r.method = "GET";
   r.path = "/nope";
   CHECK(server.handle(r).status == 404);

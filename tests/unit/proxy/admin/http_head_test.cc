@@ -76,3 +76,8 @@ TEST_CASE("http head: response heads and chunks") {
   CHECK(chunk("") == "0\r\n\r\n");
   CHECK(reason_phrase(408) == "Request Timeout");
 }
+
+TEST_CASE("response_head: an Allow header only when given") {
+  CHECK(kproxy::admin::response_head(405, "application/json", 2, "GET, HEAD").find("\r\nAllow: GET, HEAD\r\n") != std::string::npos);
+  CHECK(kproxy::admin::response_head(200, "application/json", 2).find("Allow:") == std::string::npos);
+}

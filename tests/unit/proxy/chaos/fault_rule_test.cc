@@ -38,21 +38,6 @@ TEST_CASE("globs longer than 256 characters are refused, and the refusal quotes 
   CHECK(e2.find("at most 256") != std::string::npos);
 }
 
-TEST_CASE("glob matching") {
-  using kproxy::chaos::glob_match;
-  CHECK(glob_match("orders-*", "orders-1"));
-  CHECK(glob_match("*", ""));
-  CHECK(!glob_match("orders-*", "order"));
-  CHECK(glob_match("a?c", "abc"));
-  CHECK(glob_match("t[0-9]", "t7"));
-  CHECK(!glob_match("t[!0-9]", "t7"));
-  CHECK(glob_match("a\\*", "a*"));
-  CHECK(!glob_match("a\\*", "ab"));
-  CHECK(glob_match("*-*-x", "a-b-c-x"));
-  CHECK(kproxy::chaos::glob_error("t[0-9").find("unclosed") != std::string::npos);
-  CHECK(kproxy::chaos::glob_error("x\\").find("lone") != std::string::npos);
-}
-
 TEST_CASE("a rule parses match, action and trigger") {
   auto r = parse_ok(R"({"name":"fence","match":{"api":"AddPartitionsToTxn","versions":"0-3","transactional_id":"orders-*"},
                         "action":{"error":"PRODUCER_FENCED"},"trigger":{"times":2}})");

@@ -90,3 +90,45 @@ TEST_CASE("kproxy ctl usage errors say what was expected") {
   CHECK(std::string(kproxy::cli::ctl_usage()).find("faults put NAME RULE") != std::string::npos);
   CHECK(std::string(kproxy::cli::ctl_usage()).find("docs/admin-api.openapi.yaml") != std::string::npos);
 }
+
+TEST_CASE("faults list: --json keeps the JSON; the table has one aligned row per rule") {
+  CHECK(parse_ok({"--json", "faults", "list"}).json);
+  CHECK_FALSE(parse_ok({"faults", "list"}).json);
+  auto rules = nlohmann::json::parse(R"([
+    {"name": "endtxn-busy", "match": {"api": "EndTxn", "transactional_id": "orders-*"},
+     "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 2}, "hits": 3, "injected": 2},
+    {"name": "slow", "action": {"delay": "200ms"}, "hits": 0, "injected": 0}])");
+  std::string table = kproxy::cli::fault_table(rules);
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = table.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(table.substr(at, nl - at));
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].rfind("NAME", 0) == 0);
+  CHECK(lines[1].find("EndTxn transactional_id=orders-*") != std::string::npos);
+  CHECK(lines[1].find("answer=CONCURRENT_TRANSACTIONS") != std::string::npos);
+  CHECK(lines[1].find("times=2") != std::string::npos);
+  CHECK(lines[2].find("always") != std::string::npos);  // no trigger: every hit
+  CHECK(lines[2].find('*') != std::string::npos);       // no api: every API
+  // Columns line up: HITS starts at the same offset in every row.
+  size_t hits = lines[0].find("HITS");
+  CHECK(lines[1].substr(hits, 1) == "3");
+  CHECK(lines[2].substr(hits, 1) == "0");
+  CHECK(kproxy::cli::fault_table(nlohmann::json::array()) == "no fault rules\n");
+}
+
+TEST_CASE("scenario apply reads the file; show and clear need no argument") {
+  std::string path = "/tmp/kproxy-ctl-scenario-" + std::to_string(::getpid()) + ".yaml";
+  {
+    std::ofstream f(path);
+    f << "scenario: s1\ndescription: x\nfaults: [{name: a, action: {delay: 1ms}}]\n";
+  }
+  auto call = parse_ok({"scenario", "apply", path});
+  CHECK(call.method == "PUT");
+  CHECK(call.path == "/scenario");
+  CHECK(call.body.find("scenario: s1") == 0);
+  std::remove(path.c_str());
+  CHECK(parse_ok({"scenario", "show"}).method == "GET");
+  CHECK(parse_ok({"scenario", "clear"}).method == "DELETE");
+  CHECK(parse_error({"scenario", "apply", "/nonexistent/s.yaml"}).find("cannot read /nonexistent/s.yaml") == 0);
+  CHECK(parse_error({"scenario", "apply"}) == "expected: kproxy ctl scenario apply FILE");
+  CHECK(parse_error({"scenario", "run"}).find("unknown scenario command 'run'") == 0);
+}

@@ -88,10 +88,10 @@ TEST_CASE("metrics: rare events, stages, connections, clients") {
   m.fault_injected("second-rule", kEndTxn, "error");  // over max_fault_rules: counted as "other"
   CHECK(m.fault_injections("fence") == 2);
   CHECK(m.fault_injections("other") == 1);
-  m.client_seen("apache-kafka-java", "4.4.0");
+  auto java = m.client_seen("apache-kafka-java", "4.4.0");
   m.client_seen("librdkafka", "2.3.0");
   m.client_seen("another", "1");  // over the cap
-  m.client_gone("apache-kafka-java", "4.4.0");
+  m.client_gone(java);
   std::string text = m.render();
   CHECK(contains(text, "kproxy_connections{listener=\"kafka\",side=\"client\"} 1"));
   CHECK(contains(text, "kproxy_connections_opened_total{listener=\"kafka\",side=\"client\"} 2"));

@@ -21,6 +21,7 @@ TEST_CASE("close_label: each category has its own label") {
   CHECK(close_label(CloseCategory::kFault) == "fault");
   CHECK(close_label(CloseCategory::kShutdown) == "shutdown");
   CHECK(close_label(CloseCategory::kSelfConnection) == "self_connection");
+  CHECK(close_label(CloseCategory::kUnanswered) == "unanswered");
   CHECK(close_label(CloseCategory::kOther) == "other");
   std::set<std::string> labels;
   for (size_t i = 0; i < kCloseCategories; ++i) labels.emplace(close_label(static_cast<CloseCategory>(i)));

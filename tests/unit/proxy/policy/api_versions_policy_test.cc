@@ -238,6 +238,21 @@ TEST_CASE("hide, level 0, supported range clamps") {
   CHECK(!supported(re, "group.version"));  // min > max is refused by Java's SupportedVersionRange: left out
   CHECK(!finalized(re, "group.version"));
   CHECK(!find(re, 68));
+
+  // Entries a schema allows are valid (issue #30): supported_min above supported_max is an empty
+  // range, so the feature is left out; max above supported_max is clamped to it.
+  auto rm = cluster_response();
+  policy::rewrite_api_versions(rm, parsed_policy(R"([{"feature":"transaction.version","supported_min":2,"supported_max":1}])"));
+  CHECK(!supported(rm, "transaction.version"));
+  CHECK(!finalized(rm, "transaction.version"));
+  auto rc = cluster_response();
+  policy::rewrite_api_versions(rc, parsed_policy(R"([{"feature":"transaction.version","max":2,"supported_max":1}])"));
+  CHECK(supported(rc, "transaction.version")->max_version == 1);
+  CHECK(finalized(rc, "transaction.version")->max_version_level == 1);
+  // 9.0 is an integer to JSON Schema.
+  auto r9 = cluster_response();
+  policy::rewrite_api_versions(r9, parsed_policy(R"([{"api":"Produce","max":9.0}])"));
+  CHECK(find(r9, 0)->max_version == 9);
 }
 
 TEST_CASE("group.version and share.version: hidden or 0 hides the KIP-848 / KIP-932 APIs") {
@@ -329,10 +344,9 @@ TEST_CASE("feature entry errors") {
   CHECK(parse_error(R"([{"feature":"","max":1}])").rfind("[0].feature: expected a feature name", 0) == 0);
   CHECK(parse_error(R"([{"feature":7,"max":1}])").rfind("[0].feature: expected a feature name", 0) == 0);
   CHECK(parse_error(R"([{"feature":"transaction.version"}])") == "[0]: give max, supported_min, supported_max or hide");
-  CHECK(parse_error(R"([{"feature":"transaction.version","max":-1}])") == "[0].max: expected a version >= 0");
-  CHECK(parse_error(R"([{"feature":"transaction.version","max":"1"}])") == "[0].max: expected a version >= 0");
-  CHECK(parse_error(R"([{"feature":"transaction.version","supported_min":2,"supported_max":1}])") == "[0]: supported_min 2 > supported_max 1");
-  CHECK(parse_error(R"([{"feature":"transaction.version","max":2,"supported_max":1}])") == "[0]: max 2 > supported_max 1");
+  CHECK(parse_error(R"([{"feature":"transaction.version","max":-1}])") == "[0].max: expected an integer from 0 to 32767, got -1");
+  CHECK(parse_error(R"([{"feature":"transaction.version","max":"1"}])") == "[0].max: expected an integer from 0 to 32767, got \"1\"");
+  CHECK(parse_error(R"([{"feature":"transaction.version","max":1.5}])") == "[0].max: expected an integer from 0 to 32767, got 1.5");
   CHECK(parse_error(R"([{"feature":"transaction.version","hide":true,"max":1}])") == "[0].hide: a hidden feature takes no max, supported_min or supported_max");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"implied_apis":"no"}])") == "[0].implied_apis: expected true or false");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"client_id":5}])").rfind("[0].client_id: expected a glob", 0) == 0);

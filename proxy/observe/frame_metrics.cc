@@ -1,4 +1,4 @@
-#include "proxy/metrics/frame_metrics.h"
+#include "proxy/observe/frame_metrics.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -18,7 +18,7 @@ namespace {
 
 /// Client id of each connection seen on this thread while the tap is on (responses carry none).
 /// Bounded: cleared when it grows past kMaxRemembered.
-thread_local std::unordered_map<uint64_t, std::string> tls_client_ids;
+thread_local std::unordered_map<uint64_t, std::string> client_ids_seen;
 constexpr size_t kMaxRemembered = 10000;
 
 }  // namespace
@@ -61,8 +61,8 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
   if (!hub_.active()) return;
   std::string_view client_id = h.client_id ? *h.client_id : std::string_view();
-  if (tls_client_ids.size() > kMaxRemembered) tls_client_ids.clear();
-  auto& remembered = tls_client_ids[ctx.connection().id];
+  if (client_ids_seen.size() > kMaxRemembered) client_ids_seen.clear();
+  auto& remembered = client_ids_seen[ctx.connection().id];
   if (remembered != client_id) remembered.assign(client_id);
   tap::TapEventMeta meta{h.api_key, false, ctx.connection().id, client_id, false};
   if (!hub_.wants(meta)) return;
@@ -96,8 +96,8 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
     metrics_.decode_error(api, Direction::kResponse, DecodeErrorReason::kBody);
   }
   if (!hub_.active()) return;
-  auto known = tls_client_ids.find(ctx.connection().id);
-  std::string_view client_id = known == tls_client_ids.end() ? std::string_view() : std::string_view(known->second);
+  auto known = client_ids_seen.find(ctx.connection().id);
+  std::string_view client_id = known == client_ids_seen.end() ? std::string_view() : std::string_view(known->second);
   tap::TapEventMeta meta{api, true, ctx.connection().id, client_id, has_error};
   if (!hub_.wants(meta)) return;
   hub_.publish(meta, tap::response_line(ctx, latency, client_id, hub_.limits()));
@@ -105,44 +105,6 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
 
 void FrameMetrics::on_fault_injected(const proxy::FaultEvent& event) {
   metrics_.fault_injected(event.rule.name, event.api_key, chaos::action_name(event.rule.action.kind));
-}
-
-ConnectionMetrics::ConnectionMetrics(size_t listener_index) : listener_(listener_index) {}
-
-ConnectionMetrics::~ConnectionMetrics() {
-  if (!closed_) closed(proxy::CloseCategory::kOther);
-}
-
-void ConnectionMetrics::opened() {
-  client_open_ = true;
-  ProxyMetrics::instance().connection_opened(listener_, Side::kClient);
-}
-
-void ConnectionMetrics::upstream_connected() {
-  if (upstream_open_) return;
-  upstream_open_ = true;
-  ProxyMetrics::instance().connection_opened(listener_, Side::kUpstream);
-}
-
-void ConnectionMetrics::client_software(std::string_view name, std::string_view version) {
-  if (closed_) return;
-  if (software_ ? ProxyMetrics::is_series_of(software_, name, version) : name.empty()) return;
-  auto& m = ProxyMetrics::instance();
-  m.client_gone(software_);
-  software_ = name.empty() ? nullptr : m.client_seen(name, version);
-}
-
-void ConnectionMetrics::closed(proxy::CloseCategory reason) {
-  if (closed_) return;
-  closed_ = true;
-  auto& m = ProxyMetrics::instance();
-  if (client_open_) m.connection_closed(listener_, Side::kClient);
-  if (upstream_open_) m.connection_closed(listener_, Side::kUpstream);
-  if (inflight_) m.inflight(-inflight_);
-  inflight_ = 0;
-  if (client_open_) m.connection_close_reason(listener_, reason);
-  m.client_gone(software_);
-  software_ = nullptr;
 }
 
 }  // namespace kproxy::metrics

@@ -1,0 +1,53 @@
+// ConnectionEnvironment: everything a client connection asks of the process around it, and no
+// more. The worker that serves the connection implements it (proxy/runtime/worker.h), so the
+// connection layer never reaches the Proxy, its workers or their listeners:
+//
+//   runtime:     Proxy ──► Worker ──implements──► ConnectionEnvironment
+//   connection:  ClientConnection ──uses──► ConnectionEnvironment
+//
+// Every call is made on the loop thread of the connection (the worker's loop).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <uv.h>
+
+#include "codec/frame_memory_budget.h"
+#include "config/host_port.h"
+#include "proxy/chaos/rule_set.h"
+#include "proxy/cluster/broker_address_rewrite.h"
+#include "proxy/tls/listener_tls.h"
+
+namespace kproxy::proxy {
+
+class ClientConnection;
+
+class ConnectionEnvironment {
+ public:
+  virtual ~ConnectionEnvironment() = default;
+
+  /// The loop the connection lives on.
+  virtual uv_loop_t* loop() = 0;
+  /// Memory every connection's FrameReaders may hold for partial frames (limits.max_buffered_frame_bytes).
+  virtual codec::FrameMemoryBudget& frame_budget() = 0;
+  /// Announced bytes of all requests forwarded while they arrive (limits.max_streamed_request_bytes):
+  /// what brokers hold for requests not yet whole. Never limited by 0: a limit of 0 means no streaming.
+  virtual codec::FrameMemoryBudget& streamed_budget() = 0;
+  /// Fault rules and ApiVersions policy; the pipeline reads its current snapshot per frame.
+  virtual chaos::ChaosControl& chaos() = 0;
+  /// The broker-address rewrite of listener `listener_index`.
+  virtual const BrokerAddressRewrite& rewrite(size_t listener_index) = 0;
+  /// The TLS contexts of listener `listener_index` as of now (a reload applies to later connections).
+  virtual tls::ListenerTls listener_tls(size_t listener_index) = 0;
+  /// A response named broker `node_id`, reached at `port`, that has no port yet: open it.
+  virtual void open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) = 0;
+  /// A connect to bootstrap server `target` failed: later connections try the next one.
+  virtual void bootstrap_unreachable(size_t listener_index, const config::HostPort& target) = 0;
+  /// The connection is gone: its slot under limits.max_connections is free again.
+  virtual void release_connection_slot() = 0;
+  /// libuv is done with every handle of `connection`: forget it (it deletes itself next).
+  virtual void forget(ClientConnection* connection) = 0;
+};
+
+}  // namespace kproxy::proxy

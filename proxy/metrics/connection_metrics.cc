@@ -1,0 +1,43 @@
+#include "proxy/metrics/connection_metrics.h"
+
+namespace kproxy::metrics {
+
+ConnectionMetrics::ConnectionMetrics(size_t listener_index) : listener_(listener_index) {}
+
+ConnectionMetrics::~ConnectionMetrics() {
+  if (!closed_) closed(proxy::CloseCategory::kOther);
+}
+
+void ConnectionMetrics::opened() {
+  client_open_ = true;
+  ProxyMetrics::instance().connection_opened(listener_, Side::kClient);
+}
+
+void ConnectionMetrics::upstream_connected() {
+  if (upstream_open_) return;
+  upstream_open_ = true;
+  ProxyMetrics::instance().connection_opened(listener_, Side::kUpstream);
+}
+
+void ConnectionMetrics::client_software(std::string_view name, std::string_view version) {
+  if (closed_) return;
+  if (software_ ? ProxyMetrics::is_series_of(software_, name, version) : name.empty()) return;
+  auto& m = ProxyMetrics::instance();
+  m.client_gone(software_);
+  software_ = name.empty() ? nullptr : m.client_seen(name, version);
+}
+
+void ConnectionMetrics::closed(proxy::CloseCategory reason) {
+  if (closed_) return;
+  closed_ = true;
+  auto& m = ProxyMetrics::instance();
+  if (client_open_) m.connection_closed(listener_, Side::kClient);
+  if (upstream_open_) m.connection_closed(listener_, Side::kUpstream);
+  if (inflight_) m.inflight(-inflight_);
+  inflight_ = 0;
+  if (client_open_) m.connection_close_reason(listener_, reason);
+  m.client_gone(software_);
+  software_ = nullptr;
+}
+
+}  // namespace kproxy::metrics

@@ -1,0 +1,68 @@
+// ConnectionMetrics: the gauges one client connection counts in (open connections, in-flight
+// requests, kproxy_clients by software), taken back when it closes, and its byte counts. A member
+// of ClientConnection (proxy/connection/client_connection.h); the pipeline counts its requests
+// and responses here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/net/close_reason.h"
+
+namespace kproxy::metrics {
+
+/// Per-connection gauges; a member of ClientConnection. Loop thread only.
+class ConnectionMetrics {
+ public:
+  explicit ConnectionMetrics(size_t listener_index);
+  ~ConnectionMetrics();  ///< takes back whatever the connection still counts in the gauges
+  ConnectionMetrics(const ConnectionMetrics&) = delete;
+  ConnectionMetrics& operator=(const ConnectionMetrics&) = delete;
+
+  void opened();
+  void upstream_connected();
+  // Per request: straight to the loop thread's shard, found once per connection (no lookup of
+  // the process's metrics and the thread's shard per frame).
+  void request_pushed() {
+    ++inflight_;
+    add(shard().inflight, 1);
+  }
+  void response_popped() {
+    if (inflight_ > 0) {
+      --inflight_;
+      add(shard().inflight, -1);
+    }
+  }
+  void bytes_in(size_t n) { bytes_in_ += n; }
+  void bytes_out(size_t n) { bytes_out_ += n; }
+  uint64_t bytes_in() const { return bytes_in_; }
+  uint64_t bytes_out() const { return bytes_out_; }
+  /// The software the client announced last (ApiVersions v3+, KIP-511): the connection counts
+  /// once in kproxy_clients, under its latest name, whatever it announced before.
+  void client_software(std::string_view name, std::string_view version);
+  /// The connection closes: `reason` names the label of kproxy_connections_closed_total.
+  void closed(proxy::CloseCategory reason);
+
+ private:
+  /// The shard of the thread the connection lives on (ProxyMetrics::instance()), found on first use.
+  MetricsShard& shard() {
+    if (shard_ == nullptr) shard_ = &ProxyMetrics::instance().shard();
+    return *shard_;
+  }
+
+  size_t listener_;
+  MetricsShard* shard_ = nullptr;
+  bool client_open_ = false;
+  bool upstream_open_ = false;
+  bool closed_ = false;
+  int64_t inflight_ = 0;
+  uint64_t bytes_in_ = 0;
+  uint64_t bytes_out_ = 0;
+  /// The kproxy_clients series this connection counts in (null = none). The series' key holds
+  /// the name and version, so the connection keeps no copy of them.
+  ProxyMetrics::ClientSeries software_ = nullptr;
+};
+
+}  // namespace kproxy::metrics

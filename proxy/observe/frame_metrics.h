@@ -1,0 +1,53 @@
+// FrameMetrics: the pipeline's FrameObserver that feeds ProxyMetrics and the tap. (The
+// per-connection part, gauges that must come down when a connection closes, is
+// ConnectionMetrics: proxy/metrics/connection_metrics.h.)
+//
+//   Pipeline ──on_request/on_response/on_fault_injected──► FrameMetrics ──► ProxyMetrics (shard)
+//                                                                   └─────► TapHub (only when someone listens)
+//   ClientConnection ──opened/upstream_connected/inflight/closed──► ConnectionMetrics ──► ProxyMetrics
+//
+// Responses' error codes come from the frame's scan (codec::scan_response: no decode, no
+// allocation, made once per frame and shared with the broker-address rewrite); a body is decoded
+// only when a stage changed it or the tap wants it, requests only when the tap wants them.
+// Counters are indexed by the connection's listener index and api key: nothing is looked up by
+// name per frame. The opt-in topic / client id labels (metrics.topic_labels, client_id_labels)
+// cost a request decode and a per-thread hash lookup, only when turned on.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/pipeline/frame_observer.h"
+#include "proxy/pipeline/stage.h"
+#include "proxy/tap/tap_hub.h"
+
+namespace kproxy::metrics {
+
+class FrameMetrics final : public proxy::FrameObserver {
+ public:
+  /// `count_errors` false skips decoding responses for their error codes (cost attribution in
+  /// bench/metrics: KPROXY_FRAME_METRICS=no-errors).
+  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors = true);
+
+  // proxy::FrameObserver
+  void on_request(const proxy::RequestContext& ctx) override;
+  void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
+  void on_fault_injected(const proxy::FaultEvent& event) override;
+
+ private:
+  /// Opt-in topic label: the topics `ctx` names (decodes the request).
+  void count_topics(const proxy::RequestContext& ctx, LabelValues& topics);
+
+  ProxyMetrics& metrics_;
+  tap::TapHub& hub_;
+  std::vector<std::string> listener_names_;
+  bool count_errors_;
+  std::array<int, proxy::kStageCount> stage_ids_{};  ///< ProxyMetrics' id of each stage's label
+};
+
+}  // namespace kproxy::metrics
