@@ -24,7 +24,7 @@
 #include "codec/response_header.h"
 #include "codec/generated/response_scan.h"
 #include "codec/writer.h"
-#include "proxy/metrics/frame_metrics.h"
+#include "proxy/observe/frame_metrics.h"
 
 using namespace kproxy;
 
