@@ -155,12 +155,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     except scn.ScenarioError as e:
         print(f"scripts/conformance: {e}", file=sys.stderr)
         return 2
-    if not args.no_setup and not args.list:
-        setup = REPO_ROOT / "conformance" / "setup"
-        say(f"$ {setup}")
-        if subprocess.run([str(setup)], cwd=str(REPO_ROOT)).returncode != 0:
-            print("scripts/conformance: conformance/setup failed", file=sys.stderr)
-            return 1
     available = families()
     clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else available
     missing = [c for c in clients if c not in available]
@@ -170,6 +164,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not clients:
         print("scripts/conformance: no client driver found under conformance/drivers", file=sys.stderr)
         return 2
+    if not args.no_setup and not args.list:
+        setup = [str(REPO_ROOT / "conformance" / "setup")] + (clients if args.clients else [])
+        say("$ " + " ".join(setup))
+        if subprocess.run(setup, cwd=str(REPO_ROOT)).returncode != 0:
+            print("scripts/conformance: conformance/setup failed", file=sys.stderr)
+            return 1
     if not (REPO_ROOT / "conformance" / "verifier" / "run").exists() and not args.list:
         print("scripts/conformance: conformance/verifier/run is missing", file=sys.stderr)
         return 2
