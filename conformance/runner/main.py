@@ -190,6 +190,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     mode_text = ("`kproxy --scenario FILE`" if mode == "flag" else
                  "the kproxy config's faults: and api_versions: sections (this kproxy has no --scenario)" if not flag_ok else
                  "the kproxy config's faults: and api_versions: sections")
+    commit, started_at = git_commit(), time.strftime("%Y-%m-%d %H:%M:%S %Z")  # when the run started
     work = Path(args.work_dir) if args.work_dir else REPO_ROOT / "build" / "conformance" / time.strftime("%Y%m%d-%H%M%S")
     work.mkdir(parents=True, exist_ok=True)
     say(f"{len(plan)} cell(s) x {args.repeat} run(s): clients {clients}, {len(chosen)} scenario(s), TV {args.protocols}; "
@@ -248,7 +249,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for c in clients:
                 client_info.setdefault(c, {"version": None, "library": None})
             header = {
-                "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seed": args.seed, "kproxy_commit": git_commit(),
+                "date": started_at, "seed": args.seed, "kproxy_commit": commit,
                 "kproxy": os.path.relpath(kproxy, REPO_ROOT) if kproxy.startswith(str(REPO_ROOT)) else kproxy,
                 "scenario_mode": mode, "scenario_mode_text": mode_text, "kafka_version": kh.KAFKA_VERSION,
                 "nodes": args.nodes if not args.bootstrap else len(bootstrap.split(",")), "cluster_tv": tv,
