@@ -9,6 +9,7 @@ from typing import Dict, List, Optional
 
 from scenarios import Scenario
 
+JSON_LOG_LINES = 3
 CLASS_LABEL = {"exact, gave up as documented": "gave up (exact)"}
 
 
@@ -76,6 +77,13 @@ def what_happened(c: Dict) -> str:
     return "; ".join(parts)
 
 
+def dumps(doc: Dict) -> str:
+    """The JSON report: the header indented, then one cell per line (diffs show changed cells)."""
+    head = json.dumps({k: v for k, v in doc.items() if k != "cells"}, indent=1)
+    cells = ",\n  ".join(json.dumps(c, separators=(",", ":")) for c in doc.get("cells", []))
+    return head[:-2] + ',\n "cells": [\n  ' + cells + "\n ]\n}\n"
+
+
 def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scenario], clients: List[str],
           protocols: List[int], cells: List[Dict], client_info: Dict[str, Dict]) -> None:
     by_key = {(c["client"], c["scenario"], c["protocol"]): c for c in cells}
@@ -140,6 +148,8 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
     doc["clients"] = client_info
     doc["scenarios"] = [{"name": s.name, "version": s.version, "number": s.number, "protocols": s.protocols,
                          "expect": s.expect, "runnable": s.runnable, "description": s.description} for s in scenarios]
-    doc["cells"] = cells
+    # The first few fault log lines per cell (cell.json in the work dir keeps up to 40): the
+    # committed JSON stays small enough to diff.
+    doc["cells"] = [dict(c, fault_log_lines=(c.get("fault_log_lines") or [])[:JSON_LOG_LINES]) for c in cells]
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    json_path.write_text(dumps(doc))
