@@ -109,15 +109,15 @@ bool load_scenario(const std::string& path, const kproxy::proxy::StartupCheck& c
 int check_config(const std::string& path, const std::string& scenario_path) {
   auto checked = kproxy::proxy::check_startup(path);
   if (int status = report(checked); status != 0) return status;
+  const auto& config = *checked.loaded.config;
+  for (const auto& note : checked.notes) std::printf("%s: note: %s\n", path.c_str(), note.c_str());
+  std::printf("%s: OK (%zu listeners, %u workers)\n", path.c_str(), config.listeners.size(), config.worker_count());
   std::shared_ptr<const kproxy::chaos::Scenario> scenario;
   if (!load_scenario(scenario_path, checked, scenario)) return 1;
   if (scenario) {
     std::printf("%s: OK (scenario '%s' v%d: %zu rules)\n", scenario_path.c_str(), scenario->name.c_str(), scenario->version,
                 scenario->chaos.rules.size());
   }
-  const auto& config = *checked.loaded.config;
-  for (const auto& note : checked.notes) std::printf("%s: note: %s\n", path.c_str(), note.c_str());
-  std::printf("%s: OK (%zu listeners, %u workers)\n", path.c_str(), config.listeners.size(), config.worker_count());
   return 0;
 }
 

@@ -14,10 +14,12 @@
 
 namespace kproxy::proxy {
 
-struct ClientConnection::WaitDeadline {
-  WaitDeadline(uv_loop_t* loop, std::function<void()> on_fire) : timer(loop, std::move(on_fire)) {}
+struct ClientConnection::RareState {
+  RareState(uv_loop_t* loop, std::function<void()> on_fire) : timer(loop, std::move(on_fire)) {}
   DeadlineTimer timer;
-  CloseReason reason;
+  CloseReason reason;  ///< why the timer closes the connection
+  uint32_t streamed_charge = 0;
+  CloseReason drain_reason;
 };
 
 ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
@@ -136,14 +138,14 @@ void ClientConnection::drain() {
 void ClientConnection::begin_drain(CloseReason reason) {
   if (closing() || state_ == ConnectionState::kDraining) return;
   enter(ConnectionState::kDraining);
-  drain_reason_ = std::make_unique<CloseReason>(std::move(reason));
+  rare_state().drain_reason = std::move(reason);
   client_.stop_reading();
   finish_drain_if_idle();
 }
 
 void ClientConnection::finish_drain_if_idle() {
   if (state_ != ConnectionState::kDraining || !pipeline_.idle()) return;
-  finish(std::move(*drain_reason_));
+  finish(std::move(rare_->drain_reason));
 }
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
@@ -231,8 +233,8 @@ void ClientConnection::stream_large_request() {
       stream_refused_ = true;
       return;
     }
-    streamed_charge_ = announced;
     metrics::count(metrics::ProxyEvent::kRequestStreamed);
+    rare_state().streamed_charge = announced;
   }
   // Its bytes must keep coming: the broker holds the announced size until the last one.
   arm_wait_deadline(std::chrono::steady_clock::now() + config_->limits.request_stall_timeout,
@@ -244,21 +246,25 @@ void ClientConnection::stream_large_request() {
 }
 
 void ClientConnection::release_streamed_charge() {
-  if (streamed_charge_ == 0) return;
-  env_.streamed_budget().refund(streamed_charge_);
-  streamed_charge_ = 0;
+  if (!rare_ || rare_->streamed_charge == 0) return;
+  env_.streamed_budget().refund(rare_->streamed_charge);
+  rare_->streamed_charge = 0;
+}
+
+ClientConnection::RareState& ClientConnection::rare_state() {
+  if (!rare_) {
+    rare_ = std::make_unique<RareState>(env_.loop(), [this] {
+      if (closing()) return;
+      metrics::count(metrics::ProxyEvent::kWaitDeadline);
+      close(std::move(rare_->reason));
+    });
+  }
+  return *rare_;
 }
 
 void ClientConnection::arm_wait_deadline(std::chrono::steady_clock::time_point at, CloseReason reason) {
-  if (!wait_) {
-    wait_ = std::make_unique<WaitDeadline>(env_.loop(), [this] {
-      if (closing()) return;
-      metrics::count(metrics::ProxyEvent::kWaitDeadline);
-      close(std::move(wait_->reason));
-    });
-  }
-  wait_->reason = std::move(reason);
-  wait_->timer.arm(at);
+  rare_state().reason = std::move(reason);
+  rare_->timer.arm(at);
 }
 
 void ClientConnection::close_over_frame_budget(const codec::FrameReader& reader, const char* what) {
@@ -289,7 +295,7 @@ void ClientConnection::send_to_broker(codec::Bytes bytes) {
   pass_on(upstream_.stream(), bytes, requests_, client_piece_);
   if (rest_of_streamed) {  // the broker has all of it now
     release_streamed_charge();
-    if (wait_ && state_ == ConnectionState::kForwarding) wait_->timer.cancel();
+    if (rare_ && state_ == ConnectionState::kForwarding) rare_->timer.cancel();
   }
 }
 

@@ -110,7 +110,10 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void stream_large_request();
   /// Gives back what the streamed request charged to the streamed-request budget.
   void release_streamed_charge();
-  /// Arms wait_deadline_ to close with `reason` at `at` (made on first use).
+  struct RareState;
+  /// rare_, made on first use.
+  RareState& rare_state();
+  /// Arms the wait deadline to close with `reason` at `at`.
   void arm_wait_deadline(std::chrono::steady_clock::time_point at, CloseReason reason);
   /// A draining connection with nothing left in flight or held finishes.
   void finish_drain_if_idle();
@@ -133,29 +136,27 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   codec::Bytes client_piece_;
   codec::Bytes upstream_piece_;
   ConnectionState state_ = ConnectionState::kConnecting;
+  bool answered_ = false;        ///< something was sent to the client: it is past its first packet
+  bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
   /// This connection's keys in the SelfConnectionDetector (empty = not registered).
   ConnectionKey client_endpoint_;
   ConnectionKey upstream_endpoint_;
-  /// Why a draining connection closes once idle: kproxy shuts down, or the client half-closed
-  /// (on the heap: only a draining connection has one).
-  std::unique_ptr<CloseReason> drain_reason_;
   metrics::ConnectionMetrics metrics_{listener_->listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
   /// The stages every frame passes through (proxy/pipeline/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;
   /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout
   /// (made for TLS clients only).
   std::unique_ptr<DeadlineTimer> tls_handshake_deadline_;
-  /// Closes the connection when a streamed request stalls (limits.request_stall_timeout) or, after
-  /// the client closed its side, when the answers it waits for do not come
-  /// (limits.unanswered_request_timeout): a timer and the reason it closes with. Made on first use.
-  struct WaitDeadline;
-  std::unique_ptr<WaitDeadline> wait_;
+  /// What only some connections need, on the heap and made on first use: the deadline that closes
+  /// the connection when a streamed request stalls (limits.request_stall_timeout) or, after the
+  /// client closed its side, when the answers it waits for do not come
+  /// (limits.unanswered_request_timeout), with its reason; the announced bytes of the request
+  /// being streamed (charged to ConnectionEnvironment::streamed_budget()); and why a draining
+  /// connection closes once idle (kproxy shuts down, or the client half-closed).
+  std::unique_ptr<RareState> rare_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;
-  /// Announced bytes of the request being streamed, charged to ConnectionEnvironment::streamed_budget().
-  uint32_t streamed_charge_ = 0;
-  bool answered_ = false;        ///< something was sent to the client: it is past its first packet
-  bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
+
 };
 
 }  // namespace kproxy::proxy

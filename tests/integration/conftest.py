@@ -34,6 +34,15 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+# librdkafka for the tests: the confluent-kafka wheel from PyPI (it bundles a current librdkafka),
+# which scripts/setup installs for the conformance drivers (conformance/drivers/
+# confluent-kafka-python). Debian's python3-confluent-kafka has librdkafka 2.0.2, which cannot do
+# SCRAM against Kafka 4.x (a doubled nonce, fixed in librdkafka 2.6.1).
+RDKAFKA_SITE = (HERE.parent.parent / ".cache" / "conformance" / "confluent-kafka-python" / "venv" / "lib"
+                / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
+if RDKAFKA_SITE.is_dir() and str(RDKAFKA_SITE) not in sys.path:
+    sys.path.insert(0, str(RDKAFKA_SITE))
+
 import jvm_cds  # noqa: E402
 import kafka_harness as kh  # noqa: E402
 import ports  # noqa: E402

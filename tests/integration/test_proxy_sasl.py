@@ -30,15 +30,8 @@ def test_java_transactions_with_sasl_plain_and_scram(kafka, topic_name):
         assert kp.stop() == 0
 
 
-# librdkafka < 2.6.1 cannot do SCRAM against Kafka 4.x even without kproxy (doubled nonce in
-# the client-final message; see test_librdkafka.py): expected to fail there, strict elsewhere.
-def _old_librdkafka():
-    import confluent_kafka
-    return confluent_kafka.libversion()[1] < 0x020601ff
 
-
-@pytest.mark.parametrize("mechanism", ["PLAIN", pytest.param("SCRAM-SHA-256", marks=pytest.mark.xfail(
-    condition=_old_librdkafka(), reason="librdkafka < 2.6.1 cannot do SCRAM against Kafka 4.x", strict=True))])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
 def test_librdkafka_with_sasl(kafka, topic_name, mechanism):
     kafka.create_topic(topic_name, partitions=2)
     with _sasl_proxy(kafka, "sasl-rd") as kp:

@@ -193,13 +193,8 @@ def test_java_sasl_over_tls(tls_kafka, pki, topic_name, client_leg):
         assert kp.stop() == 0
 
 
-def _old_librdkafka():
-    import confluent_kafka
-    return confluent_kafka.libversion()[1] < 0x020601ff
 
-
-@pytest.mark.parametrize("mechanism", ["PLAIN", pytest.param("SCRAM-SHA-256", marks=pytest.mark.xfail(
-    condition=_old_librdkafka(), reason="librdkafka < 2.6.1 cannot do SCRAM against Kafka 4.x", strict=True))])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
 def test_librdkafka_sasl_ssl(tls_kafka, pki, topic_name, mechanism):
     tls_kafka.create_topic(topic_name, partitions=2)
     with Kproxy(tls_kafka.bootstrap("SASL_SSL"), name="tls-sasl-rd", listener_yaml=client_tls(pki) + upstream_tls(pki.ca)) as kp:

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+from typing import Optional
 
 import pytest
 
@@ -16,13 +17,15 @@ import slowness
 from test_proxy_support import kproxy_binary
 
 
-def _start_with_limit(tmp_path, soft: int, hard: int, max_connections: int) -> str:
-    """Starts kproxy with RLIMIT_NOFILE soft/hard, waits until it listens, stops it; its log."""
+def _start_with_limit(tmp_path, soft: int, hard: int, max_connections: Optional[int]) -> str:
+    """Starts kproxy with RLIMIT_NOFILE soft/hard, waits until it listens, stops it; its log.
+    `max_connections` None leaves limits.max_connections unset (its default)."""
     port = ports.free_port()
     config = tmp_path / f"limit-{soft}-{hard}.yaml"
     config.write_text(f"listeners:\n  - name: a\n    listen: 127.0.0.1:{port}\n    upstream: 127.0.0.1:1\n"
                       f"    broker_ports: {ports.port_block(4)}\n    max_broker_ports: 4\n"
-                      f"workers: 1\nlimits: {{ max_connections: {max_connections} }}\nlog: {{ level: info }}\n")
+                      f"workers: 1\n" + (f"limits: {{ max_connections: {max_connections} }}\n" if max_connections else "")
+                      + "log: { level: info }\n")
 
     # prlimit(1) sets the limits and execs kproxy (no Python code between fork and exec).
     proc = subprocess.Popen(["prlimit", f"--nofile={soft}:{hard}", kproxy_binary(), "--config", str(config)], stdout=subprocess.PIPE,
@@ -62,3 +65,14 @@ def test_a_hard_limit_too_low_is_a_warning_with_the_numbers(tmp_path):
     assert ("warning: the open-file limit (RLIMIT_NOFILE) is 512 but this config may need 2077 = 2000 for "
             "limits.max_connections × 2") in out, out
     assert "only about 217 client connections fit" in out, out
+
+
+def test_the_default_max_connections_fits_a_common_limit_without_a_warning(tmp_path):
+    """Issue #30: with limits.max_connections unset, a host's usual limit (20000 here) made every
+    new user's first log line a warning; now the default is fitted to the limit, said once at
+    info level, and nothing warns."""
+    out = _start_with_limit(tmp_path, soft=20000, hard=20000, max_connections=None)
+    assert "warning" not in out.lower(), out
+    assert "limits.max_connections is not set: " in out, out
+    fitted = int(out.split("limits.max_connections is not set: ")[1].split()[0])
+    assert 9000 < fitted < 10000, out  # 20000 descriptors, 2 per connection, less listeners and loops

@@ -47,7 +47,7 @@ TEST_CASE("api_versions: a bad feature entry is refused at its file:line:column"
 
   ChaosConfig level;
   errors = load_chaos_yaml("api_versions:\n  - { feature: share.version, max: -2 }\n", "k.yaml", level);
-  CHECK(errors.rfind("k.yaml:2:31: api_versions[0].max: expected a version >= 0", 0) == 0);
+  CHECK(errors.rfind("k.yaml:2:31: api_versions[0].max: expected an integer from 0 to 32767, got -2", 0) == 0);
 
   ChaosConfig scalar;
   errors = load_chaos_yaml("api_versions: transaction.version\n", "k.yaml", scalar);
