@@ -16,8 +16,7 @@ bool decode_at(Bytes body, int16_t version, ApiVersionsResponse& out, std::strin
 
 }  // namespace
 
-int16_t decode_api_versions_response(Bytes body, int16_t requested_version, ApiVersionsResponse& out,
-                                     std::string* error) {
+int16_t decode_api_versions_response(Bytes body, int16_t requested_version, ApiVersionsResponse& out, std::string* error) {
   if (decode_at(body, requested_version, out, error)) return requested_version;
   // As Java's ApiVersionsResponse.parse: a broker that rejects the requested version replies
   // in v0 format (with UNSUPPORTED_VERSION), so any failure above v0 is retried at v0.

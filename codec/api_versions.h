@@ -19,7 +19,6 @@ namespace kproxy::codec {
 /// `requested_version`. On failure at that version (and requested_version > 0) retries at v0.
 /// Returns the version the body was decoded at, or -1 if it decodes at neither (then `*error`,
 /// if given, holds the reader's error at the requested version).
-int16_t decode_api_versions_response(Bytes body, int16_t requested_version, ApiVersionsResponse& out,
-                                     std::string* error = nullptr);
+int16_t decode_api_versions_response(Bytes body, int16_t requested_version, ApiVersionsResponse& out, std::string* error = nullptr);
 
 }  // namespace kproxy::codec

@@ -60,8 +60,8 @@ bool FrameReader::make_room(size_t n) {
   if (budget_ && want > charged_ && !budget_->charge(want - charged_)) {
     over_budget_ = true;
     set_error("partial frames of all connections would hold more than " + std::to_string(budget_->limit()) +
-             " bytes (limits.max_buffered_frame_bytes; " + std::to_string(budget_->used()) + " held now): this connection's " +
-             (frame_total_ ? std::to_string(frame_total_) + "-byte frame" : std::string("frame")) + " is refused");
+              " bytes (limits.max_buffered_frame_bytes; " + std::to_string(budget_->used()) + " held now): this connection's " +
+              (frame_total_ ? std::to_string(frame_total_) + "-byte frame" : std::string("frame")) + " is refused");
     return false;
   }
   if (budget_ && want > charged_) charged_ = want;

@@ -69,9 +69,7 @@ class FrameReader {
            data.size() <= frame_total_ - pending_.size();
   }
   /// True when `frame` (as passed to on_frame) is the frame gathered in the reader's buffer.
-  bool holds(Bytes frame) const {
-    return !frame.empty() && frame.data() == pending_.data() && frame.size() == pending_.size();
-  }
+  bool holds(Bytes frame) const { return !frame.empty() && frame.data() == pending_.data() && frame.size() == pending_.size(); }
   /// Inside on_frame, for a frame that holds() is true of: gives its buffer away. The view passed
   /// to on_frame stays valid as long as the returned buffer lives.
   FrameBuffer take_frame() {

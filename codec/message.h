@@ -20,13 +20,13 @@ namespace kproxy::codec {
 
 /// Where an error code sits in a response: the field's name and the keys that scope it.
 struct ErrorScope {
-  std::string_view field;                              // e.g. "ErrorCode", "PartitionErrorCode"
-  std::optional<std::string_view> topic;               // enclosing topic name, if any
-  std::optional<int32_t> partition;                    // enclosing partition index, if any
-  std::optional<std::string_view> transactional_id;    // enclosing transactional id, if any
-  std::optional<std::string_view> group_id;            // enclosing group id, if any
-  int depth = 0;                                       // 0 = top level of the body
-  std::optional<Uuid> topic_id;                        // enclosing topic id (KIP-516), if any
+  std::string_view field;                            // e.g. "ErrorCode", "PartitionErrorCode"
+  std::optional<std::string_view> topic;             // enclosing topic name, if any
+  std::optional<int32_t> partition;                  // enclosing partition index, if any
+  std::optional<std::string_view> transactional_id;  // enclosing transactional id, if any
+  std::optional<std::string_view> group_id;          // enclosing group id, if any
+  int depth = 0;                                     // 0 = top level of the body
+  std::optional<Uuid> topic_id;                      // enclosing topic id (KIP-516), if any
 };
 
 /// Called for each error-code field present at the decoded version; may change the code.

@@ -36,8 +36,8 @@ inline bool read_tag_header(Reader& r, uint32_t& tag, uint32_t& size) {
   size = r.uvarint();
   if (!r.ok()) return false;
   if (size > kMaxTaggedFieldSize || size > r.remaining()) {
-    r.fail("tagged field " + std::to_string(tag) + " of " + std::to_string(size) + " bytes exceeds the " +
-           std::to_string(r.remaining()) + " bytes left");
+    r.fail("tagged field " + std::to_string(tag) + " of " + std::to_string(size) + " bytes exceeds the " + std::to_string(r.remaining()) +
+           " bytes left");
     return false;
   }
   return true;

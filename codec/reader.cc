@@ -17,9 +17,7 @@ void Reader::fail(std::string_view reason) {
   pos_ = data_.size();  // every later read sees no bytes
 }
 
-double Reader::float64() {
-  return std::bit_cast<double>(fixed<uint64_t>());
-}
+double Reader::float64() { return std::bit_cast<double>(fixed<uint64_t>()); }
 
 Uuid Reader::uuid() {
   Uuid u{};
@@ -40,9 +38,7 @@ void Reader::fail_length(const char* what, int32_t len) {
   fail(std::string(what) + " length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) + " bytes left");
 }
 
-void Reader::fail_string_length(int64_t len) {
-  fail("string length " + std::to_string(len) + " is above Kafka's limit of 32767 bytes");
-}
+void Reader::fail_string_length(int64_t len) { fail("string length " + std::to_string(len) + " is above Kafka's limit of 32767 bytes"); }
 
 void Reader::fail_array_count(int32_t n) {
   fail("array count " + std::to_string(n) + " exceeds the " + std::to_string(remaining()) + " bytes left");

@@ -41,8 +41,8 @@ constexpr T swap_wire_order(T v) {
 /// Caps on attacker-controlled sizes. Each is also bounded by the bytes left in the frame.
 /// Longest string Kafka reads, classic or compact (its generated readers refuse longer ones).
 inline constexpr int32_t kMaxStringLength = 0x7fff;
-inline constexpr uint32_t kMaxTaggedFieldCount = 1u << 16;       // per struct
-inline constexpr uint32_t kMaxTaggedFieldSize = 1u << 30;        // bytes of one tagged field
+inline constexpr uint32_t kMaxTaggedFieldCount = 1u << 16;  // per struct
+inline constexpr uint32_t kMaxTaggedFieldSize = 1u << 30;   // bytes of one tagged field
 
 class Reader {
  public:
@@ -57,7 +57,10 @@ class Reader {
   Bytes data() const { return data_; }
 
   /// Names the message being decoded, for error texts. Pointers must be string literals.
-  void set_message(const char* name, int16_t version) { message_ = name; version_ = version; }
+  void set_message(const char* name, int16_t version) {
+    message_ = name;
+    version_ = version;
+  }
   /// Names the field about to be read, for error texts (a pointer store, cheap on the hot path).
   void set_field(const char* name) { field_ = name; }
 
@@ -93,7 +96,8 @@ class Reader {
 
   /// Takes n raw bytes as a view; fails if fewer remain.
   Bytes raw(size_t n) {
-    if (n > remaining() || !ok()) [[unlikely]] return raw_slow(n);
+    if (n > remaining() || !ok()) [[unlikely]]
+      return raw_slow(n);
     Bytes out = data_.subspan(pos_, n);
     pos_ += n;
     return out;
@@ -105,7 +109,8 @@ class Reader {
   void fixed_array(std::vector<T>& out, size_t count) {
     if (!ok()) return;
     if (count > remaining() / sizeof(T)) {
-      fail("array of " + std::to_string(count) + " x " + std::to_string(sizeof(T)) + " bytes exceeds the " + std::to_string(remaining()) + " bytes left");
+      fail("array of " + std::to_string(count) + " x " + std::to_string(sizeof(T)) + " bytes exceeds the " + std::to_string(remaining()) +
+           " bytes left");
       return;
     }
     out.resize(count);

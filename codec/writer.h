@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <type_traits>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "codec/reader.h"
@@ -20,7 +20,10 @@ namespace kproxy::codec {
 /// Bytes of an unsigned LEB128 encoding of v.
 constexpr size_t uvarint_size(uint32_t v) {
   size_t n = 1;
-  while (v >= 0x80) { v >>= 7; ++n; }
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
   return n;
 }
 constexpr uint32_t zigzag32(int32_t v) { return (static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31); }
@@ -29,7 +32,10 @@ constexpr size_t varint_size(int32_t v) { return uvarint_size(zigzag32(v)); }
 constexpr size_t varlong_size(int64_t v) {
   uint64_t u = zigzag64(v);
   size_t n = 1;
-  while (u >= 0x80) { u >>= 7; ++n; }
+  while (u >= 0x80) {
+    u >>= 7;
+    ++n;
+  }
   return n;
 }
 /// Bytes of a string/bytes length prefix: int16/int32 classic, uvarint(len+1) compact.
@@ -57,13 +63,19 @@ class Writer {
   void uuid(const Uuid& u) { out_.insert(out_.end(), u.begin(), u.end()); }
 
   void uvarint(uint32_t v) {
-    while (v >= 0x80) { out_.push_back(static_cast<uint8_t>(v | 0x80)); v >>= 7; }
+    while (v >= 0x80) {
+      out_.push_back(static_cast<uint8_t>(v | 0x80));
+      v >>= 7;
+    }
     out_.push_back(static_cast<uint8_t>(v));
   }
   void varint(int32_t v) { uvarint(zigzag32(v)); }
   void varlong(int64_t v) {
     uint64_t u = zigzag64(v);
-    while (u >= 0x80) { out_.push_back(static_cast<uint8_t>(u | 0x80)); u >>= 7; }
+    while (u >= 0x80) {
+      out_.push_back(static_cast<uint8_t>(u | 0x80));
+      u >>= 7;
+    }
     out_.push_back(static_cast<uint8_t>(u));
   }
 
@@ -83,31 +95,44 @@ class Writer {
   void raw(std::string_view s) { out_.insert(out_.end(), s.begin(), s.end()); }
 
   void string(std::string_view s, bool compact) {
-    if (compact) uvarint(static_cast<uint32_t>(s.size() + 1)); else int16(static_cast<int16_t>(s.size()));
+    if (compact) uvarint(static_cast<uint32_t>(s.size() + 1));
+    else int16(static_cast<int16_t>(s.size()));
     raw(s);
   }
   void nullable_string(const std::optional<std::string_view>& s, bool compact) {
-    if (!s) { if (compact) uvarint(0); else int16(-1); return; }
+    if (!s) {
+      if (compact) uvarint(0);
+      else int16(-1);
+      return;
+    }
     string(*s, compact);
   }
   void bytes(Bytes b, bool compact) {
-    if (compact) uvarint(static_cast<uint32_t>(b.size() + 1)); else int32(static_cast<int32_t>(b.size()));
+    if (compact) uvarint(static_cast<uint32_t>(b.size() + 1));
+    else int32(static_cast<int32_t>(b.size()));
     raw(b);
   }
   void nullable_bytes(const std::optional<Bytes>& b, bool compact) {
-    if (!b) { if (compact) uvarint(0); else int32(-1); return; }
+    if (!b) {
+      if (compact) uvarint(0);
+      else int32(-1);
+      return;
+    }
     bytes(*b, compact);
   }
   /// count < 0 writes null.
   void array_length(int32_t count, bool compact) {
-    if (compact) uvarint(static_cast<uint32_t>(count + 1)); else int32(count);
+    if (compact) uvarint(static_cast<uint32_t>(count + 1));
+    else int32(count);
   }
 
   /// Overwrites a big-endian int32 at `at` (used to patch a frame's size prefix).
   void patch_int32(size_t at, int32_t v) {
     auto u = static_cast<uint32_t>(v);
-    out_[at] = static_cast<uint8_t>(u >> 24); out_[at + 1] = static_cast<uint8_t>(u >> 16);
-    out_[at + 2] = static_cast<uint8_t>(u >> 8); out_[at + 3] = static_cast<uint8_t>(u);
+    out_[at] = static_cast<uint8_t>(u >> 24);
+    out_[at + 1] = static_cast<uint8_t>(u >> 16);
+    out_[at + 2] = static_cast<uint8_t>(u >> 8);
+    out_[at + 3] = static_cast<uint8_t>(u);
   }
 
  private:

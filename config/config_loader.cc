@@ -344,9 +344,11 @@ class Loader {
   }
 
   void load_limits(const YAML::Node& n, Limits& limits) {
-    if (!check_map(n, "limits", {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections",
-                                 "connect_timeout", "tls_handshake_timeout", "max_fault_rules", "max_streamed_request_bytes",
-                                 "request_stall_timeout", "unanswered_request_timeout"})) return;
+    if (!check_map(n, "limits",
+                   {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections", "connect_timeout",
+                    "tls_handshake_timeout", "max_fault_rules", "max_streamed_request_bytes", "request_stall_timeout",
+                    "unanswered_request_timeout"}))
+      return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
       auto v = n[key];
@@ -371,12 +373,17 @@ class Loader {
     }
     if (auto v = n["request_stall_timeout"]) {
       auto d = duration(v, "limits.request_stall_timeout");
-      if (d && d->count() == 0) error(v, "limits.request_stall_timeout: must be more than 0 (a request forwarded while it arrives gets that long between two reads)");
+      if (d && d->count() == 0)
+        error(v,
+              "limits.request_stall_timeout: must be more than 0 (a request forwarded while it arrives gets that long between two reads)");
       else if (d) limits.request_stall_timeout = *d;
     }
     if (auto v = n["unanswered_request_timeout"]) {
       auto d = duration(v, "limits.unanswered_request_timeout");
-      if (d && d->count() == 0) error(v, "limits.unanswered_request_timeout: must be more than 0 (how long kproxy waits for the answers a client that closed its side still expects)");
+      if (d && d->count() == 0)
+        error(v,
+              "limits.unanswered_request_timeout: must be more than 0 (how long kproxy waits for the answers a client that closed its side "
+              "still expects)");
       else if (d) limits.unanswered_request_timeout = *d;
     }
     if (auto v = n["max_connections"]) {
@@ -399,7 +406,8 @@ class Loader {
     }
     if (auto v = n["tls_handshake_timeout"]) {
       auto d = duration(v, "limits.tls_handshake_timeout");
-      if (d && d->count() == 0) error(v, "limits.tls_handshake_timeout: must be more than 0 (a client gets that long to finish its TLS handshake)");
+      if (d && d->count() == 0)
+        error(v, "limits.tls_handshake_timeout: must be more than 0 (a client gets that long to finish its TLS handshake)");
       else if (d) limits.tls_handshake_timeout = *d;
     }
   }
@@ -413,8 +421,9 @@ class Loader {
     for (size_t i = 0; i < n.size(); ++i) {
       const YAML::Node& item = n[i];
       std::string path = "listeners[" + std::to_string(i) + "]";
-      if (!check_map(item, path, {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "tls",
-                                  "upstream_tls"})) {
+      if (!check_map(item, path,
+                     {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "tls",
+                      "upstream_tls"})) {
         continue;
       }
       ListenerConfig l;
@@ -452,7 +461,8 @@ class Loader {
       if (auto v = item["advertise"]) {
         if (auto s = scalar(v, path + ".advertise")) {
           l.advertise = *s;
-          if (is_wildcard_host(l.advertise)) error(v, path + ".advertise: '" + l.advertise + "' cannot be handed to clients: name a host they can reach");
+          if (is_wildcard_host(l.advertise))
+            error(v, path + ".advertise: '" + l.advertise + "' cannot be handed to clients: name a host they can reach");
         }
       } else if (listen) {
         if (is_wildcard_host(listen->host)) {
@@ -469,7 +479,8 @@ class Loader {
         if (auto base = port(ports, path + ".broker_ports")) {
           l.broker_ports.scheme = BrokerPorts::Scheme::kNodeIdOffset;
           l.broker_ports.base = *base;
-          if (listen && *base == listen->port) error(ports, path + ".broker_ports: base " + std::to_string(*base) + " would give node 0 the bootstrap port");
+          if (listen && *base == listen->port)
+            error(ports, path + ".broker_ports: base " + std::to_string(*base) + " would give node 0 the bootstrap port");
           claims_.push_back({*base, *base, path + ".broker_ports", "broker node 0 of " + owner, ports.Mark(), index, ClaimKind::kBase});
         }
       } else if (range) {
@@ -492,7 +503,8 @@ class Loader {
       for (size_t j = 0; j < i; ++j) {
         if (c.listeners[i].listen.port != 0 && c.listeners[i].listen.port == c.listeners[j].listen.port) {
           error(n[i]["listen"] ? n[i]["listen"] : n[i], "listeners[" + std::to_string(i) + "].listen: port " +
-                std::to_string(c.listeners[i].listen.port) + " is also used by listener '" + c.listeners[j].name + "'");
+                                                            std::to_string(c.listeners[i].listen.port) + " is also used by listener '" +
+                                                            c.listeners[j].name + "'");
         }
       }
     }

@@ -39,8 +39,6 @@ std::optional<HostPort> parse_host_port(std::string_view text, std::string* erro
   return out;
 }
 
-bool is_wildcard_host(std::string_view host) {
-  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
-}
+bool is_wildcard_host(std::string_view host) { return host.empty() || host == "0.0.0.0" || host == "::" || host == "*"; }
 
 }  // namespace kproxy::config

@@ -20,11 +20,11 @@
 #include "config/config_loader.h"
 #include "proxy/admin/admin_runtime.h"
 #include "proxy/cli/ctl_command.h"
-#include "proxy/util/logging.h"
-#include "proxy/runtime/proxy.h"
-#include "proxy/runtime/startup_check.h"
 #include "proxy/cli/tap_client.h"
 #include "proxy/net/uv_handle.h"
+#include "proxy/runtime/proxy.h"
+#include "proxy/runtime/startup_check.h"
+#include "proxy/util/logging.h"
 
 namespace {
 
@@ -89,7 +89,8 @@ int report(const kproxy::proxy::StartupCheck& checked) {
 // `kproxy check-config FILE`: exactly the checks of the start (check_startup), without binding.
 /// Loads the scenario file `path` ("" = none) into `out` and checks it against the config's own
 /// rules (`checked`); prints the errors. False on errors.
-bool load_scenario(const std::string& path, const kproxy::proxy::StartupCheck& checked, std::shared_ptr<const kproxy::chaos::Scenario>& out) {
+bool load_scenario(const std::string& path, const kproxy::proxy::StartupCheck& checked,
+                   std::shared_ptr<const kproxy::chaos::Scenario>& out) {
   if (path.empty()) return true;
   auto s = std::make_shared<kproxy::chaos::Scenario>();
   if (std::string errors = kproxy::chaos::load_scenario_file(path, *s); !errors.empty()) {

@@ -21,8 +21,8 @@
 
 #include "codec/generated/api_keys.h"
 #include "codec/generated/messages/produce.h"
-#include "codec/response_header.h"
 #include "codec/generated/response_scan.h"
+#include "codec/response_header.h"
 #include "codec/writer.h"
 #include "proxy/observe/frame_metrics.h"
 
@@ -129,12 +129,13 @@ int main(int argc, char** argv) {
   }
   iterations *= 2;  // two observed runs per round
   if (pm.requests_total(0) != static_cast<uint64_t>(iterations * rounds) || pm.responses_total(0) != pm.requests_total(0)) {
-    std::fprintf(stderr, "kproxy-frame-cost: counted %llu requests, expected %ld\n",
-                 static_cast<unsigned long long>(pm.requests_total(0)), iterations * rounds);
+    std::fprintf(stderr, "kproxy-frame-cost: counted %llu requests, expected %ld\n", static_cast<unsigned long long>(pm.requests_total(0)),
+                 iterations * rounds);
     return 1;
   }
-  std::printf("{\"iterations\":%ld,\"rounds\":%ld,\"size\":%ld,\"contexts_ns\":%.1f,\"observer_ns_per_pair\":%.1f,"
-              "\"observer_self_scan_ns_per_pair\":%.1f}\n",
-              iterations / 2, rounds, size, best_off, best_handed - best_off, best_self - best_off);
+  std::printf(
+      "{\"iterations\":%ld,\"rounds\":%ld,\"size\":%ld,\"contexts_ns\":%.1f,\"observer_ns_per_pair\":%.1f,"
+      "\"observer_self_scan_ns_per_pair\":%.1f}\n",
+      iterations / 2, rounds, size, best_off, best_handed - best_off, best_self - best_off);
   return 0;
 }

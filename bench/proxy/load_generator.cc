@@ -45,12 +45,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <uv.h>
+#include <nlohmann/json.hpp>
 
-#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/generated/messages.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
@@ -61,7 +61,7 @@ using namespace kproxy::codec;
 
 constexpr size_t kFixedHeaderBytes = 12;  // size prefix, api key, api version, correlation id
 constexpr size_t kMaxResponseFrame = 64u << 20;
-constexpr int kMaxBatch = 256;            // requests per uv_write
+constexpr int kMaxBatch = 256;  // requests per uv_write
 constexpr const char* kClientId = "kproxy-load";
 
 enum class Mode { kSaturate, kRate, kIdle, kSoak };
@@ -125,29 +125,29 @@ std::vector<uint8_t> record_batch(size_t size) {
   std::vector<uint8_t> out;
   Writer w(out);
   auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  w.int64(0);          // baseOffset
-  w.int32(0);          // batchLength, patched
-  w.int32(-1);         // partitionLeaderEpoch
-  w.int8(2);           // magic
-  w.uint32(0);         // crc, patched
+  w.int64(0);   // baseOffset
+  w.int32(0);   // batchLength, patched
+  w.int32(-1);  // partitionLeaderEpoch
+  w.int8(2);    // magic
+  w.uint32(0);  // crc, patched
   size_t crc_from = out.size();
-  w.int16(0);          // attributes
-  w.int32(0);          // lastOffsetDelta
-  w.int64(now_ms);     // baseTimestamp
-  w.int64(now_ms);     // maxTimestamp
-  w.int64(-1);         // producerId
-  w.int16(-1);         // producerEpoch
-  w.int32(-1);         // baseSequence
-  w.int32(1);          // records
+  w.int16(0);       // attributes
+  w.int32(0);       // lastOffsetDelta
+  w.int64(now_ms);  // baseTimestamp
+  w.int64(now_ms);  // maxTimestamp
+  w.int64(-1);      // producerId
+  w.int16(-1);      // producerEpoch
+  w.int32(-1);      // baseSequence
+  w.int32(1);       // records
   size_t rec = 5 + varint_size(static_cast<int32_t>(value)) + value;
   w.varint(static_cast<int32_t>(rec));
-  w.int8(0);           // attributes
-  w.varint(0);         // timestampDelta
-  w.varint(0);         // offsetDelta
-  w.varint(-1);        // key: null
+  w.int8(0);     // attributes
+  w.varint(0);   // timestampDelta
+  w.varint(0);   // offsetDelta
+  w.varint(-1);  // key: null
   w.varint(static_cast<int32_t>(value));
   for (size_t i = 0; i < value; ++i) out.push_back(static_cast<uint8_t>('a' + (i * 7 + i / 13) % 26));
-  w.varint(0);         // headers
+  w.varint(0);  // headers
   w.patch_int32(8, static_cast<int32_t>(out.size() - 12));
   w.patch_int32(17, static_cast<int32_t>(crc32c(out.data() + crc_from, out.size() - crc_from)));
   return out;
@@ -180,8 +180,7 @@ double cpu_seconds(const std::string& which) {
 
 enum class Kind : uint8_t { kApiVersions, kMetadata, kProduce, kFindCoordinator, kInitProducerId };
 constexpr size_t kKinds = 5;
-constexpr std::array<const char*, kKinds> kKindNames = {"api_versions", "metadata", "produce", "find_coordinator",
-                                                        "init_producer_id"};
+constexpr std::array<const char*, kKinds> kKindNames = {"api_versions", "metadata", "produce", "find_coordinator", "init_producer_id"};
 
 struct Pending {
   int32_t correlation_id;
@@ -416,8 +415,9 @@ void Load::all_ready() {
     std::fflush(stdout);
     ready_printed_ = true;
     std::fprintf(stderr, "kproxy-load: %d idle connections open (%d failed); holding for %.0f s\n", ready_, failed_, o_.hold);
-    uv_timer_start(&phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->finish("hold time over"); },
-                   static_cast<uint64_t>(o_.hold * 1000), 0);
+    uv_timer_start(
+        &phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->finish("hold time over"); }, static_cast<uint64_t>(o_.hold * 1000),
+        0);
     return;
   }
   sending_ = true;
@@ -440,8 +440,8 @@ void Load::all_ready() {
     rate_started_ns_ = uv_hrtime();
     uv_poll_start(&tick_, UV_READABLE, [](uv_poll_t* p, int, int) { static_cast<Load*>(p->data)->on_rate_tick(); });
   }
-  uv_timer_start(&phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->start_window(); },
-                 static_cast<uint64_t>(o_.warmup * 1000), 0);
+  uv_timer_start(
+      &phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->start_window(); }, static_cast<uint64_t>(o_.warmup * 1000), 0);
 }
 
 void Load::on_rate_tick() {
@@ -470,7 +470,8 @@ void Load::on_rate_tick() {
 
 void Load::send_produce(Conn* c, int count) {
   const std::vector<uint8_t>& frame = templates_[static_cast<size_t>(c->index % o_.partitions)];
-  if (o_.requests > 0) count = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(count), o_.requests - std::min(sent_, o_.requests)));
+  if (o_.requests > 0)
+    count = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(count), o_.requests - std::min(sent_, o_.requests)));
   while (count > 0) {
     int n = std::min(count, kMaxBatch);
     count -= n;
@@ -484,8 +485,10 @@ void Load::send_produce(Conn* c, int count) {
       int32_t id = c->next_correlation_id++;
       if (c->next_correlation_id < 0) c->next_correlation_id = 1;
       auto u = static_cast<uint32_t>(id);
-      h[8] = static_cast<uint8_t>(u >> 24); h[9] = static_cast<uint8_t>(u >> 16);
-      h[10] = static_cast<uint8_t>(u >> 8); h[11] = static_cast<uint8_t>(u);
+      h[8] = static_cast<uint8_t>(u >> 24);
+      h[9] = static_cast<uint8_t>(u >> 16);
+      h[10] = static_cast<uint8_t>(u >> 8);
+      h[11] = static_cast<uint8_t>(u);
       b->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(h.data()), kFixedHeaderBytes));
       b->bufs.push_back(uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(frame.data() + kFixedHeaderBytes)),
                                     static_cast<unsigned>(frame.size() - kFixedHeaderBytes)));
@@ -550,7 +553,8 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
     ++mismatches_;
     if (first_error_.empty()) {
       first_error_ = "correlation id mismatch on connection " + std::to_string(c->index) + ": expected " +
-                     std::to_string(p.correlation_id) + ", got " + (message.size() >= 4 ? std::to_string(peek_response_correlation_id(message)) : "none");
+                     std::to_string(p.correlation_id) + ", got " +
+                     (message.size() >= 4 ? std::to_string(peek_response_correlation_id(message)) : "none");
     }
     return true;
   }
@@ -588,7 +592,8 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
       }
       if (resp.responses[0].partition_responses[0].error_code != 0) {
         ++produce_errors_;
-        if (first_error_.empty()) first_error_ = "Produce error code " + std::to_string(resp.responses[0].partition_responses[0].error_code);
+        if (first_error_.empty())
+          first_error_ = "Produce error code " + std::to_string(resp.responses[0].partition_responses[0].error_code);
       }
       return true;
     }
@@ -649,9 +654,7 @@ void Load::send_mix(Conn* c, int count) {
     }
     ++kind_sent_[static_cast<size_t>(kind)];
     switch (kind) {
-      case Kind::kProduce:
-        send_produce(c, 1);
-        break;
+      case Kind::kProduce: send_produce(c, 1); break;
       case Kind::kMetadata: {
         MetadataRequest md;
         md.topics = std::vector<MetadataRequest::MetadataRequestTopic>(1);
@@ -782,8 +785,8 @@ void Load::start_window() {
   self_cpu_start_ = cpu_seconds(std::to_string(getpid()));
   cpu_start_.clear();
   for (const auto& pid : o_.watch_pids) cpu_start_.push_back(cpu_seconds(pid));
-  uv_timer_start(&phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->end_window(); },
-                 static_cast<uint64_t>(o_.duration * 1000), 0);
+  uv_timer_start(
+      &phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->end_window(); }, static_cast<uint64_t>(o_.duration * 1000), 0);
 }
 
 void Load::end_window() {
@@ -795,7 +798,8 @@ void Load::end_window() {
   sending_ = false;
   if (timer_fd_ >= 0) uv_poll_stop(&tick_);
   // Wait (at most 3 s) for the answers still in flight, then stop.
-  uv_timer_start(&phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->finish("answers in flight collected"); }, 3000, 0);
+  uv_timer_start(
+      &phase_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->finish("answers in flight collected"); }, 3000, 0);
   if (finishing_) return;
   uv_idle_init(&loop_, &drain_check_);
   drain_check_.data = this;
@@ -848,7 +852,12 @@ void Load::finish(const char* why) {
   for (auto& c : conns_) {
     if (c && !c->closing) close_conn(c.get());
   }
-  uv_walk(&loop_, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
+  uv_walk(
+      &loop_,
+      [](uv_handle_t* h, void*) {
+        if (!uv_is_closing(h)) uv_close(h, nullptr);
+      },
+      nullptr);
 }
 
 double percentile_us(std::vector<uint64_t>& sorted, double q) {
@@ -924,7 +933,8 @@ void Load::report() {
                j["mode"].get<std::string>().c_str(), ready_, o_.connections, static_cast<unsigned long long>(sent_),
                static_cast<unsigned long long>(answered_), static_cast<unsigned long long>(mismatches_),
                static_cast<unsigned long long>(produce_errors_ + decode_errors_ + unexpected_), static_cast<unsigned long long>(lost_));
-  if (j.contains("mb_per_s")) std::fprintf(stderr, "; %.0f req/s, %.1f MB/s", j["requests_per_s"].get<double>(), j["mb_per_s"].get<double>());
+  if (j.contains("mb_per_s"))
+    std::fprintf(stderr, "; %.0f req/s, %.1f MB/s", j["requests_per_s"].get<double>(), j["mb_per_s"].get<double>());
   if (j.contains("p99_us")) {
     std::fprintf(stderr, "; latency p50 %.0f us, p99 %.0f us, p99.9 %.0f us", j["p50_us"].get<double>(), j["p99_us"].get<double>(),
                  j["p999_us"].get<double>());
@@ -971,15 +981,17 @@ int Load::run() {
   phase_timer_.data = this;
   uv_timer_init(&loop_, &deadline_timer_);
   deadline_timer_.data = this;
-  double bound = o_.max_seconds > 0 ? o_.max_seconds
-                                    : (o_.mode == Mode::kIdle ? o_.hold + 120 : o_.warmup + o_.duration + 30);
-  uv_timer_start(&deadline_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->finish("deadline (--max-seconds)"); },
-                 static_cast<uint64_t>(bound * 1000), 0);
+  double bound = o_.max_seconds > 0 ? o_.max_seconds : (o_.mode == Mode::kIdle ? o_.hold + 120 : o_.warmup + o_.duration + 30);
+  uv_timer_start(
+      &deadline_timer_, [](uv_timer_t* t) { static_cast<Load*>(t->data)->finish("deadline (--max-seconds)"); },
+      static_cast<uint64_t>(bound * 1000), 0);
   uv_signal_init(&loop_, &sigterm_);
   uv_signal_init(&loop_, &sigint_);
   sigterm_.data = sigint_.data = this;
-  uv_signal_start(&sigterm_, [](uv_signal_t* s, int) { static_cast<Load*>(s->data)->finish("SIGTERM"); }, SIGTERM);
-  uv_signal_start(&sigint_, [](uv_signal_t* s, int) { static_cast<Load*>(s->data)->finish("SIGINT"); }, SIGINT);
+  uv_signal_start(
+      &sigterm_, [](uv_signal_t* s, int) { static_cast<Load*>(s->data)->finish("SIGTERM"); }, SIGTERM);
+  uv_signal_start(
+      &sigint_, [](uv_signal_t* s, int) { static_cast<Load*>(s->data)->finish("SIGINT"); }, SIGINT);
   open_next_connections();
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (timer_fd_ >= 0) ::close(timer_fd_);
@@ -1050,16 +1062,20 @@ int main(int argc, char** argv) {
       else if (a == "--topic") o.topic = value();
       else if (a == "--partitions") o.partitions = std::max(1, std::stoi(value()));
       else if (a == "--metadata") o.metadata = true;
-      else if (a == "--expect-broker") { o.expect_broker = value(); o.metadata = true; }
-      else if (a == "--connect-concurrency") o.connect_concurrency = std::max(1, std::stoi(value()));
+      else if (a == "--expect-broker") {
+        o.expect_broker = value();
+        o.metadata = true;
+      } else if (a == "--connect-concurrency") o.connect_concurrency = std::max(1, std::stoi(value()));
       else if (a == "--watch-pid") o.watch_pids.push_back(value());
       else if (a == "--max-seconds") o.max_seconds = std::stod(value());
       else if (a == "--requests") o.requests = std::stoull(value());
       else if (a == "--source") o.source = value();
       else if (a == "--mix") o.mix = value();
       else if (a == "--seed") o.seed = std::stoull(value());
-      else if (a == "-h" || a == "--help") { usage(stdout); return 0; }
-      else throw std::invalid_argument("unknown option " + a);
+      else if (a == "-h" || a == "--help") {
+        usage(stdout);
+        return 0;
+      } else throw std::invalid_argument("unknown option " + a);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kproxy-load: %s\n", e.what());

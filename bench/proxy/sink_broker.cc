@@ -27,8 +27,8 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/generated/messages.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
@@ -461,12 +461,15 @@ class Worker {
   static void on_closed(uv_handle_t* h) { delete static_cast<Conn*>(h->data); }
 
   void close_all() {
-    uv_walk(&loop_, [](uv_handle_t* h, void* arg) {
-      if (uv_is_closing(h)) return;
-      auto* self = static_cast<Worker*>(arg);
-      if (h->type == UV_TCP && h != reinterpret_cast<uv_handle_t*>(&self->listener_)) close_conn(static_cast<Conn*>(h->data));
-      else uv_close(h, nullptr);
-    }, this);
+    uv_walk(
+        &loop_,
+        [](uv_handle_t* h, void* arg) {
+          if (uv_is_closing(h)) return;
+          auto* self = static_cast<Worker*>(arg);
+          if (h->type == UV_TCP && h != reinterpret_cast<uv_handle_t*>(&self->listener_)) close_conn(static_cast<Conn*>(h->data));
+          else uv_close(h, nullptr);
+        },
+        this);
   }
 
   friend int main_impl(int, char**);
@@ -479,8 +482,10 @@ class Worker {
 };
 
 void usage() {
-  std::fputs("usage: kproxy-sink-broker [--listen HOST:PORT] [--advertise HOST] [--topic NAME] [--partitions N]\n"
-             "                          [--threads N] [--max-seconds S]\n", stderr);
+  std::fputs(
+      "usage: kproxy-sink-broker [--listen HOST:PORT] [--advertise HOST] [--topic NAME] [--partitions N]\n"
+      "                          [--threads N] [--max-seconds S]\n",
+      stderr);
 }
 
 }  // namespace
@@ -490,13 +495,19 @@ int main_impl(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) { usage(); std::exit(2); }
+      if (i + 1 >= argc) {
+        usage();
+        std::exit(2);
+      }
       return argv[++i];
     };
     if (a == "--listen") {
       std::string hp = value();
       auto colon = hp.rfind(':');
-      if (colon == std::string::npos) { usage(); return 2; }
+      if (colon == std::string::npos) {
+        usage();
+        return 2;
+      }
       o.host = hp.substr(0, colon);
       o.port = std::stoi(hp.substr(colon + 1));
     } else if (a == "--advertise") o.advertise = value();
@@ -504,8 +515,13 @@ int main_impl(int argc, char** argv) {
     else if (a == "--partitions") o.partitions = std::max(1, std::stoi(value()));
     else if (a == "--threads") o.threads = std::max(1, std::stoi(value()));
     else if (a == "--max-seconds") o.max_seconds = std::stod(value());
-    else if (a == "-h" || a == "--help") { usage(); return 0; }
-    else { usage(); return 2; }
+    else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else {
+      usage();
+      return 2;
+    }
   }
   std::signal(SIGPIPE, SIG_IGN);
   std::vector<std::unique_ptr<Worker>> workers;
@@ -527,11 +543,26 @@ int main_impl(int argc, char** argv) {
   static std::vector<std::unique_ptr<Worker>>* all = &workers;
   uv_signal_init(main_worker.loop(), &sigterm);
   uv_signal_init(main_worker.loop(), &sigint);
-  uv_signal_start(&sigterm, [](uv_signal_t*, int) { for (auto& w : *all) w->stop(); }, SIGTERM);
-  uv_signal_start(&sigint, [](uv_signal_t*, int) { for (auto& w : *all) w->stop(); }, SIGINT);
+  uv_signal_start(
+      &sigterm,
+      [](uv_signal_t*, int) {
+        for (auto& w : *all) w->stop();
+      },
+      SIGTERM);
+  uv_signal_start(
+      &sigint,
+      [](uv_signal_t*, int) {
+        for (auto& w : *all) w->stop();
+      },
+      SIGINT);
   uv_timer_init(main_worker.loop(), &deadline);
   if (o.max_seconds > 0) {
-    uv_timer_start(&deadline, [](uv_timer_t*) { for (auto& w : *all) w->stop(); }, static_cast<uint64_t>(o.max_seconds * 1000), 0);
+    uv_timer_start(
+        &deadline,
+        [](uv_timer_t*) {
+          for (auto& w : *all) w->stop();
+        },
+        static_cast<uint64_t>(o.max_seconds * 1000), 0);
   }
   std::vector<std::thread> threads;
   for (size_t i = 1; i < workers.size(); ++i) threads.emplace_back([w = workers[i].get()] { w->run(); });

@@ -6,8 +6,8 @@
 // the filled message.
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <initializer_list>
 #include <random>
@@ -39,7 +39,8 @@ class Filler {
   bool boolean() { return !smallest_ && (rng_() & 1) != 0; }
   Uuid uuid() {
     Uuid u{};
-    if (!smallest_) for (auto& b : u) b = static_cast<uint8_t>(rng_());
+    if (!smallest_)
+      for (auto& b : u) b = static_cast<uint8_t>(rng_());
     return u;
   }
   /// Printable text of 0..12 bytes (random), "" (smallest).

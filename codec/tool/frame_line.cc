@@ -3,8 +3,8 @@
 #include <charconv>
 #include <memory>
 
-#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
+#include "codec/generated/api_keys.h"
 #include "codec/message.h"
 #include "codec/message_support.h"
 #include "codec/request_header.h"
@@ -13,10 +13,12 @@
 namespace kproxy::codec::tool {
 namespace {
 
-
 std::string_view next_word(std::string_view& rest) {
   size_t b = rest.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) { rest = {}; return {}; }
+  if (b == std::string_view::npos) {
+    rest = {};
+    return {};
+  }
   rest.remove_prefix(b);
   size_t e = rest.find_first_of(" \t\r\n");
   std::string_view word = rest.substr(0, e);
@@ -44,7 +46,7 @@ struct DecodedFrame {
   RequestHeader request_header;
   ResponseHeader response_header;
   std::unique_ptr<Message> body;
-  int16_t body_version = 0;   // the version the body was decoded at (0 after the ApiVersions fallback)
+  int16_t body_version = 0;  // the version the body was decoded at (0 after the ApiVersions fallback)
   bool api_versions_fallback = false;
 };
 
@@ -78,8 +80,8 @@ bool decode(const FrameLine& line, DecodedFrame& out, std::string* error) {
     if (!read_request_header(frame, out.request_header, error)) return false;
     const RequestHeader& h = out.request_header;
     if (h.api_key != line.api_key || h.api_version != line.version) {
-      *error = "the header says api key " + std::to_string(h.api_key) + " v" + std::to_string(h.api_version) +
-               ", the line says " + std::to_string(line.api_key) + " v" + std::to_string(line.version);
+      *error = "the header says api key " + std::to_string(h.api_key) + " v" + std::to_string(h.api_version) + ", the line says " +
+               std::to_string(line.api_key) + " v" + std::to_string(line.version);
       return false;
     }
     if (h.header_version < 0) {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "codec/generated/api_keys.h"
+#include "codec/generated/testing/fill.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
-#include "codec/generated/testing/fill.h"
 #include "codec/tool/frame_line.h"
 
 namespace kproxy::codec::tool {

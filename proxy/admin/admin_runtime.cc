@@ -5,10 +5,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "proxy/admin/chaos_routes.h"
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
 #include "proxy/cluster/broker_directory.h"
-#include "proxy/admin/chaos_routes.h"
 #include "proxy/observe/frame_metrics.h"
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
@@ -21,8 +21,9 @@ namespace {
 void export_broker_port_refusals(std::vector<prometheus::MetricFamily>& out) {
   prometheus::MetricFamily f;
   f.name = "kproxy_proxy_broker_ports_refused_total";
-  f.help = "Broker nodes refused a kproxy port, by reason: claimed_by_other (another listener's or the admin API's port), "
-           "over_max_broker_ports, no_port_left.";
+  f.help =
+      "Broker nodes refused a kproxy port, by reason: claimed_by_other (another listener's or the admin API's port), "
+      "over_max_broker_ports, no_port_left.";
   f.type = prometheus::MetricType::Counter;
   for (size_t i = 0; i < static_cast<size_t>(proxy::BrokerPortRefusal::kCount); ++i) {
     auto reason = static_cast<proxy::BrokerPortRefusal>(i);
@@ -85,8 +86,8 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
                                                             config->metrics.max_label_values);
   }
   if (frames) {
-    proxy::set_frame_observer(std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(),
-                                                                      names, count_errors));
+    proxy::set_frame_observer(
+        std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors));
   } else {
     proxy::set_frame_observer(nullptr);
   }

@@ -21,8 +21,8 @@
 #include <thread>
 #include <utility>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "config/host_port.h"
 
@@ -39,7 +39,10 @@ std::vector<std::string> split_path(std::string_view path) {
   std::vector<std::string> segments;
   size_t i = 0;
   while (i < path.size()) {
-    if (path[i] == '/') { ++i; continue; }
+    if (path[i] == '/') {
+      ++i;
+      continue;
+    }
     size_t end = path.find('/', i);
     if (end == std::string_view::npos) end = path.size();
     segments.emplace_back(path.substr(i, end - i));
@@ -48,9 +51,7 @@ std::vector<std::string> split_path(std::string_view path) {
   return segments;
 }
 
-bool is_param(const std::string& segment) {
-  return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
-}
+bool is_param(const std::string& segment) { return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}'; }
 
 /// Splits "host:port" / "[v6]:port" (config::parse_host_port, port 0 = any free port) into a
 /// numeric host and a port ("localhost" is spelled out: the address is resolved numerically only).
@@ -421,7 +422,8 @@ void AdminServer::Network::drop(Pending& p, const std::string& why) {
 
 void AdminServer::Network::answer_now(Pending& p, const HttpResponse& response) {
   server.note_dropped(p.remote, p.method, p.target, response);
-  std::string bytes = response_head(response.status, response.content_type, static_cast<long long>(response.body.size()), response.allow) + response.body;
+  std::string bytes =
+      response_head(response.status, response.content_type, static_cast<long long>(response.body.size()), response.allow) + response.body;
   (void)::send(p.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   // Closing with unread bytes from the client would reset the connection and could destroy the
   // response in flight: half-close, then read and discard for a moment.
@@ -650,8 +652,8 @@ std::vector<AdminServer::RouteInfo> AdminServer::routes() const {
 }
 
 std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& method, const std::string& path,
-                                                            std::map<std::string, std::string>& params,
-                                                            bool* method_mismatch, std::string* allowed) const {
+                                                            std::map<std::string, std::string>& params, bool* method_mismatch,
+                                                            std::string* allowed) const {
   auto segments = split_path(path);
   std::set<std::string> methods;
   std::lock_guard lock(routes_mutex_);
@@ -751,7 +753,8 @@ HttpResponse AdminServer::dispatch(HttpRequest& request) const {
   auto r = find(request.method, request.path, request.path_params, &mismatch, &allowed);
   if (!r) {
     if (mismatch) {
-      HttpResponse refused = json_error(405, "method " + request.method + " not allowed on " + request.path + " (allowed: " + allowed + ")");
+      HttpResponse refused =
+          json_error(405, "method " + request.method + " not allowed on " + request.path + " (allowed: " + allowed + ")");
       refused.allow = std::move(allowed);
       return refused;
     }

@@ -217,9 +217,8 @@ class AdminServer {
   void add_route(std::shared_ptr<Route> r);
   /// Finds the route; fills path params. Sets *method_mismatch when only the method differs, and
   /// then `allowed` (if given) to the methods the path serves ("GET, HEAD, PUT").
-  std::shared_ptr<const Route> find(const std::string& method, const std::string& path,
-                                    std::map<std::string, std::string>& params, bool* method_mismatch,
-                                    std::string* allowed = nullptr) const;
+  std::shared_ptr<const Route> find(const std::string& method, const std::string& path, std::map<std::string, std::string>& params,
+                                    bool* method_mismatch, std::string* allowed = nullptr) const;
   bool authorized(const HttpRequest& request) const;
   /// handle() without the refusal accounting.
   HttpResponse dispatch(HttpRequest& request) const;

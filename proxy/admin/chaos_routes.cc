@@ -73,7 +73,8 @@ HttpResponse ChaosAdmin::put_api_versions(const std::string& body) {
   std::string why;
   if (!parse_body(body, list, why)) return error(400, why);
   if (list.is_object()) {
-    if (list.size() != 1 || !list.contains("api_versions")) return error(400, "api_versions: expected a list, null or {\"api_versions\": list}");
+    if (list.size() != 1 || !list.contains("api_versions"))
+      return error(400, "api_versions: expected a list, null or {\"api_versions\": list}");
     nlohmann::json inner = std::move(list["api_versions"]);
     list = std::move(inner);
   }
@@ -107,7 +108,8 @@ HttpResponse ChaosAdmin::put_scenario(const std::string& body) {
 HttpResponse ChaosAdmin::delete_scenario() {
   if (!scenario_.apply) return error(400, "scenarios are not available here");
   if (std::string e = scenario_.apply(nullptr); !e.empty()) return error(400, e);
-  return json_response(200, R"({"scenario":null})" "\n");
+  return json_response(200, R"({"scenario":null})"
+                            "\n");
 }
 
 void register_chaos_routes(ChaosAdmin& chaos, AdminServer& server) {

@@ -53,17 +53,29 @@ std::string probe_kafka(const std::string& host_port, std::chrono::milliseconds 
       last_error = std::string("connect: ") + std::strerror(errno);
       continue;
     }
-    if (!wait_fd(fd, POLLOUT, deadline)) { last_error = "connect timed out"; continue; }
+    if (!wait_fd(fd, POLLOUT, deadline)) {
+      last_error = "connect timed out";
+      continue;
+    }
     int err = 0;
     socklen_t len = sizeof err;
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) { last_error = std::string("connect: ") + std::strerror(err); continue; }
+    if (err != 0) {
+      last_error = std::string("connect: ") + std::strerror(err);
+      continue;
+    }
     // ApiVersions v0, request header v1: size, api key 18, version 0, correlation id, client id.
     const std::string client_id = "kproxy-readyz";
     const int32_t correlation_id = 0x6b707278;
     std::string frame;
-    auto put16 = [&](int16_t v) { uint16_t n = htons(static_cast<uint16_t>(v)); frame.append(reinterpret_cast<char*>(&n), 2); };
-    auto put32 = [&](int32_t v) { uint32_t n = htonl(static_cast<uint32_t>(v)); frame.append(reinterpret_cast<char*>(&n), 4); };
+    auto put16 = [&](int16_t v) {
+      uint16_t n = htons(static_cast<uint16_t>(v));
+      frame.append(reinterpret_cast<char*>(&n), 2);
+    };
+    auto put32 = [&](int32_t v) {
+      uint32_t n = htonl(static_cast<uint32_t>(v));
+      frame.append(reinterpret_cast<char*>(&n), 4);
+    };
     put32(static_cast<int32_t>(2 + 2 + 4 + 2 + client_id.size()));
     put16(18);
     put16(0);
@@ -77,7 +89,10 @@ std::string probe_kafka(const std::string& host_port, std::chrono::milliseconds 
       if (n <= 0 && errno != EAGAIN) break;
       if (n > 0) sent += static_cast<size_t>(n);
     }
-    if (sent < frame.size()) { last_error = "send failed"; continue; }
+    if (sent < frame.size()) {
+      last_error = "send failed";
+      continue;
+    }
     char head[8];
     size_t got = 0;
     while (got < sizeof head) {
@@ -87,10 +102,16 @@ std::string probe_kafka(const std::string& host_port, std::chrono::milliseconds 
       if (n < 0 && errno != EAGAIN) break;
       if (n > 0) got += static_cast<size_t>(n);
     }
-    if (got < sizeof head) { last_error = "no answer"; continue; }
+    if (got < sizeof head) {
+      last_error = "no answer";
+      continue;
+    }
     uint32_t cid = 0;
     std::memcpy(&cid, head + 4, 4);
-    if (static_cast<int32_t>(ntohl(cid)) != correlation_id) { last_error = "answer with a wrong correlation id"; continue; }
+    if (static_cast<int32_t>(ntohl(cid)) != correlation_id) {
+      last_error = "answer with a wrong correlation id";
+      continue;
+    }
     return "";
   }
   return last_error;

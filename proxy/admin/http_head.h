@@ -22,11 +22,11 @@ namespace kproxy::admin {
 struct RequestHead {
   std::string method;
   std::string target;
-  std::string version;  ///< "HTTP/1.0" or "HTTP/1.1"
+  std::string version;                                       ///< "HTTP/1.0" or "HTTP/1.1"
   std::vector<std::pair<std::string, std::string>> headers;  ///< names lower-cased, in order
-  size_t head_bytes = 0;       ///< bytes of the head, empty line included
-  size_t content_length = 0;   ///< 0 without a Content-Length
-  bool expect_continue = false;  ///< `Expect: 100-continue`
+  size_t head_bytes = 0;                                     ///< bytes of the head, empty line included
+  size_t content_length = 0;                                 ///< 0 without a Content-Length
+  bool expect_continue = false;                              ///< `Expect: 100-continue`
 };
 
 struct HeadParse {

@@ -1,7 +1,7 @@
 #include "proxy/admin/observability_routes.h"
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 namespace kproxy::admin {
 namespace {

@@ -31,10 +31,8 @@ bool has_builder(int16_t api_key) {
     case ApiKey::kDescribeTransactions:
     case ApiKey::kListTransactions:
     case ApiKey::kFindCoordinator:
-    case ApiKey::kProduce:
-      return true;
-    default:
-      return false;
+    case ApiKey::kProduce: return true;
+    default: return false;
   }
 }
 

@@ -28,5 +28,4 @@ std::unique_ptr<codec::Message> build_answer(const codec::Message& request, int1
 /// Sets ThrottleTimeMs in a response, when its type has one at `version`. False otherwise.
 bool set_throttle_time(codec::Message& response, int16_t version, int32_t throttle_ms);
 
-
 }  // namespace kproxy::chaos

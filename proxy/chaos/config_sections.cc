@@ -48,8 +48,7 @@ nlohmann::json to_json(const YAML::Node& n, const std::string& path, std::map<st
       }
       return s;
     }
-    default:
-      return nullptr;
+    default: return nullptr;
   }
 }
 

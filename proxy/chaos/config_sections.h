@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "proxy/policy/api_versions_policy.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/policy/api_versions_policy.h"
 
 namespace kproxy::chaos {
 

@@ -57,7 +57,8 @@ std::optional<std::chrono::milliseconds> parse_duration(const nlohmann::json& v)
 
 // ---- matching and triggers ----
 
-bool FaultRule::matches_header(int16_t api_key, int16_t version, std::string_view listener, std::optional<std::string_view> client_id) const {
+bool FaultRule::matches_header(int16_t api_key, int16_t version, std::string_view listener,
+                               std::optional<std::string_view> client_id) const {
   if (!match.apis.empty()) {
     bool any = false;
     for (int16_t a : match.apis) any = any || a == api_key;
@@ -83,9 +84,15 @@ bool FaultRule::decide(uint64_t n) const {
   uint64_t k = n - trigger.after;
   switch (trigger.kind) {
     case RuleTrigger::Kind::kAlways: break;
-    case RuleTrigger::Kind::kOnce: if (k != 1) return false; break;
-    case RuleTrigger::Kind::kNth: if (k != trigger.n) return false; break;
-    case RuleTrigger::Kind::kTimes: if (k > trigger.n) return false; break;
+    case RuleTrigger::Kind::kOnce:
+      if (k != 1) return false;
+      break;
+    case RuleTrigger::Kind::kNth:
+      if (k != trigger.n) return false;
+      break;
+    case RuleTrigger::Kind::kTimes:
+      if (k > trigger.n) return false;
+      break;
   }
   if (trigger.probability) {
     // Deterministic per hit number: the same seed injects on the same hits in every run.
@@ -163,7 +170,8 @@ struct Parser {
   }
 
   bool count(const nlohmann::json& v, const std::string& path, uint64_t& out, bool allow_zero) {
-    if (!v.is_number_integer() || v.get<int64_t>() < (allow_zero ? 0 : 1)) return fail(path, allow_zero ? "expected an integer >= 0" : "expected an integer >= 1");
+    if (!v.is_number_integer() || v.get<int64_t>() < (allow_zero ? 0 : 1))
+      return fail(path, allow_zero ? "expected an integer >= 0" : "expected an integer >= 1");
     out = static_cast<uint64_t>(v.get<int64_t>());
     return true;
   }
@@ -184,7 +192,8 @@ struct Parser {
 
   bool match(const nlohmann::json& m, RuleMatch& out) {
     if (!m.is_object()) return fail("match", "expected an object");
-    if (!only_keys(m, "match", {"api", "versions", "listener", "client_id", "transactional_id", "topic", "partition", "producer_id", "group_id"}))
+    if (!only_keys(m, "match",
+                   {"api", "versions", "listener", "client_id", "transactional_id", "topic", "partition", "producer_id", "group_id"}))
       return false;
     if (m.contains("api")) {
       const auto& a = m["api"];
@@ -246,8 +255,9 @@ struct Parser {
       for (int16_t k : out.apis) {
         auto r = codec::request_versions(k);
         if (out.versions.max < r.min || out.versions.min > r.max)
-          return fail("match.versions", std::string(codec::api_name(k)) + " has versions " + std::to_string(r.min) + "-" + std::to_string(r.max) +
-                                            ", none in " + std::to_string(out.versions.min) + "-" + std::to_string(out.versions.max));
+          return fail("match.versions", std::string(codec::api_name(k)) + " has versions " + std::to_string(r.min) + "-" +
+                                            std::to_string(r.max) + ", none in " + std::to_string(out.versions.min) + "-" +
+                                            std::to_string(out.versions.max));
       }
     }
     if (!glob(m, "listener", out.listener) || !glob(m, "client_id", out.client_id) || !glob(m, "transactional_id", out.transactional_id) ||
@@ -256,12 +266,14 @@ struct Parser {
     if (m.contains("partition")) {
       const auto& p = m["partition"];
       auto one = [&](const nlohmann::json& v) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) return fail("match.partition", "expected a partition index >= 0");
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+          return fail("match.partition", "expected a partition index >= 0");
         out.partitions.push_back(static_cast<int32_t>(v.get<int64_t>()));
         return true;
       };
       if (p.is_array()) {
-        for (const auto& e : p) if (!one(e)) return false;
+        for (const auto& e : p)
+          if (!one(e)) return false;
       } else if (!one(p)) {
         return false;
       }
@@ -275,11 +287,13 @@ struct Parser {
 
   bool action(const nlohmann::json& a, const RuleMatch& m, RuleAction& out, std::vector<std::string>& notes) {
     if (!a.is_object()) return fail("action", "expected an object");
-    static const char* kinds[] = {"error", "answer", "delay", "drop_response", "close", "throttle", "reset_after_bytes", "bandwidth", "slice"};
+    static const char* kinds[] = {"error",     "answer", "delay", "drop_response", "close", "throttle", "reset_after_bytes",
+                                  "bandwidth", "slice"};
     int found = 0;
     for (const char* k : kinds) found += a.contains(k) ? 1 : 0;
     if (found != 1)
-      return fail("action", "expected exactly one of error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth, slice");
+      return fail("action",
+                  "expected exactly one of error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth, slice");
     if (a.contains("error") || a.contains("answer")) {
       bool is_error = a.contains("error");
       const char* key = is_error ? "error" : "answer";
@@ -305,8 +319,8 @@ struct Parser {
           if (sent != out.error_code) {
             int16_t first = v;
             while (v + 1 <= hi && translate_error(k, static_cast<int16_t>(v + 1), out.error_code) == sent) ++v;
-            notes.push_back(std::string(codec::error_name(out.error_code)) + " is sent as " + codec::error_name(sent) + " to " + codec::api_name(k) +
-                            " v" + std::to_string(first) + "-" + std::to_string(v) + " (as the broker does)");
+            notes.push_back(std::string(codec::error_name(out.error_code)) + " is sent as " + codec::error_name(sent) + " to " +
+                            codec::api_name(k) + " v" + std::to_string(first) + "-" + std::to_string(v) + " (as the broker does)");
           }
         }
         if (!is_error) {
@@ -344,7 +358,8 @@ struct Parser {
     if (a.contains("close")) {
       if (!only_keys(a, "action", {"close"})) return false;
       std::string s = a["close"].is_string() ? a["close"].get<std::string>() : "";
-      if (s != "before" && s != "after") return fail("action.close", "expected before (the broker never sees the request) or after (forwarded, answer lost)");
+      if (s != "before" && s != "after")
+        return fail("action.close", "expected before (the broker never sees the request) or after (forwarded, answer lost)");
       out.kind = ActionKind::kClose;
       out.on_request = s == "before";
       return true;
@@ -359,7 +374,8 @@ struct Parser {
     }
     if (a.contains("bandwidth") || a.contains("slice")) {
       bool bandwidth = a.contains("bandwidth");
-      if (bandwidth ? !only_keys(a, "action", {"bandwidth", "direction"}) : !only_keys(a, "action", {"slice", "slice_delay", "direction"})) return false;
+      if (bandwidth ? !only_keys(a, "action", {"bandwidth", "direction"}) : !only_keys(a, "action", {"slice", "slice_delay", "direction"}))
+        return false;
       out.kind = bandwidth ? ActionKind::kBandwidth : ActionKind::kSlice;
       const char* key = bandwidth ? "bandwidth" : "slice";
       if (!count(a[key], std::string("action.") + key, out.bytes, false)) return false;

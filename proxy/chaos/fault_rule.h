@@ -60,7 +60,7 @@ struct RuleMatch {
   std::vector<int16_t> apis;  ///< empty = any API
   VersionBounds versions;
   std::optional<std::string> listener, client_id, transactional_id, topic, group_id;  // globs
-  std::vector<int32_t> partitions;  ///< empty = any
+  std::vector<int32_t> partitions;                                                    ///< empty = any
   std::optional<int64_t> producer_id;
   /// True when matching needs the decoded request body (entity fields).
   bool needs_body() const { return transactional_id || topic || group_id || !partitions.empty() || producer_id; }
@@ -80,10 +80,10 @@ struct RuleAction {
   int16_t error_code = 0;  ///< kError, kAnswer
   ErrorScopeKind scope = ErrorScopeKind::kAll;
   std::chrono::milliseconds delay{0}, jitter{0};  ///< kDelay
-  bool on_request = false;                         ///< kDelay side; kClose: before forwarding
-  std::chrono::milliseconds throttle{0};           ///< kThrottle
-  uint64_t bytes = 0;                              ///< kResetAfterBytes; kSlice: piece size; kBandwidth: bytes per second
-  std::chrono::milliseconds slice_delay{0};        ///< kSlice: between pieces
+  bool on_request = false;                        ///< kDelay side; kClose: before forwarding
+  std::chrono::milliseconds throttle{0};          ///< kThrottle
+  uint64_t bytes = 0;                             ///< kResetAfterBytes; kSlice: piece size; kBandwidth: bytes per second
+  std::chrono::milliseconds slice_delay{0};       ///< kSlice: between pieces
   /// kBandwidth, kSlice: which bytes of the matched exchange are shaped (the request on its way to
   /// the broker, the response on its way to the client).
   bool to_client = true, to_broker = false;

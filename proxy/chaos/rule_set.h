@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "proxy/policy/api_versions_policy.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/policy/api_versions_policy.h"
 
 namespace kproxy::chaos {
 

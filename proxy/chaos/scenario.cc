@@ -46,8 +46,14 @@ bool read_int(const YAML::Node& n, int lo, int hi, int& out) {
 nlohmann::json Scenario::summary() const {
   nlohmann::json rules = nlohmann::json::array();
   for (const auto& r : chaos.rules) rules.push_back(r->name);
-  nlohmann::json out = {{"scenario", name},  {"version", version}, {"description", description}, {"protocols", protocols},
-                        {"expect", expect},  {"source", source},   {"rules", rules},             {"api_versions", chaos.api_versions.spec}};
+  nlohmann::json out = {{"scenario", name},
+                        {"version", version},
+                        {"description", description},
+                        {"protocols", protocols},
+                        {"expect", expect},
+                        {"source", source},
+                        {"rules", rules},
+                        {"api_versions", chaos.api_versions.spec}};
   if (number != 0) out["number"] = number;
   if (!workload.is_null()) out["workload"] = workload;
   return out;
@@ -64,8 +70,8 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
   std::string errors;
   for (const auto& kv : root) {
     std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-    static const std::set<std::string> known = {"scenario", "version", "number",  "description", "protocols",
-                                                "expect",   "workload", "notes", "faults",      "api_versions"};
+    static const std::set<std::string> known = {"scenario", "version",  "number", "description", "protocols",
+                                                "expect",   "workload", "notes",  "faults",      "api_versions"};
     if (!known.count(key)) errors += at(source, kv.first, key + ": unknown key (expected " + kKeys + ")");
   }
   if (auto n = root["scenario"]; !n) {
@@ -76,7 +82,8 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     out.name = n.Scalar();
   }
   if (auto n = root["version"]; n && !read_int(n, 1, 1000000, out.version)) errors += at(source, n, "version: a whole number >= 1");
-  if (auto n = root["number"]; n && !read_int(n, 1, 16, out.number)) errors += at(source, n, "number: the scenario's number in docs/faults.md, 1 to 16");
+  if (auto n = root["number"]; n && !read_int(n, 1, 16, out.number))
+    errors += at(source, n, "number: the scenario's number in docs/faults.md, 1 to 16");
   if (auto n = root["description"]; !n) {
     errors += source + ": description: missing (one line: what fails, and how)\n";
   } else if (!n.IsScalar() || n.Scalar().empty() || n.Scalar().size() > 1000) {

@@ -39,7 +39,7 @@ struct Scenario {
   std::vector<int> protocols{1, 2};
   std::string expect = "exact";
   nlohmann::json workload;  ///< null, a word, or the runner's settings (an object of scalars)
-  std::string source;  ///< the file it came from ("PUT /scenario" over the admin API)
+  std::string source;       ///< the file it came from ("PUT /scenario" over the admin API)
   ChaosConfig chaos;
   /// What GET /scenario shows: the metadata and the rule names.
   nlohmann::json summary() const;

@@ -45,8 +45,9 @@ void TransportShaper::send(codec::Bytes bytes, const TransportToxic* toxic) {
     size_t n = std::min<size_t>(piece, bytes.size() - off);
     auto gap = off > 0 ? toxic->slice_delay : std::chrono::milliseconds(0);
     t += gap;
-    pieces_.push_back(Piece{std::vector<uint8_t>(bytes.begin() + static_cast<ptrdiff_t>(off), bytes.begin() + static_cast<ptrdiff_t>(off + n)), t,
-                            toxic->slice_bytes > 0, gap});
+    pieces_.push_back(
+        Piece{std::vector<uint8_t>(bytes.begin() + static_cast<ptrdiff_t>(off), bytes.begin() + static_cast<ptrdiff_t>(off + n)), t,
+              toxic->slice_bytes > 0, gap});
     queued_bytes_ += n;
     // The link is busy sending this piece for n / rate seconds.
     if (toxic->bytes_per_second > 0) t += std::chrono::nanoseconds(n * 1'000'000'000ULL / toxic->bytes_per_second);

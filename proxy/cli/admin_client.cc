@@ -36,8 +36,7 @@ int connect_admin(const std::string& admin, std::string& error) {
   return fd;
 }
 
-std::string admin_request_head(std::string_view method, std::string_view path_and_query, std::string_view admin,
-                               std::string_view token) {
+std::string admin_request_head(std::string_view method, std::string_view path_and_query, std::string_view admin, std::string_view token) {
   std::string head;
   head.append(method).append(" ").append(path_and_query).append(" HTTP/1.1\r\nHost: ").append(admin).append("\r\nConnection: close\r\n");
   if (!token.empty()) head.append("Authorization: Bearer ").append(token).append("\r\n");

@@ -14,8 +14,7 @@ int connect_admin(const std::string& admin, std::string& error);
 
 /// The request line and headers of one HTTP/1.1 request to `admin` (Host, Connection: close,
 /// `Authorization: Bearer` when `token` is not empty), up to and without the blank line.
-std::string admin_request_head(std::string_view method, std::string_view path_and_query, std::string_view admin,
-                               std::string_view token);
+std::string admin_request_head(std::string_view method, std::string_view path_and_query, std::string_view admin, std::string_view token);
 
 /// Writes all of `data` to `fd`; false (errno set) when the connection fails first.
 bool send_all(int fd, std::string_view data);

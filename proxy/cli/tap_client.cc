@@ -70,11 +70,16 @@ int run_tap_command(int argc, char** argv) {
   std::string token = std::getenv("KPROXY_ADMIN_TOKEN") ? std::getenv("KPROXY_ADMIN_TOKEN") : "";
   bool raw = false;
   std::string query;
-  auto add = [&](const char* key, const std::string& value) { query += (query.empty() ? "?" : "&") + std::string(key) + "=" + url_encode(value); };
+  auto add = [&](const char* key, const std::string& value) {
+    query += (query.empty() ? "?" : "&") + std::string(key) + "=" + url_encode(value);
+  };
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) { usage(); std::exit(2); }
+      if (i + 1 >= argc) {
+        usage();
+        std::exit(2);
+      }
       return argv[++i];
     };
     if (a == "--admin") admin = value();
@@ -87,14 +92,16 @@ int run_tap_command(int argc, char** argv) {
         return 2;
       }
       token = std::move(*read);
-    }
-    else if (a == "--json") raw = true;
+    } else if (a == "--json") raw = true;
     else if (a == "--api") add("api", value());
     else if (a == "--client-id") add("client_id", value());
     else if (a == "--connection") add("connection", value());
     else if (a == "--direction") add("direction", value());
     else if (a == "--errors") add("errors", "true");
-    else { usage(); return 2; }
+    else {
+      usage();
+      return 2;
+    }
   }
   std::string error;
   int fd = connect_admin(admin, error);

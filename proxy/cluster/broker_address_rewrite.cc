@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/generated/messages.h"
-#include "codec/response_header.h"
 #include "codec/generated/response_scan.h"
+#include "codec/response_header.h"
 
 namespace kproxy::proxy {
 
@@ -142,10 +142,8 @@ bool BrokerAddressRewrite::applies_to(int16_t api_key) {
     case ApiKey::kFetch:
     case ApiKey::kShareFetch:
     case ApiKey::kShareAcknowledge:
-    case ApiKey::kDescribeQuorum:
-      return true;
-    default:
-      return false;
+    case ApiKey::kDescribeQuorum: return true;
+    default: return false;
   }
 }
 
@@ -211,8 +209,7 @@ BrokerAddressRewrite::Outcome BrokerAddressRewrite::rewrite(int16_t api_key, int
         }
         return true;
       });
-    default:
-      return Outcome::kUnchanged;
+    default: return Outcome::kUnchanged;
   }
 }
 

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/reader.h"
 #include "codec/generated/response_scan.h"
+#include "codec/reader.h"
 #include "proxy/cluster/broker_directory.h"
 
 namespace kproxy::proxy {
@@ -35,8 +35,7 @@ namespace kproxy::proxy {
 class BrokerAddressRewrite {
  public:
   /// `advertise`: the host clients are told to connect to.
-  BrokerAddressRewrite(BrokerDirectory& directory, std::string advertise)
-      : directory_(directory), advertise_(std::move(advertise)) {}
+  BrokerAddressRewrite(BrokerDirectory& directory, std::string advertise) : directory_(directory), advertise_(std::move(advertise)) {}
 
   /// True for the APIs whose responses can name brokers.
   static bool applies_to(int16_t api_key);
@@ -58,12 +57,10 @@ class BrokerAddressRewrite {
   /// When the body was scanned instead of decoded and left unchanged, its scan is stored in
   /// `*scanned` (if given): valid for `frame`, for the pipeline's later stages.
   Outcome rewrite(int16_t api_key, int16_t api_version, int header_version, codec::Bytes frame, std::vector<uint8_t>& out,
-                  std::vector<NewBrokerPort>& added, std::string& error,
-                  std::optional<codec::ResponseScan>* scanned = nullptr) const;
+                  std::vector<NewBrokerPort>& added, std::string& error, std::optional<codec::ResponseScan>* scanned = nullptr) const;
 
   /// The tag of KIP-951's NodeEndpoints in ProduceResponse (v10+) and FetchResponse (v16+).
   static constexpr uint32_t kNodeEndpointsTag = 0;
-
 
  private:
   BrokerDirectory& directory_;

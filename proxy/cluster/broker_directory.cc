@@ -66,9 +66,10 @@ BrokerDirectory::Learned BrokerDirectory::refuse(int32_t node_id, BrokerPortRefu
   } else if (!remembered) {
     refused_nodes_.insert(node_id);
     refused_counts[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
-    spdlog::error("listener={} refuses broker node {}: {} (clients of this listener are not given that broker; fix the config, "
-                  "see config/README.md \"Ports\")",
-                  listener_name_.empty() ? "?" : listener_name_, node_id, why);
+    spdlog::error(
+        "listener={} refuses broker node {}: {} (clients of this listener are not given that broker; fix the config, "
+        "see config/README.md \"Ports\")",
+        listener_name_.empty() ? "?" : listener_name_, node_id, why);
   }
   return {0, false, std::move(why)};
 }

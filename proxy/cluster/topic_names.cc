@@ -64,7 +64,8 @@ TopicNames& TopicNames::shared() {
 }
 
 size_t learn_topic_ids(const codec::Message& message, int16_t version, TopicNames& names) {
-  if (message.api_key() != static_cast<int16_t>(codec::ApiKey::kMetadata) || message.is_request() || version < kFirstVersionWithTopicIds) return 0;
+  if (message.api_key() != static_cast<int16_t>(codec::ApiKey::kMetadata) || message.is_request() || version < kFirstVersionWithTopicIds)
+    return 0;
   const auto& metadata = static_cast<const codec::MetadataResponse&>(message);
   size_t before = names.size();
   for (const auto& t : metadata.topics) {

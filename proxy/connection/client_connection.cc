@@ -8,9 +8,9 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/metrics/proxy_metrics.h"
-#include "proxy/util/log_throttle.h"
 #include "proxy/net/self_connection.h"
 #include "proxy/tls/tls_session.h"
+#include "proxy/util/log_throttle.h"
 
 namespace kproxy::proxy {
 
@@ -22,15 +22,10 @@ struct ClientConnection::RareState {
   CloseReason drain_reason;
 };
 
-ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
-                                   uint64_t id)
-    : env_(env),
-      listener_(std::move(listener)),
-      config_(std::move(config)),
-      id_(id),
-      client_(env.loop(), *this, "client"),
-      upstream_(env.loop(), *this, *this),
-      requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
+ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener,
+                                   std::shared_ptr<const config::Config> config, uint64_t id)
+    : env_(env), listener_(std::move(listener)), config_(std::move(config)), id_(id), client_(env.loop(), *this, "client"),
+      upstream_(env.loop(), *this, *this), requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
       pipeline_(env.loop(), env.chaos(), &env.rewrite(listener_->listener_index),
                 ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr}, *this, &metrics_) {}
@@ -52,7 +47,8 @@ void ClientConnection::start(const config::HostPort& upstream) {
   client_.set_connected();
   metrics_.opened();
   uv_tcp_nodelay(client_.handle(), 1);
-  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_->label(), listener_->port, upstream.to_string());
+  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_->label(), listener_->port,
+               upstream.to_string());
   // TLS contexts as of now: a reload with renewed certificates applies to later connections.
   // The upstream session verifies the broker's certificate against the host it is reached by:
   // the bootstrap host, or the host the broker advertises.
@@ -95,9 +91,10 @@ void ClientConnection::refuse_self_connection(std::string detail) {
   static LogThrottle throttle(std::chrono::seconds(10));
   uint64_t suppressed = 0;
   if (throttle.allow(&suppressed)) {
-    spdlog::error("listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
-                  "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
-                  listener_->label(), detail, suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+    spdlog::error(
+        "listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
+        "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
+        listener_->label(), detail, suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
   }
   close({CloseCategory::kSelfConnection, "kproxy connected to itself: " + detail});
 }
@@ -202,8 +199,8 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       // content type 21, or a handshake, 22; RFC 8446 5.1), read as a size of ~350 MB.
       bool first_bytes = metrics_.bytes_out() == data.size();
       if (first_bytes && data.size() >= 2 && (data[0] == 0x15 || data[0] == 0x16) && data[1] == 0x03) {
-        close({CloseCategory::kBrokerProtocolError,
-               "protocol mismatch: broker " + upstream_peer() + " answered with TLS (a TLS listener? set upstream_tls): " + responses_.error()});
+        close({CloseCategory::kBrokerProtocolError, "protocol mismatch: broker " + upstream_peer() +
+                                                        " answered with TLS (a TLS listener? set upstream_tls): " + responses_.error()});
         return;
       }
       close({CloseCategory::kBrokerProtocolError, "bad response framing from broker: " + responses_.error()});
@@ -237,9 +234,11 @@ void ClientConnection::stream_large_request() {
     rare_state().streamed_charge = announced;
   }
   // Its bytes must keep coming: the broker holds the announced size until the last one.
-  arm_wait_deadline(std::chrono::steady_clock::now() + config_->limits.request_stall_timeout,
-                    {CloseCategory::kLimit, "a " + std::to_string(requests_.partial_frame_size()) + "-byte request forwarded while it arrived stalled: no byte for " +
-                                                std::to_string(config_->limits.request_stall_timeout.count()) + " ms (limits.request_stall_timeout)"});
+  arm_wait_deadline(
+      std::chrono::steady_clock::now() + config_->limits.request_stall_timeout,
+      {CloseCategory::kLimit, "a " + std::to_string(requests_.partial_frame_size()) +
+                                  "-byte request forwarded while it arrived stalled: no byte for " +
+                                  std::to_string(config_->limits.request_stall_timeout.count()) + " ms (limits.request_stall_timeout)"});
   // A view into the reader's buffer: flushed (or copied, when the socket is backed up) before
   // the next read can move it.
   upstream_.stream().append_borrowed(requests_.take_unstreamed());
@@ -318,14 +317,14 @@ void ClientConnection::reset_client() {
   // SO_LINGER 0: close() sends RST (a reset_after_bytes fault rule).
   uv_os_fd_t fd;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(client_.handle()), &fd) == 0) {
-    struct linger l{1, 0};
+    struct linger l {
+      1, 0
+    };
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
   }
 }
 
-void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) {
-  env_.open_broker_port(listener_->listener_index, node_id, port);
-}
+void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) { env_.open_broker_port(listener_->listener_index, node_id, port); }
 
 // ---- transport events ----
 
@@ -346,7 +345,8 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
   }
   if (&s == &client_) {
     if (status == UV_EOF && requests_.streamed() != 0) {
-      close({CloseCategory::kClientClosed, "client closed the connection in the middle of a " + std::to_string(requests_.partial_frame_size()) +
+      close({CloseCategory::kClientClosed, "client closed the connection in the middle of a " +
+                                               std::to_string(requests_.partial_frame_size()) +
                                                "-byte request forwarded while it arrived"});
       return;
     }
@@ -356,12 +356,13 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
       // as long as limits.unanswered_request_timeout: a broker that went silent (a long pause,
       // a partition without RST) never holds the connection for good.
       auto wait = config_->limits.unanswered_request_timeout;
-      arm_wait_deadline(std::chrono::steady_clock::now() + wait,
-                        {CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) + " requests; the broker " +
-                                                         upstream_peer() + " left " + std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
-                                                         std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"});
-      begin_drain({CloseCategory::kClientClosed, "client closed its side after " + std::to_string(requests_in_) +
-                                                     " requests; every request was answered"});
+      arm_wait_deadline(
+          std::chrono::steady_clock::now() + wait,
+          {CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) + " requests; the broker " +
+                                           upstream_peer() + " left " + std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
+                                           std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"});
+      begin_drain({CloseCategory::kClientClosed,
+                   "client closed its side after " + std::to_string(requests_in_) + " requests; every request was answered"});
       return;
     }
     if (status == UV_EOF) close({CloseCategory::kClientClosed, "client closed the connection"});

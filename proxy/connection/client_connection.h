@@ -22,17 +22,17 @@
 
 #include "codec/frame_reader.h"
 #include "config/config.h"
-#include "proxy/net/close_reason.h"
-#include "proxy/connection/connection_state.h"
-#include "proxy/net/deadline_timer.h"
-#include "proxy/util/intrusive_list.h"
 #include "proxy/connection/connection_environment.h"
+#include "proxy/connection/connection_state.h"
 #include "proxy/connection/listener_spec.h"
 #include "proxy/metrics/connection_metrics.h"
-#include "proxy/pipeline/pipeline.h"
+#include "proxy/net/close_reason.h"
+#include "proxy/net/deadline_timer.h"
 #include "proxy/net/self_connection.h"
 #include "proxy/net/tcp_stream.h"
 #include "proxy/net/upstream_connection.h"
+#include "proxy/pipeline/pipeline.h"
+#include "proxy/util/intrusive_list.h"
 
 namespace kproxy::proxy {
 
@@ -45,7 +45,8 @@ inline constexpr size_t kStreamedRequestMin = 128 << 10;
 class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput, public IntrusiveListHook {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
-  ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config, uint64_t id);
+  ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
+                   uint64_t id);
   ~ClientConnection() override;
 
   uv_stream_t* client_stream() { return client_.stream(); }
@@ -121,7 +122,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void enter(ConnectionState next);
   bool closing() const { return state_ >= ConnectionState::kClosing; }
 
-  ConnectionEnvironment& env_;  ///< the worker serving it
+  ConnectionEnvironment& env_;                    ///< the worker serving it
   std::shared_ptr<const ListenerSpec> listener_;  ///< shared with its Listener (ConnectionInfo views its name)
   std::shared_ptr<const config::Config> config_;
   uint64_t id_;
@@ -156,7 +157,6 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   std::unique_ptr<RareState> rare_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;
-
 };
 
 }  // namespace kproxy::proxy

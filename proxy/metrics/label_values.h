@@ -68,7 +68,7 @@ class LabelValues {
   std::string family_, help_, label_;
   size_t max_values_;
   mutable std::mutex mutex_;
-  Index index_;            ///< value → slot; under mutex_ until full_, then never written again
+  Index index_;             ///< value → slot; under mutex_ until full_, then never written again
   std::deque<Slot> slots_;  ///< [0] = "other"; a deque: addresses stay valid as it grows
   Slot* other_;             ///< &slots_[0], read without the lock
   std::atomic<bool> full_{false};

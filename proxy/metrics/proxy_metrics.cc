@@ -109,7 +109,9 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"connections_handed_over", "Client connections accepted by one worker and served by another with fewer connections."},
     {"requests_streamed", "Large requests forwarded to the broker while they were still arriving (cut-through)."},
     {"requests_stream_refused", "Large requests gathered whole instead: their announced size passed limits.max_streamed_request_bytes."},
-    {"wait_deadlines", "Connections closed because a streamed request stalled (limits.request_stall_timeout) or a broker left a half-closed client's requests unanswered (limits.unanswered_request_timeout)."},
+    {"wait_deadlines",
+     "Connections closed because a streamed request stalled (limits.request_stall_timeout) or a broker left a half-closed client's "
+     "requests unanswered (limits.unanswered_request_timeout)."},
 }};
 }  // namespace
 
@@ -186,7 +188,8 @@ void ProxyMetrics::request(size_t listener, int16_t api, int16_t version, size_t
   add(s.request_bytes[a], bytes);
 }
 
-void ProxyMetrics::response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency, bool observe_latency) {
+void ProxyMetrics::response(size_t listener, int16_t api, int16_t version, size_t bytes, std::chrono::nanoseconds latency,
+                            bool observe_latency) {
   MetricsShard& s = shard();
   size_t a = api_slot(api);
   add(s.listeners[std::min(listener, s.listener_count - 1)].responses[a][version_slot(version)]);
@@ -201,9 +204,7 @@ void ProxyMetrics::response_error(int16_t api, int16_t error_code) {
   add(shard().errors[api_slot(api)][error_slot(error_code)]);
 }
 
-void ProxyMetrics::undecoded(int16_t api, UndecodedReason reason) {
-  add(shard().undecoded[api_slot(api)][static_cast<size_t>(reason)]);
-}
+void ProxyMetrics::undecoded(int16_t api, UndecodedReason reason) { add(shard().undecoded[api_slot(api)][static_cast<size_t>(reason)]); }
 
 void ProxyMetrics::decode_error(int16_t api, Direction direction, DecodeErrorReason reason) {
   add(shard().decode_errors[api_slot(api)][static_cast<size_t>(direction)][static_cast<size_t>(reason)]);
@@ -272,14 +273,16 @@ bool ProxyMetrics::is_series_of(ClientSeries series, std::string_view software_n
 
 void ProxyMetrics::enable_traffic_labels(bool topics, bool client_ids, size_t max_values) {
   std::lock_guard lock(mutex_);
-  topic_labels_.reset(topics ? new LabelValues("kproxy_topic_requests_total",
-                                               "Requests by API and topic they name (opt-in, capped: see kproxy_label_values_folded_total).",
-                                               "topic", max_values)
-                             : nullptr);
-  client_id_labels_.reset(client_ids ? new LabelValues("kproxy_client_requests_total",
-                                                       "Requests by API and client id (opt-in, capped: see kproxy_label_values_folded_total).",
-                                                       "client_id", max_values)
-                                     : nullptr);
+  topic_labels_.reset(topics
+                          ? new LabelValues("kproxy_topic_requests_total",
+                                            "Requests by API and topic they name (opt-in, capped: see kproxy_label_values_folded_total).",
+                                            "topic", max_values)
+                          : nullptr);
+  client_id_labels_.reset(client_ids
+                              ? new LabelValues("kproxy_client_requests_total",
+                                                "Requests by API and client id (opt-in, capped: see kproxy_label_values_folded_total).",
+                                                "client_id", max_values)
+                              : nullptr);
 }
 
 void ProxyMetrics::add_collector(Collector collector) {
@@ -329,15 +332,20 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   out.push_back(std::move(opened));
 
   auto closed = family("kproxy_connections_closed_total", "Client connections closed, by listener and reason.", MetricType::Counter);
-  for (const auto& [key, n] : close_reasons_) closed.metric.push_back(sample({{"listener", key.first}, {"reason", key.second}}, static_cast<double>(n), MetricType::Counter));
+  for (const auto& [key, n] : close_reasons_)
+    closed.metric.push_back(sample({{"listener", key.first}, {"reason", key.second}}, static_cast<double>(n), MetricType::Counter));
   out.push_back(std::move(closed));
 
   auto req_bytes = family("kproxy_request_bytes_total", "Bytes of request frames received from clients, by API.", MetricType::Counter);
   auto resp_bytes = family("kproxy_response_bytes_total", "Bytes of response frames sent to clients, by API.", MetricType::Counter);
-  auto errors = family("kproxy_response_errors_total", "Non-zero error codes seen in responses, by API and error name.", MetricType::Counter);
-  auto duration = family("kproxy_request_duration_seconds", "Broker round trip as seen by the proxy (request forwarded to response received), by API.", MetricType::Histogram);
-  auto undecoded = family("kproxy_frames_undecoded_total", "Frames passed through without decoding their body, by API and reason.", MetricType::Counter);
-  auto decode_errors = family("kproxy_decode_errors_total", "Frames that did not decode, by API, direction and reason.", MetricType::Counter);
+  auto errors =
+      family("kproxy_response_errors_total", "Non-zero error codes seen in responses, by API and error name.", MetricType::Counter);
+  auto duration = family("kproxy_request_duration_seconds",
+                         "Broker round trip as seen by the proxy (request forwarded to response received), by API.", MetricType::Histogram);
+  auto undecoded =
+      family("kproxy_frames_undecoded_total", "Frames passed through without decoding their body, by API and reason.", MetricType::Counter);
+  auto decode_errors =
+      family("kproxy_decode_errors_total", "Frames that did not decode, by API, direction and reason.", MetricType::Counter);
   auto rewritten = family("kproxy_frames_rewritten_total", "Frames changed by a pipeline stage, by API and stage.", MetricType::Counter);
   for (size_t a = 0; a < kApiSlots; ++a) {
     uint64_t rq = 0, rs = 0;
@@ -377,14 +385,17 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
     for (size_t r = 0; r < static_cast<size_t>(UndecodedReason::kCount); ++r) {
       uint64_t n = 0;
       for (const auto& s : shards_) n += load(s->undecoded[a][r]);
-      if (n) undecoded.metric.push_back(sample({{"api", api}, {"reason", undecoded_reason_name(static_cast<UndecodedReason>(r))}}, static_cast<double>(n), MetricType::Counter));
+      if (n)
+        undecoded.metric.push_back(sample({{"api", api}, {"reason", undecoded_reason_name(static_cast<UndecodedReason>(r))}},
+                                          static_cast<double>(n), MetricType::Counter));
     }
     for (size_t d = 0; d < 2; ++d) {
       for (size_t r = 0; r < static_cast<size_t>(DecodeErrorReason::kCount); ++r) {
         uint64_t n = 0;
         for (const auto& s : shards_) n += load(s->decode_errors[a][d][r]);
         if (n) {
-          decode_errors.metric.push_back(sample({{"api", api}, {"direction", d == 0 ? "request" : "response"},
+          decode_errors.metric.push_back(sample({{"api", api},
+                                                 {"direction", d == 0 ? "request" : "response"},
                                                  {"reason", decode_error_reason_name(static_cast<DecodeErrorReason>(r))}},
                                                 static_cast<double>(n), MetricType::Counter));
         }
@@ -423,14 +434,17 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
 
   auto faults = family("kproxy_faults_injected_total", "Faults injected, by rule, API and action.", MetricType::Counter);
   for (const auto& [key, n] : faults_) {
-    faults.metric.push_back(sample({{"rule", std::get<0>(key)}, {"api", std::get<1>(key)}, {"action", std::get<2>(key)}}, static_cast<double>(n), MetricType::Counter));
+    faults.metric.push_back(sample({{"rule", std::get<0>(key)}, {"api", std::get<1>(key)}, {"action", std::get<2>(key)}},
+                                   static_cast<double>(n), MetricType::Counter));
   }
   out.push_back(std::move(faults));
 
-  auto clients = family("kproxy_clients", "Client connections open now by the software they announced in ApiVersions (KIP-511).", MetricType::Gauge);
+  auto clients =
+      family("kproxy_clients", "Client connections open now by the software they announced in ApiVersions (KIP-511).", MetricType::Gauge);
   for (const auto& [key, n] : clients_) {
     size_t nul = key.find('\0');
-    clients.metric.push_back(sample({{"software_name", key.substr(0, nul)}, {"software_version", key.substr(nul + 1)}}, static_cast<double>(n), MetricType::Gauge));
+    clients.metric.push_back(sample({{"software_name", key.substr(0, nul)}, {"software_version", key.substr(nul + 1)}},
+                                    static_cast<double>(n), MetricType::Gauge));
   }
   out.push_back(std::move(clients));
 
@@ -493,7 +507,8 @@ uint64_t ProxyMetrics::latency_count(int16_t api) const {
 uint64_t ProxyMetrics::fault_injections(std::string_view rule) const {
   std::lock_guard lock(mutex_);
   uint64_t n = 0;
-  for (const auto& [key, count] : faults_) if (std::get<0>(key) == rule) n += count;
+  for (const auto& [key, count] : faults_)
+    if (std::get<0>(key) == rule) n += count;
   return n;
 }
 

@@ -32,8 +32,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,9 +57,8 @@ inline constexpr int kVersionSlots = 32;
 /// Error codes -1..kErrorSlots-2 get their own slot (index code + 1); others the last one.
 inline constexpr int kErrorSlots = 160;
 /// Latency bucket upper bounds in seconds: 100 µs to 30 s.
-inline constexpr std::array<double, 17> kLatencyBuckets = {
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0, 30.0};
+inline constexpr std::array<double, 17> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                           0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0, 30.0};
 /// Listeners with their own slots (a config with more counts the rest in the last one).
 inline constexpr size_t kMaxListeners = 16;
 /// Pipeline stages that can rewrite frames (by name, registered once).
@@ -79,9 +78,9 @@ enum class UndecodedReason : uint8_t {
 const char* undecoded_reason_name(UndecodedReason reason);
 
 enum class DecodeErrorReason : uint8_t {
-  kHeader = 0,     ///< the request or response header did not parse
-  kBody = 1,       ///< the body did not parse
-  kFraming = 2,    ///< bad size prefix
+  kHeader = 0,   ///< the request or response header did not parse
+  kBody = 1,     ///< the body did not parse
+  kFraming = 2,  ///< bad size prefix
   kCount = 3,
 };
 const char* decode_error_reason_name(DecodeErrorReason reason);
@@ -90,30 +89,30 @@ const char* decode_error_reason_name(DecodeErrorReason reason);
 /// through untouched. Each is exported as kproxy_proxy_<name>_total (proxy_event_name).
 enum class ProxyEvent : uint8_t {
   kConnectionAccepted = 0,
-  kConnectionRefused,        ///< over limits.max_connections, or while draining
-  kAcceptFailure,            ///< accept() failed (e.g. EMFILE): the connection was dropped
-  kUpstreamConnectFailure,   ///< resolve, connect or upstream TLS failed or timed out
-  kUpstreamDisconnect,       ///< a broker closed while its client was connected
-  kFramingError,             ///< negative or oversized size prefix
-  kTlsOnPlaintext,           ///< a TLS ClientHello on a plaintext port
-  kTlsFailure,               ///< a TLS handshake or record failed, on either leg
-  kMalformedRequest,         ///< header or needed body fields do not parse
-  kMalformedResponse,        ///< a response that had to be decoded did not parse
-  kUnexpectedResponse,       ///< a response with nothing in flight
-  kCorrelationMismatch,      ///< a response whose correlation id is not the oldest request's
-  kResponseRewritten,        ///< broker addresses replaced
-  kRequestUnknownVersion,    ///< api key or version unknown to kproxy: forwarded untouched
-  kRequestWithoutResponse,   ///< Produce with acks=0
-  kSaslRawToken,             ///< SaslHandshake v0 raw-token frames passed through
+  kConnectionRefused,       ///< over limits.max_connections, or while draining
+  kAcceptFailure,           ///< accept() failed (e.g. EMFILE): the connection was dropped
+  kUpstreamConnectFailure,  ///< resolve, connect or upstream TLS failed or timed out
+  kUpstreamDisconnect,      ///< a broker closed while its client was connected
+  kFramingError,            ///< negative or oversized size prefix
+  kTlsOnPlaintext,          ///< a TLS ClientHello on a plaintext port
+  kTlsFailure,              ///< a TLS handshake or record failed, on either leg
+  kMalformedRequest,        ///< header or needed body fields do not parse
+  kMalformedResponse,       ///< a response that had to be decoded did not parse
+  kUnexpectedResponse,      ///< a response with nothing in flight
+  kCorrelationMismatch,     ///< a response whose correlation id is not the oldest request's
+  kResponseRewritten,       ///< broker addresses replaced
+  kRequestUnknownVersion,   ///< api key or version unknown to kproxy: forwarded untouched
+  kRequestWithoutResponse,  ///< Produce with acks=0
+  kSaslRawToken,            ///< SaslHandshake v0 raw-token frames passed through
   kBrokerPortOpened,
-  kBrokerPortFailure,        ///< no port left, or bind failed
-  kLoopClosedUncleanly,      ///< a worker loop still had handles at uv_loop_close (a bug)
-  kSelfConnection,           ///< kproxy connected to itself (proxy/net/self_connection.h)
-  kFrameMemoryRefusal,       ///< a frame refused over limits.max_buffered_frame_bytes
-  kConnectionHandedOver,     ///< accepted by one worker, served by another (proxy/runtime/connection_balancer.h)
-  kRequestStreamed,          ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
-  kRequestStreamRefused,     ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
-  kWaitDeadline,             ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
+  kBrokerPortFailure,     ///< no port left, or bind failed
+  kLoopClosedUncleanly,   ///< a worker loop still had handles at uv_loop_close (a bug)
+  kSelfConnection,        ///< kproxy connected to itself (proxy/net/self_connection.h)
+  kFrameMemoryRefusal,    ///< a frame refused over limits.max_buffered_frame_bytes
+  kConnectionHandedOver,  ///< accepted by one worker, served by another (proxy/runtime/connection_balancer.h)
+  kRequestStreamed,       ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
+  kRequestStreamRefused,  ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
+  kWaitDeadline,          ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
   kCount,
 };
 /// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.
@@ -127,7 +126,7 @@ struct alignas(64) MetricsShard {
     std::array<std::array<Counter, kVersionSlots>, kApiSlots> requests{};
     std::array<std::array<Counter, kVersionSlots>, kApiSlots> responses{};
     std::array<std::atomic<int64_t>, 2> connections{};  ///< by Side
-    std::array<Counter, 2> opened{};                     ///< by Side
+    std::array<Counter, 2> opened{};                    ///< by Side
   };
   explicit MetricsShard(size_t listener_count) : listeners(new PerListener[listener_count]), listener_count(listener_count) {}
   std::unique_ptr<PerListener[]> listeners;  ///< one per configured listener (at shard creation)
@@ -150,7 +149,9 @@ inline void add(Counter& c, uint64_t n = 1) { c.store(c.load(std::memory_order_r
 inline void add(std::atomic<int64_t>& c, int64_t n) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 
 inline size_t api_slot(int16_t api_key) { return api_key >= 0 && api_key < kApiSlots - 1 ? static_cast<size_t>(api_key) : kApiSlots - 1; }
-inline size_t version_slot(int16_t version) { return version >= 0 && version < kVersionSlots - 1 ? static_cast<size_t>(version) : kVersionSlots - 1; }
+inline size_t version_slot(int16_t version) {
+  return version >= 0 && version < kVersionSlots - 1 ? static_cast<size_t>(version) : kVersionSlots - 1;
+}
 inline size_t error_slot(int16_t code) { return code >= -1 && code < kErrorSlots - 1 ? static_cast<size_t>(code + 1) : kErrorSlots - 1; }
 size_t latency_bucket(std::chrono::nanoseconds latency);
 

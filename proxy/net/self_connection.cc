@@ -47,8 +47,7 @@ ConnectionKey SelfConnectionDetector::connection_key(const sockaddr_storage& fro
   if (from.ss_family == AF_INET && to.ss_family == AF_INET) {
     const auto& f = reinterpret_cast<const sockaddr_in&>(from);
     const auto& t = reinterpret_cast<const sockaddr_in&>(to);
-    return {(uint64_t{f.sin_addr.s_addr} << 32) | t.sin_addr.s_addr,
-            (uint64_t{1} << 63) | (uint64_t{f.sin_port} << 16) | t.sin_port};
+    return {(uint64_t{f.sin_addr.s_addr} << 32) | t.sin_addr.s_addr, (uint64_t{1} << 63) | (uint64_t{f.sin_port} << 16) | t.sin_port};
   }
   std::string a = endpoint_key(from), b = endpoint_key(to);
   if (a.empty() || b.empty()) return {};
@@ -118,8 +117,8 @@ bool is_local_address(const sockaddr_storage& addr) {
   for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
     if (!i->ifa_addr || i->ifa_addr->sa_family != addr.ss_family) continue;
     if (addr.ss_family == AF_INET) {
-      found = std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, &reinterpret_cast<const sockaddr_in&>(addr).sin_addr,
-                          sizeof(in_addr)) == 0;
+      found = std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr,
+                          &reinterpret_cast<const sockaddr_in&>(addr).sin_addr, sizeof(in_addr)) == 0;
     } else {
       found = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
                           &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr, sizeof(in6_addr)) == 0;

@@ -127,7 +127,8 @@ void TcpStream::append_borrowed(codec::Bytes bytes) {
   if (bytes.empty()) return;
   pending_bytes_ += bytes.size();
   // Frames forwarded from one read lie back to back: one segment for all of them.
-  if (!pending_.empty() && pending_.back().is_borrowed && pending_.back().borrowed.data() + pending_.back().borrowed.size() == bytes.data()) {
+  if (!pending_.empty() && pending_.back().is_borrowed &&
+      pending_.back().borrowed.data() + pending_.back().borrowed.size() == bytes.data()) {
     Segment& last = pending_.back();
     last.borrowed = codec::Bytes(last.borrowed.data(), last.borrowed.size() + bytes.size());
     return;
@@ -275,9 +276,7 @@ void TcpStream::begin_shutdown() {
   if (uv_shutdown(shutdown_req_.get(), stream(), after_shutdown) < 0) close();
 }
 
-void TcpStream::after_shutdown(uv_shutdown_t* req, int) {
-  static_cast<TcpStream*>(req->data)->close();
-}
+void TcpStream::after_shutdown(uv_shutdown_t* req, int) { static_cast<TcpStream*>(req->data)->close(); }
 
 void TcpStream::close() {
   if (closing()) return;

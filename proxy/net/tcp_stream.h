@@ -133,9 +133,9 @@ class TcpStream {
   struct Segment {
     codec::FrameBuffer owned;
     codec::Bytes borrowed;
-    size_t sent = 0;          ///< bytes of it already written (or sent before it was queued)
+    size_t sent = 0;  ///< bytes of it already written (or sent before it was queued)
     bool is_borrowed = false;
-    bool copies = false;      ///< holds append() copies: later copies go on its end
+    bool copies = false;  ///< holds append() copies: later copies go on its end
     codec::Bytes unsent() const { return (is_borrowed ? borrowed : owned.bytes()).subspan(sent); }
   };
   /// A uv_write in progress; owns its segments until after_write.

@@ -1,9 +1,8 @@
 // UpstreamConnection: the proxy's connection to a broker on behalf of one client connection.
 //
 // It resolves the broker's host (uv_getaddrinfo, off the loop thread), connects, and gives up
-// after the configured connect timeout (which on a TLS stream also covers the handshake). Its TcpStream reports data and errors to the owning
-// ClientConnection like the client side does; this class only owns the connect phase and the
-// handles that belong to it.
+// after the configured connect timeout (which on a TLS stream also covers the handshake). Its TcpStream reports data and errors to the
+// owning ClientConnection like the client side does; this class only owns the connect phase and the handles that belong to it.
 #pragma once
 
 #include <chrono>

@@ -25,8 +25,8 @@ namespace kproxy::proxy {
 
 /// The libuv handle types kproxy owns.
 template <typename T>
-concept UvHandleType = std::same_as<T, uv_tcp_t> || std::same_as<T, uv_timer_t> || std::same_as<T, uv_async_t> ||
-                       std::same_as<T, uv_signal_t>;
+concept UvHandleType =
+    std::same_as<T, uv_tcp_t> || std::same_as<T, uv_timer_t> || std::same_as<T, uv_async_t> || std::same_as<T, uv_signal_t>;
 
 template <UvHandleType T>
 class UvHandle {
@@ -60,11 +60,7 @@ class UvHandle {
   /// The handle, or nullptr before init() and after libuv closed it.
   T* get() const { return box_ ? &box_->handle : nullptr; }
   uv_handle_t* base() const { return box_ ? reinterpret_cast<uv_handle_t*>(&box_->handle) : nullptr; }
-  uv_stream_t* stream() const
-    requires std::same_as<T, uv_tcp_t>
-  {
-    return box_ ? reinterpret_cast<uv_stream_t*>(&box_->handle) : nullptr;
-  }
+  uv_stream_t* stream() const requires std::same_as<T, uv_tcp_t> { return box_ ? reinterpret_cast<uv_stream_t*>(&box_->handle) : nullptr; }
 
   /// init() succeeded and close() was not called.
   bool open() const { return box_ && !uv_is_closing(base()); }

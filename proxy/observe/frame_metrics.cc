@@ -9,9 +9,9 @@
 #include "codec/generated/messages/fetch.h"
 #include "codec/generated/messages/produce.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/cluster/topic_names.h"
 #include "proxy/metrics/label_values.h"
 #include "proxy/tap/tap_event.h"
-#include "proxy/cluster/topic_names.h"
 
 namespace kproxy::metrics {
 namespace {
@@ -74,7 +74,8 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
   // Each stage that changed the frame says so itself (ResponseContext::changed_by()).
-  for (uint32_t bits = ctx.changed_by(); bits != 0; bits &= bits - 1) metrics_.rewritten(api, stage_ids_[static_cast<size_t>(__builtin_ctz(bits))]);
+  for (uint32_t bits = ctx.changed_by(); bits != 0; bits &= bits - 1)
+    metrics_.rewritten(api, stage_ids_[static_cast<size_t>(__builtin_ctz(bits))]);
   bool has_error = false;
   if (!count_errors_ && !hub_.active()) return;
   // The scan (made once per frame, often already by the broker-address rewrite) describes the

@@ -1,8 +1,8 @@
 #include "proxy/pipeline/frame_context.h"
 
-#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/generated/messages/api_versions.h"
 #include "codec/response_header.h"
 #include "codec/writer.h"

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "codec/generated/api_keys.h"
+#include "codec/generated/response_scan.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
-#include "codec/generated/response_scan.h"
 #include "proxy/chaos/transport_shaper.h"
 #include "proxy/net/close_reason.h"
 #include "proxy/pipeline/stage.h"

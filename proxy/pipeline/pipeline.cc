@@ -5,11 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/response_header.h"
-#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/metrics/connection_metrics.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/pipeline/request_fields.h"
 
 namespace kproxy::proxy {
@@ -57,15 +57,12 @@ Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const Brok
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, PipelineOutput& output,
                    metrics::ConnectionMetrics* metrics, const StageSetup& setup)
-    : info_(std::move(info)),
-      loop_(loop),
-      output_(output),
-      metrics_(metrics),
-      rules_(chaos),
+    : info_(std::move(info)), loop_(loop), output_(output), metrics_(metrics), rules_(chaos),
 #define KPROXY_STAGE_INIT(id, name, type) id##_(setup),
       KPROXY_STAGES(KPROXY_STAGE_INIT)
 #undef KPROXY_STAGE_INIT
-      sasl_() {}
+          sasl_() {
+}
 
 Pipeline::~Pipeline() { shutdown(); }
 
@@ -94,8 +91,8 @@ void Pipeline::shape_to_broker(codec::Bytes bytes, const chaos::TransportToxic* 
     return;
   }
   if (!to_broker_) {
-    to_broker_ = std::make_unique<chaos::TransportShaper>(loop_, [this](codec::Bytes b) { output_.send_to_broker(b); },
-                                                          [this] { output_.flush(); });
+    to_broker_ = std::make_unique<chaos::TransportShaper>(
+        loop_, [this](codec::Bytes b) { output_.send_to_broker(b); }, [this] { output_.flush(); });
   }
   to_broker_->send(bytes, toxic);
 }
@@ -106,8 +103,8 @@ void Pipeline::shape_to_client(codec::Bytes bytes, const chaos::TransportToxic* 
     return;
   }
   if (!to_client_) {
-    to_client_ = std::make_unique<chaos::TransportShaper>(loop_, [this](codec::Bytes b) { output_.send_to_client(b); },
-                                                          [this] { output_.flush(); });
+    to_client_ = std::make_unique<chaos::TransportShaper>(
+        loop_, [this](codec::Bytes b) { output_.send_to_client(b); }, [this] { output_.flush(); });
   }
   to_client_->send(bytes, toxic);
 }
@@ -124,10 +121,8 @@ bool Pipeline::may_stream_request(codec::Bytes head) {
   switch (static_cast<codec::ApiKey>(header.api_key)) {
     case codec::ApiKey::kApiVersions:  // the ApiVersions stage may answer it
     case codec::ApiKey::kSaslHandshake:
-    case codec::ApiKey::kSaslAuthenticate:
-      return false;
-    default:
-      break;
+    case codec::ApiKey::kSaslAuthenticate: return false;
+    default: break;
   }
   return !rules_.get().may_match(header.api_key);
 }
@@ -164,8 +159,8 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   bool expects_response = true;
   if (header.header_version < 0) {
     metrics::count(metrics::ProxyEvent::kRequestUnknownVersion);
-    spdlog::debug("conn={} forwarding api key {} ({}) v{} untouched: unknown to kproxy", info_.id, header.api_key, api_label(header.api_key),
-                  header.api_version);
+    spdlog::debug("conn={} forwarding api key {} ({}) v{} untouched: unknown to kproxy", info_.id, header.api_key,
+                  api_label(header.api_key), header.api_version);
   } else {
     codec::Bytes body = message.subspan(header.size);
     if (header.api_key == static_cast<int16_t>(codec::ApiKey::kProduce)) {
@@ -230,8 +225,9 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     answer_actions.close_after_rule = actions.close_after_rule;
     answer_actions.reset_after_bytes = actions.reset_after_bytes;
     answer_actions.to_client = actions.to_client;
-    ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version, codec::Bytes(slot.bytes.data(), slot.bytes.size()),
-                         info_, answer_actions, /*synthetic=*/true, std::chrono::nanoseconds(0));
+    ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version,
+                         codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_, answer_actions, /*synthetic=*/true,
+                         std::chrono::nanoseconds(0));
     for (Stage* stage : stages()) stage->on_response(rctx);
     slot.actions = keep_if_any(std::move(answer_actions));
     slots_.push_back(std::move(slot));

@@ -52,8 +52,6 @@
 #include "proxy/net/deadline_timer.h"
 #include "proxy/pipeline/frame_context.h"
 #include "proxy/pipeline/frame_observer.h"
-#include "proxy/util/lazy_deque.h"
-#include "proxy/util/ring_queue.h"
 #include "proxy/pipeline/rule_snapshot.h"
 #include "proxy/pipeline/sasl_raw_tokens.h"
 #include "proxy/pipeline/stage.h"
@@ -62,6 +60,8 @@
 #include "proxy/pipeline/stages/fault_stage.h"
 #include "proxy/pipeline/stages/observer_stage.h"
 #include "proxy/pipeline/stages/topic_ids_stage.h"
+#include "proxy/util/lazy_deque.h"
+#include "proxy/util/ring_queue.h"
 
 namespace kproxy::metrics {
 class ConnectionMetrics;
@@ -91,8 +91,8 @@ class Pipeline {
  public:
   /// `rewrite` == nullptr: broker addresses pass unchanged (unit tests). `metrics`, when given,
   /// counts requests in flight.
-  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info, PipelineOutput& output,
-           metrics::ConnectionMetrics* metrics = nullptr);
+  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info,
+           PipelineOutput& output, metrics::ConnectionMetrics* metrics = nullptr);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -184,13 +184,13 @@ class Pipeline {
   /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
   bool unanswered_sasl_tokens_ = false;
   // Allocated on first use (an idle connection holds neither; proxy/util/ring_queue.h, proxy/util/lazy_deque.h).
-  RingQueue<Slot> slots_;            ///< one per request that gets an answer, in request order
-  LazyDeque<HeldRequest> held_;      ///< broker-bound requests waiting for a delay
-  size_t forwarded_ahead_ = 0;       ///< slots (from the front) up to the next one to forward
-  size_t answered_ahead_ = 0;        ///< slots (from the front) up to the next one awaiting the broker
-  size_t awaiting_broker_ = 0;       ///< forwarded slots without a response yet
-  size_t held_request_bytes_ = 0;    ///< frames in held_
-  size_t held_response_bytes_ = 0;   ///< encoded responses in slots_
+  RingQueue<Slot> slots_;                 ///< one per request that gets an answer, in request order
+  LazyDeque<HeldRequest> held_;           ///< broker-bound requests waiting for a delay
+  size_t forwarded_ahead_ = 0;            ///< slots (from the front) up to the next one to forward
+  size_t answered_ahead_ = 0;             ///< slots (from the front) up to the next one awaiting the broker
+  size_t awaiting_broker_ = 0;            ///< forwarded slots without a response yet
+  size_t held_request_bytes_ = 0;         ///< frames in held_
+  size_t held_response_bytes_ = 0;        ///< encoded responses in slots_
   std::unique_ptr<DeadlineTimer> timer_;  ///< releases delayed requests and responses (made on first use)
   bool blackholed_ = false;
   bool closed_ = false;

@@ -20,11 +20,11 @@
 namespace kproxy::proxy {
 
 /// The stages in the order frames pass them: X(StageId enumerator, metric label `stage`, class).
-#define KPROXY_STAGES(X)                                                                               \
-  X(kBrokerAddress, "broker_address", BrokerAddressStage) /* keeps every connection on kproxy */     \
-  X(kApiVersions, "api_versions", ApiVersionsStage)       /* KIP-511 name, version range policy */   \
-  X(kTopicIds, "topic_ids", TopicIdsStage)                /* topic id -> name from Metadata */       \
-  X(kFaultRules, "fault_rules", FaultStage)               /* the config's and admin API's rules */   \
+#define KPROXY_STAGES(X)                                                                           \
+  X(kBrokerAddress, "broker_address", BrokerAddressStage) /* keeps every connection on kproxy */   \
+  X(kApiVersions, "api_versions", ApiVersionsStage)       /* KIP-511 name, version range policy */ \
+  X(kTopicIds, "topic_ids", TopicIdsStage)                /* topic id -> name from Metadata */     \
+  X(kFaultRules, "fault_rules", FaultStage)               /* the config's and admin API's rules */ \
   X(kObserver, "observer", ObserverStage)                 /* metrics and tap */
 
 /// Which stage did something to a frame (metrics label `stage`, log lines). One bit each in

@@ -23,7 +23,8 @@ constexpr int16_t key(codec::ApiKey k) { return static_cast<int16_t>(k); }
 constexpr const char* kApiKeys = "api, min, max, hide, listener, client_id";
 constexpr const char* kFeatureKeys = "feature, max, supported_min, supported_max, hide, implied_apis, listener, client_id";
 
-bool known(const nlohmann::json& e, std::initializer_list<const char*> keys, const std::string& at, const char* expected, std::string& error) {
+bool known(const nlohmann::json& e, std::initializer_list<const char*> keys, const std::string& at, const char* expected,
+           std::string& error) {
   for (auto it = e.begin(); it != e.end(); ++it) {
     bool ok = false;
     for (const char* k : keys) ok = ok || it.key() == k;
@@ -88,7 +89,8 @@ bool parse_api_entry(const nlohmann::json& e, const std::string& at, ApiVersions
   if (!known(e, {"api", "min", "max", "hide", "listener", "client_id"}, at, kApiKeys, error)) return false;
   std::optional<int16_t> k;
   if (e["api"].is_string()) k = codec::api_key_for_name(e["api"].get<std::string>());
-  else if (e["api"].is_number_integer() && codec::api_name(static_cast<int16_t>(e["api"].get<int>()))) k = static_cast<int16_t>(e["api"].get<int>());
+  else if (e["api"].is_number_integer() && codec::api_name(static_cast<int16_t>(e["api"].get<int>())))
+    k = static_cast<int16_t>(e["api"].get<int>());
   if (!k) {
     error = at + ".api: unknown API " + e["api"].dump();
     return false;
@@ -117,7 +119,9 @@ bool parse_feature_entry(const nlohmann::json& e, const std::string& at, ApiVers
     error = at + ".min: a feature has no min (use max for the finalized level, supported_min/supported_max for the supported range)";
     return false;
   }
-  if (!known(e, {"feature", "max", "supported_min", "supported_max", "hide", "implied_apis", "listener", "client_id"}, at, kFeatureKeys, error)) return false;
+  if (!known(e, {"feature", "max", "supported_min", "supported_max", "hide", "implied_apis", "listener", "client_id"}, at, kFeatureKeys,
+             error))
+    return false;
   if (!e["feature"].is_string() || e["feature"].get<std::string>().empty()) {
     error = at + ".feature: expected a feature name (e.g. \"transaction.version\")";
     return false;

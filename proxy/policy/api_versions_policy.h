@@ -73,8 +73,8 @@ struct ApiVersionsPolicy {
     bool implied_apis = true;  ///< clamp the API ranges the level implies (implied_api_limits)
     PolicyScope scope;
   };
-  std::vector<Entry> apis;             ///< in list order
-  std::vector<FeatureEntry> features;  ///< in list order
+  std::vector<Entry> apis;                        ///< in list order
+  std::vector<FeatureEntry> features;             ///< in list order
   nlohmann::json spec = nlohmann::json::array();  ///< as given (GET /api-versions)
 };
 

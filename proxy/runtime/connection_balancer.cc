@@ -9,9 +9,8 @@ ConnectionBalancer::ConnectionBalancer(size_t workers) : slots_(new Slot[workers
 size_t ConnectionBalancer::assign(size_t acceptor) {
   if (acceptor >= count_) acceptor = 0;
   size_t best = acceptor;
-  int64_t best_load = slots_[acceptor].excluded.load(std::memory_order_relaxed)
-                          ? std::numeric_limits<int64_t>::max()
-                          : slots_[acceptor].load.load(std::memory_order_relaxed);
+  int64_t best_load = slots_[acceptor].excluded.load(std::memory_order_relaxed) ? std::numeric_limits<int64_t>::max()
+                                                                                : slots_[acceptor].load.load(std::memory_order_relaxed);
   for (size_t i = 0; i < count_; ++i) {
     if (i == acceptor || slots_[i].excluded.load(std::memory_order_relaxed)) continue;
     int64_t load = slots_[i].load.load(std::memory_order_relaxed);
@@ -34,8 +33,6 @@ void ConnectionBalancer::exclude(size_t worker) {
   if (worker < count_) slots_[worker].excluded.store(true, std::memory_order_relaxed);
 }
 
-int64_t ConnectionBalancer::load(size_t worker) const {
-  return worker < count_ ? slots_[worker].load.load(std::memory_order_relaxed) : 0;
-}
+int64_t ConnectionBalancer::load(size_t worker) const { return worker < count_ ? slots_[worker].load.load(std::memory_order_relaxed) : 0; }
 
 }  // namespace kproxy::proxy

@@ -8,10 +8,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "proxy/util/log_throttle.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/self_connection.h"
 #include "proxy/runtime/worker.h"
+#include "proxy/util/log_throttle.h"
 
 namespace kproxy::proxy {
 
@@ -74,9 +74,10 @@ void Listener::on_connection(uv_stream_t* server, int status) {
     static LogThrottle throttle(std::chrono::seconds(5));
     uint64_t suppressed = 0;
     if (throttle.allow(&suppressed)) {
-      spdlog::error("listener={} accept failed, the connection was dropped: {}{}{}", self->spec_->label(), uv_strerror(status),
-                    status == UV_EMFILE || status == UV_ENFILE ? " (raise the open-file limit, RLIMIT_NOFILE, or lower limits.max_connections)" : "",
-                    suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+      spdlog::error(
+          "listener={} accept failed, the connection was dropped: {}{}{}", self->spec_->label(), uv_strerror(status),
+          status == UV_EMFILE || status == UV_ENFILE ? " (raise the open-file limit, RLIMIT_NOFILE, or lower limits.max_connections)" : "",
+          suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
     }
     return;
   }

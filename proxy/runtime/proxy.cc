@@ -10,8 +10,8 @@
 #include "proxy/chaos/config_sections.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/owned_descriptor.h"
-#include "proxy/util/logging.h"
 #include "proxy/runtime/startup_check.h"
+#include "proxy/util/logging.h"
 
 namespace kproxy::proxy {
 namespace {
@@ -50,8 +50,7 @@ void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balanc
 }  // namespace
 
 Proxy::Proxy(std::shared_ptr<const config::Config> config)
-    : config_(std::move(config)),
-      frame_budget_(config_->limits.max_buffered_frame_bytes),
+    : config_(std::move(config)), frame_budget_(config_->limits.max_buffered_frame_bytes),
       streamed_budget_(config_->limits.max_streamed_request_bytes),
       preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
   for (size_t i = 0; i < config_->listeners.size(); ++i) preferred_upstream_[i] = 0;
@@ -182,8 +181,8 @@ std::string Proxy::set_scenario(std::shared_ptr<const chaos::Scenario> scenario)
   }
   chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
   if (scenario) {
-    spdlog::info("scenario '{}' v{} applied from {}: {} rules, {} ApiVersions entries ({})", scenario->name, scenario->version, scenario->source,
-                 scenario->chaos.rules.size(), scenario->chaos.api_versions.spec.size(), scenario->description);
+    spdlog::info("scenario '{}' v{} applied from {}: {} rules, {} ApiVersions entries ({})", scenario->name, scenario->version,
+                 scenario->source, scenario->chaos.rules.size(), scenario->chaos.api_versions.spec.size(), scenario->description);
   } else {
     spdlog::info("scenario cleared: the config's rules and ApiVersions policy only");
   }
@@ -260,8 +259,8 @@ void Proxy::bootstrap_unreachable(size_t listener_index, const config::HostPort&
   uint32_t current = preferred_upstream_[listener_index].load();
   if (!(upstreams[current % upstreams.size()] == target)) return;  // someone moved on already
   if (preferred_upstream_[listener_index].compare_exchange_strong(current, current + 1)) {
-    spdlog::warn("listener={} bootstrap {} unreachable: new connections go to {}", cfg->listeners[listener_index].name,
-                 target.to_string(), upstreams[(current + 1) % upstreams.size()].to_string());
+    spdlog::warn("listener={} bootstrap {} unreachable: new connections go to {}", cfg->listeners[listener_index].name, target.to_string(),
+                 upstreams[(current + 1) % upstreams.size()].to_string());
   }
 }
 
@@ -275,8 +274,6 @@ bool Proxy::reserve_connection() {
   return true;
 }
 
-void Proxy::release_connection() {
-  open_connections_.fetch_sub(1);
-}
+void Proxy::release_connection() { open_connections_.fetch_sub(1); }
 
 }  // namespace kproxy::proxy

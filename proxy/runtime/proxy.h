@@ -19,13 +19,13 @@
 
 #include "codec/frame_memory_budget.h"
 #include "config/config.h"
-#include "proxy/cluster/broker_address_rewrite.h"
-#include "proxy/cluster/broker_directory.h"
 #include "proxy/chaos/rule_set.h"
 #include "proxy/chaos/scenario.h"
+#include "proxy/cluster/broker_address_rewrite.h"
+#include "proxy/cluster/broker_directory.h"
 #include "proxy/runtime/connection_balancer.h"
-#include "proxy/tls/listener_tls.h"
 #include "proxy/runtime/worker.h"
+#include "proxy/tls/listener_tls.h"
 
 namespace kproxy::proxy {
 

@@ -91,7 +91,8 @@ std::vector<std::string> unmatched_listener_scopes(const config::Config& config,
   for (size_t i = 0; i < chaos.api_versions.apis.size(); ++i) {
     const auto& scope = chaos.api_versions.apis[i].scope.listener;
     const char* api = codec::api_name(chaos.api_versions.apis[i].api);
-    if (matches_none(scope)) add("api_versions entry for " + (api ? std::string(api) : std::to_string(chaos.api_versions.apis[i].api)), *scope);
+    if (matches_none(scope))
+      add("api_versions entry for " + (api ? std::string(api) : std::to_string(chaos.api_versions.apis[i].api)), *scope);
   }
   for (const auto& feature : chaos.api_versions.features) {
     if (matches_none(feature.scope.listener)) add("api_versions entry for feature " + feature.name, *feature.scope.listener);
@@ -171,7 +172,9 @@ std::shared_ptr<const config::Config> fitted_to_file_limit(std::shared_ptr<const
   if (!fitted) return config;
   auto copy = std::make_shared<config::Config>(*config);
   copy->limits.max_connections = *fitted;
-  if (note) *note = "limits.max_connections is not set: " + std::to_string(*fitted) + " client connections fit the open-file limit " + std::to_string(limit->soft);
+  if (note)
+    *note = "limits.max_connections is not set: " + std::to_string(*fitted) + " client connections fit the open-file limit " +
+            std::to_string(limit->soft);
   return copy;
 }
 

@@ -71,7 +71,7 @@ struct FileLimitCheck {
   std::string warning;  ///< "" or why the limit is too low (logged as a warning)
   /// limits.max_connections was not set and the default does not fit: the value that does.
   std::optional<size_t> fitted_max_connections;
-  std::string fitted;   ///< "" or what was fitted and why (logged once, as info)
+  std::string fitted;  ///< "" or what was fitted and why (logged once, as info)
 };
 /// The limits.max_connections that fits `soft_limit` open files beside everything else `config`
 /// needs (fd_budget), when the config left it unset and its default does not fit; else nullopt.

@@ -180,7 +180,9 @@ void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* w
     uint64_t suppressed = 0;
     if (throttle.allow(&suppressed)) {
       spdlog::warn("listener={} refused a connection: {}{}", spec.label(), why,
-                   suppressed ? " (and " + std::to_string(suppressed) + " more since the last such line; kproxy_proxy_connections_refused_total counts each)" : "");
+                   suppressed ? " (and " + std::to_string(suppressed) +
+                                    " more since the last such line; kproxy_proxy_connections_refused_total counts each)"
+                              : "");
     }
   }
 }

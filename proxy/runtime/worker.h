@@ -19,9 +19,9 @@
 
 #include "config/config.h"
 #include "proxy/connection/connection_environment.h"
-#include "proxy/util/intrusive_list.h"
-#include "proxy/runtime/listener.h"
 #include "proxy/net/uv_handle.h"
+#include "proxy/runtime/listener.h"
+#include "proxy/util/intrusive_list.h"
 
 namespace kproxy::proxy {
 

@@ -135,8 +135,8 @@ void redact_secrets(nlohmann::json& body) {
 std::string request_line(const proxy::RequestContext& ctx, const TapLimits& limits) {
   const auto& h = ctx.header();
   std::string_view client_id = h.client_id ? *h.client_id : std::string_view();
-  nlohmann::json j = header_fields(static_cast<int64_t>(ctx.connection().id), client_id, false, h.api_key, h.api_version,
-                                   h.correlation_id, ctx.connection());
+  nlohmann::json j = header_fields(static_cast<int64_t>(ctx.connection().id), client_id, false, h.api_key, h.api_version, h.correlation_id,
+                                   ctx.connection());
   add_body(j, ctx.message(), h.api_version, ctx.decode_error(), limits);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -54,12 +54,12 @@ std::string parse_filter(const std::map<std::string, std::string>& query, TapFil
 
 struct TapLimits {
   size_t max_subscribers = 4;
-  size_t queue_lines = 10000;      ///< lines buffered per subscriber before dropping
-  size_t queue_bytes = 16 << 20;   ///< bytes buffered per subscriber before dropping
+  size_t queue_lines = 10000;     ///< lines buffered per subscriber before dropping
+  size_t queue_bytes = 16 << 20;  ///< bytes buffered per subscriber before dropping
   /// tap.records: show record contents (record_contents.h); off, records are only counted.
   bool records = false;
-  size_t max_record_bytes = 256;   ///< tap.max_record_bytes
-  size_t max_records = 100;        ///< tap.max_records
+  size_t max_record_bytes = 256;  ///< tap.max_record_bytes
+  size_t max_records = 100;       ///< tap.max_records
 };
 
 class TapHub;

@@ -55,9 +55,10 @@ bool load_identity(SSL_CTX* ctx, const std::string& source, const config::TlsFil
   if (SSL_CTX_use_PrivateKey_file(ctx, key.path.c_str(), SSL_FILETYPE_PEM) != 1) {
     int code = 0;
     std::string reason = openssl_reason(&code);
-    *error = file_error(source, key, code == X509_R_KEY_VALUES_MISMATCH
-                                         ? "the key does not belong to the certificate in '" + cert.path + "' (" + reason + ")"
-                                         : "not an unencrypted PEM private key (" + reason + ")");
+    *error =
+        file_error(source, key,
+                   code == X509_R_KEY_VALUES_MISMATCH ? "the key does not belong to the certificate in '" + cert.path + "' (" + reason + ")"
+                                                      : "not an unencrypted PEM private key (" + reason + ")");
     return false;
   }
   if (SSL_CTX_check_private_key(ctx) != 1) {

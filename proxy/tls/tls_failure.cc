@@ -163,8 +163,7 @@ TlsFailure not_tls_from_client(uint8_t first_byte) {
 
 TlsFailure closed_during_handshake(const char* peer, bool we_are_client) {
   std::string message = std::string("the ") + peer + " closed the connection during the TLS handshake";
-  message += we_are_client ? " (a plaintext port? or it rejected kproxy's client certificate)"
-                           : " (does it trust kproxy's certificate?)";
+  message += we_are_client ? " (a plaintext port? or it rejected kproxy's client certificate)" : " (does it trust kproxy's certificate?)";
   return TlsFailure{TlsFailure::Kind::kClosedDuringHandshake, message};
 }
 

@@ -6,7 +6,10 @@ namespace {
 // Matches a class starting after '['; sets `end` past the closing ']'.
 bool class_match(std::string_view p, size_t& i, char c, bool& ok) {
   bool negate = false;
-  if (i < p.size() && (p[i] == '!' || p[i] == '^')) { negate = true; ++i; }
+  if (i < p.size() && (p[i] == '!' || p[i] == '^')) {
+    negate = true;
+    ++i;
+  }
   bool matched = false;
   bool first = true;
   while (i < p.size() && (first || p[i] != ']')) {
@@ -21,7 +24,10 @@ bool class_match(std::string_view p, size_t& i, char c, bool& ok) {
     if (c >= lo && c <= hi) matched = true;
     ++i;
   }
-  if (i >= p.size()) { ok = false; return false; }
+  if (i >= p.size()) {
+    ok = false;
+    return false;
+  }
   ++i;  // ']'
   return matched != negate;
 }
@@ -65,7 +71,12 @@ bool glob_match(std::string_view p, std::string_view t) {
         size_t j = pi + 1;
         bool ok = true;
         bool m = class_match(p, j, t[ti], ok);
-        if (ok) { same = m; next = j; } else { same = t[ti] == '['; }
+        if (ok) {
+          same = m;
+          next = j;
+        } else {
+          same = t[ti] == '[';
+        }
       } else if (p[pi] == '\\' && pi + 1 < p.size()) {
         same = p[pi + 1] == t[ti];
         next = pi + 2;

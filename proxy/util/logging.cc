@@ -58,8 +58,7 @@ void configure_logging(const config::LogConfig& log) {
   }
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   if (log.format == config::LogConfig::Format::kJson) {
-    formatter->add_flag<JsonMessageFlag>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","thread":%t,"msg":"%*"})");
+    formatter->add_flag<JsonMessageFlag>('*').set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","thread":%t,"msg":"%*"})");
   } else {
     formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l [%t] %v");
   }

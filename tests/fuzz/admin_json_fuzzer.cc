@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "proxy/policy/api_versions_policy.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/policy/api_versions_policy.h"
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace kproxy;
@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string error2;
     auto again = chaos::parse_fault_rule(rule->spec, error2);
     fuzz::check(again != nullptr, "the normalised spec of an accepted rule is refused: " + error2 + "\n  spec " + dump(rule->spec));
-    fuzz::check(again->spec == rule->spec, "normalising twice changes the spec\n  first  " + dump(rule->spec) + "\n  second " + dump(again->spec));
+    fuzz::check(again->spec == rule->spec,
+                "normalising twice changes the spec\n  first  " + dump(rule->spec) + "\n  second " + dump(again->spec));
     for (uint64_t n = 1; n <= 8; ++n) {
       fuzz::check(rule->decide(n) == again->decide(n), "the same rule decides differently on hit " + std::to_string(n));
     }

@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/chaos_routes.h"

@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
+#include "codec/generated/api_keys.h"
 #include "proxy/policy/api_versions_policy.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -31,10 +31,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto keys = codec::all_api_keys();
   nlohmann::json spec = nlohmann::json::array();
   for (size_t i = 0; i + 4 <= n && size >= 4; i += 4) {
-    uint8_t a = fuzz::take_byte(data, size), lo = fuzz::take_byte(data, size), hi = fuzz::take_byte(data, size), fl = fuzz::take_byte(data, size);
+    uint8_t a = fuzz::take_byte(data, size), lo = fuzz::take_byte(data, size), hi = fuzz::take_byte(data, size),
+            fl = fuzz::take_byte(data, size);
     nlohmann::json e;
     if (fl & 16) {
-      static const char* const kFeatures[] = {"transaction.version", "group.version", "share.version", "streams.version", "metadata.version"};
+      static const char* const kFeatures[] = {"transaction.version", "group.version", "share.version", "streams.version",
+                                              "metadata.version"};
       e["feature"] = kFeatures[a % 5];
       if (fl & 1) e[(fl & 64) ? "supported_min" : "supported_max"] = static_cast<int>(lo % 6) - 1;
       if (fl & 2) e["max"] = static_cast<int>(hi % 6) - 1;
@@ -64,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool changed = policy::rewrite_api_versions(resp, *policy);
   fuzz::check_round_trip(resp, at, [] { return std::make_unique<codec::ApiVersionsResponse>(); });
   if (!changed) {
-    fuzz::check(fuzz::encode(resp, at, "unchanged") == fuzz::encode(before, at, "before"), "rewrite said unchanged but the response differs");
+    fuzz::check(fuzz::encode(resp, at, "unchanged") == fuzz::encode(before, at, "before"),
+                "rewrite said unchanged but the response differs");
     return 0;
   }
   fuzz::check(before.error_code != 35, "an UNSUPPORTED_VERSION fallback body was rewritten");

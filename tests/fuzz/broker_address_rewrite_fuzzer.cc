@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/message.h"
 #include "codec/response_header.h"
 #include "proxy/cluster/broker_address_rewrite.h"
@@ -83,7 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   fuzz::check(out.size() >= codec::kFrameSizePrefix, label + ": rewritten frame shorter than a size prefix");
   int32_t prefix = codec::peek_response_correlation_id(codec::Bytes(out.data(), out.size()));  // big-endian int32 at 0
-  fuzz::check(static_cast<size_t>(prefix) == out.size() - codec::kFrameSizePrefix, label + ": size prefix does not match the rewritten frame");
+  fuzz::check(static_cast<size_t>(prefix) == out.size() - codec::kFrameSizePrefix,
+              label + ": size prefix does not match the rewritten frame");
   codec::Bytes message(out.data() + codec::kFrameSizePrefix, out.size() - codec::kFrameSizePrefix);
   codec::ResponseHeader h;
   fuzz::check(codec::read_response_header(message, header_version, h, &error), label + ": rewritten header does not parse: " + error);
@@ -101,8 +102,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint8_t> out2;
     std::vector<proxy::BrokerAddressRewrite::NewBrokerPort> added2;
     auto outcome2 = again.rewrite(api_key, version, header_version, codec::Bytes(out.data(), out.size()), out2, added2, error);
-    fuzz::check(outcome2 == proxy::BrokerAddressRewrite::Outcome::kUnchanged,
-                label + ": rewriting a rewritten frame is not a no-op (outcome " + std::to_string(static_cast<int>(outcome2)) + ", " + error + ")");
+    fuzz::check(
+        outcome2 == proxy::BrokerAddressRewrite::Outcome::kUnchanged,
+        label + ": rewriting a rewritten frame is not a no-op (outcome " + std::to_string(static_cast<int>(outcome2)) + ", " + error + ")");
   }
   return 0;
 }

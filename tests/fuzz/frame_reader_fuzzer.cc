@@ -105,16 +105,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pos += len;
   }
   if (stopped) {
-    std::vector<std::vector<uint8_t>> prefix(ref.frames.begin(), ref.frames.begin() + static_cast<ptrdiff_t>(std::min(dropped_before, ref.frames.size())));
+    std::vector<std::vector<uint8_t>> prefix(ref.frames.begin(),
+                                             ref.frames.begin() + static_cast<ptrdiff_t>(std::min(dropped_before, ref.frames.size())));
     fuzz::check(got == prefix, "stop: frames before the stop differ from the reference");
     return 0;
   }
-  fuzz::check(failed == ref.error, std::string("pieces: framing error ") + (failed ? "reported" : "not reported") + " but the reference says otherwise");
-  fuzz::check(got == ref.frames, "pieces: frames differ from the reference (" + std::to_string(got.size()) + " vs " + std::to_string(ref.frames.size()) + ")");
+  fuzz::check(failed == ref.error,
+              std::string("pieces: framing error ") + (failed ? "reported" : "not reported") + " but the reference says otherwise");
+  fuzz::check(got == ref.frames,
+              "pieces: frames differ from the reference (" + std::to_string(got.size()) + " vs " + std::to_string(ref.frames.size()) + ")");
   fuzz::check(fr.looks_like_tls() == ref.tls, "pieces: TLS flag differs");
   fuzz::check(fr.frames() == ref.frames.size(), "pieces: frames() count differs");
-  if (!ref.error) fuzz::check(fr.buffered() == ref.leftover, "pieces: buffered() " + std::to_string(fr.buffered()) + " differs from the leftover " + std::to_string(ref.leftover));
+  if (!ref.error)
+    fuzz::check(fr.buffered() == ref.leftover,
+                "pieces: buffered() " + std::to_string(fr.buffered()) + " differs from the leftover " + std::to_string(ref.leftover));
   // After an error every later feed is refused.
-  if (failed) fuzz::check(!fr.feed(codec::Bytes(stream, stream_size), [](codec::Bytes) { return true; }), "feed() accepted bytes after an error");
+  if (failed)
+    fuzz::check(!fr.feed(codec::Bytes(stream, stream_size), [](codec::Bytes) { return true; }), "feed() accepted bytes after an error");
   return 0;
 }

@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> hbytes2;
   codec::Writer hw2(hbytes2);
   codec::write_request_header(hw2, h2);
-  fuzz::check(hbytes == hbytes2 && h2.size == hbytes.size(), "request header: re-encoding differs: " + fuzz::hex(hbytes) + " vs " + fuzz::hex(hbytes2));
+  fuzz::check(hbytes == hbytes2 && h2.size == hbytes.size(),
+              "request header: re-encoding differs: " + fuzz::hex(hbytes) + " vs " + fuzz::hex(hbytes2));
 
   auto msg = codec::make_request(api.api_key);
   if (!msg) return 0;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/generated/api_keys.h"
 #include "codec/api_versions.h"
+#include "codec/generated/api_keys.h"
 #include "codec/message.h"
 #include "codec/response_header.h"
 #include "tests/fuzz/api_selector.h"

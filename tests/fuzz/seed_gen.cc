@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "codec/generated/api_keys.h"
+#include "codec/generated/testing/fill.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
-#include "codec/generated/testing/fill.h"
 #include "codec/testing/filler.h"
 #include "proxy/cluster/broker_address_rewrite.h"
 #include "tests/fuzz/api_selector.h"
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     if (proxy::BrokerAddressRewrite::applies_to(k)) rewrite_apis.push_back(k);
   }
   const int16_t api_versions_key = static_cast<int16_t>(codec::ApiKey::kApiVersions);
-  std::vector<uint8_t> stream;  // a few request frames back to back, for the frame reader
+  std::vector<uint8_t> stream;         // a few request frames back to back, for the frame reader
   const uint64_t seeds[] = {0, 1, 2};  // 0 = the smallest instance
 
   for (int16_t key : codec::all_api_keys()) {
@@ -64,7 +64,9 @@ int main(int argc, char** argv) {
         std::string base = api + "-v" + std::to_string(v) + "-" + (seed == 0 ? std::string("smallest") : "r" + std::to_string(seed));
         // Request: header + body.
         {
-          codec::testing::Filler f = seed == 0 ? codec::testing::Filler() : codec::testing::Filler(seed * 7919 + static_cast<uint64_t>(key) * 131 + static_cast<uint64_t>(v));
+          codec::testing::Filler f =
+              seed == 0 ? codec::testing::Filler()
+                        : codec::testing::Filler(seed * 7919 + static_cast<uint64_t>(key) * 131 + static_cast<uint64_t>(v));
           auto m = codec::testing::make_instance(key, true, v, f);
           if (m && fuzz::selector_bytes(key, v, true, sel)) {
             codec::RequestHeader h;
@@ -90,7 +92,9 @@ int main(int argc, char** argv) {
         }
         // Response: header + body.
         {
-          codec::testing::Filler f = seed == 0 ? codec::testing::Filler() : codec::testing::Filler(seed * 104729 + static_cast<uint64_t>(key) * 131 + static_cast<uint64_t>(v));
+          codec::testing::Filler f =
+              seed == 0 ? codec::testing::Filler()
+                        : codec::testing::Filler(seed * 104729 + static_cast<uint64_t>(key) * 131 + static_cast<uint64_t>(v));
           auto m = codec::testing::make_instance(key, false, v, f);
           if (!m || !fuzz::selector_bytes(key, v, false, sel)) continue;
           codec::ResponseHeader h;
@@ -125,14 +129,22 @@ int main(int argc, char** argv) {
     }
   }
   // Frame reader: the stream whole, cut into 1-byte pieces at the start, and cut at 3 and 5.
-  put(root / "frame_reader", "stream-whole", [&] { std::vector<uint8_t> s = {3, 0}; s.insert(s.end(), stream.begin(), stream.end()); return s; }());
+  put(root / "frame_reader", "stream-whole", [&] {
+    std::vector<uint8_t> s = {3, 0};
+    s.insert(s.end(), stream.begin(), stream.end());
+    return s;
+  }());
   put(root / "frame_reader", "stream-bytes", [&] {
     std::vector<uint8_t> s = {3, 16};
     s.insert(s.end(), 16, 1);
     s.insert(s.end(), stream.begin(), stream.end());
     return s;
   }());
-  put(root / "frame_reader", "stream-3-5-stop", [&] { std::vector<uint8_t> s = {7, 2, 3, 5}; s.insert(s.end(), stream.begin(), stream.end()); return s; }());
+  put(root / "frame_reader", "stream-3-5-stop", [&] {
+    std::vector<uint8_t> s = {7, 2, 3, 5};
+    s.insert(s.end(), stream.begin(), stream.end());
+    return s;
+  }());
   std::printf("fuzz_seed_gen: %zu seeds in %s\n", written, root.c_str());
   return 0;
 }

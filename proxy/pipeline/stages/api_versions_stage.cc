@@ -4,9 +4,9 @@
 
 #include "codec/generated/api_keys.h"
 #include "codec/generated/messages/api_versions.h"
-#include "proxy/policy/api_versions_policy.h"
 #include "proxy/pipeline/frame_context.h"
 #include "proxy/pipeline/rule_snapshot.h"
+#include "proxy/policy/api_versions_policy.h"
 
 namespace kproxy::proxy {
 
@@ -40,7 +40,7 @@ void ApiVersionsStage::on_response(ResponseContext& ctx) {
     return;
   }
   if (policy::rewrite_api_versions(static_cast<codec::ApiVersionsResponse&>(*m), rules_.get().api_versions,
-                                     policy::ClientIdentity{ctx.connection().listener, client_id_}))
+                                   policy::ClientIdentity{ctx.connection().listener, client_id_}))
     ctx.mark_dirty(id());
 }
 

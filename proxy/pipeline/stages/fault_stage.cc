@@ -9,9 +9,9 @@
 #include "proxy/chaos/answer_builder.h"
 #include "proxy/chaos/error_translation.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/cluster/topic_names.h"
 #include "proxy/pipeline/frame_context.h"
 #include "proxy/pipeline/rule_snapshot.h"
-#include "proxy/cluster/topic_names.h"
 
 namespace kproxy::proxy {
 

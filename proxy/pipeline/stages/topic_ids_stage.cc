@@ -1,8 +1,8 @@
 #include "proxy/pipeline/stages/topic_ids_stage.h"
 
 #include "codec/generated/api_keys.h"
-#include "proxy/pipeline/frame_context.h"
 #include "proxy/cluster/topic_names.h"
+#include "proxy/pipeline/frame_context.h"
 
 namespace kproxy::proxy {
 

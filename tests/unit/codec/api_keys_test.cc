@@ -25,7 +25,7 @@ TEST_CASE("Header versions follow flexible versions, with ApiVersions responses 
   CHECK(response_header_version(18, 0) == 0);
   CHECK(response_header_version(18, 3) == 0);  // KIP-511
   CHECK(response_header_version(18, 4) == 0);
-  CHECK(request_header_version(3, 8) == 1);    // Metadata v9 is the first flexible version
+  CHECK(request_header_version(3, 8) == 1);  // Metadata v9 is the first flexible version
   CHECK(request_header_version(3, 9) == 2);
   CHECK(response_header_version(3, 8) == 0);
   CHECK(response_header_version(3, 9) == 1);

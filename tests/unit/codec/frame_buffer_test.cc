@@ -47,7 +47,7 @@ TEST_CASE("FrameBuffer moves its memory instead of copying it") {
   FrameBuffer b(std::move(a));
   CHECK(b.data() == p);
   CHECK(b.size() == 4096);
-  CHECK(a.empty());           // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+  CHECK(a.empty());            // NOLINT(bugprone-use-after-move): moved-from is empty by contract
   CHECK(a.data() == nullptr);  // NOLINT(bugprone-use-after-move)
   FrameBuffer c;
   c.append(std::vector<uint8_t>{1});

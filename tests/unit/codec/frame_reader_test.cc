@@ -105,7 +105,10 @@ TEST_CASE("FrameReader stops when the callback says so") {
   std::vector<uint8_t> stream = f;
   stream.insert(stream.end(), f.begin(), f.end());
   int seen = 0;
-  CHECK(reader.feed(stream, [&](Bytes) { ++seen; return false; }));
+  CHECK(reader.feed(stream, [&](Bytes) {
+    ++seen;
+    return false;
+  }));
   CHECK(seen == 1);
   CHECK(reader.frames() == 1);
 }
@@ -114,7 +117,10 @@ TEST_CASE("FrameReader hands out whole frames as views into the piece without co
   FrameReader reader(1024);
   auto f = frame({1, 2, 3});
   const uint8_t* seen = nullptr;
-  CHECK(reader.feed(f, [&](Bytes b) { seen = b.data(); return true; }));
+  CHECK(reader.feed(f, [&](Bytes b) {
+    seen = b.data();
+    return true;
+  }));
   CHECK(seen == f.data());
 }
 
@@ -122,8 +128,8 @@ namespace {
 
 // A frame of `body_size` bytes whose body is a position-dependent pattern.
 std::vector<uint8_t> big_frame(size_t body_size, uint8_t seed) {
-  std::vector<uint8_t> f{static_cast<uint8_t>(body_size >> 24), static_cast<uint8_t>(body_size >> 16),
-                         static_cast<uint8_t>(body_size >> 8), static_cast<uint8_t>(body_size)};
+  std::vector<uint8_t> f{static_cast<uint8_t>(body_size >> 24), static_cast<uint8_t>(body_size >> 16), static_cast<uint8_t>(body_size >> 8),
+                         static_cast<uint8_t>(body_size)};
   for (size_t i = 0; i < body_size; ++i) f.push_back(static_cast<uint8_t>(i * 31 + seed));
   return f;
 }
@@ -294,7 +300,9 @@ TEST_CASE("FrameReader: random frames, random read sizes, frames taken or not: t
     int n = 1 + static_cast<int>(rng() % 12);
     for (int i = 0; i < n; ++i) {
       // Mostly small frames, some just around the direct-read threshold, some large.
-      size_t body = rng() % 4 == 0 ? (rng() % (300 << 10)) : rng() % 3 == 0 ? (kproxy::codec::kFrameDirectReadMin - 8 + rng() % 16) : rng() % 2000;
+      size_t body = rng() % 4 == 0   ? (rng() % (300 << 10))
+                    : rng() % 3 == 0 ? (kproxy::codec::kFrameDirectReadMin - 8 + rng() % 16)
+                                     : rng() % 2000;
       frames.push_back(big_frame(body, static_cast<uint8_t>(rng())));
       stream.insert(stream.end(), frames.back().begin(), frames.back().end());
     }

@@ -140,8 +140,8 @@ TEST_CASE("ApiVersions v3 request and response (response header v0) match their 
 TEST_CASE("Every API x version x direction survives encode -> decode -> encode byte for byte") {
   const uint64_t seed = base_seed();
   constexpr int kRandomPerVersion = 12;
-  std::cout << "[codec round trip] seed=0x" << std::hex << seed << std::dec
-            << " (set KPROXY_CODEC_SEED to replay), " << kRandomPerVersion << " random instances per version\n";
+  std::cout << "[codec round trip] seed=0x" << std::hex << seed << std::dec << " (set KPROXY_CODEC_SEED to replay), " << kRandomPerVersion
+            << " random instances per version\n";
   int pairs = 0;
   int instances = 0;
   for (int16_t key : all_api_keys()) {
@@ -256,12 +256,12 @@ TEST_CASE("Malformed lengths, counts and varints are rejected") {
   };
   SUBCASE("negative classic string length (null, as Kafka reads it, in a non-nullable field)") {
     FindCoordinatorRequest m;
-    CHECK(decode(m, 0, {0xff, 0xfe}) == "FindCoordinatorRequest v0: field Key at offset 2: null in a non-nullable field (string length -2)");
+    CHECK(decode(m, 0, {0xff, 0xfe}) ==
+          "FindCoordinatorRequest v0: field Key at offset 2: null in a non-nullable field (string length -2)");
   }
   SUBCASE("string length past the end") {
     FindCoordinatorRequest m;
-    CHECK(decode(m, 0, {0x00, 0x05, 'a'}).find("field Key at offset 2: string length 5 exceeds the 1 bytes left") !=
-          std::string::npos);
+    CHECK(decode(m, 0, {0x00, 0x05, 'a'}).find("field Key at offset 2: string length 5 exceeds the 1 bytes left") != std::string::npos);
   }
   SUBCASE("null in a non-nullable compact string") {
     DescribeTransactionsRequest m;
@@ -269,8 +269,7 @@ TEST_CASE("Malformed lengths, counts and varints are rejected") {
   }
   SUBCASE("negative array count (null, as Kafka reads it)") {
     MetadataRequest m;
-    CHECK(decode(m, 0, {0xff, 0xff, 0xff, 0xfe}).find("field Topics at offset 4: null array in a non-nullable field") !=
-          std::string::npos);
+    CHECK(decode(m, 0, {0xff, 0xff, 0xff, 0xfe}).find("field Topics at offset 4: null array in a non-nullable field") != std::string::npos);
   }
   SUBCASE("null array where the version does not allow it") {
     MetadataRequest m;
@@ -300,11 +299,11 @@ TEST_CASE("Malformed lengths, counts and varints are rejected") {
 
 TEST_CASE("Unknown tagged fields are kept and written back in tag order, interleaved with known ones") {
   // ApiVersionsResponse v3: known tags 0..3. Unknown tags 4 and 9, known tag 1 (FinalizedFeaturesEpoch).
-  std::vector<uint8_t> body{0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,  // error, no api keys, throttle
-                            0x03,                                        // three tagged fields
-                            0x01, 0x08, 0, 0, 0, 0, 0, 0, 0, 9,          // tag 1 = 9
-                            0x04, 0x02, 0xab, 0xcd,                      // tag 4, unknown
-                            0x09, 0x00};                                 // tag 9, unknown, empty
+  std::vector<uint8_t> body{0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,           // error, no api keys, throttle
+                            0x03,                                               // three tagged fields
+                            0x01, 0x08, 0,    0,    0,    0,    0,    0, 0, 9,  // tag 1 = 9
+                            0x04, 0x02, 0xab, 0xcd,                             // tag 4, unknown
+                            0x09, 0x00};                                        // tag 9, unknown, empty
   ApiVersionsResponse m;
   Reader r(body);
   m.read(r, 3);
@@ -319,13 +318,17 @@ TEST_CASE("Unknown tagged fields are kept and written back in tag order, interle
   m.unknown_tagged_fields.insert(m.unknown_tagged_fields.begin(), UnknownTaggedField{0, {}});
   m.supported_features.clear();
   auto out = encode(m, 3);
-  CHECK(hex(out).find("04" "0000" "0108") != std::string::npos);  // count 4, tag 0 (empty), then tag 1
+  CHECK(hex(out).find("04"
+                      "0000"
+                      "0108") != std::string::npos);  // count 4, tag 0 (empty), then tag 1
 }
 
 TEST_CASE("Tagged fields equal to their default are omitted; a known tag outside its versions stays unknown") {
   ApiVersionsResponse m;
   m.finalized_features_epoch = -1;  // the default
-  CHECK(hex(encode(m, 3)) == "00000100000000" "00");
+  CHECK(hex(encode(m, 3)) ==
+        "00000100000000"
+        "00");
   // ProduceResponse NodeEndpoints is tag 0 from v10; at v9 (flexible) tag 0 is unknown and kept.
   ProduceResponse p;
   p.unknown_tagged_fields.push_back({0, {}});
@@ -341,7 +344,7 @@ TEST_CASE("Tagged fields equal to their default are omitted; a known tag outside
 
 TEST_CASE("Fields absent at a version keep their defaults and are not written") {
   MetadataResponse m;
-  m.cluster_id = "c";  // v2+
+  m.cluster_id = "c";      // v2+
   m.throttle_time_ms = 5;  // v3+
   auto& b = m.brokers.emplace_back();
   b.node_id = 1;
@@ -349,7 +352,13 @@ TEST_CASE("Fields absent at a version keep their defaults and are not written") 
   b.port = 9092;
   b.rack = "r";  // v1+
   const auto v0 = encode(m, 0);
-  CHECK(hex(v0) == "00000001" "00000001" "0001" "68" "00002384" "00000000");
+  CHECK(hex(v0) ==
+        "00000001"
+        "00000001"
+        "0001"
+        "68"
+        "00002384"
+        "00000000");
   MetadataResponse back;
   Reader r(v0);
   back.read(r, 0);
@@ -380,8 +389,7 @@ TEST_CASE("for_each_error_code visits every error code with its topic, partition
     seen.push_back(d);
     if (s.field == "PartitionErrorCode") code = 90;  // PRODUCER_FENCED
   });
-  CHECK(seen == std::vector<std::string>{"ErrorCode depth=0",
-                                         "PartitionErrorCode topic=payments partition=3 txn=orders-1 depth=3"});
+  CHECK(seen == std::vector<std::string>{"ErrorCode depth=0", "PartitionErrorCode topic=payments partition=3 txn=orders-1 depth=3"});
   CHECK(part.partition_error_code == 90);
   // v3 has no top-level ErrorCode: it is not visited.
   int count = 0;

@@ -6,9 +6,9 @@
 #include <doctest/doctest.h>
 
 #include "codec/generated/api_keys.h"
-#include "codec/message.h"
 #include "codec/generated/messages.h"
 #include "codec/generated/testing/fill.h"
+#include "codec/message.h"
 #include "codec/testing/filler.h"
 #include "codec/writer.h"
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/message.h"
 #include "codec/generated/messages.h"
+#include "codec/message.h"
 #include "codec/writer.h"
 
 namespace kproxy::codec::test {
@@ -45,7 +45,10 @@ std::vector<uint8_t> encode_frame(const Header& header, int16_t header_version, 
 inline std::string hex(const std::vector<uint8_t>& b) {
   static const char* digits = "0123456789abcdef";
   std::string s;
-  for (uint8_t c : b) { s.push_back(digits[c >> 4]); s.push_back(digits[c & 15]); }
+  for (uint8_t c : b) {
+    s.push_back(digits[c >> 4]);
+    s.push_back(digits[c & 15]);
+  }
   return s;
 }
 

@@ -79,7 +79,7 @@ faults:
   - name: f
     action: { error: PRODUCER_FENCED }
 )",
-                                  "full.yaml");
+                              "full.yaml");
   REQUIRE_MESSAGE(r.ok(), r.error_text());
   const Config& c = *r.config;
   CHECK(c.listeners[0].upstream == HostPort{"::1", 9093});
@@ -139,7 +139,8 @@ TEST_CASE("errors name the file, line and column") {
     CHECK(e.reason.find("missing broker_ports") != std::string::npos);
   }
   SUBCASE("both broker port schemes") {
-    auto e = first_error("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n    broker_port_range: 9200-9210\n");
+    auto e = first_error(
+        "listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n    broker_port_range: 9200-9210\n");
     CHECK(e.line == 5);
     CHECK(e.reason.find("not both") != std::string::npos);
   }
@@ -148,8 +149,8 @@ TEST_CASE("errors name the file, line and column") {
     CHECK(e.reason.find("own port") != std::string::npos);
   }
   SUBCASE("duplicate names and ports") {
-    auto r = load_config_string(std::string(kMinimal) + "  - name: kafka\n    listen: 127.0.0.1:9092\n    upstream: c:9092\n    broker_ports: 9200\n",
-                                "test.yaml");
+    auto r = load_config_string(
+        std::string(kMinimal) + "  - name: kafka\n    listen: 127.0.0.1:9092\n    upstream: c:9092\n    broker_ports: 9200\n", "test.yaml");
     REQUIRE_FALSE(r.ok());
     CHECK(r.errors.size() == 2);
     CHECK(r.error_text().find("used by another listener") != std::string::npos);
@@ -284,9 +285,7 @@ TEST_CASE("tls errors name the file, line and column") {
 }
 
 namespace {
-std::string with_admin(const std::string& admin) {
-  return std::string(kMinimal) + "admin:\n  listen: 127.0.0.1:9644\n" + admin;
-}
+std::string with_admin(const std::string& admin) { return std::string(kMinimal) + "admin:\n  listen: 127.0.0.1:9644\n" + admin; }
 }  // namespace
 
 TEST_CASE("admin.token_file and admin.token_env give the bearer token") {
@@ -359,7 +358,8 @@ TEST_CASE("metrics and tap sections") {
   CHECK(r.config->tap.max_record_bytes == 64);
   CHECK(r.config->tap.max_records == 5);
 
-  auto bad = load_config_string(std::string(kMinimal) + "metrics:\n  topic_labels: maybe\n  max_label_values: 0\ntap:\n  recordz: true\n", "t.yaml");
+  auto bad = load_config_string(std::string(kMinimal) + "metrics:\n  topic_labels: maybe\n  max_label_values: 0\ntap:\n  recordz: true\n",
+                                "t.yaml");
   REQUIRE_FALSE(bad.ok());
   std::string text = bad.error_text();
   CHECK(text.find("t.yaml:") != std::string::npos);
@@ -383,7 +383,8 @@ TEST_CASE("limits.max_fault_rules: default 1000, a positive number") {
   auto set = load_config_string(std::string(kMinimal) + "limits: { max_fault_rules: 5 }\n", "test.yaml");
   REQUIRE_MESSAGE(set.ok(), set.error_text());
   CHECK(set.config->limits.max_fault_rules == 5);
-  CHECK(first_error(std::string(kMinimal) + "limits: { max_fault_rules: 0 }\n").reason == "limits.max_fault_rules: '0' is not a positive number");
+  CHECK(first_error(std::string(kMinimal) + "limits: { max_fault_rules: 0 }\n").reason ==
+        "limits.max_fault_rules: '0' is not a positive number");
 }
 
 namespace {
@@ -403,11 +404,14 @@ std::string two_listeners(const std::string& east_ports, const std::string& west
          "  - name: east\n"
          "    listen: 127.0.0.1:9092\n"
          "    upstream: east:9092\n"
-         "    " + east_ports + "\n"
+         "    " +
+         east_ports +
+         "\n"
          "  - name: west\n"
          "    listen: 127.0.0.1:9192\n"
          "    upstream: west:9092\n"
-         "    " + west_ports + "\n" + extra;
+         "    " +
+         west_ports + "\n" + extra;
 }
 
 }  // namespace
@@ -526,9 +530,10 @@ TEST_CASE("ports inside the kernel's ephemeral range are warnings (issue #15 bug
     CHECK(r.warnings.empty());
   }
   SUBCASE("a base whose node ports reach into the range") {
-    auto r = load("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 32700\n    max_broker_ports: 100\n"
-                  "admin: { listen: 127.0.0.1:47170 }\n",
-                  host);
+    auto r = load(
+        "listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 32700\n    max_broker_ports: 100\n"
+        "admin: { listen: 127.0.0.1:47170 }\n",
+        host);
     REQUIRE_MESSAGE(r.ok(), r.error_text());  // a warning does not refuse the file
     REQUIRE(r.warnings.size() == 2);
     CHECK(r.warnings[0].to_string().rfind("test.yaml:4:19: listeners[0].broker_ports: ports 32700-32799 (base + node ids 0-99) overlap the "
@@ -562,23 +567,26 @@ TEST_CASE("parse_ephemeral_ports reads ip_local_port_range") {
 }
 
 TEST_CASE("a merge key is refused with what to do instead") {
-  auto r = load("listeners:\n  - &l { name: a, listen: 127.0.0.1:9092, upstream: b:9092, broker_ports: 9100 }\n"
-                "  - <<: *l\n    name: b\n    listen: 127.0.0.1:9192\n");
+  auto r = load(
+      "listeners:\n  - &l { name: a, listen: 127.0.0.1:9092, upstream: b:9092, broker_ports: 9100 }\n"
+      "  - <<: *l\n    name: b\n    listen: 127.0.0.1:9192\n");
   REQUIRE_FALSE(r.ok());
   CHECK(r.errors[0].to_string() ==
         "test.yaml:3:5: listeners[1].<<: merge keys are not supported: write the keys out (anchors and aliases of whole values work)");
 }
 
 TEST_CASE("a value or key that is not UTF-8 is refused with its position (found by fuzz_config_loader)") {
-  auto r = load(std::string(kMinimal) + "api_versions:\n  - { api: Pro\xff\xff" "duce, max: 9 }\n");
+  auto r = load(std::string(kMinimal) +
+                "api_versions:\n  - { api: Pro\xff\xff"
+                "duce, max: 9 }\n");
   REQUIRE_FALSE(r.ok());
   CHECK(r.errors[0].to_string() == "test.yaml:7:12: api_versions[0].api: not valid UTF-8 (byte 0xFF at offset 3 of the value)");
   auto key = load(std::string(kMinimal) + "faults:\n  - { na\xc0\xafme: x }\n");
   REQUIRE_FALSE(key.ok());
   CHECK(key.errors[0].to_string() == "test.yaml:7:7: faults[0]: a key is not valid UTF-8");
   // Well-formed multi-byte text is fine (a rule name in Greek, an emoji).
-  auto ok = load(std::string(kMinimal) +
-                 "faults:\n  - { name: \"\xce\xb1\xce\xb2\xf0\x9f\x99\x82\", action: { error: PRODUCER_FENCED } }\n");
+  auto ok =
+      load(std::string(kMinimal) + "faults:\n  - { name: \"\xce\xb1\xce\xb2\xf0\x9f\x99\x82\", action: { error: PRODUCER_FENCED } }\n");
   CHECK_MESSAGE(ok.ok(), ok.error_text());
   // Overlong forms and surrogates are not UTF-8 either.
   CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xe0\x80\xaf\" }\n").ok());

@@ -21,7 +21,7 @@
 namespace kproxy::testing {
 namespace {
 
-constexpr int kSlabSize = 200;    // as tests/integration/ports.py SLAB_SIZE
+constexpr int kSlabSize = 200;      // as tests/integration/ports.py SLAB_SIZE
 constexpr int kLowestPort = 12000;  // as LOWEST_PORT there
 
 std::pair<int, int> pool() {

@@ -87,12 +87,22 @@ TEST_CASE("decode refuses trailing bytes and a header that contradicts the line"
 TEST_CASE("roundtrip re-encodes header and body byte for byte, unknown tags included") {
   CHECK(roundtrip("request 3 12 " + kMetadataRequest) == kMetadataRequest);
   // ApiVersions v3 request: an unknown header tag 5, body tags 9 and 300 (2-byte varint).
-  const std::string api_versions = "001200030000000100000105" "02abcd" "026b0231" "02090101ac0200";
+  const std::string api_versions =
+      "001200030000000100000105"
+      "02abcd"
+      "026b0231"
+      "02090101ac0200";
   CHECK(roundtrip("request 18 3 " + api_versions) == api_versions);
 }
 
 TEST_CASE("an ApiVersions response in v0 format with UNSUPPORTED_VERSION decodes as v0") {
-  const std::string v0 = "00000007" "0023" "00000001" "0012" "0000" "0003";
+  const std::string v0 =
+      "00000007"
+      "0023"
+      "00000001"
+      "0012"
+      "0000"
+      "0003";
   std::string error;
   auto line = parse_frame_line("response 18 4 " + v0, &error);
   REQUIRE(line);
@@ -101,6 +111,9 @@ TEST_CASE("an ApiVersions response in v0 format with UNSUPPORTED_VERSION decodes
   CHECK(j["decoded_as_v0"] == true);
   CHECK(roundtrip("response 18 4 " + v0) == v0);
   // A body that decodes at neither version reports the error at the requested version.
-  const std::string garbage = "00000007" "0023" "000000";
+  const std::string garbage =
+      "00000007"
+      "0023"
+      "000000";
   CHECK(roundtrip("response 18 4 " + garbage).rfind("error ApiVersionsResponse v4: ", 0) == 0);
 }

@@ -11,9 +11,9 @@
 #include <string>
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/chaos_routes.h"
@@ -26,8 +26,8 @@ namespace {
 
 std::string request(uint16_t port, const std::string& method, const std::string& target, const std::string& body = "",
                     const std::string& headers = "") {
-  return kproxy::testing::http_exchange(port, method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
-                            "\r\nConnection: close\r\n\r\n" + body);
+  return kproxy::testing::http_exchange(port, method + " " + target + " HTTP/1.1\r\nHost: x\r\n" + headers + "Content-Length: " +
+                                                  std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
 }
 
 int status_of(const std::string& response) { return kproxy::testing::http_status_of(response); }
@@ -62,7 +62,7 @@ TEST_CASE("admin refusals: json_too_deep counts nesting outside strings only") {
   CHECK_FALSE(admin::json_too_deep(R"({"match":{"versions":{"min":1}},"action":{"delay":1}})"));
   CHECK(admin::json_too_deep(nested(33, "[", "]")));
   CHECK_FALSE(admin::json_too_deep(nested(32, "[", "]")));
-  CHECK_FALSE(admin::json_too_deep("\"" + nested(100, "[", "]") + "\""));           // inside a string
+  CHECK_FALSE(admin::json_too_deep("\"" + nested(100, "[", "]") + "\""));                // inside a string
   CHECK_FALSE(admin::json_too_deep(R"(["\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["])"));  // escaped quote
   CHECK(admin::json_too_deep(nested(150000, "[", "]")));
 }
@@ -122,7 +122,9 @@ TEST_CASE("admin refusals: bytes that are not UTF-8 get 400/404, never 500 or a 
   CHECK(status_of(request(s.server.port(), "GET", "/faults")) == 200);
   // Found by schemathesis on 53ff46d: a body that is not UTF-8 put its bytes into the parser's
   // message ("last read: ..."), and dumping that message threw: 500.
-  for (const std::string& body : {std::string("\xff\xcf\x98\xff" "CT\x17\x04"), std::string("[\"\xc3\"]"), std::string("{\"\xfe\":1}")}) {
+  for (const std::string& body : {std::string("\xff\xcf\x98\xff"
+                                              "CT\x17\x04"),
+                                  std::string("[\"\xc3\"]"), std::string("{\"\xfe\":1}")}) {
     auto versions = s.chaos_admin.put_api_versions(body);
     CHECK(versions.status == 400);
     CHECK(nlohmann::json::parse(versions.body)["error"].get<std::string>().rfind("malformed JSON", 0) == 0);
@@ -134,15 +136,16 @@ TEST_CASE("admin refusals: bytes that are not UTF-8 get 400/404, never 500 or a 
 TEST_CASE("admin refusals: match.versions must be integers 0-32767 (a string in {min, max} was a 500)") {
   chaos::ChaosControl c;
   admin::ChaosAdmin a(c, nullptr);
-  for (const char* versions : {R"({"min":"x"})", R"({"max":1.5})", R"({"min":70000})", R"("3abc")", R"("1-2-3")", R"(70000)",
-                               R"("99999")", R"(" 3")", R"({"min":true})"}) {
+  for (const char* versions : {R"({"min":"x"})", R"({"max":1.5})", R"({"min":70000})", R"("3abc")", R"("1-2-3")", R"(70000)", R"("99999")",
+                               R"(" 3")", R"({"min":true})"}) {
     auto r = a.put_fault("v", std::string(R"({"match":{"versions":)") + versions + R"(},"action":{"drop_response":true}})");
     CHECK_MESSAGE(r.status == 400, versions);
     CHECK(r.body.find("match.versions") != std::string::npos);
   }
   for (const char* versions : {R"(3)", R"("3")", R"("3-5")", R"("-5")", R"("3-")", R"("-")", R"({"min":1,"max":2})"}) {
-    CHECK_MESSAGE(a.put_fault("v", std::string(R"({"match":{"versions":)") + versions + R"(},"action":{"drop_response":true}})").status == 200,
-                  versions);
+    CHECK_MESSAGE(
+        a.put_fault("v", std::string(R"({"match":{"versions":)") + versions + R"(},"action":{"drop_response":true}})").status == 200,
+        versions);
   }
 }
 

@@ -55,8 +55,8 @@ TEST_CASE("admin server: constant_time_equal") {
   CHECK_FALSE(constant_time_equal("secret", "secret2"));
   CHECK_FALSE(constant_time_equal("", "x"));
   CHECK_FALSE(constant_time_equal("x", ""));
-  CHECK_FALSE(constant_time_equal("secre", "secret"));     // a prefix of the secret
-  CHECK_FALSE(constant_time_equal("secrett", "secret"));   // the secret plus its last byte again
+  CHECK_FALSE(constant_time_equal("secre", "secret"));    // a prefix of the secret
+  CHECK_FALSE(constant_time_equal("secrett", "secret"));  // the secret plus its last byte again
   CHECK_FALSE(constant_time_equal(std::string(1000, 's'), "secret"));
   CHECK(constant_time_equal("", ""));
   // Embedded NULs are compared like any byte.
@@ -67,7 +67,9 @@ TEST_CASE("admin server: constant_time_equal") {
 TEST_CASE("admin server: routing without HTTP (handle)") {
   AdminServer server;
   server.route("GET", "/faults", [](const HttpRequest&) { return HttpResponse{200, "application/json", "[]"}; });
-  server.route("GET", "/faults/{name}", [](const HttpRequest& r) { return HttpResponse{200, "text/plain", "one:" + r.path_params.at("name")}; });
+  server.route("GET", "/faults/{name}", [](const HttpRequest& r) {
+    return HttpResponse{200, "text/plain", "one:" + r.path_params.at("name")};
+  });
   server.route("POST", "/faults/reset", [](const HttpRequest&) { return HttpResponse{200, "text/plain", "reset"}; });
   server.route("GET", "/faults/reset", [](const HttpRequest&) { return HttpResponse{200, "text/plain", "literal wins"}; });
 

@@ -53,7 +53,8 @@ TEST_CASE("PUT /api-versions takes feature entries with scopes; an invalid one k
 TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 400, counted and logged as a refusal") {
   ChaosControl c;
   size_t cap = 2;
-  ChaosAdmin admin(c, [] { return std::string(); }, [&] { return cap; });
+  ChaosAdmin admin(
+      c, [] { return std::string(); }, [&] { return cap; });
   kproxy::admin::AdminServer server;
   kproxy::admin::register_chaos_routes(admin, server);
   auto put = [&](const std::string& name) {

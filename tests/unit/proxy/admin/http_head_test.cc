@@ -41,11 +41,11 @@ TEST_CASE("http head: refusals") {
     HeadParse p = parse_request_head(raw, 4096);
     return p.status == HeadParse::Status::refused ? p.refusal_status : 0;
   };
-  CHECK(status("GET /\r\n\r\n") == 400);                           // no version
-  CHECK(status("GET  / HTTP/1.1\r\n\r\n") == 400);                 // two spaces
-  CHECK(status("GET http://h/ HTTP/1.1\r\n\r\n") == 400);          // absolute form
+  CHECK(status("GET /\r\n\r\n") == 400);                   // no version
+  CHECK(status("GET  / HTTP/1.1\r\n\r\n") == 400);         // two spaces
+  CHECK(status("GET http://h/ HTTP/1.1\r\n\r\n") == 400);  // absolute form
   CHECK(status("GET / HTTP/2\r\n\r\n") == 400);
-  CHECK(status("G(T / HTTP/1.1\r\n\r\n") == 400);                  // not a token
+  CHECK(status("G(T / HTTP/1.1\r\n\r\n") == 400);  // not a token
   CHECK(status("GET / HTTP/1.1\r\nNoColon\r\n\r\n") == 400);
   CHECK(status("GET / HTTP/1.1\r\n folded\r\n\r\n") == 400);
   CHECK(status(std::string("GET /a\0b HTTP/1.1\r\n\r\n", 21)) == 400);

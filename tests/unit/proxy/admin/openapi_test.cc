@@ -9,13 +9,13 @@
 #include <string>
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "proxy/admin/admin_runtime.h"
 #include "proxy/admin/admin_server.h"
-#include "proxy/admin/health.h"
 #include "proxy/admin/chaos_routes.h"
+#include "proxy/admin/health.h"
 #include "proxy/chaos/rule_set.h"
 
 using namespace kproxy;

@@ -1,12 +1,12 @@
-#include "codec/response_header.h"
 #include "proxy/chaos/answer_builder.h"
+#include "codec/response_header.h"
 
 #include <doctest/doctest.h>
 
+#include "../../codec/test_vectors.h"
 #include "codec/generated/api_keys.h"
 #include "codec/generated/messages.h"
 #include "codec/request_header.h"
-#include "../../codec/test_vectors.h"
 
 using namespace kproxy;
 
@@ -58,9 +58,12 @@ TEST_CASE("answer to the DescribeTransactions v0 seed: one state per id with the
   // states(1) error(2) id(1) state(1) timeout(4) start(8) pid(8) epoch(2) → topics array at 40
   size_t topics_at = 40;
   want.erase(want.begin() + static_cast<long>(topics_at), want.begin() + static_cast<long>(topics_at + 8));  // 02 01 02 00000000 00
-  want.insert(want.begin() + static_cast<long>(topics_at), 0x01);                                           // empty compact array
+  want.insert(want.begin() + static_cast<long>(topics_at), 0x01);                                            // empty compact array
   uint32_t size = static_cast<uint32_t>(want.size() - 4);
-  want[0] = static_cast<uint8_t>(size >> 24); want[1] = static_cast<uint8_t>(size >> 16); want[2] = static_cast<uint8_t>(size >> 8); want[3] = static_cast<uint8_t>(size);
+  want[0] = static_cast<uint8_t>(size >> 24);
+  want[1] = static_cast<uint8_t>(size >> 16);
+  want[2] = static_cast<uint8_t>(size >> 8);
+  want[3] = static_cast<uint8_t>(size);
   CHECK(got == want);
 }
 

@@ -15,7 +15,8 @@ TEST_CASE("api_versions: feature entries with scopes, as written in a config fil
     hide: true
     listener: plain
   - { api: Produce, max: 12, client_id: "legacy-*" }
-)", "k.yaml", out);
+)",
+                                "k.yaml", out);
   CHECK(errors == "");
   REQUIRE(out.api_versions.features.size() == 2);
   CHECK(out.api_versions.features[0].name == "transaction.version");
@@ -34,15 +35,19 @@ TEST_CASE("api_versions: a bad feature entry is refused at its file:line:column"
   - { feature: transaction.version, max: 1 }
   - feature: group.version
     levl: 0
-)", "k.yaml", bad);
-  CHECK(errors.rfind("k.yaml:4:5: api_versions[1].levl: unknown key (expected feature, max, supported_min, supported_max, hide, implied_apis, listener, client_id)", 0) == 0);
+)",
+                                "k.yaml", bad);
+  CHECK(errors.rfind("k.yaml:4:5: api_versions[1].levl: unknown key (expected feature, max, supported_min, supported_max, hide, "
+                     "implied_apis, listener, client_id)",
+                     0) == 0);
   CHECK(bad.api_versions.features.empty());
 
   ChaosConfig dup;
   errors = load_chaos_yaml(R"(api_versions:
   - { feature: transaction.version, max: 1 }
   - { feature: transaction.version, max: 0 }
-)", "k.yaml", dup);
+)",
+                           "k.yaml", dup);
   CHECK(errors.rfind("k.yaml:3:5: api_versions[1]: feature transaction.version for every client is already given by [0]", 0) == 0);
 
   ChaosConfig level;

@@ -31,9 +31,10 @@ TEST_CASE("globs longer than 256 characters are refused, and the refusal quotes 
   CHECK(e.find("257 characters long (at most 256)") != std::string::npos);
   CHECK(e.size() < 120);
   std::string e2;
-  auto rule = kproxy::chaos::parse_fault_rule(
-      nlohmann::json::parse(R"({"name":"g","match":{"api":"Produce","client_id":")" + std::string(300, '*') + R"("},"action":{"error":"NOT_LEADER_OR_FOLLOWER"}})"),
-      e2);
+  auto rule =
+      kproxy::chaos::parse_fault_rule(nlohmann::json::parse(R"({"name":"g","match":{"api":"Produce","client_id":")" +
+                                                            std::string(300, '*') + R"("},"action":{"error":"NOT_LEADER_OR_FOLLOWER"}})"),
+                                      e2);
   CHECK(rule == nullptr);
   CHECK(e2.find("at most 256") != std::string::npos);
 }
@@ -57,20 +58,26 @@ TEST_CASE("a rule parses match, action and trigger") {
 }
 
 TEST_CASE("invalid rules are refused with the path of the bad key") {
-  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxnn"},"action":{"error":"NOT_COORDINATOR"}})").rfind("match.api: unknown API 'EndTxnn'", 0) == 0);
-  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":"NOT_A_CODE"}})").rfind("action.error: unknown error", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxnn"},"action":{"error":"NOT_COORDINATOR"}})")
+            .rfind("match.api: unknown API 'EndTxnn'", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":"NOT_A_CODE"}})").rfind("action.error: unknown error", 0) ==
+        0);
   CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn","topic":"a[b"},"action":{"error":16}})").rfind("match.topic: glob", 0) == 0);
-  CHECK(parse_error(R"({"name":"x","match":{"api":"FindCoordinator"},"action":{"error":"TRANSACTION_ABORTABLE"}})").find("not a valid error for FindCoordinator") !=
-        std::string::npos);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"FindCoordinator"},"action":{"error":"TRANSACTION_ABORTABLE"}})")
+            .find("not a valid error for FindCoordinator") != std::string::npos);
   CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn","versions":"9-12"},"action":{"error":16}})").rfind("match.versions", 0) == 0);
-  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16},"trigger":{"probability":0.5}})").rfind("trigger.seed", 0) == 0);
-  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16},"trigger":{"once":true,"times":2}})").rfind("trigger", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16},"trigger":{"probability":0.5}})")
+            .rfind("trigger.seed", 0) == 0);
+  CHECK(
+      parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16},"trigger":{"once":true,"times":2}})").rfind("trigger", 0) ==
+      0);
   CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"error":16,"delay":5}})").rfind("action", 0) == 0);
   CHECK(parse_error(R"({"name":"x","match":{"apis":"EndTxn"},"action":{"error":16}})").rfind("match.apis: unknown key", 0) == 0);
   CHECK(parse_error(R"({"name":"bad name","action":{"drop_response":true}})").rfind("name:", 0) == 0);
   CHECK(parse_error(R"({"name":"x","action":{"error":16}})").rfind("match.api", 0) == 0);
-  CHECK(parse_error(R"({"name":"x","match":{"api":"Metadata"},"action":{"answer":"UNKNOWN_SERVER_ERROR"}})").find("cannot build an answer") !=
-        std::string::npos);
+  CHECK(
+      parse_error(R"({"name":"x","match":{"api":"Metadata"},"action":{"answer":"UNKNOWN_SERVER_ERROR"}})").find("cannot build an answer") !=
+      std::string::npos);
 }
 
 TEST_CASE("triggers: once, nth, times, after, probability with a seed") {
@@ -128,7 +135,8 @@ TEST_CASE("durations are bounded: huge, negative or NaN-like values are refused,
   CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":1e30}})").rfind("action.delay", 0) == 0);
   CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":-5}})").rfind("action.delay", 0) == 0);
   CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":"99999999999m"}})").rfind("action.delay", 0) == 0);
-  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":"250ms","jitter":90000000}})").rfind("action.jitter", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":"250ms","jitter":90000000}})").rfind("action.jitter", 0) ==
+        0);
   auto ok = parse_ok(R"({"name":"x","match":{"api":"EndTxn"},"action":{"delay":"2s","jitter":12.5}})");
   CHECK(ok->action.delay == std::chrono::milliseconds(2000));
   CHECK(ok->action.jitter == std::chrono::milliseconds(12));

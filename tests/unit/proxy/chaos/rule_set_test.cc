@@ -48,7 +48,8 @@ faults:
   - name: slow
     match: { api: [EndTxn, 25] }
     action: { delay: 200ms, jitter: 20ms }
-)", "k.yaml", out);
+)",
+                                "k.yaml", out);
   CHECK(errors == "");
   REQUIRE(out.rules.size() == 2);
   CHECK(out.rules[0]->match.transactional_id == "orders-*");
@@ -66,7 +67,8 @@ faults:
     action: { drop_response: true }
 api_versions:
   - { api: Produce, max: x }
-)", "k.yaml", bad);
+)",
+                           "k.yaml", bad);
   INFO(errors);
   CHECK(errors.find("k.yaml:3:14: faults[0].match.api: unknown API 'EndTxnn'") != std::string::npos);
   CHECK(errors.find("k.yaml:7:5: faults[2].name: 'b' is used") != std::string::npos);

@@ -48,9 +48,12 @@ api_versions:
 
 TEST_CASE("scenario: errors name the file, line and column, and the key") {
   CHECK(errors_of("description: x\nfaults: [{name: a, action: {delay: 1ms}}]\n").find("s.yaml: scenario: missing") == 0);
-  CHECK(errors_of("scenario: 'a b'\ndescription: x\nfaults: [{name: a, action: {delay: 1ms}}]\n").find("s.yaml:1:11: scenario: a name") == 0);
-  CHECK(errors_of("scenario: a\ndescription: x\nprotocols: [3]\nfaults: [{name: a, action: {delay: 1ms}}]\n").find("s.yaml:3:12: protocols:") == 0);
-  CHECK(errors_of("scenario: a\ndescription: x\nexpect: maybe\nfaults: [{name: a, action: {delay: 1ms}}]\n").find("s.yaml:3:9: expect:") == 0);
+  CHECK(errors_of("scenario: 'a b'\ndescription: x\nfaults: [{name: a, action: {delay: 1ms}}]\n").find("s.yaml:1:11: scenario: a name") ==
+        0);
+  CHECK(errors_of("scenario: a\ndescription: x\nprotocols: [3]\nfaults: [{name: a, action: {delay: 1ms}}]\n")
+            .find("s.yaml:3:12: protocols:") == 0);
+  CHECK(errors_of("scenario: a\ndescription: x\nexpect: maybe\nfaults: [{name: a, action: {delay: 1ms}}]\n").find("s.yaml:3:9: expect:") ==
+        0);
   CHECK(errors_of("scenario: a\ndescription: x\nfautls: []\n").find("s.yaml:3:1: fautls: unknown key") == 0);
   CHECK(errors_of("scenario: a\ndescription: x\n") == "");  // a baseline: nothing injected
   // The rules' own errors keep their positions (the config's parser).
@@ -62,7 +65,8 @@ TEST_CASE("scenario: errors name the file, line and column, and the key") {
 
 TEST_CASE("scenario: applied on top of the config's rules and policy") {
   ChaosConfig base;
-  REQUIRE(kproxy::chaos::load_chaos_yaml("faults: [{name: cfg, action: {delay: 1ms}}]\napi_versions: [{api: Produce, max: 9}]\n", "c.yaml", base) == "");
+  REQUIRE(kproxy::chaos::load_chaos_yaml("faults: [{name: cfg, action: {delay: 1ms}}]\napi_versions: [{api: Produce, max: 9}]\n", "c.yaml",
+                                         base) == "");
   Scenario s;
   REQUIRE(kproxy::chaos::load_scenario_yaml("scenario: s\ndescription: x\nfaults: [{name: scn, action: {delay: 2ms}}]\n"
                                             "api_versions: [{api: Produce, max: 8}]\n",
@@ -76,7 +80,8 @@ TEST_CASE("scenario: applied on top of the config's rules and policy") {
   CHECK(merged.api_versions.spec.size() == 2);
   // A scenario rule named like a config rule, or too many rules, is refused.
   Scenario clash;
-  REQUIRE(kproxy::chaos::load_scenario_yaml("scenario: c\ndescription: x\nfaults: [{name: cfg, action: {delay: 2ms}}]\n", "s.yaml", clash) == "");
+  REQUIRE(kproxy::chaos::load_scenario_yaml("scenario: c\ndescription: x\nfaults: [{name: cfg, action: {delay: 2ms}}]\n", "s.yaml",
+                                            clash) == "");
   ChaosConfig again = base;
   CHECK(kproxy::chaos::apply_scenario(again, clash, 1000).find("has the name of a rule of the config") != std::string::npos);
   ChaosConfig small = base;

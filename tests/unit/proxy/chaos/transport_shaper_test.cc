@@ -41,7 +41,8 @@ TEST_CASE("without a toxic the shaper writes through at once") {
   uv_loop_init(&loop);
   Recorder rec;
   {
-    TransportShaper shaper(&loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
+    TransportShaper shaper(
+        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
     shaper.send(bytes_of("hello"), nullptr);
     TransportToxic off;
     shaper.send(bytes_of("world"), &off);
@@ -57,10 +58,13 @@ TEST_CASE("the slicer cuts a write into pieces of N bytes, each flushed, with th
   uv_loop_init(&loop);
   Recorder rec;
   {
-    TransportShaper shaper(&loop, [&](kproxy::codec::Bytes b) {
-      rec.writes.emplace_back(b.begin(), b.end());
-      rec.write_times.push_back(Clock::now());
-    }, [&] { ++rec.flushes; });
+    TransportShaper shaper(
+        &loop,
+        [&](kproxy::codec::Bytes b) {
+          rec.writes.emplace_back(b.begin(), b.end());
+          rec.write_times.push_back(Clock::now());
+        },
+        [&] { ++rec.flushes; });
     TransportToxic slice;
     slice.slice_bytes = 4;
     slice.slice_delay = std::chrono::milliseconds(10);
@@ -82,7 +86,8 @@ TEST_CASE("the bandwidth limit spreads bytes at the configured rate") {
   uv_loop_init(&loop);
   Recorder rec;
   {
-    TransportShaper shaper(&loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
+    TransportShaper shaper(
+        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
     TransportToxic bw;
     bw.bytes_per_second = 10000;  // 200-byte pieces, 20 ms apart
     std::string payload(2000, 'x');
@@ -110,7 +115,8 @@ TEST_CASE("shutdown drops what is queued and writes nothing more") {
   uv_loop_init(&loop);
   Recorder rec;
   {
-    TransportShaper shaper(&loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
+    TransportShaper shaper(
+        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
     TransportToxic slice;
     slice.slice_bytes = 1;
     slice.slice_delay = std::chrono::milliseconds(50);
@@ -131,9 +137,11 @@ TEST_CASE("a flush that closes the connection stops the slicer mid-frame") {
   Recorder rec;
   {
     TransportShaper* self = nullptr;
-    TransportShaper shaper(&loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] {
-      if (++rec.flushes == 2) self->shutdown();  // e.g. the write failed and the connection closed
-    });
+    TransportShaper shaper(
+        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); },
+        [&] {
+          if (++rec.flushes == 2) self->shutdown();  // e.g. the write failed and the connection closed
+        });
     self = &shaper;
     TransportToxic slice;
     slice.slice_bytes = 2;

@@ -2,8 +2,8 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/generated/messages.h"
 #include "codec/response_header.h"
 
@@ -262,7 +262,8 @@ TEST_CASE("a broker's impossible address is refused, never passed on, and blamed
   };
   CHECK(refused(-5, "10.0.0.1", 9092) ==
         "the broker names node id -5 at 10.0.0.1:9092 (a negative node id names no broker: a broker bug or a corrupt response)");
-  CHECK(refused(1, "10.0.0.1", 70000) == "broker node 1 advertises port 70000 for 10.0.0.1, which is not a TCP port (a broker bug or a corrupt response)");
+  CHECK(refused(1, "10.0.0.1", 70000) ==
+        "broker node 1 advertises port 70000 for 10.0.0.1, which is not a TCP port (a broker bug or a corrupt response)");
   CHECK(refused(1, "10.0.0.1", -1).starts_with("broker node 1 advertises port -1 for 10.0.0.1, which is not a TCP port"));
   CHECK(refused(1, "10.0.0.1", 0).find("not a TCP port") != std::string::npos);
   std::string error = refused(1, std::string(30000, 'h'), 9092);

@@ -56,8 +56,8 @@ TEST_CASE("topic ids are learned from Metadata v10+ responses, and only there") 
   md.topics[0].name = "orders";
   md.topics[0].topic_id = id_of(1);
   md.topics[1].name = "missing";
-  md.topics[1].error_code = 3;  // UNKNOWN_TOPIC_OR_PARTITION: its id is the zero id anyway
-  md.topics[2].name = "no-id";  // zero id: not learned
+  md.topics[1].error_code = 3;                               // UNKNOWN_TOPIC_OR_PARTITION: its id is the zero id anyway
+  md.topics[2].name = "no-id";                               // zero id: not learned
   CHECK(kproxy::proxy::learn_topic_ids(md, 9, names) == 0);  // v9 has no TopicId
   CHECK(kproxy::proxy::learn_topic_ids(md, 12, names) == 1);
   CHECK(kproxy::proxy::learn_topic_ids(md, 12, names) == 0);  // known already

@@ -22,10 +22,10 @@ TEST_CASE("label values: the first max_values values get a series, later ones fo
   topics.count(0, "orders");
   topics.count(1, "orders");
   topics.count(0, "payments");
-  topics.count(0, "audit");    // third distinct value: folded
+  topics.count(0, "audit");  // third distinct value: folded
   topics.count(1, "audit");
-  topics.count(0, "refunds");  // folded too
-  topics.count(0, "payments"); // known values keep counting
+  topics.count(0, "refunds");   // folded too
+  topics.count(0, "payments");  // known values keep counting
   CHECK(topics.count_of("orders", 0) == 2);
   CHECK(topics.count_of("orders", 1) == 1);
   CHECK(topics.count_of("payments", 0) == 2);

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <functional>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,7 +122,8 @@ void close_all_and_check(Pair& p) {
   if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&p.server))) uv_close(reinterpret_cast<uv_handle_t*>(&p.server), nullptr);
   uv_run(&p.loop, UV_RUN_DEFAULT);
   int open_handles = 0;
-  uv_walk(&p.loop, [](uv_handle_t*, void* n) { ++*static_cast<int*>(n); }, &open_handles);
+  uv_walk(
+      &p.loop, [](uv_handle_t*, void* n) { ++*static_cast<int*>(n); }, &open_handles);
   CHECK(open_handles == 0);
   CHECK(uv_loop_close(&p.loop) == 0);
 }

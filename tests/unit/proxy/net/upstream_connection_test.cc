@@ -36,7 +36,12 @@ uint16_t unused_port() { return kproxy::testing::reserved_port(); }
 
 void run_and_close(uv_loop_t* loop) {
   uv_run(loop, UV_RUN_DEFAULT);
-  uv_walk(loop, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
+  uv_walk(
+      loop,
+      [](uv_handle_t* h, void*) {
+        if (!uv_is_closing(h)) uv_close(h, nullptr);
+      },
+      nullptr);
   uv_run(loop, UV_RUN_DEFAULT);
   CHECK(uv_loop_close(loop) == 0);
 }

@@ -15,7 +15,8 @@ namespace {
 void run_until_closed(uv_loop_t* loop) {
   uv_run(loop, UV_RUN_DEFAULT);
   int open_handles = 0;
-  uv_walk(loop, [](uv_handle_t*, void* n) { ++*static_cast<int*>(n); }, &open_handles);
+  uv_walk(
+      loop, [](uv_handle_t*, void* n) { ++*static_cast<int*>(n); }, &open_handles);
   CHECK(open_handles == 0);
   CHECK(uv_loop_close(loop) == 0);
 }
@@ -59,7 +60,10 @@ void check_close_paths(Init init, Args... args) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     Owner owner;
-    { UvHandle<T> h; REQUIRE(h.init(&loop, &owner, init, args...) == 0); }
+    {
+      UvHandle<T> h;
+      REQUIRE(h.init(&loop, &owner, init, args...) == 0);
+    }
     run_until_closed(&loop);
     CHECK(owner.closed == 0);
   }
@@ -106,13 +110,17 @@ TEST_CASE("a timer that fires after its owner cancelled never reaches the owner"
   } fired;
   UvHandle<uv_timer_t> t;
   REQUIRE(t.init(&loop, &fired, uv_timer_init) == 0);
-  uv_timer_start(t.get(), [](uv_timer_t* h) {
-    REQUIRE(h->data != nullptr);
-    ++static_cast<Fired*>(h->data)->count;
-  }, 0, 0);
+  uv_timer_start(
+      t.get(),
+      [](uv_timer_t* h) {
+        REQUIRE(h->data != nullptr);
+        ++static_cast<Fired*>(h->data)->count;
+      },
+      0, 0);
   uv_run(&loop, UV_RUN_NOWAIT);
   CHECK(fired.count == 1);
-  uv_timer_start(t.get(), [](uv_timer_t* h) { ++static_cast<Fired*>(h->data)->count; }, 0, 0);
+  uv_timer_start(
+      t.get(), [](uv_timer_t* h) { ++static_cast<Fired*>(h->data)->count; }, 0, 0);
   t.reset();  // closing stops the timer: no second fire
   run_until_closed(&loop);
   CHECK(fired.count == 1);
@@ -126,10 +134,13 @@ TEST_CASE("a signal handle stops receiving once closed") {
   } seen;
   UvHandle<uv_signal_t> s;
   REQUIRE(s.init(&loop, &seen, uv_signal_init) == 0);
-  REQUIRE(uv_signal_start(s.get(), [](uv_signal_t* h, int) {
-    ++static_cast<Seen*>(h->data)->count;
-    uv_signal_stop(h);
-  }, SIGUSR2) == 0);
+  REQUIRE(uv_signal_start(
+              s.get(),
+              [](uv_signal_t* h, int) {
+                ++static_cast<Seen*>(h->data)->count;
+                uv_signal_stop(h);
+              },
+              SIGUSR2) == 0);
   std::raise(SIGUSR2);
   uv_run(&loop, UV_RUN_ONCE);
   CHECK(seen.count == 1);

@@ -2,13 +2,13 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/generated/messages.h"
 #include "codec/request_header.h"
 #include "codec/response_header.h"
-#include "proxy/metrics/label_values.h"
 #include "proxy/cluster/topic_names.h"
+#include "proxy/metrics/label_values.h"
 
 using namespace kproxy;
 using namespace std::chrono_literals;

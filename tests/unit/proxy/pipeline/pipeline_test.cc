@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -15,8 +15,8 @@
 #include "codec/generated/messages/metadata.h"
 #include "codec/generated/messages/produce.h"
 #include "codec/request_header.h"
-#include "codec/writer.h"
 #include "codec/response_header.h"
+#include "codec/writer.h"
 #include "proxy/chaos/answer_builder.h"
 
 using namespace kproxy;
@@ -48,7 +48,8 @@ struct Recorder final : proxy::PipelineOutput {
 };
 
 // A request frame: size prefix, header v1 (client id "t") or v2 when flexible, then `body`.
-std::vector<uint8_t> request_frame(int16_t api, int16_t version, int32_t correlation_id, const std::vector<uint8_t>& body, bool flexible = false) {
+std::vector<uint8_t> request_frame(int16_t api, int16_t version, int32_t correlation_id, const std::vector<uint8_t>& body,
+                                   bool flexible = false) {
   std::vector<uint8_t> out;
   codec::Writer w(out);
   std::vector<uint8_t> header;
@@ -122,8 +123,8 @@ TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client 
     auto response = heartbeat_response(7);
     REQUIRE(answer(p, response));
     CHECK(rec.to_client == std::vector<std::string>{std::string(response.begin(), response.begin() + 4),
-                                                     std::string(response.begin() + 4, response.begin() + 8),
-                                                     std::string(response.begin() + 8, response.end())});
+                                                    std::string(response.begin() + 4, response.begin() + 8),
+                                                    std::string(response.begin() + 8, response.end())});
     // Without the rules the next exchange passes whole.
     control.reset_rules();
     rec.to_broker.clear();
@@ -226,7 +227,8 @@ TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction 
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
+  put(control, "slow",
+      R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
   Recorder rec;
   {
     Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
@@ -386,7 +388,8 @@ TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earli
     CHECK(p.awaiting_broker() == 2);
     REQUIRE(answer(p, heartbeat_response(1)));
     REQUIRE(rec.to_client.size() == 2);
-    CHECK(codec::peek_response_correlation_id(codec::Bytes(reinterpret_cast<const uint8_t*>(rec.to_client[1].data()), rec.to_client[1].size()).subspan(4)) == 2);
+    CHECK(codec::peek_response_correlation_id(
+              codec::Bytes(reinterpret_cast<const uint8_t*>(rec.to_client[1].data()), rec.to_client[1].size()).subspan(4)) == 2);
     REQUIRE(answer(p, heartbeat_response(3)));  // matched with request 3, not with the answered 2
     CHECK(rec.to_client.size() == 3);
     CHECK_FALSE(rec.closed);

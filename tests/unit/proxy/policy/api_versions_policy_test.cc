@@ -2,10 +2,10 @@
 
 #include <doctest/doctest.h>
 
-#include "codec/generated/api_keys.h"
-#include "codec/api_versions.h"
-#include "codec/response_header.h"
 #include "../../codec/test_vectors.h"
+#include "codec/api_versions.h"
+#include "codec/generated/api_keys.h"
+#include "codec/response_header.h"
 
 using namespace kproxy;
 using nlohmann::json;
@@ -20,12 +20,12 @@ codec::ApiVersionsResponse broker_response() {
     v.max_version = hi;
     r.api_keys.push_back(v);
   };
-  add(0, 0, 13);      // Produce (Kafka 4.x advertises 0, KAFKA-18659)
-  add(18, 0, 4);      // ApiVersions
-  add(26, 0, 5);      // EndTxn
-  add(65, 0, 0);      // DescribeTransactions
-  add(3, 0, 99);      // Metadata: newer than kproxy decodes
-  add(12345, 0, 3);   // a vendor key kproxy does not know
+  add(0, 0, 13);     // Produce (Kafka 4.x advertises 0, KAFKA-18659)
+  add(18, 0, 4);     // ApiVersions
+  add(26, 0, 5);     // EndTxn
+  add(65, 0, 0);     // DescribeTransactions
+  add(3, 0, 99);     // Metadata: newer than kproxy decodes
+  add(12345, 0, 3);  // a vendor key kproxy does not know
   codec::ApiVersionsResponse::SupportedFeatureKey f;
   f.name = "transaction.version";
   f.max_version = 2;
@@ -34,7 +34,8 @@ codec::ApiVersionsResponse broker_response() {
   return r;
 }
 const codec::ApiVersionsResponse::ApiVersion* find(const codec::ApiVersionsResponse& r, int16_t k) {
-  for (const auto& v : r.api_keys) if (v.api_key == k) return &v;
+  for (const auto& v : r.api_keys)
+    if (v.api_key == k) return &v;
   return nullptr;
 }
 policy::ApiVersionsPolicy parsed_policy(const char* text) {
@@ -48,7 +49,8 @@ policy::ApiVersionsPolicy parsed_policy(const char* text) {
 
 TEST_CASE("clamp, hide, decode limits, Produce keeps min 0, unknown keys and tagged fields kept") {
   auto r = broker_response();
-  CHECK(policy::rewrite_api_versions(r, parsed_policy(R"([{"api":"Produce","min":3,"max":9},{"api":"EndTxn","max":4},{"api":"DescribeTransactions","hide":true}])")));
+  CHECK(policy::rewrite_api_versions(
+      r, parsed_policy(R"([{"api":"Produce","min":3,"max":9},{"api":"EndTxn","max":4},{"api":"DescribeTransactions","hide":true}])")));
   CHECK(find(r, 0)->min_version == 0);
   CHECK(find(r, 0)->max_version == 9);
   CHECK(find(r, 26)->max_version == 4);
@@ -123,17 +125,17 @@ codec::ApiVersionsResponse cluster_response() {
     v.max_version = hi;
     r.api_keys.push_back(v);
   };
-  add(0, 0, 13);   // Produce
-  add(18, 0, 4);   // ApiVersions
-  add(24, 0, 5);   // AddPartitionsToTxn
-  add(25, 0, 4);   // AddOffsetsToTxn
-  add(26, 0, 5);   // EndTxn
-  add(28, 0, 5);   // TxnOffsetCommit
-  add(68, 0, 1);   // ConsumerGroupHeartbeat
-  add(69, 0, 1);   // ConsumerGroupDescribe
-  add(76, 1, 1);   // ShareGroupHeartbeat
-  add(78, 1, 1);   // ShareFetch
-  add(1, 4, 17);   // Fetch
+  add(0, 0, 13);  // Produce
+  add(18, 0, 4);  // ApiVersions
+  add(24, 0, 5);  // AddPartitionsToTxn
+  add(25, 0, 4);  // AddOffsetsToTxn
+  add(26, 0, 5);  // EndTxn
+  add(28, 0, 5);  // TxnOffsetCommit
+  add(68, 0, 1);  // ConsumerGroupHeartbeat
+  add(69, 0, 1);  // ConsumerGroupDescribe
+  add(76, 1, 1);  // ShareGroupHeartbeat
+  add(78, 1, 1);  // ShareFetch
+  add(1, 4, 17);  // Fetch
   auto supported = [&](const char* name, int16_t lo, int16_t hi) {
     codec::ApiVersionsResponse::SupportedFeatureKey f;
     f.name = name;
@@ -160,11 +162,13 @@ codec::ApiVersionsResponse cluster_response() {
   return r;
 }
 const codec::ApiVersionsResponse::FinalizedFeatureKey* finalized(const codec::ApiVersionsResponse& r, std::string_view name) {
-  for (const auto& f : r.finalized_features) if (f.name == name) return &f;
+  for (const auto& f : r.finalized_features)
+    if (f.name == name) return &f;
   return nullptr;
 }
 const codec::ApiVersionsResponse::SupportedFeatureKey* supported(const codec::ApiVersionsResponse& r, std::string_view name) {
-  for (const auto& f : r.supported_features) if (f.name == name) return &f;
+  for (const auto& f : r.supported_features)
+    if (f.name == name) return &f;
   return nullptr;
 }
 std::string parse_error(const char* text) {
@@ -220,7 +224,8 @@ TEST_CASE("hide, level 0, supported range clamps") {
   CHECK(find(r0, 0)->max_version == 11);
 
   auto rs = cluster_response();
-  policy::rewrite_api_versions(rs, parsed_policy(R"([{"feature":"share.version","supported_max":1},{"feature":"transaction.version","supported_min":1}])"));
+  policy::rewrite_api_versions(
+      rs, parsed_policy(R"([{"feature":"share.version","supported_max":1},{"feature":"transaction.version","supported_min":1}])"));
   CHECK(supported(rs, "share.version")->max_version == 1);
   CHECK(finalized(rs, "share.version")->max_version_level == 1);
   CHECK(supported(rs, "transaction.version")->min_version == 1);
@@ -321,7 +326,8 @@ TEST_CASE("scopes: client_id and listener globs, the first matching entry per fe
 
 TEST_CASE("a rewritten response with features encodes and decodes back (tagged fields 0-2)") {
   auto r = cluster_response();
-  REQUIRE(policy::rewrite_api_versions(r, parsed_policy(R"([{"feature":"transaction.version","max":1},{"feature":"group.version","hide":true}])")));
+  REQUIRE(policy::rewrite_api_versions(
+      r, parsed_policy(R"([{"feature":"transaction.version","max":1},{"feature":"group.version","hide":true}])")));
   for (int16_t v : {3, 4}) {
     auto frame = codec::encode_response_frame(7, 0, r, v);
     codec::ApiVersionsResponse back;
@@ -347,7 +353,8 @@ TEST_CASE("feature entry errors") {
   CHECK(parse_error(R"([{"feature":"transaction.version","max":-1}])") == "[0].max: expected an integer from 0 to 32767, got -1");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":"1"}])") == "[0].max: expected an integer from 0 to 32767, got \"1\"");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1.5}])") == "[0].max: expected an integer from 0 to 32767, got 1.5");
-  CHECK(parse_error(R"([{"feature":"transaction.version","hide":true,"max":1}])") == "[0].hide: a hidden feature takes no max, supported_min or supported_max");
+  CHECK(parse_error(R"([{"feature":"transaction.version","hide":true,"max":1}])") ==
+        "[0].hide: a hidden feature takes no max, supported_min or supported_max");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"implied_apis":"no"}])") == "[0].implied_apis: expected true or false");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"client_id":5}])").rfind("[0].client_id: expected a glob", 0) == 0);
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"listener":"pl[ain"}])").rfind("[0].listener: ", 0) == 0);

@@ -200,8 +200,8 @@ struct RunningProxy {
   bool stopped = false;
 
   explicit RunningProxy(uint16_t upstream_port, const std::string& extra = "") {
-    std::string yaml = "listeners:\n  - name: unit\n    listen: 127.0.0.1:" + std::to_string(port) + "\n    upstream: 127.0.0.1:" +
-                       std::to_string(upstream_port) + "\n    broker_ports: " + std::to_string(base) +
+    std::string yaml = "listeners:\n  - name: unit\n    listen: 127.0.0.1:" + std::to_string(port) +
+                       "\n    upstream: 127.0.0.1:" + std::to_string(upstream_port) + "\n    broker_ports: " + std::to_string(base) +
                        "\nworkers: 2\nlog: { level: off }\n" + extra;
     auto loaded = config::load_config_string(yaml, "unit.yaml");
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
@@ -261,7 +261,8 @@ TEST_CASE("pipelined requests, acks=0 and unknown API keys are forwarded in orde
     CHECK(cid_of(*response) == cid);
     CHECK(std::string(response->begin() + 4, response->begin() + 6) == "ok");
   }
-  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kRequestUnknownVersion) - unknown_before == 8);  // i = 3, 6, 9, 12, 18, 21, 24, 27
+  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kRequestUnknownVersion) - unknown_before ==
+        8);  // i = 3, 6, 9, 12, 18, 21, 24, 27
   ::close(c);
 }
 
@@ -378,8 +379,8 @@ TEST_CASE("an unreachable bootstrap server sends later connections to the next o
   FakeBroker broker;
   uint16_t dead = free_port();
   uint16_t port = free_port();
-  std::string yaml = "listeners:\n  - name: unit\n    listen: 127.0.0.1:" + std::to_string(port) + "\n    upstream: 127.0.0.1:" +
-                     std::to_string(dead) + ",127.0.0.1:" + std::to_string(broker.port()) +
+  std::string yaml = "listeners:\n  - name: unit\n    listen: 127.0.0.1:" + std::to_string(port) +
+                     "\n    upstream: 127.0.0.1:" + std::to_string(dead) + ",127.0.0.1:" + std::to_string(broker.port()) +
                      "\n    broker_ports: " + std::to_string(free_port()) + "\nworkers: 1\nlog: { level: off }\n";
   auto loaded = config::load_config_string(yaml, "unit.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());

@@ -82,7 +82,9 @@ TEST_CASE("check_startup refuses what the start refuses, with the same file:line
       {"bad api_versions entry", std::string(kListener) + "api_versions:\n  - { api: Produkt, max: 3 }\n",
        "7:7: api_versions[0].api: unknown API"},
       // Before the loader checked the encoding, the start terminated on this (json::dump threw).
-      {"invalid UTF-8 in api_versions", std::string(kListener) + "api_versions:\n  - { api: Pro\xff" "duce, max: 3 }\n",
+      {"invalid UTF-8 in api_versions",
+       std::string(kListener) + "api_versions:\n  - { api: Pro\xff"
+                                "duce, max: 3 }\n",
        "7:12: api_versions[0].api: not valid UTF-8"},
   };
   for (const auto& c : cases) {
@@ -126,13 +128,15 @@ TEST_CASE("check_startup warns about listener globs that match no listener, and 
   auto checked = proxy::check_startup(file.path, quiet());
   REQUIRE(checked.ok());
   REQUIRE(checked.warnings.size() == 2);
-  CHECK(checked.warnings[0] == file.path + ": warning: fault rule 'typo': listener 'kafak' matches none of the listeners ('k'), so it never applies");
-  CHECK(checked.warnings[1] == file.path + ": warning: api_versions entry for Produce: listener 'plain' matches none of the listeners ('k'), so it never applies");
+  CHECK(checked.warnings[0] ==
+        file.path + ": warning: fault rule 'typo': listener 'kafak' matches none of the listeners ('k'), so it never applies");
+  CHECK(checked.warnings[1] ==
+        file.path + ": warning: api_versions entry for Produce: listener 'plain' matches none of the listeners ('k'), so it never applies");
 }
 
 TEST_CASE("fd_budget counts connections twice, ports per worker, admin and slack") {
-  auto loaded =
-      config::load_config_string(std::string(kListener) + "    max_broker_ports: 10\nworkers: 2\nlimits: { max_connections: 100 }\n", "t.yaml");
+  auto loaded = config::load_config_string(
+      std::string(kListener) + "    max_broker_ports: 10\nworkers: 2\nlimits: { max_connections: 100 }\n", "t.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
   auto b = proxy::fd_budget(*loaded.config);
   CHECK(b.connections == 200);

@@ -17,8 +17,8 @@ struct TestRecord {
   std::vector<std::pair<std::string, std::optional<std::string>>> headers;
 };
 
-inline void append_v2_batch(std::vector<uint8_t>& out, int64_t base_offset, const std::vector<TestRecord>& records,
-                            int16_t attributes = 0, int64_t base_timestamp = 1700000000000) {
+inline void append_v2_batch(std::vector<uint8_t>& out, int64_t base_offset, const std::vector<TestRecord>& records, int16_t attributes = 0,
+                            int64_t base_timestamp = 1700000000000) {
   std::vector<uint8_t> body;
   codec::Writer r(body);
   for (size_t i = 0; i < records.size(); ++i) {

@@ -77,7 +77,7 @@ TEST_CASE("record contents: max_records bounds what is shown; the rest is counte
 
 TEST_CASE("record contents: control markers, compressed batches, partial batches, old formats") {
   std::vector<uint8_t> b;
-  std::string commit_key("\x00\x00\x00\x01", 4);  // version 0, type 1 = COMMIT
+  std::string commit_key("\x00\x00\x00\x01", 4);                                                 // version 0, type 1 = COMMIT
   append_v2_batch(b, 10, {{commit_key, std::string("\x00\x00\x00\x00\x00\x00", 6), {}}}, 0x30);  // transactional + control
   auto j = contents(b);
   CHECK(j["batch_list"][0]["control"] == true);
@@ -99,7 +99,7 @@ TEST_CASE("record contents: control markers, compressed batches, partial batches
   CHECK(p["batch_list"][1]["partial"] == true);
 
   std::vector<uint8_t> v1(12 + 10, 0);
-  v1[11] = 10;  // length 10
+  v1[11] = 10;     // length 10
   v1[12 + 4] = 1;  // magic 1
   auto old = contents(v1);
   CHECK(old["batch_list"][0]["magic"] == 1);

@@ -5,8 +5,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "codec/generated/api_keys.h"
 #include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
 #include "codec/generated/messages/produce.h"
 #include "codec/generated/messages/sasl_authenticate.h"
 #include "tests/unit/proxy/tap/record_batch_builder.h"

@@ -10,11 +10,15 @@ using namespace kproxy;
 TEST_CASE("every listener gets the contexts its sections ask for; errors of all listeners are reported") {
   testing::TestPki pki;
   auto id = pki.issue("kproxy", "DNS:localhost");
-  std::string yaml = "listeners:\n"
-                     "  - name: plain\n    listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n"
-                     "  - name: both\n    listen: 127.0.0.1:9093\n    upstream: b:9093\n    broker_ports: 9200\n"
-                     "    tls: {cert: " + id.cert + ", key: " + id.key + "}\n"
-                     "    upstream_tls: {ca: " + pki.ca_file() + "}\n";
+  std::string yaml =
+      "listeners:\n"
+      "  - name: plain\n    listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n"
+      "  - name: both\n    listen: 127.0.0.1:9093\n    upstream: b:9093\n    broker_ports: 9200\n"
+      "    tls: {cert: " +
+      id.cert + ", key: " + id.key +
+      "}\n"
+      "    upstream_tls: {ca: " +
+      pki.ca_file() + "}\n";
   auto loaded = config::load_config_string(yaml, "kproxy.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
   std::vector<proxy::tls::ListenerTls> tls;
@@ -25,11 +29,13 @@ TEST_CASE("every listener gets the contexts its sections ask for; errors of all 
   CHECK(tls[1].clients);
   CHECK(tls[1].upstream);
 
-  std::string bad = "listeners:\n"
-                    "  - name: a\n    listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n"
-                    "    upstream_tls: {ca: /nonexistent/ca.pem}\n"
-                    "  - name: b\n    listen: 127.0.0.1:9093\n    upstream: b:9093\n    broker_ports: 9200\n"
-                    "    tls: {cert: /nonexistent/c.pem, key: " + id.key + "}\n";
+  std::string bad =
+      "listeners:\n"
+      "  - name: a\n    listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n"
+      "    upstream_tls: {ca: /nonexistent/ca.pem}\n"
+      "  - name: b\n    listen: 127.0.0.1:9093\n    upstream: b:9093\n    broker_ports: 9200\n"
+      "    tls: {cert: /nonexistent/c.pem, key: " +
+      id.key + "}\n";
   auto loaded_bad = config::load_config_string(bad, "kproxy.yaml");
   REQUIRE_MESSAGE(loaded_bad.ok(), loaded_bad.error_text());
   std::vector<proxy::tls::ListenerTls> kept = tls;

@@ -78,16 +78,15 @@ class TestPki {
     return key;
   }
 
-  X509* make_cert(const std::string& cn, const std::string& sans, long not_before_s, long not_after_s, EVP_PKEY* key,
-                  X509* issuer, EVP_PKEY* issuer_key, bool is_ca) {
+  X509* make_cert(const std::string& cn, const std::string& sans, long not_before_s, long not_after_s, EVP_PKEY* key, X509* issuer,
+                  EVP_PKEY* issuer_key, bool is_ca) {
     X509* x = X509_new();
     X509_set_version(x, 2);
     ASN1_INTEGER_set(X509_get_serialNumber(x), ++serial_);
     X509_gmtime_adj(X509_getm_notBefore(x), not_before_s);
     X509_gmtime_adj(X509_getm_notAfter(x), not_after_s);
     X509_set_pubkey(x, key);
-    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
-                               0);
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
     X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : X509_get_subject_name(x));
     X509V3_CTX ctx;
     X509V3_set_ctx(&ctx, issuer ? issuer : x, x, nullptr, nullptr, 0);

@@ -64,8 +64,8 @@ TEST_CASE("file errors name the config position, the key and the file") {
     c.cert = file(id.cert, "listeners[0].tls.cert", 9);
     c.key = file(other.key, "listeners[0].tls.key", 10);
     CHECK_FALSE(TlsContext::for_clients(c, "kproxy.yaml", &error));
-    CHECK(error.find("kproxy.yaml:10:7: listeners[0].tls.key: cannot load '" + other.key + "': the key does not belong to the certificate") ==
-          0);
+    CHECK(error.find("kproxy.yaml:10:7: listeners[0].tls.key: cannot load '" + other.key +
+                     "': the key does not belong to the certificate") == 0);
   }
   SUBCASE("a CA bundle without certificates") {
     config::UpstreamTlsConfig c;

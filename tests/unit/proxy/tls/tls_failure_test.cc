@@ -14,8 +14,9 @@ TEST_CASE("failure kinds have stable names") {
 TEST_CASE("a plaintext client names the byte it sent") {
   auto f = not_tls_from_client(0x00);
   CHECK(f.kind == TlsFailure::Kind::kNotTls);
-  CHECK(f.message ==
-        "protocol mismatch: the client does not speak TLS (first byte 0x00, not a TLS handshake record): a plaintext client on a TLS port?");
+  CHECK(
+      f.message ==
+      "protocol mismatch: the client does not speak TLS (first byte 0x00, not a TLS handshake record): a plaintext client on a TLS port?");
 }
 
 TEST_CASE("a close during the handshake hints at the likely cause for each side") {

@@ -54,7 +54,8 @@ struct Wire {
   TlsSession::Status client_status = TlsSession::Status::kOk;
   TlsSession::Status server_status = TlsSession::Status::kOk;
 
-  Wire(const TlsContext& client_ctx, const TlsContext& server_ctx, const std::string& host) : client(client_ctx, host), server(server_ctx, "") {
+  Wire(const TlsContext& client_ctx, const TlsContext& server_ctx, const std::string& host)
+      : client(client_ctx, host), server(server_ctx, "") {
     client_status = client.start();
   }
 
@@ -161,8 +162,9 @@ TEST_CASE("a certificate for another host is refused with 'hostname mismatch'") 
     Wire w(*client_ctx, *server_ctx, "localhost");
     w.pump();
     CHECK(w.client.failure().kind == TlsFailure::Kind::kHostnameMismatch);
-    CHECK_MESSAGE(w.client.failure().message.find("hostname mismatch: the broker's certificate (CN=broker) is not valid for 'localhost'") == 0,
-                  w.client.failure().message);
+    CHECK_MESSAGE(
+        w.client.failure().message.find("hostname mismatch: the broker's certificate (CN=broker) is not valid for 'localhost'") == 0,
+        w.client.failure().message);
   }
   SUBCASE("an IP address") {
     Wire w(*client_ctx, *server_ctx, "127.0.0.1");

@@ -58,7 +58,8 @@ codec::ApiVersionsResponse seen_by(chaos::ChaosControl& control, const char* lis
 
 TEST_CASE("the client id of the ApiVersions request and the listener pick the policy entries") {
   chaos::ChaosControl control;
-  REQUIRE(control.set_api_versions(json::parse(R"([{"feature":"transaction.version","max":1,"client_id":"legacy-*","listener":"plain"}])")) == "");
+  REQUIRE(control.set_api_versions(
+              json::parse(R"([{"feature":"transaction.version","max":1,"client_id":"legacy-*","listener":"plain"}])")) == "");
   auto legacy = seen_by(control, "plain", "legacy-7");
   REQUIRE(legacy.finalized_features.size() == 1);
   CHECK(legacy.finalized_features[0].max_version_level == 1);
