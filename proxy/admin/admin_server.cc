@@ -655,7 +655,9 @@ std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& m
                                                             std::map<std::string, std::string>& params, bool* method_mismatch,
                                                             std::string* allowed) const {
   auto segments = split_path(path);
-  std::set<std::string> methods;
+  // The methods of the most specific patterns the path matches (GET/PUT/DELETE /faults/{name}
+  // do not make /faults/reset, a literal path of its own, allow them).
+  std::map<int, std::set<std::string>> methods;
   std::lock_guard lock(routes_mutex_);
   std::shared_ptr<const Route> best;
   int best_literals = -1;
@@ -672,8 +674,8 @@ std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& m
     if (!match) continue;
     if (r->method != method && !(method == "HEAD" && r->method == "GET")) {
       *method_mismatch = true;
-      methods.insert(r->method);
-      if (r->method == "GET") methods.insert("HEAD");
+      methods[literals].insert(r->method);
+      if (r->method == "GET") methods[literals].insert("HEAD");
       continue;
     }
     if (literals > best_literals) {
@@ -688,9 +690,9 @@ std::shared_ptr<const AdminServer::Route> AdminServer::find(const std::string& m
       if (is_param(s)) params[s.substr(1, s.size() - 2)] = segments[i];
     }
     *method_mismatch = false;
-  } else if (*method_mismatch && allowed) {
+  } else if (*method_mismatch && allowed && !methods.empty()) {
     allowed->clear();
-    for (const auto& m : methods) *allowed += (allowed->empty() ? "" : ", ") + m;
+    for (const auto& m : methods.rbegin()->second) *allowed += (allowed->empty() ? "" : ", ") + m;
   }
   return best;
 }

@@ -10,9 +10,13 @@
 #include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "codec/generated/api_keys.h"
+#include "codec/request_header.h"
+#include "codec/writer.h"
 #include "config/host_port.h"
 
 namespace kproxy::admin {
@@ -64,28 +68,22 @@ std::string probe_kafka(const std::string& host_port, std::chrono::milliseconds 
       last_error = std::string("connect: ") + std::strerror(err);
       continue;
     }
-    // ApiVersions v0, request header v1: size, api key 18, version 0, correlation id, client id.
-    const std::string client_id = "kproxy-readyz";
+    // ApiVersions v0 (an empty body) behind request header v1, written by the codec.
     const int32_t correlation_id = 0x6b707278;
-    std::string frame;
-    auto put16 = [&](int16_t v) {
-      uint16_t n = htons(static_cast<uint16_t>(v));
-      frame.append(reinterpret_cast<char*>(&n), 2);
-    };
-    auto put32 = [&](int32_t v) {
-      uint32_t n = htonl(static_cast<uint32_t>(v));
-      frame.append(reinterpret_cast<char*>(&n), 4);
-    };
-    put32(static_cast<int32_t>(2 + 2 + 4 + 2 + client_id.size()));
-    put16(18);
-    put16(0);
-    put32(correlation_id);
-    put16(static_cast<int16_t>(client_id.size()));
-    frame += client_id;
+    codec::RequestHeader header;
+    header.api_key = static_cast<int16_t>(codec::ApiKey::kApiVersions);
+    header.api_version = 0;
+    header.correlation_id = correlation_id;
+    header.client_id = "kproxy-readyz";
+    header.header_version = 1;
+    std::vector<uint8_t> frame;
+    codec::Writer w(frame);
+    w.int32(static_cast<int32_t>(codec::request_header_size(header)));
+    codec::write_request_header(w, header);
     size_t sent = 0;
     while (sent < frame.size()) {
       if (!wait_fd(fd, POLLOUT, deadline)) break;
-      ssize_t n = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+      ssize_t n = ::send(fd, reinterpret_cast<const char*>(frame.data()) + sent, frame.size() - sent, MSG_NOSIGNAL);
       if (n <= 0 && errno != EAGAIN) break;
       if (n > 0) sent += static_cast<size_t>(n);
     }

@@ -58,7 +58,12 @@ void register_observability_routes(AdminServer& server, metrics::ProxyMetrics& m
     std::string level = r.query_param("level");
     if (r.query_params.count("level") && level.empty()) return json_error(400, "?level= names no level");
     if (!level.empty() && !known(level)) return json_error(400, "unknown log level '" + level + "'");
-    if (level.empty() || r.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    const bool has_body = r.body.find_first_not_of(" \t\r\n") != std::string::npos;
+    if (level.empty() && !has_body) {  // nothing to set: the level stays, and is answered
+      auto current = spdlog::level::to_string_view(spdlog::get_level());
+      return HttpResponse{200, "application/json", nlohmann::json{{"level", std::string(current.data(), current.size())}}.dump() + "\n"};
+    }
+    if (has_body) {
       auto body = nlohmann::json::parse(r.body, nullptr, false);
       if (body.is_discarded() || !body.is_object() || !body.contains("level") || !body["level"].is_string()) {
         return json_error(400, "want {\"level\": \"trace|debug|info|warn|error|critical|off\"} or ?level=");

@@ -27,6 +27,22 @@ const char* action_name(ActionKind k) {
   return "?";
 }
 
+/// A JSON integer as JSON Schema reads one (9 and 9.0 alike), if it fits an int64; a number past
+/// INT64_MAX (nlohmann keeps it unsigned) is not one, rather than wrapping to a negative.
+std::optional<int64_t> as_int64(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && d >= -9.2e18 && d <= 9.2e18) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
 // Durations in rules (delay, jitter, throttle, windows) are at most a day: a longer one is a typo,
 // and bounding it keeps float-to-integer conversion and the unit multiplications defined.
 constexpr int64_t kMaxDurationMs = 24LL * 3600 * 1000;
@@ -34,7 +50,9 @@ constexpr int64_t kMaxDurationMs = 24LL * 3600 * 1000;
 std::optional<std::chrono::milliseconds> parse_duration(const nlohmann::json& v) {
   int64_t ms = -1;
   if (v.is_number_integer()) {
-    ms = v.get<int64_t>();
+    auto i = as_int64(v);
+    if (!i) return std::nullopt;
+    ms = *i;
   } else if (v.is_number_float()) {
     double d = v.get<double>();
     if (!(d >= 0 && d <= static_cast<double>(kMaxDurationMs))) return std::nullopt;  // also NaN
@@ -145,8 +163,10 @@ struct Parser {
   }
 
   bool api(const nlohmann::json& v, const std::string& path, int16_t& out) {
-    if (v.is_number_integer()) {
-      int64_t k = v.get<int64_t>();
+    if (v.is_number()) {
+      auto key = as_int64(v);
+      if (!key) return fail(path, "expected an API name or key");
+      int64_t k = *key;
       if (k < 0 || k > 0x7fff || !codec::api_name(static_cast<int16_t>(k))) return fail(path, "unknown API key " + std::to_string(k));
       out = static_cast<int16_t>(k);
       return true;
@@ -170,15 +190,17 @@ struct Parser {
   }
 
   bool count(const nlohmann::json& v, const std::string& path, uint64_t& out, bool allow_zero) {
-    if (!v.is_number_integer() || v.get<int64_t>() < (allow_zero ? 0 : 1))
-      return fail(path, allow_zero ? "expected an integer >= 0" : "expected an integer >= 1");
-    out = static_cast<uint64_t>(v.get<int64_t>());
+    auto n = as_int64(v);
+    if (!n || *n < (allow_zero ? 0 : 1)) return fail(path, allow_zero ? "expected an integer >= 0" : "expected an integer >= 1");
+    out = static_cast<uint64_t>(*n);
     return true;
   }
 
   bool error_code(const nlohmann::json& v, const std::string& path, int16_t& out) {
-    if (v.is_number_integer()) {
-      int64_t c = v.get<int64_t>();
+    if (v.is_number()) {
+      auto code = as_int64(v);
+      if (!code) return fail(path, "expected an error name (e.g. NOT_COORDINATOR) or code");
+      int64_t c = *code;
       if (c < -1 || c > 0x7fff || !codec::error_name(static_cast<int16_t>(c))) return fail(path, "unknown error code " + std::to_string(c));
       out = static_cast<int16_t>(c);
       return true;
@@ -214,8 +236,9 @@ struct Parser {
       // A version is an integer 0-32767: anything else (a float, a string in {min, max}, digits
       // followed by junk, 70000) is refused rather than converted.
       auto number = [](const nlohmann::json& n, int16_t& to) {
-        if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 0x7fff) return false;
-        to = static_cast<int16_t>(n.get<int64_t>());
+        auto i = as_int64(n);
+        if (!i || *i < 0 || *i > 0x7fff) return false;
+        to = static_cast<int16_t>(*i);
         return true;
       };
       auto digits = [](std::string_view text, int16_t& to) {
@@ -229,7 +252,7 @@ struct Parser {
         to = static_cast<int16_t>(n);
         return true;
       };
-      if (v.is_number_integer()) {
+      if (v.is_number()) {
         if (!number(v, out.versions.min)) return fail("match.versions", "expected a version 0-32767");
         out.versions.max = out.versions.min;
       } else if (v.is_string()) {
@@ -266,9 +289,9 @@ struct Parser {
     if (m.contains("partition")) {
       const auto& p = m["partition"];
       auto one = [&](const nlohmann::json& v) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-          return fail("match.partition", "expected a partition index >= 0");
-        out.partitions.push_back(static_cast<int32_t>(v.get<int64_t>()));
+        auto i = as_int64(v);
+        if (!i || *i < 0 || *i > INT32_MAX) return fail("match.partition", "expected a partition index >= 0");
+        out.partitions.push_back(static_cast<int32_t>(*i));
         return true;
       };
       if (p.is_array()) {
@@ -279,8 +302,9 @@ struct Parser {
       }
     }
     if (m.contains("producer_id")) {
-      if (!m["producer_id"].is_number_integer()) return fail("match.producer_id", "expected an integer");
-      out.producer_id = m["producer_id"].get<int64_t>();
+      auto id = as_int64(m["producer_id"]);
+      if (!id) return fail("match.producer_id", "expected an integer from -2^63 to 2^63-1");
+      out.producer_id = *id;
     }
     return true;
   }

@@ -1,5 +1,7 @@
 #include "proxy/chaos/rule_set.h"
 
+#include <spdlog/spdlog.h>
+
 #include "codec/generated/api_keys.h"
 
 namespace kproxy::chaos {
@@ -73,6 +75,7 @@ std::string ChaosControl::set_api_versions(const nlohmann::json& list) {
   std::string error;
   auto parsed = policy::parse_api_versions_policy(list, error);
   if (!parsed) return error;
+  for (const auto& line : parsed->shadowed) spdlog::warn("api_versions{}", line);
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>(*current_);
   next->api_versions = std::move(*parsed);
@@ -81,6 +84,7 @@ std::string ChaosControl::set_api_versions(const nlohmann::json& list) {
 }
 
 void ChaosControl::replace(std::vector<std::shared_ptr<FaultRule>> rules, policy::ApiVersionsPolicy api_versions) {
+  for (const auto& line : api_versions.shadowed) spdlog::warn("api_versions{}", line);
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>();
   for (auto& r : rules) {

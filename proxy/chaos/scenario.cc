@@ -64,7 +64,13 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
   try {
     root = YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
-    return source + ": " + e.what() + "\n";
+    // JSON is YAML, but yaml-cpp refuses some JSON escapes (a \uD83D\uDE00 surrogate pair): a body
+    // that is JSON is read again from nlohmann's UTF-8 text of it (positions are then that text's).
+    auto json = nlohmann::json::parse(yaml, nullptr, false);
+    if (json.is_discarded()) return source + ": " + e.what() + "\n";
+    std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text == yaml) return source + ": " + e.what() + "\n";  // read as JSON already
+    return load_scenario_yaml(text, source, out);
   }
   if (!root.IsMap()) return source + ": a scenario is a mapping (scenario:, description:, faults:, ...)\n";
   std::string errors;
@@ -125,8 +131,11 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     }
   }
   if (auto n = root["notes"]; n && !n.IsScalar()) errors += at(source, n, "notes: text");
+  for (const char* list : {"faults", "api_versions"}) {
+    if (auto n = root[list]; n && !n.IsSequence()) errors += at(source, n, std::string(list) + ": expected a list (an empty one: [])");
+  }
   // Neither faults: nor api_versions: is a baseline scenario: the same workload with nothing injected.
-  errors += load_chaos_yaml(yaml, source, out.chaos);
+  if (errors.empty()) errors += load_chaos_yaml(yaml, source, out.chaos);
   out.source = source;
   return errors;
 }

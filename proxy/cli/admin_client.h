@@ -2,6 +2,7 @@
 // `kproxy ctl` (blocking sockets: they run outside the proxy's event loops).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -18,5 +19,12 @@ std::string admin_request_head(std::string_view method, std::string_view path_an
 
 /// Writes all of `data` to `fd`; false (errno set) when the connection fails first.
 bool send_all(int fd, std::string_view data);
+
+/// Reads one HTTP/1.1 response from `fd` until the server closes (requests say `Connection:
+/// close`): `on_status` gets the status once the head is in, then `on_body` gets the body piece by
+/// piece as it arrives, chunked transfer encoding undone (GET /tap streams; the others end).
+/// Either callback returns false to stop reading. False, with `error`, when no HTTP response came.
+bool read_response(int fd, const std::function<bool(int status)>& on_status, const std::function<bool(std::string_view)>& on_body,
+                   std::string& error);
 
 }  // namespace kproxy::cli

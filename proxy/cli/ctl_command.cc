@@ -100,38 +100,20 @@ HttpResult http_call(const CtlCall& call) {
     ::close(fd);
     return result;
   }
-  std::string raw;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    raw.append(buf, static_cast<size_t>(n));
-  }
+  std::string transport_error;
+  bool answered = read_response(
+      fd,
+      [&](int status) {
+        result.status = status;
+        return true;
+      },
+      [&](std::string_view piece) {
+        result.body.append(piece);
+        return true;
+      },
+      transport_error);
   ::close(fd);
-  size_t end = raw.find("\r\n\r\n");
-  if (raw.size() < 12 || raw.compare(0, 5, "HTTP/") != 0 || end == std::string::npos) {
-    result.error = "no HTTP answer from " + call.admin;
-    return result;
-  }
-  result.status = std::atoi(raw.c_str() + 9);
-  std::string head = raw.substr(0, end);
-  for (auto& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string body = raw.substr(end + 4);
-  if (head.find("transfer-encoding: chunked") != std::string::npos) {
-    std::string joined;
-    size_t at = 0;
-    for (;;) {
-      size_t crlf = body.find("\r\n", at);
-      if (crlf == std::string::npos) break;
-      size_t size = std::strtoul(body.c_str() + at, nullptr, 16);
-      if (size == 0 || crlf + 2 + size > body.size()) break;
-      joined += body.substr(crlf + 2, size);
-      at = crlf + 2 + size + 2;
-    }
-    body = joined;
-  }
-  result.body = body;
+  if (!answered) result.error = transport_error + " from " + call.admin;
   return result;
 }
 

@@ -114,9 +114,8 @@ int run_tap_command(int argc, char** argv) {
     return 1;
   }
 
-  std::string buffer, body_lines;
-  bool headers_done = false, chunked = false;
-  char chunk[65536];
+  std::string body_lines, refusal;
+  int status = 0;
   auto emit_lines = [&] {
     size_t nl;
     while ((nl = body_lines.find('\n')) != std::string::npos) {
@@ -128,53 +127,32 @@ int run_tap_command(int argc, char** argv) {
       std::fflush(stdout);
     }
   };
-  for (;;) {
-    ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) break;
-    buffer.append(chunk, static_cast<size_t>(n));
-    if (!headers_done) {
-      size_t end = buffer.find("\r\n\r\n");
-      if (end == std::string::npos) continue;
-      std::string head = buffer.substr(0, end);
-      buffer.erase(0, end + 4);
-      headers_done = true;
-      int status = head.size() > 12 ? std::atoi(head.c_str() + 9) : 0;
-      for (auto& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      chunked = head.find("transfer-encoding: chunked") != std::string::npos;
-      if (status != 200) {
-        // Read the rest of the error body and show it.
-        for (;;) {
-          ssize_t m = ::recv(fd, chunk, sizeof chunk, 0);
-          if (m <= 0) break;
-          buffer.append(chunk, static_cast<size_t>(m));
-        }
-        std::fprintf(stderr, "kproxy tap: HTTP %d: %s\n", status, buffer.c_str());
-        ::close(fd);
-        return 1;
-      }
-    }
-    if (!chunked) {
-      body_lines += buffer;
-      buffer.clear();
-    } else {
-      for (;;) {
-        size_t crlf = buffer.find("\r\n");
-        if (crlf == std::string::npos) break;
-        size_t size = std::strtoul(buffer.c_str(), nullptr, 16);
-        if (size == 0) {
+  bool answered = read_response(
+      fd,
+      [&](int s) {
+        status = s;
+        return true;
+      },
+      [&](std::string_view piece) {
+        if (status != 200) {
+          refusal.append(piece);  // the error body, shown below
+        } else {
+          body_lines.append(piece);
           emit_lines();
-          ::close(fd);
-          return 0;
         }
-        if (buffer.size() < crlf + 2 + size + 2) break;
-        body_lines += buffer.substr(crlf + 2, size);
-        buffer.erase(0, crlf + 2 + size + 2);
-      }
-    }
-    emit_lines();
+        return true;
+      },
+      error);
+  ::close(fd);
+  if (!answered) {
+    std::fprintf(stderr, "kproxy tap: %s from %s\n", error.c_str(), admin.c_str());
+    return 1;
+  }
+  if (status != 200) {
+    std::fprintf(stderr, "kproxy tap: HTTP %d: %s\n", status, refusal.c_str());
+    return 1;
   }
   emit_lines();
-  ::close(fd);
   return 0;
 }
 

@@ -88,26 +88,23 @@ std::string scope_text(const PolicyScope& s) {
 bool parse_api_entry(const nlohmann::json& e, const std::string& at, ApiVersionsPolicy::Entry& entry, std::string& error) {
   if (!known(e, {"api", "min", "max", "hide", "listener", "client_id"}, at, kApiKeys, error)) return false;
   std::optional<int16_t> k;
-  if (e["api"].is_string()) k = codec::api_key_for_name(e["api"].get<std::string>());
-  else if (e["api"].is_number_integer() && codec::api_name(static_cast<int16_t>(e["api"].get<int>())))
-    k = static_cast<int16_t>(e["api"].get<int>());
+  if (e["api"].is_string()) {
+    k = codec::api_key_for_name(e["api"].get<std::string>());
+  } else if (e["api"].is_number()) {
+    double d = e["api"].get<double>();  // 0 and 0.0 alike; nothing past int16 wraps onto a real key
+    if (d == std::floor(d) && d >= 0 && d <= 0x7fff && codec::api_name(static_cast<int16_t>(d))) k = static_cast<int16_t>(d);
+  }
   if (!k) {
     error = at + ".api: unknown API " + e["api"].dump();
     return false;
   }
   entry.api = *k;
-  if (*k == kApiVersions && e.contains("hide")) {
-    error = at + ".hide: ApiVersions cannot be hidden (clients need it to negotiate)";
-    return false;
-  }
   if (!read_version(e, "min", at, entry.min, error) || !read_version(e, "max", at, entry.max, error)) return false;
-  if (entry.min && entry.max && *entry.min > *entry.max) {
-    error = at + ": min " + std::to_string(*entry.min) + " > max " + std::to_string(*entry.max);
-    return false;
-  }
+  // min above max is an empty range: the API is left out, as with hide. (An entry that changes
+  // nothing, e.g. hide: false alone, is accepted and changes nothing.)
   if (!read_bool(e, "hide", at, entry.hide, error) || !read_scope(e, at, entry.scope, error)) return false;
-  if (!entry.hide && !entry.min && !entry.max) {
-    error = at + ": give min, max or hide";
+  if (*k == kApiVersions && (entry.hide || (entry.min && entry.max && *entry.min > *entry.max))) {
+    error = at + ".hide: ApiVersions cannot be hidden (clients need it to negotiate)";
     return false;
   }
   return true;
@@ -136,14 +133,8 @@ bool parse_feature_entry(const nlohmann::json& e, const std::string& at, ApiVers
   if (!read_bool(e, "hide", at, entry.hide, error) || !read_bool(e, "implied_apis", at, entry.implied_apis, error) ||
       !read_scope(e, at, entry.scope, error))
     return false;
-  if (entry.hide && (entry.max || entry.supported_min || entry.supported_max)) {
-    error = at + ".hide: a hidden feature takes no max, supported_min or supported_max";
-    return false;
-  }
-  if (!entry.hide && !entry.max && !entry.supported_min && !entry.supported_max) {
-    error = at + ": give max, supported_min, supported_max or hide";
-    return false;
-  }
+  // hide: true wins over max / supported_min / supported_max (the feature is left out whatever
+  // they say); an entry that changes nothing is accepted and changes nothing.
   return true;
 }
 
@@ -235,12 +226,12 @@ std::optional<ApiVersionsPolicy> parse_api_versions_policy(const nlohmann::json&
       error = at + ".api: missing (give api or feature)";
       return std::nullopt;
     }
+    // An entry with the target and scope of an earlier one never applies (the first matching
+    // entry does): accepted, as the list is valid, and logged by whoever installs it.
     for (const auto& [t, s] : seen) {
-      if (t == target && s.first == scope) {
-        error = at + ": " + target + " for " + scope_text(scope) + " is already given by [" + std::to_string(s.second) +
-                "] (the first matching entry applies)";
-        return std::nullopt;
-      }
+      if (t == target && s.first == scope)
+        policy.shadowed.push_back(at + ": " + target + " for " + scope_text(scope) + " is already given by [" + std::to_string(s.second) +
+                                  "] and never applies");
     }
     seen.push_back({target, {scope, i}});
   }

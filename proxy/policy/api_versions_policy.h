@@ -76,6 +76,9 @@ struct ApiVersionsPolicy {
   std::vector<Entry> apis;                        ///< in list order
   std::vector<FeatureEntry> features;             ///< in list order
   nlohmann::json spec = nlohmann::json::array();  ///< as given (GET /api-versions)
+  /// Entries that can never apply (an earlier entry has their API or feature and scope), one
+  /// line each, for a warning.
+  std::vector<std::string> shadowed;
 };
 
 /// One row of the feature → API table: while the level a client sees for `feature` is below

@@ -39,7 +39,8 @@ class ChaosKproxy(Kproxy):
             self.port = port
 
     def start(self, timeout: float = 10.0) -> "ChaosKproxy":
-        """Starts kproxy and waits for the admin listener too (it opens after the Kafka listeners)."""
+        """Starts kproxy and waits for the admin listener too (it opens before the Kafka listeners,
+        so this wait is only a check)."""
         super().start(timeout)
         deadline = time.monotonic() + timeout
         while True:

@@ -76,3 +76,56 @@ def test_the_default_max_connections_fits_a_common_limit_without_a_warning(tmp_p
     assert "limits.max_connections is not set: " in out, out
     fitted = int(out.split("limits.max_connections is not set: ")[1].split()[0])
     assert 9000 < fitted < 10000, out  # 20000 descriptors, 2 per connection, less listeners and loops
+
+
+def test_refusals_at_max_connections_are_counted_each_and_logged_once_per_interval(kafka):
+    """Issue #30: 1,000 refused connections in a second wrote 1,000 log lines; now one line per
+    5 s says how many it left out, and the counter counts every refusal."""
+    from test_chaos_support import ChaosKproxy
+
+    with ChaosKproxy(kafka.bootstrap(), name="full", workers=1, limits={"max_connections": "2"}) as kp:
+        held = [socket.create_connection(("127.0.0.1", kp.port), timeout=5) for _ in range(2)]
+        deadline = time.monotonic() + slowness.scaled(10.0)
+        while kp.metric("kproxy_connections", side="client") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        refused = 60
+        t0 = time.monotonic()
+        for _ in range(refused):
+            with socket.create_connection(("127.0.0.1", kp.port), timeout=5) as s:
+                s.settimeout(5)
+                try:
+                    assert s.recv(1) == b""  # accepted and closed at once
+                except ConnectionResetError:
+                    pass
+        deadline = time.monotonic() + slowness.scaled(10.0)
+        while kp.metric("kproxy_proxy_connections_refused_total") < refused and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert kp.metric("kproxy_proxy_connections_refused_total") == refused
+        lines = [l for l in kp.log_text().splitlines() if "refused a connection: limits.max_connections reached" in l]
+        # The first refusal logs; within each 5 s interval after it the rest are counted only.
+        burst = time.monotonic() - t0
+        assert 1 <= len(lines) <= 1 + int(burst // 5), (burst, lines)
+        for s in held:
+            s.close()
+
+
+def test_the_admin_api_listens_before_the_kafka_listeners(kafka):
+    """Issue #30: a test that waited for the Kafka port and then called the admin API got
+    `Connection refused` on a busy machine. The admin API now opens first: whenever the Kafka
+    port accepts, the admin API answers (5 starts)."""
+    import urllib.error
+    import urllib.request
+
+    from test_chaos_support import ChaosKproxy
+
+    for i in range(5):
+        kp = ChaosKproxy(kafka.bootstrap(), name=f"order{i}", workers=1)
+        try:
+            # Start without the helper's own wait for the admin port: only the Kafka port is awaited.
+            super(ChaosKproxy, kp).start()
+            with urllib.request.urlopen(kp.admin_url + "/readyz", timeout=5) as r:  # no ConnectionRefusedError
+                assert r.status in (200, 503)
+        except urllib.error.HTTPError as e:
+            assert e.code == 503, e  # not ready yet is fine: it answered
+        finally:
+            kp.stop()

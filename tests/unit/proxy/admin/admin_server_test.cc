@@ -83,8 +83,15 @@ TEST_CASE("admin server: routing without HTTP (handle)") {
   CHECK(server.handle(r).body == "reset");
   r.method = "DELETE";
   CHECK(server.handle(r).status == 405);
-  // RFC 9110 §15.5.6: a 405 lists the methods the path serves (GET implies HEAD).
+  // RFC 9110 §15.5.6: a 405 lists the methods the path serves (GET implies HEAD); those of the
+  // most specific patterns only (DELETE /faults/{name} would not be listed for /faults/reset).
   CHECK(server.handle(r).allow == "GET, HEAD, POST");
+  server.route("DELETE", "/faults/{name}", [](const HttpRequest&) { return HttpResponse{204, "text/plain", ""}; });
+  r.method = "PATCH";
+  CHECK(server.handle(r).allow == "GET, HEAD, POST");
+  r.path = "/faults/orders";
+  CHECK(server.handle(r).allow == "DELETE, GET, HEAD");
+  r.path = "/faults/reset";
   r.method = "GET";
   r.path = "/nope";
   CHECK(server.handle(r).status == 404);

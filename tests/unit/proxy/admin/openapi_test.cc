@@ -12,6 +12,8 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "codec/generated/api_keys.h"
+#include "codec/generated/error_code.h"
 #include "proxy/admin/admin_runtime.h"
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/chaos_routes.h"
@@ -98,4 +100,37 @@ TEST_CASE("openapi: every operation documents its refusals; bodies document 413"
     }
   }
   CHECK(doc.at("components").at("securitySchemes").at("bearerAuth").at("scheme") == "bearer");
+}
+
+TEST_CASE("openapi: ApiRef and ErrorRef list exactly the APIs and errors of kproxy's codec") {
+  // A schema-valid rule must be a valid rule (issue #30): the document names every API and error
+  // the codec knows, and no other.
+  auto doc = nlohmann::json::parse(admin::openapi_json());
+  const auto& schemas = doc.at("components").at("schemas");
+  std::set<std::string> api_names, error_names;
+  std::set<int64_t> api_keys, error_codes;
+  for (const auto& v : schemas.at("ApiRef").at("anyOf").at(0).at("enum")) api_names.insert(v.get<std::string>());
+  for (const auto& v : schemas.at("ApiRef").at("anyOf").at(1).at("enum")) api_keys.insert(v.get<int64_t>());
+  for (const auto& v : schemas.at("ErrorRef").at("anyOf").at(0).at("enum")) error_names.insert(v.get<std::string>());
+  for (const auto& v : schemas.at("ErrorRef").at("anyOf").at(1).at("enum")) error_codes.insert(v.get<int64_t>());
+  std::set<std::string> codec_api_names, codec_error_names;
+  std::set<int64_t> codec_api_keys, codec_error_codes;
+  for (int k = 0; k <= 0x7fff; ++k) {
+    if (const char* name = codec::api_name(static_cast<int16_t>(k))) {
+      codec_api_names.insert(name);
+      codec_api_keys.insert(k);
+    }
+  }
+  for (int c = -1; c <= 0x7fff; ++c) {
+    if (const char* name = codec::error_name(static_cast<int16_t>(c))) {
+      codec_error_names.insert(name);
+      codec_error_codes.insert(c);
+    }
+  }
+  CHECK(api_names == codec_api_names);
+  CHECK(api_keys == codec_api_keys);
+  CHECK(error_names == codec_error_names);
+  CHECK(error_codes == codec_error_codes);
+  CHECK(codec_api_names.size() > 90);
+  CHECK(codec_error_names.size() > 130);
 }

@@ -96,3 +96,12 @@ TEST_CASE("scenario: workload is a word or the runner's settings") {
   CHECK(settings.summary()["workload"]["cell_timeout_s"] == "150");
   CHECK(errors_of("scenario: a\ndescription: x\nworkload: [1]\n").find("s.yaml:3:11: workload:") == 0);
 }
+
+TEST_CASE("scenario: JSON bodies yaml-cpp cannot read are read as JSON; null lists are refused") {
+  Scenario s;
+  // A surrogate pair escape: valid JSON, refused by yaml-cpp.
+  CHECK(kproxy::chaos::load_scenario_yaml(R"({"scenario": "u", "description": "\uD83D\uDE00 fenced"})", "PUT /scenario", s) == "");
+  CHECK(s.description == "\xF0\x9F\x98\x80 fenced");
+  CHECK(errors_of("scenario: a\ndescription: x\napi_versions: null\n").find("s.yaml:3:15: api_versions: expected a list") == 0);
+  CHECK(errors_of(R"({"scenario": "a", "description": "x", "faults": {}})").find("faults: expected a list") != std::string::npos);
+}

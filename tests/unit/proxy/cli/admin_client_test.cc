@@ -70,3 +70,51 @@ TEST_CASE("admin client: connects to a listener and sends the whole request") {
   ::close(peer);
   CHECK(got == request);
 }
+
+namespace {
+/// What read_response makes of `response` written to one end of a socket pair (then closed).
+struct Read {
+  bool ok = false;
+  int status = 0;
+  std::string body, error;
+  size_t pieces = 0;
+};
+Read read_from(const std::string& response) {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  REQUIRE(kproxy::cli::send_all(fds[0], response));
+  ::close(fds[0]);
+  Read r;
+  r.ok = kproxy::cli::read_response(
+      fds[1],
+      [&](int status) {
+        r.status = status;
+        return true;
+      },
+      [&](std::string_view piece) {
+        r.body.append(piece);
+        ++r.pieces;
+        return true;
+      },
+      r.error);
+  ::close(fds[1]);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("admin client: one response reader for both CLIs, chunked or not") {
+  auto plain = read_from("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+  CHECK(plain.ok);
+  CHECK(plain.status == 200);
+  CHECK(plain.body == "hello");
+  auto chunked = read_from("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7\r\n world\n\r\n0\r\n\r\n");
+  CHECK(chunked.ok);
+  CHECK(chunked.body == "hello world\n");
+  CHECK(chunked.pieces == 2);
+  auto refused = read_from("HTTP/1.1 401 Unauthorized\r\nContent-Length: 9\r\n\r\n{\"e\":\"x\"}");
+  CHECK(refused.status == 401);
+  CHECK(refused.body == "{\"e\":\"x\"}");
+  auto nothing = read_from("garbage without a head");
+  CHECK_FALSE(nothing.ok);
+  CHECK(nothing.error == "no HTTP answer");
+}

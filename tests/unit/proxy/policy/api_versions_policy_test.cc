@@ -99,13 +99,26 @@ TEST_CASE("the seed ApiVersions v3 response re-encodes with its tagged field aft
   CHECK(r.finalized_features_epoch == 5);
 }
 
+namespace {
+codec::ApiVersionsResponse cluster_response();  // below
+}  // namespace
+
 TEST_CASE("policy errors") {
   std::string e;
   CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"Nope","max":1}])"), e));
   CHECK(e.rfind("[0].api", 0) == 0);
-  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","min":4,"max":1}])"), e));
   CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","hide":true}])"), e));
-  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn"}])"), e));
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","min":4,"max":1}])"), e));  // an empty range hides
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":65536,"max":1}])"), e));                  // never wraps onto Produce
+  CHECK(e.rfind("[0].api: unknown API", 0) == 0);
+  // Valid by the document's schema, so accepted (issue #30): min above max is an empty range (the
+  // API is left out); an entry that changes nothing changes nothing.
+  auto empty = policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","min":4,"max":1}])"), e);
+  REQUIRE(empty);
+  auto r = cluster_response();
+  policy::rewrite_api_versions(r, *empty);
+  CHECK(!find(r, 26));
+  CHECK(policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn"}])"), e));
   CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","maxx":1}])"), e));
   CHECK(e == "[0].maxx: unknown key (expected api, min, max, hide, listener, client_id)");
   CHECK(!policy::parse_api_versions_policy(json::parse(R"({"api":"EndTxn"})"), e));
@@ -349,19 +362,26 @@ TEST_CASE("feature entry errors") {
         "[0].level: unknown key (expected feature, max, supported_min, supported_max, hide, implied_apis, listener, client_id)");
   CHECK(parse_error(R"([{"feature":"","max":1}])").rfind("[0].feature: expected a feature name", 0) == 0);
   CHECK(parse_error(R"([{"feature":7,"max":1}])").rfind("[0].feature: expected a feature name", 0) == 0);
-  CHECK(parse_error(R"([{"feature":"transaction.version"}])") == "[0]: give max, supported_min, supported_max or hide");
+  CHECK(parsed_policy(R"([{"feature":"transaction.version"}])").features.size() == 1);  // changes nothing
   CHECK(parse_error(R"([{"feature":"transaction.version","max":-1}])") == "[0].max: expected an integer from 0 to 32767, got -1");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":"1"}])") == "[0].max: expected an integer from 0 to 32767, got \"1\"");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1.5}])") == "[0].max: expected an integer from 0 to 32767, got 1.5");
-  CHECK(parse_error(R"([{"feature":"transaction.version","hide":true,"max":1}])") ==
-        "[0].hide: a hidden feature takes no max, supported_min or supported_max");
+  {
+    auto hidden = parsed_policy(R"([{"feature":"transaction.version","hide":true,"max":1}])");  // hide wins
+    auto r = cluster_response();
+    policy::rewrite_api_versions(r, hidden);
+    CHECK(!finalized(r, "transaction.version"));
+    CHECK(!supported(r, "transaction.version"));
+  }
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"implied_apis":"no"}])") == "[0].implied_apis: expected true or false");
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"client_id":5}])").rfind("[0].client_id: expected a glob", 0) == 0);
   CHECK(parse_error(R"([{"feature":"transaction.version","max":1,"listener":"pl[ain"}])").rfind("[0].listener: ", 0) == 0);
-  CHECK(parse_error(R"([{"feature":"transaction.version","max":1},{"api":"Produce","max":9},{"feature":"transaction.version","max":0}])") ==
-        "[2]: feature transaction.version for every client is already given by [0] (the first matching entry applies)");
-  CHECK(parse_error(R"([{"api":"Produce","max":9,"client_id":"a*"},{"api":0,"max":8,"client_id":"a*"}])") ==
-        "[1]: api Produce for client_id 'a*' is already given by [0] (the first matching entry applies)");
+  // An entry an earlier one shadows never applies: accepted (a valid list), and said for a warning.
+  CHECK(parsed_policy(R"([{"feature":"transaction.version","max":1},{"api":"Produce","max":9},{"feature":"transaction.version","max":0}])")
+            .shadowed ==
+        std::vector<std::string>{"[2]: feature transaction.version for every client is already given by [0] and never applies"});
+  CHECK(parsed_policy(R"([{"api":"Produce","max":9,"client_id":"a*"},{"api":0,"max":8,"client_id":"a*"}])").shadowed ==
+        std::vector<std::string>{"[1]: api Produce for client_id 'a*' is already given by [0] and never applies"});
   // Different scopes for one feature are what scoping is for.
   auto p = parsed_policy(R"([{"feature":"transaction.version","max":1,"client_id":"a*"},{"feature":"transaction.version","max":2}])");
   CHECK(p.features.size() == 2);
