@@ -1,6 +1,7 @@
 #include "proxy/chaos/scenario.h"
 
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -28,16 +29,34 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+/// A whole number in [lo, hi] (3 and 3.0 alike, as JSON Schema reads an integer); not a quoted one.
 bool read_int(const YAML::Node& n, int lo, int hi, int& out) {
-  if (!n.IsScalar()) return false;
+  if (!n.IsScalar() || n.Tag() == "!") return false;
   try {
     size_t used = 0;
-    long long v = std::stoll(n.Scalar(), &used);
-    if (used != n.Scalar().size() || v < lo || v > hi) return false;
+    double v = std::stod(n.Scalar(), &used);
+    if (used != n.Scalar().size() || v != std::floor(v) || v < lo || v > hi) return false;
     out = static_cast<int>(v);
     return true;
   } catch (...) {
     return false;
+  }
+}
+
+/// Text: a quoted scalar, or a plain one that YAML does not read as a boolean, null or number
+/// (JSON's false, null and 7 are not text).
+bool is_text(const YAML::Node& n) {
+  if (!n.IsScalar()) return false;
+  if (n.Tag() == "!") return true;
+  const std::string& s = n.Scalar();
+  static const std::set<std::string> kNotText = {"true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL", "~", ""};
+  if (kNotText.count(s)) return false;
+  try {
+    size_t used = 0;
+    (void)std::stod(s, &used);
+    return used != s.size();
+  } catch (...) {
+    return true;
   }
 }
 
@@ -82,7 +101,7 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
   }
   if (auto n = root["scenario"]; !n) {
     errors += source + ": scenario: missing (the scenario's name, e.g. 03-concurrent-transactions-endtxn)\n";
-  } else if (!n.IsScalar() || !valid_name(n.Scalar())) {
+  } else if (!is_text(n) || !valid_name(n.Scalar())) {
     errors += at(source, n, "scenario: a name of 1 to 128 letters, digits, '.', '_' or '-'");
   } else {
     out.name = n.Scalar();
@@ -92,7 +111,7 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     errors += at(source, n, "number: the scenario's number in docs/faults.md, 1 to 16");
   if (auto n = root["description"]; !n) {
     errors += source + ": description: missing (one line: what fails, and how)\n";
-  } else if (!n.IsScalar() || n.Scalar().empty() || n.Scalar().size() > 1000) {
+  } else if (!is_text(n) || n.Scalar().size() > 1000) {
     errors += at(source, n, "description: one line of text (at most 1000 characters)");
   } else {
     out.description = n.Scalar();
@@ -108,14 +127,14 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     if (!ok) errors += at(source, n, "protocols: a non-empty list of transaction.version levels, 1 and/or 2");
   }
   if (auto n = root["expect"]; n) {
-    if (!n.IsScalar() || (n.Scalar() != "exact" && n.Scalar() != "exact-or-gave-up" && n.Scalar() != "gave-up")) {
+    if (!is_text(n) || (n.Scalar() != "exact" && n.Scalar() != "exact-or-gave-up" && n.Scalar() != "gave-up")) {
       errors += at(source, n, "expect: exact, exact-or-gave-up or gave-up (what a correct client does)");
     } else {
       out.expect = n.Scalar();
     }
   }
   if (auto n = root["workload"]; n) {
-    if (n.IsScalar()) {
+    if (is_text(n)) {
       out.workload = n.Scalar();
     } else if (n.IsMap()) {
       out.workload = nlohmann::json::object();
@@ -130,7 +149,8 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
       errors += at(source, n, "workload: a word (producer, ctp, admin, none) or key: value settings for the runner");
     }
   }
-  if (auto n = root["notes"]; n && !n.IsScalar()) errors += at(source, n, "notes: text");
+  if (auto n = root["notes"]; n && !is_text(n))
+    errors += at(source, n, "notes: text (quote it if YAML reads it as a number or true/false)");
   for (const char* list : {"faults", "api_versions"}) {
     if (auto n = root[list]; n && !n.IsSequence()) errors += at(source, n, std::string(list) + ": expected a list (an empty one: [])");
   }

@@ -8,7 +8,7 @@ with a bearer token in front of a real Kafka broker:
   requests for every operation, plus stateful sequences along the document's links (PUT a rule,
   GET it, DELETE it, reset). Pass: no 5xx, every response conforms to its documented status,
   content type, headers and schema, invalid input is refused, and kproxy is alive and forwarding
-  afterwards. Every check schemathesis has (--checks all), two fixed seeds. Bounded by
+  afterwards. Every check schemathesis has but one (see below), two fixed seeds. Bounded by
   --max-examples and a time limit; KPROXY_SCHEMATHESIS_SEED runs one other seed instead.
 """
 
@@ -152,9 +152,16 @@ def test_schemathesis_finds_no_server_error_nor_contract_violation(kp, kafka, tm
     print(f"\n[schemathesis] seed {seed} (replay: KPROXY_SCHEMATHESIS_SEED={seed}), max {MAX_EXAMPLES} examples per operation")
     report = tmp_path / "report"
     checks = "all"
+    # Every check but one. positive_data_acceptance (a schema-valid request must get 2xx) is left
+    # out because the rule and policy bodies have rules JSON Schema cannot state, written in the
+    # document's descriptions instead: an `answer`/`error` action needs match.api and an error the
+    # API can return (TRANSACTION_ABORTABLE, TRANSACTIONAL_ID_NOT_FOUND), globs must be well formed,
+    # a scenario's rule names must differ from the config's. Open work (issue #30 item 3): state
+    # them in the schema, then turn the check on.
+    excluded = "positive_data_acceptance"
     cmd = [str(ST), "--config-file", str(Path(__file__).with_name("schemathesis.toml")), "run", f"{kp.admin_url}/openapi.json",
            "-H", f"Authorization: Bearer {TOKEN}",
-           "--checks", checks,
+           "--checks", checks, "--exclude-checks", excluded,
            # GET /tap streams until the client leaves: its refusals are checked above and in the unit tests.
            "--exclude-path", "/tap",
            "--phases", "examples,coverage,fuzzing,stateful",

@@ -84,10 +84,16 @@ def test_refusals_at_max_connections_are_counted_each_and_logged_once_per_interv
     from test_chaos_support import ChaosKproxy
 
     with ChaosKproxy(kafka.bootstrap(), name="full", workers=1, limits={"max_connections": "2"}) as kp:
+        def wait_clients(n: int) -> None:
+            deadline = time.monotonic() + slowness.scaled(10.0)
+            while kp.metric("kproxy_connections", side="client") != n and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert kp.metric("kproxy_connections", side="client") == n
+
+        wait_clients(0)  # the start's own probe of the port has closed
         held = [socket.create_connection(("127.0.0.1", kp.port), timeout=5) for _ in range(2)]
-        deadline = time.monotonic() + slowness.scaled(10.0)
-        while kp.metric("kproxy_connections", side="client") < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_clients(2)
+        assert kp.metric("kproxy_proxy_connections_refused_total") == 0
         refused = 60
         t0 = time.monotonic()
         for _ in range(refused):

@@ -105,3 +105,15 @@ TEST_CASE("scenario: JSON bodies yaml-cpp cannot read are read as JSON; null lis
   CHECK(errors_of("scenario: a\ndescription: x\napi_versions: null\n").find("s.yaml:3:15: api_versions: expected a list") == 0);
   CHECK(errors_of(R"({"scenario": "a", "description": "x", "faults": {}})").find("faults: expected a list") != std::string::npos);
 }
+
+TEST_CASE("scenario: numbers as JSON Schema reads them, text that is text") {
+  Scenario s;
+  CHECK(kproxy::chaos::load_scenario_yaml(R"({"scenario": "a", "description": "x", "version": 3.0, "protocols": [2.0]})", "s.json", s) ==
+        "");
+  CHECK(s.version == 3);
+  CHECK(s.protocols == std::vector<int>{2});
+  CHECK(errors_of(R"({"scenario": "a", "description": "x", "notes": false})").find("notes: text") != std::string::npos);
+  CHECK(errors_of(R"({"scenario": 12, "description": "x"})").find("scenario: a name") != std::string::npos);
+  CHECK(errors_of(R"({"scenario": "a", "description": "x", "version": "3"})").find("version: a whole number") != std::string::npos);
+  CHECK(errors_of("scenario: a\ndescription: 2.5\n").find("description: one line of text") != std::string::npos);
+}
