@@ -8,81 +8,16 @@ commit_transaction() only fails with the transaction's abortable or fatal error 
 EndTxn internally): abortable -> abort ("aborted"); fatal -> give up ("unknown"). A failed abort
 -> give up. The fatal test is the one the context manager uses: `_txn_manager.is_fatal_error()`.
 """
-import argparse
-import faulthandler
 import asyncio
-import json
-import os
-import sys
-import threading
-import time
 
 import aiokafka
 import aiokafka.errors as AE
 from aiokafka import AIOKafkaProducer
 
+from contract import Account, Deadline, GiveUp, finish, logger, parse_args, record_key, start_watchdog
+
 FAMILY = "aiokafka"
-
-
-def log(*a):
-    print(f"[{FAMILY}]", *a, file=sys.stderr, flush=True)
-
-
-def parse():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--topic", required=True)
-    ap.add_argument("--transactional-id", required=True)
-    ap.add_argument("--transactions", type=int, required=True)
-    ap.add_argument("--records-per-txn", type=int, required=True)
-    ap.add_argument("--run-id", required=True)
-    ap.add_argument("--client-id", default=None)
-    ap.add_argument("--timeout-s", type=float, default=120.0)
-    ap.add_argument("--transaction-timeout-ms", type=int, default=None)
-    return ap.parse_args()
-
-
-class Result:
-    def __init__(self, a, t0):
-        self.lock = threading.Lock()
-        self.printed = False
-        self.t0 = t0
-        self.committing = None
-        self.d = {
-            "client": FAMILY, "version": aiokafka.__version__, "library": aiokafka.__version__,
-            "transactions": a.transactions, "records_per_txn": a.records_per_txn, "run_id": a.run_id,
-            "committed": [], "aborted": [], "unknown": [], "errors": {},
-            "gave_up": False, "give_up_reason": None, "elapsed_s": 0.0,
-        }
-
-    def error(self, name):
-        with self.lock:
-            self.d["errors"][name] = self.d["errors"].get(name, 0) + 1
-
-    def settle(self, i, outcome):
-        with self.lock:
-            if i in self.d["unknown"]:
-                self.d["unknown"].remove(i)
-            self.d[outcome].append(i)
-            if self.committing == i and outcome != "unknown":
-                self.committing = None
-
-    def emit(self, gave_up=None):
-        with self.lock:
-            if self.printed:
-                return
-            self.printed = True
-            if self.committing is not None and self.committing not in self.d["unknown"]:
-                self.d["unknown"].append(self.committing)
-            if gave_up is not None:
-                self.d["gave_up"], self.d["give_up_reason"] = True, gave_up
-            self.d["elapsed_s"] = round(time.monotonic() - self.t0, 3)
-            sys.stdout.write(json.dumps(self.d) + "\n")
-            sys.stdout.flush()
-
-
-class GiveUp(Exception):
-    pass
+log = logger(FAMILY)
 
 
 def err_name(exc):
@@ -104,10 +39,6 @@ async def run(a, res, deadline):
         log("AIOKafkaProducer():", exc)
         res.emit(f"producer could not be created: {exc}")
         return
-
-    def check_deadline():
-        if time.monotonic() >= deadline:
-            raise GiveUp("deadline")
 
     def note(where, exc):
         name = err_name(exc)
@@ -131,7 +62,7 @@ async def run(a, res, deadline):
         await p.start()
         started = True
         for i in range(a.transactions):
-            check_deadline()
+            deadline.check()
             try:
                 await p.begin_transaction()
             except Exception as exc:  # noqa: BLE001
@@ -140,13 +71,13 @@ async def run(a, res, deadline):
             try:
                 futs = []
                 for j in range(a.records_per_txn):
-                    k = f"{a.run_id}:{i}:{j}".encode()
+                    k = record_key(a.run_id, i, j)
                     futs.append(await p.send(a.topic, key=k, value=k))
                 for f in futs:
                     await f
-                check_deadline()
+                deadline.check()
                 stage = "commit"
-                res.committing = i
+                res.begin_commit(i)
                 await p.commit_transaction()
                 res.settle(i, "committed")
             except GiveUp:
@@ -157,7 +88,6 @@ async def run(a, res, deadline):
                     raise GiveUp(f"fatal {name} in {stage}")
                 if stage == "commit":
                     res.settle(i, "unknown")  # stays unknown unless the abort succeeds
-                    res.committing = None
                 await abort(i, name)
     except GiveUp as g:
         reason = str(g)
@@ -174,21 +104,12 @@ async def run(a, res, deadline):
 
 
 def main():
-    a = parse()
-    t0 = time.monotonic()
-    deadline = t0 + a.timeout_s
-    res = Result(a, t0)
-
-    def watchdog():
-        time.sleep(max(0.0, deadline - time.monotonic()) + 5.0)
-        log("watchdog: deadline passed inside a blocking call")
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)  # where it hung
-        res.emit("deadline")
-        os._exit(0)
-    threading.Thread(target=watchdog, daemon=True).start()
+    a = parse_args()
+    deadline = Deadline(a.timeout_s)
+    res = Account(FAMILY, aiokafka.__version__, aiokafka.__version__, a, deadline.t0)
+    start_watchdog(res, deadline, log)
     asyncio.run(run(a, res, deadline))
-    sys.stdout.flush()
-    os._exit(0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -6,78 +6,16 @@ Error handling follows the confluent-kafka / librdkafka transactional API docume
   * retriable() on commit_transaction()/abort_transaction()/init_transactions(): call it again
     (a commit that timed out is "unknown" until the retry tells).
 """
-import argparse
-import faulthandler
-import json
-import os
-import sys
-import threading
 import time
 
 import confluent_kafka as ck
 from confluent_kafka import KafkaError, KafkaException
 
+from contract import Account, Deadline, GiveUp, close_bounded, finish, logger, parse_args, \
+    record_key, start_watchdog
+
 FAMILY = "confluent-kafka-python"
-
-
-def log(*a):
-    print(f"[{FAMILY}]", *a, file=sys.stderr, flush=True)
-
-
-def parse():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--topic", required=True)
-    ap.add_argument("--transactional-id", required=True)
-    ap.add_argument("--transactions", type=int, required=True)
-    ap.add_argument("--records-per-txn", type=int, required=True)
-    ap.add_argument("--run-id", required=True)
-    ap.add_argument("--client-id", default=None)
-    ap.add_argument("--timeout-s", type=float, default=120.0)
-    ap.add_argument("--transaction-timeout-ms", type=int, default=None)
-    return ap.parse_args()
-
-
-class Result:
-    def __init__(self, a, t0):
-        v = ck.version()
-        self.lock = threading.Lock()
-        self.printed = False
-        self.t0 = t0
-        self.committing = None  # index whose commit was requested and not yet settled
-        self.d = {
-            "client": FAMILY,
-            "version": v[0] if isinstance(v, tuple) else str(v),
-            "library": "librdkafka " + ck.libversion()[0],
-            "transactions": a.transactions,
-            "records_per_txn": a.records_per_txn,
-            "run_id": a.run_id,
-            "committed": [], "aborted": [], "unknown": [],
-            "errors": {},
-            "gave_up": False, "give_up_reason": None,
-            "elapsed_s": 0.0,
-        }
-
-    def error(self, name):
-        with self.lock:
-            self.d["errors"][name] = self.d["errors"].get(name, 0) + 1
-
-    def emit(self, gave_up=None):
-        with self.lock:
-            if self.printed:
-                return
-            self.printed = True
-            if self.committing is not None and self.committing not in self.d["unknown"]:
-                self.d["unknown"].append(self.committing)
-            if gave_up is not None and not self.d["gave_up"]:
-                self.d["gave_up"], self.d["give_up_reason"] = True, gave_up
-            self.d["elapsed_s"] = round(time.monotonic() - self.t0, 3)
-            sys.stdout.write(json.dumps(self.d) + "\n")
-            sys.stdout.flush()
-
-
-class GiveUp(Exception):
-    pass
+log = logger(FAMILY)
 
 
 def err_of(exc):
@@ -88,27 +26,14 @@ def err_of(exc):
 
 
 def main():
-    a = parse()
-    t0 = time.monotonic()
-    deadline = t0 + a.timeout_s
-    res = Result(a, t0)
-
+    a = parse_args()
+    deadline = Deadline(a.timeout_s)
+    v = ck.version()
+    res = Account(FAMILY, v[0] if isinstance(v, tuple) else str(v), "librdkafka " + ck.libversion()[0],
+                  a, deadline.t0)
     # Hard bound: if a blocking call overstays the deadline by more than a few seconds,
     # print the JSON as it stands and leave.
-    def watchdog():
-        time.sleep(max(0.0, deadline - time.monotonic()) + 5.0)
-        log("watchdog: deadline passed inside a blocking call")
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)  # where it hung
-        res.emit("deadline")
-        os._exit(0)
-    threading.Thread(target=watchdog, daemon=True).start()
-
-    def remaining():
-        return deadline - time.monotonic()
-
-    def check_deadline():
-        if remaining() <= 0:
-            raise GiveUp("deadline")
+    start_watchdog(res, deadline, log)
 
     def on_error(err):  # global error callback: log, count fatal ones (handled at the next call)
         log("error_cb:", err)
@@ -126,11 +51,8 @@ def main():
     if a.transaction_timeout_ms is not None:
         conf["transaction.timeout.ms"] = a.transaction_timeout_ms
 
-    delivery_errors = []
-
     def on_delivery(err, _msg):
         if err is not None:
-            delivery_errors.append(err)
             res.error(err.name())
 
     try:
@@ -140,7 +62,7 @@ def main():
         res.error(e.name() if e is not None else type(exc).__name__)
         log("Producer():", exc)
         res.emit(f"producer could not be created: {exc}")
-        os._exit(0)
+        finish()
     current = None          # index of the open transaction
     commit_requested = False
 
@@ -165,36 +87,31 @@ def main():
     def call(where, fn):
         """Call a blocking transactional method with a bounded timeout; retry while retriable."""
         while True:
-            check_deadline()
+            deadline.check()
             try:
-                fn(max(0.1, min(remaining(), 30.0)))
+                fn(max(0.1, min(deadline.remaining(), 30.0)))
                 return "ok"
             except KafkaException as exc:
                 verdict = handle(exc, where)
                 if verdict == "abort":
                     return "abort"
-                if where == "commit_transaction" and current is not None and current not in res.d["unknown"]:
-                    with res.lock:
-                        res.d["unknown"].append(current)
+                if where == "commit_transaction" and current is not None:
+                    res.settle(current, "unknown")  # until the retry tells
                 time.sleep(0.1)
 
     def abort_current():
         r = call("abort_transaction", p.abort_transaction)
         if r == "abort":  # abort itself never asks for an abort; treat as fatal
             raise GiveUp("abort_transaction failed with an abortable error")
-        with res.lock:
-            if current in res.d["unknown"]:
-                res.d["unknown"].remove(current)
-            res.d["aborted"].append(current)
+        res.settle(current, "aborted")
 
     reason = None
     try:
         if call("init_transactions", p.init_transactions) != "ok":
             raise GiveUp("init_transactions requires abort")
         for i in range(a.transactions):
-            check_deadline()
+            deadline.check()
             current, commit_requested = i, False
-            delivery_errors.clear()
             try:
                 p.begin_transaction()
             except KafkaException as exc:
@@ -202,14 +119,14 @@ def main():
                 raise GiveUp("begin_transaction failed")
             try:
                 for j in range(a.records_per_txn):
-                    k = f"{a.run_id}:{i}:{j}".encode()
+                    k = record_key(a.run_id, i, j)
                     while True:
                         try:
                             p.produce(a.topic, key=k, value=k, on_delivery=on_delivery)
                             break
                         except BufferError:  # local queue full: serve delivery reports, retry
                             p.poll(0.1)
-                            check_deadline()
+                            deadline.check()
                     p.poll(0)
             except KafkaException as exc:
                 if handle(exc, "produce") == "abort":
@@ -218,39 +135,23 @@ def main():
                 raise GiveUp("produce failed")
             # commit_transaction flushes outstanding messages itself.
             commit_requested = True
-            res.committing = i
+            res.begin_commit(i)
             r = call("commit_transaction", p.commit_transaction)
             res.committing = None
             if r == "ok":
-                with res.lock:
-                    if i in res.d["unknown"]:
-                        res.d["unknown"].remove(i)
-                    res.d["committed"].append(i)
+                res.settle(i, "committed")
             else:
                 abort_current()
             current = None
     except GiveUp as g:
         reason = str(g)
         log("giving up:", reason)
-        if current is not None and commit_requested:
-            with res.lock:
-                if current not in res.d["unknown"] and current not in res.d["committed"] \
-                        and current not in res.d["aborted"]:
-                    res.d["unknown"].append(current)
+        if current is not None and commit_requested and res.unsettled(current):
+            res.settle(current, "unknown")
     res.emit(reason)
     # Close the producer, bounded: a close that hangs must not hold the run past the watchdog.
-    closer = threading.Thread(target=lambda: _close(p), daemon=True)
-    closer.start()
-    closer.join(timeout=max(1.0, min(10.0, remaining() + 5.0)))
-    sys.stdout.flush()
-    os._exit(0)
-
-
-def _close(p):
-    try:
-        p.close() if hasattr(p, "close") else p.flush(0)
-    except Exception as exc:  # closing is best effort, the JSON is already out
-        log("close:", type(exc).__name__, exc)
+    close_bounded(lambda: p.close() if hasattr(p, "close") else p.flush(0), deadline, log)
+    finish()
 
 
 if __name__ == "__main__":

@@ -9,3 +9,7 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 )
+
+require kproxy/conformance/drivers/common-go/contract v0.0.0
+
+replace kproxy/conformance/drivers/common-go/contract => ../common-go/contract

@@ -12,38 +12,11 @@
 const { Kafka, logLevel } = require('kafkajs')
 const kafkajsVersion = require('kafkajs/package.json').version
 
+const { parseArgs, logger, recordKey, Account, runMain } = require('../common-js/contract.js')
+
 const FAMILY = 'kafkajs'
 const FATAL = new Set(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH'])
-
-function parseArgs (argv) {
-  const spec = {
-    '--bootstrap': 'bootstrap', '--topic': 'topic', '--transactional-id': 'transactionalId',
-    '--transactions': 'transactions', '--records-per-txn': 'recordsPerTxn', '--run-id': 'runId',
-    '--client-id': 'clientId', '--timeout-s': 'timeoutS', '--transaction-timeout-ms': 'transactionTimeoutMs'
-  }
-  const a = { clientId: `conformance-${FAMILY}`, timeoutS: 120 }
-  for (let i = 0; i < argv.length; i++) {
-    let flag = argv[i]
-    let value
-    const eq = flag.indexOf('=')
-    if (eq > 0) { value = flag.slice(eq + 1); flag = flag.slice(0, eq) } else { value = argv[++i] }
-    if (!(flag in spec) || value === undefined) {
-      process.stderr.write(`usage: unknown or incomplete argument ${flag}\n`)
-      process.exit(2)
-    }
-    a[spec[flag]] = value
-  }
-  for (const k of ['bootstrap', 'topic', 'transactionalId', 'transactions', 'recordsPerTxn', 'runId']) {
-    if (a[k] === undefined) { process.stderr.write(`missing argument for ${k}\n`); process.exit(2) }
-  }
-  a.transactions = parseInt(a.transactions, 10)
-  a.recordsPerTxn = parseInt(a.recordsPerTxn, 10)
-  a.timeoutS = parseFloat(a.timeoutS)
-  if (a.transactionTimeoutMs !== undefined) a.transactionTimeoutMs = parseInt(a.transactionTimeoutMs, 10)
-  return a
-}
-
-const log = (...parts) => process.stderr.write(`[${FAMILY}] ${parts.join(' ')}\n`)
+const log = logger(FAMILY)
 
 // Kafka's error name where KafkaJS carries one (KafkaJSProtocolError.type), looking through
 // KafkaJS's wrappers (retries exceeded, non-retriable, aggregate); else the error class name.
@@ -60,37 +33,9 @@ function errName (e) {
 }
 
 async function main () {
-  const a = parseArgs(process.argv.slice(2))
-  const t0 = process.hrtime.bigint()
-  const deadlineMs = Date.now() + a.timeoutS * 1000
-  const res = {
-    client: FAMILY, version: kafkajsVersion, library: kafkajsVersion,
-    transactions: a.transactions, records_per_txn: a.recordsPerTxn, run_id: a.runId,
-    committed: [], aborted: [], unknown: [], errors: {},
-    gave_up: false, give_up_reason: null, elapsed_s: 0
-  }
-  let committing = null
-  let printed = false
-  const countErr = name => { res.errors[name] = (res.errors[name] || 0) + 1 }
-  const settle = (i, outcome) => {
-    res.unknown = res.unknown.filter(x => x !== i)
-    res[outcome].push(i)
-    if (committing === i && outcome !== 'unknown') committing = null
-  }
-  const emit = reason => {
-    if (printed) return
-    printed = true
-    if (committing !== null && !res.unknown.includes(committing)) res.unknown.push(committing)
-    res.unknown.sort((x, y) => x - y)
-    if (reason) { res.gave_up = true; res.give_up_reason = reason }
-    res.elapsed_s = Number(process.hrtime.bigint() - t0) / 1e9
-    process.stdout.write(JSON.stringify(res) + '\n')
-  }
-  const watchdog = setTimeout(() => {
-    log('watchdog: deadline passed inside a blocking call')
-    emit('deadline')
-    process.exit(0)
-  }, Math.max(0, deadlineMs - Date.now()) + 5000)
+  const a = parseArgs(FAMILY, process.argv.slice(2))
+  const res = new Account(FAMILY, kafkajsVersion, kafkajsVersion, a)
+  res.startWatchdog(log)
 
   const kafka = new Kafka({
     clientId: a.clientId,
@@ -108,17 +53,16 @@ async function main () {
 
   const note = (where, e) => {
     const name = errName(e)
-    countErr(name)
+    res.countErr(name)
     log(`${where}: ${name}: ${e && e.message}`)
     return name
   }
-  const pastDeadline = () => Date.now() >= deadlineMs
 
   let reason = null
   try {
     await producer.connect()
     for (let i = 0; i < a.transactions; i++) {
-      if (pastDeadline()) { reason = 'deadline'; break }
+      if (res.pastDeadline()) { reason = 'deadline'; break }
       let txn
       try {
         txn = await producer.transaction()
@@ -128,27 +72,27 @@ async function main () {
       }
       const messages = []
       for (let j = 0; j < a.recordsPerTxn; j++) {
-        const k = `${a.runId}:${i}:${j}`
+        const k = recordKey(a.runId, i, j)
         messages.push({ key: k, value: k })
       }
       let stage = 'send'
       try {
         await txn.send({ topic: a.topic, acks: -1, messages })
-        if (pastDeadline()) { reason = 'deadline'; break }
+        if (res.pastDeadline()) { reason = 'deadline'; break }
         stage = 'commit'
-        committing = i
+        res.beginCommit(i)
         await txn.commit()
-        settle(i, 'committed')
+        res.settle(i, 'committed')
       } catch (e) {
         const name = note(stage, e)
-        if (stage === 'commit') settle(i, 'unknown')
+        if (stage === 'commit') res.settle(i, 'unknown')
         if (FATAL.has(name)) {
           reason = `fatal ${name} in ${stage}`
           break
         }
         try {
           await txn.abort()
-          settle(i, 'aborted')
+          res.settle(i, 'aborted')
         } catch (e2) {
           reason = `abort failed (${note('abort', e2)}) after ${stage} error ${name}`
           break
@@ -158,17 +102,8 @@ async function main () {
   } catch (e) {
     reason = `${note('producer', e)}: ${e && e.message}`
   }
-  emit(reason)
-  try {
-    await Promise.race([producer.disconnect(), new Promise(resolve => setTimeout(resolve, 10000))])
-  } catch (e) {
-    log(`disconnect: ${e && e.message}`)
-  }
-  clearTimeout(watchdog)
-  process.exit(0)
+  res.emit(reason)
+  await res.closeAndExit(() => producer.disconnect(), log)
 }
 
-main().catch(e => {
-  process.stderr.write(`[${FAMILY}] driver crashed: ${e && e.stack}\n`)
-  process.exit(3)
-})
+runMain(FAMILY, main)

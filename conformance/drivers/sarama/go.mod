@@ -20,3 +20,7 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+require kproxy/conformance/drivers/common-go/contract v0.0.0
+
+replace kproxy/conformance/drivers/common-go/contract => ../common-go/contract

@@ -8,103 +8,23 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"os"
-	"runtime/debug"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"kproxy/conformance/drivers/common-go/contract"
 )
 
 const family = "sarama"
 
-type result struct {
-	mu         sync.Mutex
-	printed    bool
-	t0         time.Time
-	committing int
-
-	Client        string         `json:"client"`
-	Version       string         `json:"version"`
-	Library       string         `json:"library"`
-	Transactions  int            `json:"transactions"`
-	RecordsPerTxn int            `json:"records_per_txn"`
-	RunID         string         `json:"run_id"`
-	Committed     []int          `json:"committed"`
-	Aborted       []int          `json:"aborted"`
-	Unknown       []int          `json:"unknown"`
-	Errors        map[string]int `json:"errors"`
-	GaveUp        bool           `json:"gave_up"`
-	GiveUpReason  *string        `json:"give_up_reason"`
-	ElapsedS      float64        `json:"elapsed_s"`
-}
-
-func (r *result) countErr(name string) {
-	r.mu.Lock()
-	r.Errors[name]++
-	r.mu.Unlock()
-}
-
-func without(s []int, v int) []int {
-	out := s[:0]
-	for _, x := range s {
-		if x != v {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func (r *result) settle(i int, outcome string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.Unknown = without(r.Unknown, i)
-	switch outcome {
-	case "committed":
-		r.Committed = append(r.Committed, i)
-	case "aborted":
-		r.Aborted = append(r.Aborted, i)
-	default:
-		r.Unknown = append(r.Unknown, i)
-	}
-	if outcome != "unknown" && r.committing == i {
-		r.committing = -1
-	}
-}
-
-func (r *result) emit(reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.printed {
-		return
-	}
-	r.printed = true
-	if r.committing >= 0 {
-		r.Unknown = append(without(r.Unknown, r.committing), r.committing)
-	}
-	if reason != "" {
-		r.GaveUp = true
-		r.GiveUpReason = &reason
-	}
-	sort.Ints(r.Unknown)
-	r.ElapsedS = float64(time.Since(r.t0).Microseconds()) / 1e6
-	b, _ := json.Marshal(r)
-	os.Stdout.Write(append(b, '\n'))
-	os.Stdout.Sync()
-}
-
-func logf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "["+family+"] "+format+"\n", a...)
-}
+var logf = contract.Logger(family)
 
 // Kafka's names for the protocol error codes Sarama returns as KError (the protocol's public
 // error table; Sarama itself only carries descriptions).
@@ -164,32 +84,8 @@ func errNames(err error) []string {
 	return []string{fmt.Sprintf("%T", err)}
 }
 
-func libVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/IBM/sarama" {
-				return d.Version
-			}
-		}
-	}
-	return "unknown"
-}
-
 func main() {
-	bootstrap := flag.String("bootstrap", "", "HOST:PORT")
-	topic := flag.String("topic", "", "topic")
-	txnID := flag.String("transactional-id", "", "transactional id")
-	n := flag.Int("transactions", 0, "transactions")
-	m := flag.Int("records-per-txn", 0, "records per transaction")
-	runID := flag.String("run-id", "", "run id")
-	clientID := flag.String("client-id", "conformance-"+family, "client id")
-	timeoutS := flag.Float64("timeout-s", 120, "deadline for the whole run")
-	txnTimeoutMs := flag.Int("transaction-timeout-ms", 0, "transaction timeout (client default when 0)")
-	flag.Parse()
-	if *bootstrap == "" || *topic == "" || *txnID == "" || *runID == "" {
-		fmt.Fprintln(os.Stderr, "missing required arguments")
-		os.Exit(2)
-	}
+	o := contract.Parse(family)
 	if os.Getenv("CONFORMANCE_DEBUG") != "" {
 		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.LstdFlags|log.Lmicroseconds)
 	} else {
@@ -197,27 +93,21 @@ func main() {
 	}
 
 	t0 := time.Now()
-	deadline := t0.Add(time.Duration(*timeoutS * float64(time.Second)))
-	v := libVersion()
-	res := &result{t0: t0, committing: -1, Client: family, Version: v, Library: v,
-		Transactions: *n, RecordsPerTxn: *m, RunID: *runID,
-		Committed: []int{}, Aborted: []int{}, Unknown: []int{}, Errors: map[string]int{}}
-	time.AfterFunc(time.Until(deadline)+5*time.Second, func() {
-		logf("watchdog: deadline passed inside a blocking call")
-		res.emit("deadline")
-		os.Exit(0)
-	})
+	deadline := o.Deadline(t0)
+	v := contract.ModuleVersion("github.com/IBM/sarama")
+	res := contract.NewAccount(family, v, v, o, t0)
+	res.StartWatchdog(deadline, logf)
 
 	cfg := sarama.NewConfig() // protocol version: Sarama's default
-	cfg.ClientID = *clientID
+	cfg.ClientID = o.ClientID
 	cfg.Producer.Idempotent = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Return.Successes = true // required by the SyncProducer
 	cfg.Producer.Return.Errors = true
-	cfg.Producer.Transaction.ID = *txnID
+	cfg.Producer.Transaction.ID = o.TransactionalID
 	cfg.Net.MaxOpenRequests = 1 // required for idempotence
-	if *txnTimeoutMs > 0 {
-		cfg.Producer.Transaction.Timeout = time.Duration(*txnTimeoutMs) * time.Millisecond
+	if o.TransactionTimeoutMs > 0 {
+		cfg.Producer.Transaction.Timeout = time.Duration(o.TransactionTimeoutMs) * time.Millisecond
 	}
 
 	// NewSyncProducer runs InitProducerId; it may block, so it counts against the deadline.
@@ -226,42 +116,36 @@ func main() {
 		err error
 	}
 	ch := make(chan made, 1)
-	go func() { p, err := sarama.NewSyncProducer([]string{*bootstrap}, cfg); ch <- made{p, err} }()
+	go func() { p, err := sarama.NewSyncProducer([]string{o.Bootstrap}, cfg); ch <- made{p, err} }()
 	var mk made
 	select {
 	case mk = <-ch:
 	case <-time.After(time.Until(deadline)):
-		res.emit("deadline")
+		res.Emit("deadline")
 		return
 	}
 	if mk.err != nil {
 		for _, name := range errNames(mk.err) {
-			res.countErr(name)
+			res.CountErr(name)
 		}
 		logf("NewSyncProducer: %v", mk.err)
-		res.emit("NewSyncProducer failed: " + strings.Join(errNames(mk.err), ","))
+		res.Emit("NewSyncProducer failed: " + strings.Join(errNames(mk.err), ","))
 		return
 	}
 	p := mk.p
-	reason := run(p, res, *topic, *n, *m, *runID, deadline)
+	reason := run(p, res, o.Topic, o.Transactions, o.RecordsPerTxn, o.RunID, deadline)
 	if reason != "" {
 		logf("giving up: %s", reason)
 	}
-	res.emit(reason)
-	done := make(chan struct{})
-	go func() { p.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		logf("close did not finish in 10s")
-	}
+	res.Emit(reason)
+	contract.CloseBounded(func() { p.Close() }, logf)
 }
 
-func run(p sarama.SyncProducer, res *result, topic string, n, m int, runID string, deadline time.Time) string {
+func run(p sarama.SyncProducer, res *contract.Account, topic string, n, m int, runID string, deadline time.Time) string {
 	note := func(where string, err error) string {
 		names := errNames(err)
 		for _, name := range names {
-			res.countErr(name)
+			res.CountErr(name)
 		}
 		logf("%s: %v (%s) status=%v", where, err, strings.Join(names, ","), p.TxnStatus())
 		return strings.Join(names, ",")
@@ -272,7 +156,7 @@ func run(p sarama.SyncProducer, res *result, topic string, n, m int, runID strin
 		for {
 			err := p.AbortTxn()
 			if err == nil {
-				res.settle(i, "aborted")
+				res.Settle(i, "aborted")
 				return ""
 			}
 			name := note("AbortTxn", err)
@@ -294,7 +178,7 @@ func run(p sarama.SyncProducer, res *result, topic string, n, m int, runID strin
 		}
 		msgs := make([]*sarama.ProducerMessage, m)
 		for j := range msgs {
-			k := fmt.Sprintf("%s:%d:%d", runID, i, j)
+			k := contract.Key(runID, i, j)
 			msgs[j] = &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(k)}
 		}
 		if err := p.SendMessages(msgs); err != nil {
@@ -310,13 +194,11 @@ func run(p sarama.SyncProducer, res *result, topic string, n, m int, runID strin
 		if time.Now().After(deadline) {
 			return "deadline"
 		}
-		res.mu.Lock()
-		res.committing = i
-		res.mu.Unlock()
+		res.BeginCommit(i)
 		for {
 			err := p.CommitTxn()
 			if err == nil {
-				res.settle(i, "committed")
+				res.Settle(i, "committed")
 				break
 			}
 			name := note("CommitTxn", err)
@@ -329,7 +211,7 @@ func run(p sarama.SyncProducer, res *result, topic string, n, m int, runID strin
 				}
 				break
 			}
-			res.settle(i, "unknown") // neither fatal nor abortable: commit again
+			res.Settle(i, "unknown") // neither fatal nor abortable: commit again
 			if time.Now().After(deadline) {
 				return "deadline"
 			}
