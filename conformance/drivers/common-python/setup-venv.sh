@@ -19,7 +19,10 @@ if [[ ! -x "$PY" ]] || ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
   PY="$(command -v python3)"
 fi
 PYID="py$("$PY" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')-$(readlink -f "$PY" | sha256sum | cut -c1-8)"
-ENTRY="$(mc_root "$ROOT/.cache/conformance/machine")/$(mc_key "$FAMILY" "${PIN//==/-}" "$PYID")"
+# The pinned versions (e.g. 2.16.1), else the requirements file's digest.
+VERSIONS="$(grep -v '^#' "$REQ" | sed -n 's/.*==//p' | sed 's/[[:space:]]//g' | paste -sd+)"
+[[ -n "$VERSIONS" ]] || VERSIONS="req$(sha256sum "$REQ" | cut -c1-12)"
+ENTRY="$(mc_root "$ROOT/.cache/conformance/machine")/$(mc_key "$FAMILY" "$VERSIONS" "$PYID")"
 
 build_venv() {
   local dir=$1

@@ -17,7 +17,11 @@ mc_root() {
   if [[ "${KPROXY_CONFORMANCE_CACHE:-}" == off ]]; then
     base=$fallback
   else
-    base="${KPROXY_CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kproxy-conformance}"
+    if [[ -n "${KPROXY_CONFORMANCE_CACHE:-}" ]]; then base=$KPROXY_CONFORMANCE_CACHE
+    elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then base=$XDG_CACHE_HOME/kproxy-conformance
+    elif [[ -n "${HOME:-}" ]]; then base=$HOME/.cache/kproxy-conformance
+    else base=$fallback
+    fi
     mkdir -p "$base" 2>/dev/null && [[ -w "$base" ]] || base=$fallback
   fi
   mkdir -p "$base"
