@@ -11,6 +11,12 @@
 namespace kproxy::chaos {
 
 namespace {
+// Characters as JSON Schema's minLength/maxLength count them: Unicode code points of the UTF-8 text.
+size_t code_points(const std::string& text) {
+  size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+  return n;
+}
 
 constexpr const char* kKeys = "scenario, version, number, description, protocols, expect, workload, notes, faults, api_versions";
 
@@ -111,8 +117,8 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     errors += at(source, n, "number: the scenario's number in docs/faults.md, 1 to 16");
   if (auto n = root["description"]; !n) {
     errors += source + ": description: missing (one line: what fails, and how)\n";
-  } else if (!is_text(n) || n.Scalar().size() > 1000) {
-    errors += at(source, n, "description: one line of text (at most 1000 characters)");
+  } else if (!is_text(n) || n.Scalar().empty() || code_points(n.Scalar()) > 1000) {
+    errors += at(source, n, "description: one line of text (1 to 1000 characters)");
   } else {
     out.description = n.Scalar();
   }

@@ -115,5 +115,10 @@ TEST_CASE("scenario: numbers as JSON Schema reads them, text that is text") {
   CHECK(errors_of(R"({"scenario": "a", "description": "x", "notes": false})").find("notes: text") != std::string::npos);
   CHECK(errors_of(R"({"scenario": 12, "description": "x"})").find("scenario: a name") != std::string::npos);
   CHECK(errors_of(R"({"scenario": "a", "description": "x", "version": "3"})").find("version: a whole number") != std::string::npos);
+  CHECK(errors_of(R"({"scenario": "a", "description": ""})").find("description: one line of text (1 to 1000") != std::string::npos);
+  CHECK(errors_of("scenario: a\ndescription: " + std::string(1001, 'x') + "\n").find("description: one line") != std::string::npos);
+  std::string thousand_wide;  // 1000 characters of three bytes each: within maxLength
+  for (int i = 0; i < 1000; ++i) thousand_wide += "\xE2\x82\xAC";
+  CHECK(errors_of("scenario: a\ndescription: " + thousand_wide + "\n") == "");
   CHECK(errors_of("scenario: a\ndescription: 2.5\n").find("description: one line of text") != std::string::npos);
 }
