@@ -96,7 +96,7 @@ bool json_too_deep(std::string_view text, size_t max_depth = kMaxJsonDepth);
 /// refusal; the 503s counted are the server's (too many streams, connections or queued requests).
 uint64_t admin_refusals(int status);
 /// The statuses admin_refusals counts.
-inline constexpr int kRefusalStatuses[] = {400, 401, 404, 405, 408, 411, 413, 431, 503};
+inline constexpr int kRefusalStatuses[] = {400, 401, 404, 405, 408, 409, 411, 413, 422, 431, 503};
 /// A request head (request line and headers) may be at most this long (431 past it).
 constexpr size_t kMaxHeadBytes = 16 * 1024;
 /// At most this many refusal log lines per 10 s (then one line says how many were not logged).

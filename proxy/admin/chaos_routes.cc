@@ -11,6 +11,15 @@ HttpResponse json_response(int status, std::string body) { return HttpResponse{s
 
 HttpResponse error(int status, const std::string& message) { return json_error(status, message); }
 
+/// The status of a refused rule change (docs/admin-api.openapi.yaml, "Refusals").
+int status_of(chaos::Refusal refusal) {
+  switch (refusal) {
+    case chaos::Refusal::kUnprocessable: return 422;
+    case chaos::Refusal::kConflict: return 409;
+    default: return 400;
+  }
+}
+
 bool parse_body(const std::string& body, nlohmann::json& out, std::string& why) {
   // The depth is bounded before parsing: copying, comparing and dumping a json value recurse.
   if (json_too_deep(body)) {
@@ -42,7 +51,9 @@ HttpResponse ChaosAdmin::put_fault(const std::string& name, const std::string& b
   if (!parse_body(body, spec, why)) return error(400, why);
   if (spec.is_object() && spec.contains("name") && spec["name"] != name)
     return error(400, "name: the body names " + dump(spec["name"]) + " but the path names '" + name + "'");
-  if (auto e = control_.put_rule(name, spec, max_rules_ ? max_rules_() : SIZE_MAX); !e.empty()) return error(400, e);
+  chaos::Refusal refusal = chaos::Refusal::kNone;
+  if (auto e = control_.put_rule(name, spec, max_rules_ ? max_rules_() : SIZE_MAX, &refusal); !e.empty())
+    return error(status_of(refusal), e);
   auto rule = control_.rule(name);
   return json_response(200, dump(nlohmann::json{{"rule", rule ? rule->to_json() : nlohmann::json()}}));
 }
@@ -97,11 +108,13 @@ HttpResponse ChaosAdmin::put_scenario(const std::string& body) {
   if (!scenario_.apply) return error(400, "scenarios are not available here");
   if (json_too_deep(body)) return error(400, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   auto s = std::make_shared<chaos::Scenario>();
-  if (std::string e = chaos::load_scenario_yaml(body, "PUT /scenario", *s); !e.empty()) {
+  chaos::Refusal refusal = chaos::Refusal::kNone;
+  if (std::string e = chaos::load_scenario_yaml(body, "PUT /scenario", *s, &refusal); !e.empty()) {
     while (!e.empty() && e.back() == '\n') e.pop_back();
-    return error(400, e);
+    return error(status_of(refusal), e);
   }
-  if (std::string e = scenario_.apply(s); !e.empty()) return error(400, e);
+  // What apply refuses is a clash with what is installed (rule names, limits.max_fault_rules).
+  if (std::string e = scenario_.apply(s); !e.empty()) return error(409, e);
   return json_response(200, dump(s->summary()) + "\n");
 }
 

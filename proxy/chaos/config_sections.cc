@@ -66,7 +66,7 @@ std::string locate(const std::string& source, const std::string& message, const 
   return source + ": " + message;
 }
 
-std::string load_root(const YAML::Node& root, const std::string& source, ChaosConfig& out) {
+std::string load_root(const YAML::Node& root, const std::string& source, ChaosConfig& out, Refusal& worst) {
   std::string errors;
   std::map<std::string, YAML::Mark> marks;
   if (!root.IsMap()) return "";
@@ -74,18 +74,22 @@ std::string load_root(const YAML::Node& root, const std::string& source, ChaosCo
     auto list = to_json(faults, "faults", marks);
     if (!list.is_array()) {
       errors += locate(source, "faults: expected a list of rules", marks) + "\n";
+      note_refusal(worst, Refusal::kMalformed);
     } else {
       std::set<std::string> names;
       for (size_t i = 0; i < list.size(); ++i) {
         std::string at = "faults[" + std::to_string(i) + "]";
         std::string why;
-        auto rule = parse_fault_rule(list[i], why);
+        Refusal kind = Refusal::kNone;
+        auto rule = parse_fault_rule(list[i], why, {}, &kind);
         if (!rule) {
+          note_refusal(worst, kind);
           errors += locate(source, at + (why.rfind(":", 0) == 0 ? "" : ".") + why, marks) + "\n";
           continue;
         }
         if (!names.insert(rule->name).second) {
           errors += locate(source, at + ".name: '" + rule->name + "' is used by an earlier rule", marks) + "\n";
+          note_refusal(worst, Refusal::kUnprocessable);  // JSON Schema cannot say "names differ"
           continue;
         }
         out.rules.push_back(std::move(rule));
@@ -96,20 +100,29 @@ std::string load_root(const YAML::Node& root, const std::string& source, ChaosCo
     auto list = to_json(av, "api_versions", marks);
     std::string why;
     auto parsed = policy::parse_api_versions_policy(list, why);
-    if (!parsed) errors += locate(source, "api_versions" + why, marks) + "\n";
-    else out.api_versions = std::move(*parsed);
+    if (!parsed) {
+      errors += locate(source, "api_versions" + why, marks) + "\n";
+      note_refusal(worst, Refusal::kMalformed);
+    } else {
+      out.api_versions = std::move(*parsed);
+    }
   }
   return errors;
 }
 
 }  // namespace
 
-std::string load_chaos_yaml(const std::string& yaml, const std::string& source, ChaosConfig& out) {
+std::string load_chaos_yaml(const std::string& yaml, const std::string& source, ChaosConfig& out, Refusal* refusal) {
+  Refusal worst = Refusal::kNone;
+  std::string errors;
   try {
-    return load_root(YAML::Load(yaml), source, out);
+    errors = load_root(YAML::Load(yaml), source, out, worst);
   } catch (const YAML::Exception& e) {
-    return source + ": " + e.what() + "\n";
+    errors = source + ": " + e.what() + "\n";
+    worst = Refusal::kMalformed;
   }
+  if (refusal) *refusal = worst;
+  return errors;
 }
 
 std::string load_chaos_config(const config::Config& config, ChaosConfig& out) {

@@ -30,7 +30,7 @@ struct ChaosConfig {
 std::string load_chaos_config(const config::Config& config, ChaosConfig& out);
 
 /// Parses YAML text holding `faults:` and/or `api_versions:` at the top level. `source` names it
-/// in messages. Returns "" or the errors.
-std::string load_chaos_yaml(const std::string& yaml, const std::string& source, ChaosConfig& out);
+/// in messages. Returns "" or the errors; `refusal`, when given, gets their kind.
+std::string load_chaos_yaml(const std::string& yaml, const std::string& source, ChaosConfig& out, Refusal* refusal = nullptr);
 
 }  // namespace kproxy::chaos

@@ -144,8 +144,19 @@ namespace {
 
 struct Parser {
   std::string& error;
+  Refusal kind = Refusal::kNone;
   bool fail(const std::string& path, const std::string& why) {
-    if (error.empty()) error = path + ": " + why;
+    if (error.empty()) {
+      error = path + ": " + why;
+      kind = Refusal::kMalformed;
+    }
+    return false;
+  }
+  /// Well formed (the OpenAPI schema accepts it), but not applicable to the APIs it names.
+  bool unprocessable(const std::string& path, const std::string& why) {
+    bool was_empty = error.empty();
+    fail(path, why);
+    if (was_empty) kind = Refusal::kUnprocessable;
     return false;
   }
 
@@ -274,13 +285,14 @@ struct Parser {
       } else {
         return fail("match.versions", "expected 'A-B' or {min, max}");
       }
-      if (out.versions.min < 0 || out.versions.min > out.versions.max) return fail("match.versions", "empty or negative version range");
+      if (out.versions.min < 0 || out.versions.min > out.versions.max)
+        return unprocessable("match.versions", "empty or negative version range");
       for (int16_t k : out.apis) {
         auto r = codec::request_versions(k);
         if (out.versions.max < r.min || out.versions.min > r.max)
-          return fail("match.versions", std::string(codec::api_name(k)) + " has versions " + std::to_string(r.min) + "-" +
-                                            std::to_string(r.max) + ", none in " + std::to_string(out.versions.min) + "-" +
-                                            std::to_string(out.versions.max));
+          return unprocessable("match.versions", std::string(codec::api_name(k)) + " has versions " + std::to_string(r.min) + "-" +
+                                                     std::to_string(r.max) + ", none in " + std::to_string(out.versions.min) + "-" +
+                                                     std::to_string(out.versions.max));
       }
     }
     if (!glob(m, "listener", out.listener) || !glob(m, "client_id", out.client_id) || !glob(m, "transactional_id", out.transactional_id) ||
@@ -349,7 +361,7 @@ struct Parser {
         }
         if (!is_error) {
           for (int16_t v = lo; v <= hi; ++v) {
-            if (auto why = answer_refusal(k, v); !why.empty()) return fail("action.answer", why);
+            if (auto why = answer_refusal(k, v); !why.empty()) return unprocessable("action.answer", why);
           }
         }
       }
@@ -486,9 +498,16 @@ bool valid_name(std::string_view n) {
 
 }  // namespace
 
-std::shared_ptr<FaultRule> parse_fault_rule(const nlohmann::json& spec_in, std::string& error, std::string_view name) {
+std::shared_ptr<FaultRule> parse_fault_rule(const nlohmann::json& spec_in, std::string& error, std::string_view name, Refusal* refusal) {
   error.clear();
   Parser p{error};
+  struct ReportKind {  // every return below reports what kind of refusal it was, if any
+    const Parser& parser;
+    Refusal* to;
+    ~ReportKind() {
+      if (to) *to = parser.kind;
+    }
+  } report{p, refusal};
   if (!spec_in.is_object()) {
     p.fail("rule", "expected an object with match, action, trigger");
     return nullptr;

@@ -43,6 +43,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "proxy/chaos/refusal.h"
+
 #include "proxy/util/glob.h"
 
 namespace kproxy::chaos {
@@ -130,8 +132,10 @@ class FaultRule {
 
 /// Parses and validates one rule. On error returns nullptr and sets `error` to a message that
 /// starts with the JSON path of the offending key ("match.api: unknown API 'Foo'").
-/// `name` overrides the spec's "name" when non-empty (PUT /faults/{name}).
-std::shared_ptr<FaultRule> parse_fault_rule(const nlohmann::json& spec, std::string& error, std::string_view name = {});
+/// `name` overrides the spec's "name" when non-empty (PUT /faults/{name}). `refusal`, when given,
+/// says whether a refused rule is malformed or well formed but not applicable to its APIs.
+std::shared_ptr<FaultRule> parse_fault_rule(const nlohmann::json& spec, std::string& error, std::string_view name = {},
+                                            Refusal* refusal = nullptr);
 
 /// Parses a duration: a number (milliseconds) or "250ms", "2s", "1m". nullopt when malformed.
 std::optional<std::chrono::milliseconds> parse_duration(const nlohmann::json& v);

@@ -30,9 +30,9 @@ void ChaosControl::publish(std::shared_ptr<RuleSet> next) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules) {
+std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules, Refusal* refusal) {
   std::string error;
-  auto rule = parse_fault_rule(spec, error, name);
+  auto rule = parse_fault_rule(spec, error, name, refusal);
   if (!rule) return error;
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>(*current_);
@@ -45,6 +45,7 @@ std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json
   }
   if (!replaced) {
     if (next->rules.size() >= max_rules) {
+      if (refusal) *refusal = Refusal::kConflict;
       return "too many fault rules: " + std::to_string(next->rules.size()) + " installed, at most " + std::to_string(max_rules) +
              " (limits.max_fault_rules); delete some first";
     }

@@ -56,8 +56,8 @@ class ChaosControl {
 
   /// Adds or replaces the rule `name` with `spec` (JSON). "" or why it was refused (nothing changed).
   /// A new rule is refused when `max_rules` are installed already (limits.max_fault_rules); a
-  /// replacement never is.
-  std::string put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules = SIZE_MAX);
+  /// replacement never is. `refusal`, when given, gets the kind of a refusal.
+  std::string put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules = SIZE_MAX, Refusal* refusal = nullptr);
   /// False when there is no such rule.
   bool delete_rule(const std::string& name);
   /// Removes every rule (the ApiVersions policy stays).

@@ -8,16 +8,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "proxy/util/utf8.h"
+
 namespace kproxy::chaos {
 
 namespace {
-// Characters as JSON Schema's minLength/maxLength count them: Unicode code points of the UTF-8 text.
-size_t code_points(const std::string& text) {
-  size_t n = 0;
-  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 constexpr const char* kKeys = "scenario, version, number, description, protocols, expect, workload, notes, faults, api_versions";
 
 std::string at(const std::string& source, const YAML::Node& n, const std::string& message) {
@@ -84,7 +79,8 @@ nlohmann::json Scenario::summary() const {
   return out;
 }
 
-std::string load_scenario_yaml(const std::string& yaml, const std::string& source, Scenario& out) {
+std::string load_scenario_yaml(const std::string& yaml, const std::string& source, Scenario& out, Refusal* refusal) {
+  if (refusal) *refusal = Refusal::kMalformed;  // until the rules are read: every refusal before is one the schema makes
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
@@ -95,7 +91,7 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     if (json.is_discarded()) return source + ": " + e.what() + "\n";
     std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (text == yaml) return source + ": " + e.what() + "\n";  // read as JSON already
-    return load_scenario_yaml(text, source, out);
+    return load_scenario_yaml(text, source, out, refusal);
   }
   if (!root.IsMap()) return source + ": a scenario is a mapping (scenario:, description:, faults:, ...)\n";
   std::string errors;
@@ -117,7 +113,7 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     errors += at(source, n, "number: the scenario's number in docs/faults.md, 1 to 16");
   if (auto n = root["description"]; !n) {
     errors += source + ": description: missing (one line: what fails, and how)\n";
-  } else if (!is_text(n) || n.Scalar().empty() || code_points(n.Scalar()) > 1000) {
+  } else if (!is_text(n) || n.Scalar().empty() || util::code_points(n.Scalar()) > 1000) {
     errors += at(source, n, "description: one line of text (1 to 1000 characters)");
   } else {
     out.description = n.Scalar();
@@ -161,7 +157,7 @@ std::string load_scenario_yaml(const std::string& yaml, const std::string& sourc
     if (auto n = root[list]; n && !n.IsSequence()) errors += at(source, n, std::string(list) + ": expected a list (an empty one: [])");
   }
   // Neither faults: nor api_versions: is a baseline scenario: the same workload with nothing injected.
-  if (errors.empty()) errors += load_chaos_yaml(yaml, source, out.chaos);
+  if (errors.empty()) errors += load_chaos_yaml(yaml, source, out.chaos, refusal);
   out.source = source;
   return errors;
 }

@@ -46,8 +46,8 @@ struct Scenario {
 };
 
 /// Parses scenario YAML (JSON is YAML too). Returns "" or the errors, one per line, each
-/// "source:line:column: key: why".
-std::string load_scenario_yaml(const std::string& yaml, const std::string& source, Scenario& out);
+/// "source:line:column: key: why". `refusal`, when given, gets the errors' kind (kNone when none).
+std::string load_scenario_yaml(const std::string& yaml, const std::string& source, Scenario& out, Refusal* refusal = nullptr);
 /// Reads and parses `path`. Returns "" or the errors.
 std::string load_scenario_file(const std::string& path, Scenario& out);
 

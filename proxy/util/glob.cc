@@ -1,5 +1,7 @@
 #include "proxy/util/glob.h"
 
+#include "proxy/util/utf8.h"
+
 namespace kproxy::util {
 
 namespace {
@@ -18,8 +20,10 @@ bool class_match(std::string_view p, size_t& i, char c, bool& ok) {
     if (lo == '\\' && i + 1 < p.size()) lo = p[++i];
     char hi = lo;
     if (i + 2 < p.size() && p[i + 1] == '-' && p[i + 2] != ']') {
-      hi = p[i + 2];
+      // A range's end is read like any element: `\` escapes it (`[!-\]]` is '!' to ']').
       i += 2;
+      hi = p[i];
+      if (hi == '\\' && i + 1 < p.size()) hi = p[++i];
     }
     if (c >= lo && c <= hi) matched = true;
     ++i;
@@ -34,8 +38,8 @@ bool class_match(std::string_view p, size_t& i, char c, bool& ok) {
 }  // namespace
 
 std::string glob_error(std::string_view p) {
-  if (p.size() > kMaxGlobLength) {
-    return "glob '" + std::string(p.substr(0, 40)) + "…' is " + std::to_string(p.size()) + " characters long (at most " +
+  if (size_t length = code_points(p); length > kMaxGlobLength) {
+    return "glob '" + std::string(p.substr(0, 40)) + "…' is " + std::to_string(length) + " characters long (at most " +
            std::to_string(kMaxGlobLength) + ")";
   }
   for (size_t i = 0; i < p.size(); ++i) {

@@ -34,6 +34,54 @@ TEST_CASE("admin handlers: status codes and JSON bodies; invalid input changes n
   CHECK(json::parse(admin.reset_faults().body)["removed"] == 1);
 }
 
+TEST_CASE("admin handlers: 400 for what the schema refuses, 422 for what cannot apply to the named APIs") {
+  // docs/admin-api.openapi.yaml states the first kind in its schemas; the second depends on each
+  // API's versions (the "Unprocessable" response).
+  ChaosControl c;
+  ChaosAdmin admin(c, nullptr);
+  auto status = [&](const char* body) { return admin.put_fault("r", body).status; };
+  CHECK(status(R"({"action":{"error":"NOT_COORDINATOR"}})") == 400);                                       // no match.api
+  CHECK(status(R"({"match":{"api":[]},"action":{"answer":"NOT_COORDINATOR"}})") == 400);                   // empty match.api
+  CHECK(status(R"({"match":{"api":"EndTxn"},"action":{"answer":"TRANSACTIONAL_ID_NOT_FOUND"}})") == 400);  // not EndTxn's
+  CHECK(status(R"({"match":{"api":"Fetch"},"action":{"error":"TRANSACTION_ABORTABLE"}})") == 400);
+  CHECK(status(R"({"match":{"topic":"a[b"},"action":{"delay":1}})") == 400);  // unclosed class
+  CHECK(status(R"({"match":{"versions":"40000"},"action":{"delay":1}})") == 400);
+  CHECK(status(R"({"match":{"api":"EndTxn","versions":"9-"},"action":{"delay":1}})") == 422);  // EndTxn has 0-5
+  CHECK(status(R"({"match":{"versions":"5-3"},"action":{"delay":1}})") == 422);
+  CHECK(status(R"({"match":{"versions":{"min":5,"max":3}},"action":{"delay":1}})") == 422);
+  CHECK(status(R"({"match":{"api":"Fetch"},"action":{"answer":"NOT_COORDINATOR"}})") == 422);  // no top-level error
+  CHECK(c.current()->rules.empty());
+  CHECK(status(R"({"match":{"api":"Fetch"},"action":{"error":"NOT_LEADER_OR_FOLLOWER"}})") == 200);
+}
+
+TEST_CASE("admin handlers: a scenario is 400 when malformed, 422 when its rules cannot apply, 409 when it clashes") {
+  ChaosControl c;
+  ChaosAdmin admin(c, nullptr);
+  std::string applied_error;
+  kproxy::admin::ScenarioHooks hooks;
+  hooks.apply = [&](std::shared_ptr<const kproxy::chaos::Scenario>) { return applied_error; };
+  hooks.current = [] { return std::shared_ptr<const kproxy::chaos::Scenario>(); };
+  admin.set_scenario_hooks(hooks);
+  CHECK(admin.put_scenario(R"({"scenario":"s","description":""})").status == 400);
+  CHECK(admin.put_scenario(R"({"scenario":"s","description":"d","faults":[{"name":"a","action":{"delay":1},"match":{"topic":"["}}]})")
+            .status == 400);
+  CHECK(admin
+            .put_scenario(
+                R"({"scenario":"s","description":"d","faults":[{"name":"a","action":{"delay":1}},{"name":"a","action":{"delay":2}}]})")
+            .status == 422);
+  // Malformed wins over unprocessable when a body holds both.
+  CHECK(admin
+            .put_scenario(R"({"scenario":"s","description":"d","faults":[{"name":"a","action":{"delay":1},"match":{"versions":"5-3"}},)"
+                          R"({"name":"b","action":{"delay":1},"match":{"topic":"["}}]})")
+            .status == 400);
+  CHECK(admin.put_scenario(R"({"scenario":"s","description":"d","faults":[{"name":"a","action":{"delay":1},"match":{"versions":"5-3"}}]})")
+            .status == 422);
+  applied_error = "scenario 's': its rule 'a' has the name of a rule of the config";
+  CHECK(admin.put_scenario(R"({"scenario":"s","description":"d","faults":[{"name":"a","action":{"delay":1}}]})").status == 409);
+  applied_error.clear();
+  CHECK(admin.put_scenario(R"({"scenario":"s","description":"d","faults":[{"name":"a","action":{"delay":1}}]})").status == 200);
+}
+
 TEST_CASE("PUT /api-versions takes feature entries with scopes; an invalid one keeps the policy") {
   ChaosControl c;
   ChaosAdmin admin(c, nullptr);
@@ -50,7 +98,7 @@ TEST_CASE("PUT /api-versions takes feature entries with scopes; an invalid one k
   CHECK(json::parse(admin.get_api_versions().body)["api_versions"][0]["max"] == 1);
 }
 
-TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 400, counted and logged as a refusal") {
+TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 409, counted and logged as a refusal") {
   ChaosControl c;
   size_t cap = 2;
   ChaosAdmin admin(
@@ -66,11 +114,11 @@ TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 400,
   };
   CHECK(put("a").status == 200);
   CHECK(put("b").status == 200);
-  const auto before = kproxy::admin::admin_refusals(400);
+  const auto before = kproxy::admin::admin_refusals(409);
   auto over = put("c");
-  CHECK(over.status == 400);
+  CHECK(over.status == 409);
   CHECK(json::parse(over.body)["error"] == "too many fault rules: 2 installed, at most 2 (limits.max_fault_rules); delete some first");
-  CHECK(kproxy::admin::admin_refusals(400) == before + 1);
+  CHECK(kproxy::admin::admin_refusals(409) == before + 1);
   CHECK(c.current()->rules.size() == 2);
   CHECK(put("b").status == 200);  // replacing is not adding
   cap = 3;                        // the limit is read at each PUT (a reload may change it)
