@@ -8,51 +8,11 @@
 #include "proxy/admin/chaos_routes.h"
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
-#include "proxy/cluster/broker_directory.h"
 #include "proxy/observe/frame_metrics.h"
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::admin {
-namespace {
-
-/// Broker nodes refused a kproxy port, by reason (proxy/cluster/broker_directory.h BrokerPortRefusal), as
-/// kproxy_proxy_broker_ports_refused_total{reason}.
-void export_broker_port_refusals(std::vector<prometheus::MetricFamily>& out) {
-  prometheus::MetricFamily f;
-  f.name = "kproxy_proxy_broker_ports_refused_total";
-  f.help =
-      "Broker nodes refused a kproxy port, by reason: claimed_by_other (another listener's or the admin API's port), "
-      "over_max_broker_ports, no_port_left.";
-  f.type = prometheus::MetricType::Counter;
-  for (size_t i = 0; i < static_cast<size_t>(proxy::BrokerPortRefusal::kCount); ++i) {
-    auto reason = static_cast<proxy::BrokerPortRefusal>(i);
-    prometheus::ClientMetric m;
-    m.label.push_back({"reason", proxy::broker_port_refusal_name(reason)});
-    m.counter.value = static_cast<double>(proxy::broker_ports_refused(reason));
-    f.metric.push_back(std::move(m));
-  }
-  out.push_back(std::move(f));
-}
-
-/// Admin requests refused, by status (admin_server.h), as kproxy_admin_refusals_total{status}.
-void export_admin_refusals(std::vector<prometheus::MetricFamily>& out) {
-  prometheus::MetricFamily f;
-  f.name = "kproxy_admin_refusals_total";
-  f.help =
-      "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 408 request too slow, 411 no Content-Length, "
-      "413 body too large, 431 head too large, 503 busy).";
-  f.type = prometheus::MetricType::Counter;
-  for (int status : kRefusalStatuses) {
-    prometheus::ClientMetric m;
-    m.label.push_back({"status", std::to_string(status)});
-    m.counter.value = static_cast<double>(admin_refusals(status));
-    f.metric.push_back(std::move(m));
-  }
-  out.push_back(std::move(f));
-}
-
-}  // namespace
 
 void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health) {
   register_observability_routes(server, metrics::ProxyMetrics::instance(), tap::TapHub::instance(), health);
@@ -91,8 +51,6 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   } else {
     proxy::set_frame_observer(nullptr);
   }
-  metrics::ProxyMetrics::instance().add_collector(export_admin_refusals);
-  metrics::ProxyMetrics::instance().add_collector(export_broker_port_refusals);
   chaos_admin_ =
       std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
   chaos_admin_->set_scenario_hooks({[this](std::shared_ptr<const chaos::Scenario> s) { return proxy_.set_scenario(std::move(s)); },

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/host_port.h"
+#include "proxy/metrics/proxy_metrics.h"
 
 namespace kproxy::admin {
 namespace {
@@ -92,7 +93,20 @@ bool has_control_character(std::string_view s) {
   return false;
 }
 
-std::array<std::atomic<uint64_t>, std::size(kRefusalStatuses)> g_refusals{};
+/// kproxy_admin_refusals_total{status}, one series per kRefusalStatuses entry.
+metrics::LabelledCounter& refusals() {
+  static metrics::LabelledCounter* counter = [] {
+    std::vector<std::string> statuses;
+    for (int status : kRefusalStatuses) statuses.push_back(std::to_string(status));
+    return &metrics::ProxyMetrics::instance().labelled_counter(
+        "kproxy_admin_refusals_total",
+        "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 408 request too slow, 409 clashes with "
+        "what is installed, 411 no Content-Length, 413 body too large, 422 not applicable to the named APIs, 431 head too "
+        "large, 503 busy).",
+        "status", std::move(statuses));
+  }();
+  return *counter;
+}
 
 /// Refusal log lines: at most kRefusalLogBurst per 10 s window, process-wide.
 struct RefusalLogBudget {
@@ -200,7 +214,7 @@ void reset_refusal_log_budget() {
 
 uint64_t admin_refusals(int status) {
   for (size_t i = 0; i < std::size(kRefusalStatuses); ++i) {
-    if (kRefusalStatuses[i] == status) return g_refusals[i].load(std::memory_order_relaxed);
+    if (kRefusalStatuses[i] == status) return refusals().value(i);
   }
   return 0;
 }
@@ -602,6 +616,7 @@ void AdminServer::Network::stop() {
 }
 
 AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(options)) {
+  refusals();  // exported from the start, every status at 0
   if (options_.max_pending_per_address == 0) options_.max_pending_per_address = 1;
   if (options_.max_pending < options_.max_pending_per_address) options_.max_pending = options_.max_pending_per_address;
   if (options_.max_queued == 0) options_.max_queued = 1;
@@ -719,7 +734,7 @@ void AdminServer::note_refusal(const HttpRequest& request, const HttpResponse& r
     if (kRefusalStatuses[i] == response.status) index = i;
   }
   if (index == std::size(kRefusalStatuses)) return;
-  g_refusals[index].fetch_add(1, std::memory_order_relaxed);
+  refusals().add(index);
 
   uint64_t suppressed = 0;
   {

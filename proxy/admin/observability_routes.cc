@@ -12,21 +12,9 @@ constexpr auto kTapKeepAlive = std::chrono::seconds(2);
 }  // namespace
 
 void register_observability_routes(AdminServer& server, metrics::ProxyMetrics& metrics, tap::TapHub& hub, Health& health) {
-  metrics.add_collector([&hub](std::vector<prometheus::MetricFamily>& out) {
-    auto one = [&out](const char* name, const char* help, prometheus::MetricType type, double value) {
-      prometheus::MetricFamily f;
-      f.name = name;
-      f.help = help;
-      f.type = type;
-      prometheus::ClientMetric m;
-      (type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value) = value;
-      f.metric.push_back(m);
-      out.push_back(std::move(f));
-    };
-    one("kproxy_tap_events_dropped_total", "Tap events not delivered because a subscriber could not keep up.",
-        prometheus::MetricType::Counter, static_cast<double>(hub.dropped_total()));
-    one("kproxy_tap_subscribers", "Clients following GET /tap now.", prometheus::MetricType::Gauge,
-        static_cast<double>(hub.subscriber_count()));
+  metrics.export_counter(hub.dropped_counter());
+  metrics.add_gauge("kproxy_tap_subscribers", "Clients following GET /tap now.", "", [&hub] {
+    return std::vector<std::pair<std::string, double>>{{"", static_cast<double>(hub.subscriber_count())}};
   });
 
   server.route("GET", "/metrics", [&metrics](const HttpRequest&) {

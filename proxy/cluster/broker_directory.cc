@@ -2,11 +2,26 @@
 
 #include <spdlog/spdlog.h>
 
+#include "proxy/metrics/proxy_metrics.h"
+
 namespace kproxy::proxy {
 
 namespace {
 
-std::array<std::atomic<uint64_t>, static_cast<size_t>(BrokerPortRefusal::kCount)> refused_counts{};
+/// kproxy_proxy_broker_ports_refused_total{reason}, one series per BrokerPortRefusal.
+metrics::LabelledCounter& refused_counts() {
+  static metrics::LabelledCounter* counter = [] {
+    std::vector<std::string> reasons;
+    for (size_t i = 0; i < static_cast<size_t>(BrokerPortRefusal::kCount); ++i)
+      reasons.push_back(broker_port_refusal_name(static_cast<BrokerPortRefusal>(i)));
+    return &metrics::ProxyMetrics::instance().labelled_counter(
+        "kproxy_proxy_broker_ports_refused_total",
+        "Broker nodes refused a kproxy port, by reason: claimed_by_other (another listener's or the admin API's port), "
+        "over_max_broker_ports, no_port_left.",
+        "reason", std::move(reasons));
+  }();
+  return *counter;
+}
 
 }  // namespace
 
@@ -20,11 +35,10 @@ const char* broker_port_refusal_name(BrokerPortRefusal reason) {
   return "?";
 }
 
-uint64_t broker_ports_refused(BrokerPortRefusal reason) {
-  return refused_counts[static_cast<size_t>(reason)].load(std::memory_order_relaxed);
-}
+uint64_t broker_ports_refused(BrokerPortRefusal reason) { return refused_counts().value(static_cast<size_t>(reason)); }
 
 BrokerPortClaims::BrokerPortClaims(const config::Config& config) {
+  refused_counts();  // exported from the start, every reason at 0
   for (size_t i = 0; i < config.listeners.size(); ++i) {
     const auto& l = config.listeners[i];
     names_.push_back(l.name);
@@ -57,7 +71,7 @@ BrokerDirectory::Learned BrokerDirectory::refuse(int32_t node_id, BrokerPortRefu
   // every refusal counts and one line says that later ones are not logged.
   const bool remembered = refused_nodes_.count(node_id) != 0;
   if (!remembered && refused_nodes_.size() >= kMaxRefusedNodesRemembered) {
-    refused_counts[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+    refused_counts().add(static_cast<size_t>(reason));
     if (!refusals_muted_) {
       refusals_muted_ = true;
       spdlog::error("listener={} refused {} broker nodes a port: further refusals are counted, not logged",
@@ -65,7 +79,7 @@ BrokerDirectory::Learned BrokerDirectory::refuse(int32_t node_id, BrokerPortRefu
     }
   } else if (!remembered) {
     refused_nodes_.insert(node_id);
-    refused_counts[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+    refused_counts().add(static_cast<size_t>(reason));
     spdlog::error(
         "listener={} refuses broker node {}: {} (clients of this listener are not given that broker; fix the config, "
         "see config/README.md \"Ports\")",

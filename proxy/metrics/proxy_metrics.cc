@@ -285,9 +285,31 @@ void ProxyMetrics::enable_traffic_labels(bool topics, bool client_ids, size_t ma
                               : nullptr);
 }
 
-void ProxyMetrics::add_collector(Collector collector) {
+LabelledCounter& ProxyMetrics::labelled_counter(const std::string& name, const std::string& help, const std::string& label,
+                                                std::vector<std::string> values) {
   std::lock_guard lock(mutex_);
-  collectors_.push_back(std::move(collector));
+  for (auto& c : counters_) {
+    if (c->name() == name) return *c;
+  }
+  counters_.push_back(std::make_unique<LabelledCounter>(name, help, label, std::move(values)));
+  return *counters_.back();
+}
+
+void ProxyMetrics::export_counter(const LabelledCounter& counter) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(exported_counters_, [&](const LabelledCounter* c) { return c->name() == counter.name(); });
+  exported_counters_.push_back(&counter);
+}
+
+void ProxyMetrics::add_gauge(const std::string& name, const std::string& help, const std::string& label, GaugeReader read) {
+  std::lock_guard lock(mutex_);
+  for (auto& g : gauges_) {
+    if (g.name == name) {
+      g = Gauge{name, help, label, std::move(read)};
+      return;
+    }
+  }
+  gauges_.push_back(Gauge{name, help, label, std::move(read)});
 }
 
 std::vector<MetricFamily> ProxyMetrics::collect() const {
@@ -459,7 +481,17 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
     }
     out.push_back(std::move(folded));
   }
-  for (const auto& c : collectors_) c(out);
+  for (const auto& c : counters_) out.push_back(c->family());
+  for (const auto* c : exported_counters_) out.push_back(c->family());
+  for (const auto& g : gauges_) {
+    auto f = family(g.name, g.help, MetricType::Gauge);
+    for (auto& [value, reading] : g.read()) {
+      std::vector<ClientMetric::Label> labels;
+      if (!g.label.empty()) labels.push_back({g.label, value});
+      f.metric.push_back(sample(std::move(labels), reading, MetricType::Gauge));
+    }
+    out.push_back(std::move(f));
+  }
   // Empty families are legal but noisy; drop them.
   std::erase_if(out, [](const MetricFamily& f) { return f.metric.empty(); });
   return out;

@@ -44,6 +44,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include "proxy/metrics/labelled_counter.h"
 #include "proxy/net/close_reason.h"
 
 namespace kproxy::metrics {
@@ -214,9 +215,19 @@ class ProxyMetrics {
   LabelValues* topic_labels() const { return topic_labels_.get(); }
   LabelValues* client_id_labels() const { return client_id_labels_.get(); }
 
-  /// Extra families appended to every scrape (e.g. the tap's counters). Called at scrape time.
-  using Collector = std::function<void(std::vector<prometheus::MetricFamily>&)>;
-  void add_collector(Collector collector);
+  /// The counter family `name` (labelled_counter.h), made on first call with `help`, `label` and
+  /// `values`; later calls with the same name return the same family. Valid for the
+  /// ProxyMetrics' life; exported with every scrape.
+  LabelledCounter& labelled_counter(const std::string& name, const std::string& help, const std::string& label = {},
+                                    std::vector<std::string> values = {});
+  /// Exports a counter family owned elsewhere (an object that lives as long as this one, e.g. the
+  /// process's tap hub); one with the name of an exported family replaces it.
+  void export_counter(const LabelledCounter& counter);
+  /// A gauge family read at scrape time from state that lives elsewhere (connections per
+  /// worker, tap subscribers): `read` returns (label value, value) pairs, one pair with an empty
+  /// label value when `label` is empty. Registering `name` again replaces the reader.
+  using GaugeReader = std::function<std::vector<std::pair<std::string, double>>()>;
+  void add_gauge(const std::string& name, const std::string& help, const std::string& label, GaugeReader read);
 
   /// Every family, summed over shards.
   std::vector<prometheus::MetricFamily> collect() const;
@@ -240,7 +251,13 @@ class ProxyMetrics {
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> faults_;
   std::map<std::string, int64_t> clients_;  ///< key "name\0version"
   std::map<std::pair<std::string, std::string>, uint64_t> close_reasons_;
-  std::vector<Collector> collectors_;
+  std::vector<std::unique_ptr<LabelledCounter>> counters_;
+  std::vector<const LabelledCounter*> exported_counters_;
+  struct Gauge {
+    std::string name, help, label;
+    GaugeReader read;
+  };
+  std::vector<Gauge> gauges_;
   std::unique_ptr<LabelValues> topic_labels_;
   std::unique_ptr<LabelValues> client_id_labels_;
   const uint64_t id_;  ///< distinguishes instances for the thread_local shard cache

@@ -26,25 +26,17 @@ void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balanc
     current = balancer;
   }
   std::call_once(registered, [] {
-    metrics::ProxyMetrics::instance().add_collector([](std::vector<prometheus::MetricFamily>& out) {
-      std::shared_ptr<ConnectionBalancer> b;
-      {
-        std::lock_guard lock(mutex);
-        b = current.lock();
-      }
-      if (!b) return;
-      prometheus::MetricFamily family;
-      family.name = "kproxy_worker_connections";
-      family.help = "Client connections each worker thread serves now (spread by the connection balancer).";
-      family.type = prometheus::MetricType::Gauge;
-      for (size_t w = 0; w < b->workers(); ++w) {
-        prometheus::ClientMetric m;
-        m.label.push_back({"worker", std::to_string(w)});
-        m.gauge.value = static_cast<double>(b->load(w));
-        family.metric.push_back(std::move(m));
-      }
-      out.push_back(std::move(family));
-    });
+    metrics::ProxyMetrics::instance().add_gauge(
+        "kproxy_worker_connections", "Client connections each worker thread serves now (spread by the connection balancer).", "worker", [] {
+          std::vector<std::pair<std::string, double>> out;
+          std::shared_ptr<ConnectionBalancer> b;
+          {
+            std::lock_guard lock(mutex);
+            b = current.lock();
+          }
+          for (size_t w = 0; b && w < b->workers(); ++w) out.emplace_back(std::to_string(w), static_cast<double>(b->load(w)));
+          return out;
+        });
   });
 }
 }  // namespace

@@ -125,7 +125,7 @@ void TapHub::publish(const TapEventMeta& meta, const std::string& line) {
   std::lock_guard lock(mutex_);
   for (const auto& s : subscribers_) {
     if (!s->filter().matches(meta)) continue;
-    if (!s->offer(line)) dropped_total_.fetch_add(1, std::memory_order_relaxed);
+    if (!s->offer(line)) dropped_total_.add(0);
   }
   published_total_.fetch_add(1, std::memory_order_relaxed);
 }

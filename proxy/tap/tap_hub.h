@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "proxy/metrics/labelled_counter.h"
+
 namespace kproxy::tap {
 
 /// What a filter looks at, known before the event's JSON is built.
@@ -119,7 +121,9 @@ class TapHub {
   void close_all();
 
   size_t subscriber_count() const { return subscriber_count_.load(); }
-  uint64_t dropped_total() const { return dropped_total_.load(std::memory_order_relaxed); }
+  uint64_t dropped_total() const { return dropped_total_.value(0); }
+  /// kproxy_tap_events_dropped_total of this hub (the process's hub exports it).
+  const metrics::LabelledCounter& dropped_counter() const { return dropped_total_; }
   uint64_t published_total() const { return published_total_.load(std::memory_order_relaxed); }
 
  private:
@@ -127,7 +131,8 @@ class TapHub {
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<Subscriber>> subscribers_;
   std::atomic<size_t> subscriber_count_{0};
-  std::atomic<uint64_t> dropped_total_{0};
+  metrics::LabelledCounter dropped_total_{
+      "kproxy_tap_events_dropped_total", "Tap events not delivered because a subscriber could not keep up.", "", {}};
   std::atomic<uint64_t> published_total_{0};
 };
 

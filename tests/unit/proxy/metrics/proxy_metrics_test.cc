@@ -104,16 +104,27 @@ TEST_CASE("metrics: rare events, stages, connections, clients") {
   CHECK(contains(text, "kproxy_clients{software_name=\"other\",software_version=\"other\"} 1"));
 }
 
-TEST_CASE("metrics: collectors add families at scrape time") {
+TEST_CASE("metrics: labelled counters, exported counters and gauges are in every scrape") {
   ProxyMetrics m;
-  m.add_collector([](std::vector<prometheus::MetricFamily>& out) {
-    prometheus::MetricFamily f;
-    f.name = "kproxy_test_gauge";
-    f.help = "test";
-    f.type = prometheus::MetricType::Gauge;
-    f.metric.emplace_back();
-    f.metric.back().gauge.value = 7;
-    out.push_back(f);
-  });
-  CHECK(contains(m.render(), "kproxy_test_gauge 7"));
+  auto& refusals = m.labelled_counter("kproxy_test_refusals_total", "test", "status", {"400", "409"});
+  CHECK(&m.labelled_counter("kproxy_test_refusals_total", "ignored") == &refusals);  // one family per name
+  refusals.add(1, 3);
+  refusals.add(7);  // past the list: ignored
+  std::string text = m.render();
+  CHECK(contains(text, "kproxy_test_refusals_total{status=\"400\"} 0"));
+  CHECK(contains(text, "kproxy_test_refusals_total{status=\"409\"} 3"));
+  CHECK(refusals.value(1) == 3);
+
+  kproxy::metrics::LabelledCounter dropped("kproxy_test_dropped_total", "test", "", {});
+  dropped.add(0, 2);
+  m.export_counter(dropped);
+  int reading = 7;
+  m.add_gauge("kproxy_test_gauge", "test", "", [&] { return std::vector<std::pair<std::string, double>>{{"", double(reading)}}; });
+  m.add_gauge("kproxy_test_workers", "test", "worker", [] { return std::vector<std::pair<std::string, double>>{{"0", 1}, {"1", 2}}; });
+  text = m.render();
+  CHECK(contains(text, "kproxy_test_dropped_total 2"));
+  CHECK(contains(text, "kproxy_test_gauge 7"));
+  CHECK(contains(text, "kproxy_test_workers{worker=\"1\"} 2"));
+  reading = 9;  // read at scrape time
+  CHECK(contains(m.render(), "kproxy_test_gauge 9"));
 }
