@@ -170,14 +170,7 @@ public class ConformanceDriver {
         } catch (Fatal f) {
             throw f;
         } catch (KafkaException e) {
-            note(e);
-            if (isFatal(e)) {
-                producer.close(Duration.ZERO);
-                throw new Fatal("fatal: " + name(e));
-            }
-            // Abortable: abortTransaction() and go on with the next transaction.
-            abortWithRetry(producer);
-            return "aborted";
+            return abortOrGiveUp(producer, e);
         } catch (RuntimeException e) {
             note(e);
             producer.close(Duration.ZERO);
@@ -205,6 +198,19 @@ public class ConformanceDriver {
                 note(e);
             }
         }
+    }
+
+    /** A transaction failed with `e`: a fatal error closes the producer and ends the run (Fatal);
+     *  any other is abortable: abortTransaction(), and the caller goes on with the next
+     *  transaction. Returns the transaction's outcome, "aborted". */
+    static String abortOrGiveUp(KafkaProducer<String, String> producer, KafkaException e) {
+        note(e);
+        if (isFatal(e)) {
+            producer.close(Duration.ZERO);
+            throw new Fatal("fatal: " + name(e));
+        }
+        abortWithRetry(producer);
+        return "aborted";
     }
 
     static void abortWithRetry(KafkaProducer<String, String> producer) {
@@ -305,13 +311,7 @@ public class ConformanceDriver {
                 } catch (Fatal f) {
                     throw f;
                 } catch (KafkaException e) {
-                    note(e);
-                    if (isFatal(e)) {
-                        producer.close(Duration.ZERO);
-                        throw new Fatal("fatal: " + name(e));
-                    }
-                    abortWithRetry(producer);
-                    outcome = "aborted";
+                    outcome = abortOrGiveUp(producer, e);
                 }
                 if (outcome.equals("committed")) {
                     consumedCommitted += recs.count();
