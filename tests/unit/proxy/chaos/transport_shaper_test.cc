@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "tests/unit/support/text.h"
 
 using kproxy::chaos::TransportShaper;
 using kproxy::chaos::TransportToxic;
@@ -23,7 +24,7 @@ struct Recorder {
   }
 };
 
-kproxy::codec::Bytes bytes_of(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+using kproxy::testing::bytes_of;
 
 void run_until_idle(uv_loop_t* loop, TransportShaper& shaper) {
   auto deadline = Clock::now() + std::chrono::seconds(5);

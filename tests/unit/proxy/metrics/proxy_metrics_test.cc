@@ -6,6 +6,7 @@
 
 #include "codec/generated/api_keys.h"
 #include "codec/generated/error_code.h"
+#include "tests/unit/support/text.h"
 
 using namespace kproxy::metrics;
 using namespace std::chrono_literals;
@@ -14,7 +15,7 @@ namespace {
 constexpr int16_t kProduce = 0;
 constexpr int16_t kEndTxn = 26;
 
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+using kproxy::testing::contains;
 }  // namespace
 
 TEST_CASE("metrics: latency buckets run from 100 us to 30 s") {

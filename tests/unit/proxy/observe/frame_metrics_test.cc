@@ -9,13 +9,15 @@
 #include "codec/response_header.h"
 #include "proxy/cluster/topic_names.h"
 #include "proxy/metrics/label_values.h"
+#include "tests/unit/support/frames.h"
+#include "tests/unit/support/text.h"
 
 using namespace kproxy;
 using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+using kproxy::testing::contains;
 
 template <class M>
 std::vector<uint8_t> response_frame(const M& body, int16_t version) {
@@ -132,38 +134,12 @@ TEST_CASE("frame metrics: undecodable and unknown responses are counted with a r
   CHECK(contains(text, "kproxy_frames_undecoded_total{api=\"Metadata\",reason=\"unknown_version\"} 1"));
 }
 
-namespace {
-
-template <class M>
-std::vector<uint8_t> request_frame(const M& body, int16_t version, std::string_view client_id, codec::RequestHeader& header) {
-  std::vector<uint8_t> out;
-  codec::Writer w(out);
-  w.int32(0);
-  w.int16(M::kApiKey);
-  w.int16(version);
-  w.int32(5);
-  w.nullable_string(client_id, false);
-  header.header_version = codec::request_header_version(M::kApiKey, version);
-  if (header.header_version >= 2) w.uvarint(0);
-  size_t header_size = out.size() - 4;
-  body.write(w, version);
-  w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
-  header.api_key = M::kApiKey;
-  header.api_version = version;
-  header.correlation_id = 5;
-  header.client_id = client_id;
-  header.size = header_size;
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("frame metrics: opt-in topic and client id labels, topic ids named from Metadata") {
   Fixture f;
   f.metrics.enable_traffic_labels(true, true, 2);
   auto request = [&](const auto& body, int16_t version, std::string_view client_id) {
     codec::RequestHeader header;
-    auto frame = request_frame(body, version, client_id, header);
+    auto frame = kproxy::testing::encoded_request_frame(body, version, 5, client_id, header);
     proxy::RequestContext ctx(header, frame, f.connection);
     f.frames.on_request(ctx);
   };

@@ -10,6 +10,7 @@
 #include "codec/generated/messages/produce.h"
 #include "codec/generated/messages/sasl_authenticate.h"
 #include "tests/unit/proxy/tap/record_batch_builder.h"
+#include "tests/unit/support/frames.h"
 
 using namespace kproxy::tap;
 
@@ -53,44 +54,17 @@ TEST_CASE("tap: SASL payloads and other secrets are redacted at any depth") {
   CHECK(body.dump().find("c2VjcmV0") == std::string::npos);
 }
 
-namespace {
-
-// A whole request frame of `body` (header v1/v2 by the generated table) for RequestContext.
-template <class M>
-std::vector<uint8_t> request_frame(const M& body, int16_t version, kproxy::codec::RequestHeader& h) {
-  using namespace kproxy;
-  std::vector<uint8_t> out;
-  codec::Writer w(out);
-  w.int32(0);
-  w.int16(M::kApiKey);
-  w.int16(version);
-  w.int32(77);
-  w.nullable_string(std::string_view("tap-test"), false);
-  h.header_version = codec::request_header_version(M::kApiKey, version);
-  if (h.header_version >= 2) w.uvarint(0);
-  h.size = out.size() - 4;
-  body.write(w, version);
-  w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
-  h.api_key = M::kApiKey;
-  h.api_version = version;
-  h.correlation_id = 77;
-  h.client_id = std::string_view("tap-test");
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("tap: record contents only when tap.records is on; SASL stays redacted either way") {
   using namespace kproxy;
   std::vector<uint8_t> records;
-  testing::append_v2_batch(records, 0, {{"order-1", "{\"amount\":12}", {{"source", "web"}}}});
+  kproxy::tap::testing::append_v2_batch(records, 0, {{"order-1", "{\"amount\":12}", {{"source", "web"}}}});
   codec::ProduceRequest produce;
   produce.acks = -1;
   auto& partition = produce.topic_data.emplace_back().partition_data.emplace_back();
   produce.topic_data[0].name = "orders";
   partition.records = codec::Bytes(records.data(), records.size());
   codec::RequestHeader h;
-  auto frame = request_frame(produce, 12, h);
+  auto frame = kproxy::testing::encoded_request_frame(produce, 12, 77, "tap-test", h);
   proxy::ConnectionInfo info{1, "kafka", 0, nullptr};
   proxy::RequestContext ctx(h, frame, info);
 
@@ -118,7 +92,7 @@ TEST_CASE("tap: record contents only when tap.records is on; SASL stays redacted
   std::string secret = "\0user\0hunter2";
   sasl.auth_bytes = codec::Bytes(reinterpret_cast<const uint8_t*>(secret.data()), secret.size());
   codec::RequestHeader sh;
-  auto sasl_frame = request_frame(sasl, 2, sh);
+  auto sasl_frame = kproxy::testing::encoded_request_frame(sasl, 2, 77, "tap-test", sh);
   proxy::RequestContext sasl_ctx(sh, sasl_frame, info);
   std::string sasl_line = request_line(sasl_ctx, on);
   CHECK(nlohmann::json::parse(sasl_line)["body"]["AuthBytes"].get<std::string>().rfind("<redacted", 0) == 0);

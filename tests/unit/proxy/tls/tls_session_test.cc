@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tests/unit/proxy/tls/test_pki.h"
+#include "tests/unit/support/text.h"
 
 using namespace kproxy;
 using proxy::tls::TlsContext;
@@ -14,11 +15,11 @@ using proxy::tls::TlsSession;
 
 namespace {
 
-codec::Bytes bytes_of(const std::string& s) { return codec::Bytes(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
+using kproxy::testing::bytes_of;
 
 config::TlsFile file(const std::string& path, const char* key) { return config::TlsFile{path, key, 1, 1}; }
 
-std::shared_ptr<const TlsContext> server_context(const testing::TestPki::Identity& id, const std::string& client_ca = "",
+std::shared_ptr<const TlsContext> server_context(const kproxy::testing::TestPki::Identity& id, const std::string& client_ca = "",
                                                  config::ClientAuth auth = config::ClientAuth::kNone) {
   config::ServerTlsConfig c;
   c.cert = file(id.cert, "tls.cert");
@@ -31,7 +32,7 @@ std::shared_ptr<const TlsContext> server_context(const testing::TestPki::Identit
   return ctx;
 }
 
-std::shared_ptr<const TlsContext> client_context(const std::string& ca, const testing::TestPki::Identity* id = nullptr,
+std::shared_ptr<const TlsContext> client_context(const std::string& ca, const kproxy::testing::TestPki::Identity* id = nullptr,
                                                  config::TlsVersion min = config::TlsVersion::kTls12) {
   config::UpstreamTlsConfig c;
   c.ca = file(ca, "upstream_tls.ca");
@@ -88,7 +89,7 @@ struct Wire {
 }  // namespace
 
 TEST_CASE("two sessions handshake through memory BIOs and carry bytes both ways") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_id = pki.issue("broker", "DNS:localhost,IP:127.0.0.1");
   auto server_ctx = server_context(server_id);
   auto client_ctx = client_context(pki.ca_file());
@@ -127,7 +128,7 @@ TEST_CASE("two sessions handshake through memory BIOs and carry bytes both ways"
 }
 
 TEST_CASE("TLS 1.2 works when the server allows no more") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("broker", "IP:127.0.0.1"));
   SSL_CTX_set_max_proto_version(server_ctx->native(), TLS1_2_VERSION);
   auto client_ctx = client_context(pki.ca_file());
@@ -139,7 +140,7 @@ TEST_CASE("TLS 1.2 works when the server allows no more") {
 }
 
 TEST_CASE("a broker certificate from an unknown CA is refused with 'unknown CA'") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("broker", "DNS:localhost", -60, 3600, /*by_unrelated_ca=*/true));
   auto client_ctx = client_context(pki.ca_file());
   Wire w(*client_ctx, *server_ctx, "localhost");
@@ -155,7 +156,7 @@ TEST_CASE("a broker certificate from an unknown CA is refused with 'unknown CA'"
 }
 
 TEST_CASE("a certificate for another host is refused with 'hostname mismatch'") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("broker", "DNS:wrong.example"));
   auto client_ctx = client_context(pki.ca_file());
   SUBCASE("a DNS name") {
@@ -175,7 +176,7 @@ TEST_CASE("a certificate for another host is refused with 'hostname mismatch'") 
 }
 
 TEST_CASE("hostname verification can be turned off, the CA check stays") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("broker", "DNS:wrong.example"));
   config::UpstreamTlsConfig c;
   c.ca = file(pki.ca_file(), "ca");
@@ -189,7 +190,7 @@ TEST_CASE("hostname verification can be turned off, the CA check stays") {
 }
 
 TEST_CASE("an expired certificate is refused with 'certificate expired' and its end date") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("broker", "DNS:localhost", -7200, -3600));
   auto client_ctx = client_context(pki.ca_file());
   Wire w(*client_ctx, *server_ctx, "localhost");
@@ -201,7 +202,7 @@ TEST_CASE("an expired certificate is refused with 'certificate expired' and its 
 }
 
 TEST_CASE("a plaintext Kafka request on a TLS server session is a protocol mismatch") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("kproxy", "DNS:localhost"));
   TlsSession server(*server_ctx, "");
   const uint8_t api_versions_request[] = {0x00, 0x00, 0x00, 0x0e, 0x00, 0x12, 0x00, 0x03, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
@@ -212,7 +213,7 @@ TEST_CASE("a plaintext Kafka request on a TLS server session is a protocol misma
 }
 
 TEST_CASE("a plaintext answer to a client session is a protocol mismatch") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto client_ctx = client_context(pki.ca_file());
   TlsSession client(*client_ctx, "localhost");
   client.start();
@@ -225,7 +226,7 @@ TEST_CASE("a plaintext answer to a client session is a protocol mismatch") {
 }
 
 TEST_CASE("mutual TLS: a client certificate is required, checked, and accepted") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("kproxy", "DNS:localhost"), pki.ca_file(), config::ClientAuth::kRequired);
   SUBCASE("without a certificate the server refuses") {
     auto client_ctx = client_context(pki.ca_file());
@@ -254,7 +255,7 @@ TEST_CASE("mutual TLS: a client certificate is required, checked, and accepted")
 }
 
 TEST_CASE("no TLS version in common is a version mismatch") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_ctx = server_context(pki.issue("broker", "DNS:localhost"));
   SSL_CTX_set_max_proto_version(server_ctx->native(), TLS1_2_VERSION);
   auto client_ctx = client_context(pki.ca_file(), nullptr, config::TlsVersion::kTls13);
@@ -265,7 +266,7 @@ TEST_CASE("no TLS version in common is a version mismatch") {
 }
 
 TEST_CASE("ciphertext cut anywhere, down to single bytes, decrypts to the same bytes (a partial record waits in the session)") {
-  testing::TestPki pki;
+  kproxy::testing::TestPki pki;
   auto server_id = pki.issue("broker", "DNS:localhost,IP:127.0.0.1");
   auto server_ctx = server_context(server_id);
   auto client_ctx = client_context(pki.ca_file());
