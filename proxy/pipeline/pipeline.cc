@@ -50,18 +50,34 @@ struct Pipeline::HeldRequest {
   std::optional<chaos::TransportToxic> toxic;  ///< bandwidth / slice of the request
 };
 
-Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info,
-                   PipelineOutput& output, metrics::ConnectionMetrics* metrics)
+Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
+                   PipelineOutput& output, metrics::ConnectionMetrics& metrics)
     // rules_ is referred to here before it is made: the stages keep the reference, use it later.
     : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, frame_observer(), info.id}) {}
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, PipelineOutput& output,
-                   metrics::ConnectionMetrics* metrics, const StageSetup& setup)
+                   metrics::ConnectionMetrics& metrics, const StageSetup& setup)
     : info_(std::move(info)), loop_(loop), output_(output), metrics_(metrics), rules_(chaos),
 #define KPROXY_STAGE_INIT(id, name, type) id##_(setup),
       KPROXY_STAGES(KPROXY_STAGE_INIT)
 #undef KPROXY_STAGE_INIT
           sasl_() {
+}
+
+const StageRoutes& StageRoutes::get() {
+  static const StageRoutes routes = [] {
+    StageRoutes r;
+    for (size_t api = 0; api < kApiKeys; ++api) {
+      auto key = static_cast<int16_t>(api);
+#define KPROXY_STAGE_ROUTE(id, name, type)                                                                        \
+  if (type::wants_request(key)) r.request[api] |= static_cast<StageMask>(1u << static_cast<size_t>(StageId::id)); \
+  if (type::wants_response(key)) r.response[api] |= static_cast<StageMask>(1u << static_cast<size_t>(StageId::id));
+      KPROXY_STAGES(KPROXY_STAGE_ROUTE)
+#undef KPROXY_STAGE_ROUTE
+    }
+    return r;
+  }();
+  return routes;
 }
 
 Pipeline::~Pipeline() { shutdown(); }
@@ -71,11 +87,9 @@ void Pipeline::release_idle_memory() { slots_.release_if_empty(); }
 void Pipeline::shutdown() {
   closed_ = true;
   if (timer_) timer_->cancel();
-  if (metrics_) {
-    while (awaiting_broker_ > 0) {
-      metrics_->response_popped();
-      --awaiting_broker_;
-    }
+  while (awaiting_broker_ > 0) {
+    metrics_.response_popped();
+    --awaiting_broker_;
   }
   slots_.clear();
   held_.clear();
@@ -188,9 +202,12 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   }
 
   RequestContext ctx(header, frame, info_, expects_response);
-  for (Stage* stage : stages()) stage->on_request(ctx);
-  if (metrics_ && header.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions)) {
-    metrics_->client_software(info_.client_software_name(), info_.client_software_version());  // set by the ApiVersions stage
+  for_each_stage(StageRoutes::get().for_request(header.api_key), [&](auto& stage) {
+    stage.on_request(ctx);
+    return true;
+  });
+  if (header.api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions)) {
+    metrics_.client_software(info_.client_software_name(), info_.client_software_version());  // set by the ApiVersions stage
   }
   if (ctx.closing()) {
     close(std::move(*ctx.close_reason()));
@@ -228,7 +245,10 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version,
                          codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_, answer_actions, /*synthetic=*/true,
                          std::chrono::nanoseconds(0));
-    for (Stage* stage : stages()) stage->on_response(rctx);
+    for_each_stage(StageRoutes::get().for_response(header.api_key), [&](auto& stage) {
+      stage.on_response(rctx);
+      return true;
+    });
     slot.actions = keep_if_any(std::move(answer_actions));
     slots_.push_back(std::move(slot));
     pump(now);
@@ -266,7 +286,7 @@ void Pipeline::forward(codec::Bytes frame, bool expects_response, const std::opt
     slots_[i].sent_at = now;
     forwarded_ahead_ = i + 1;
     ++awaiting_broker_;
-    if (metrics_) metrics_->request_pushed();
+    metrics_.request_pushed();
   }
   shape_to_broker(frame, toxic ? &*toxic : nullptr);  // transport fault rules may shape it
 }
@@ -286,7 +306,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   }
   answered_ahead_ = i + 1;
   --awaiting_broker_;
-  if (metrics_) metrics_->response_popped();
+  metrics_.response_popped();
   Slot& slot = slots_[i];
   slot.ready = true;
   if (slot.kind == Slot::Kind::kSaslToken) {
@@ -321,12 +341,13 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   ExchangeActions& actions = slot.actions ? *slot.actions : none;
   ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
                       std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
-  for (Stage* stage : stages()) {
-    stage->on_response(ctx);
-    if (ctx.closing()) {
-      close(std::move(*ctx.close_reason()));
-      return false;
-    }
+  bool closing = !for_each_stage(StageRoutes::get().for_response(slot.api_key), [&](auto& stage) {
+    stage.on_response(ctx);
+    return !ctx.closing();
+  });
+  if (closing) {
+    close(std::move(*ctx.close_reason()));
+    return false;
   }
   slot.release_at = now + actions.response_delay;
   if (i == 0 && !blackholed_ && !ctx.dirty() && !actions.affect_response()) {

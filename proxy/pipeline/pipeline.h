@@ -4,20 +4,23 @@
 //
 //  request:  ClientConnection ─frame─► Pipeline::on_request_frame
 //              header parsed; SASL v0 raw tokens pass through; Produce acks=0 expects no answer
-//              ─► stages in order (on_request):  api_versions ─► fault_rules ─► observer
+//              ─► the stages that want its API, in order (on_request):
+//                   api_versions (ApiVersions) ─► fault_rules ─► observer
 //              ─► answered by a stage: its answer takes a slot, the broker never sees the request
 //                 held by a delay:    waits (and so does every later request, order holds)
 //                 else:               PipelineOutput::send_to_broker (through the request's shaper)
 //
 //  response: ClientConnection ─frame─► Pipeline::on_response_frame
 //              matched with the oldest forwarded request (a correlation id mismatch closes)
-//              ─► stages in order (on_response): broker_address ─► api_versions ─► topic_ids
-//                                                ─► fault_rules ─► observer
+//              ─► the stages that want its API, in order (on_response):
+//                   broker_address (APIs naming brokers) ─► api_versions (ApiVersions)
+//                   ─► topic_ids (Metadata) ─► fault_rules ─► observer
 //              ─► its slot; slots leave in request order (kProxy's own answers included),
 //                 after any delay, through the response's shaper: PipelineOutput::send_to_client
 //
-// The stages are one table, KPROXY_STAGES in proxy/pipeline/stage.h (members, construction and order
-// derive from it; the includes of stages/ below are the only other place that names them). A frame nobody
+// The stages are one table, KPROXY_STAGES in proxy/pipeline/stage.h (members, construction, order
+// and StageRoutes derive from it; the includes of stages/ below are the only other place that
+// names them). A frame nobody
 // changed leaves as its original bytes; a changed one is re-encoded with a patched size prefix.
 //
 // drop_response (blackhole): the response is swallowed and so is every later response on that
@@ -89,10 +92,10 @@ class PipelineOutput : public BrokerPortOpener {
 
 class Pipeline {
  public:
-  /// `rewrite` == nullptr: broker addresses pass unchanged (unit tests). `metrics`, when given,
-  /// counts requests in flight.
-  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite* rewrite, ConnectionInfo info,
-           PipelineOutput& output, metrics::ConnectionMetrics* metrics = nullptr);
+  /// `rewrite`: the listener's broker addresses; `metrics`: the connection's gauges (requests in
+  /// flight, client software).
+  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
+           PipelineOutput& output, metrics::ConnectionMetrics& metrics);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -158,21 +161,25 @@ class Pipeline {
   void pop_front_slot();
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   void close(CloseReason reason);
-  /// The stages in table order (KPROXY_STAGES, proxy/pipeline/stage.h). Made per frame rather
-  /// than kept: a pointer per stage and connection saved, a store per stage and frame spent.
-  std::array<Stage*, kStageCount> stages() {
-#define KPROXY_STAGE_ADDRESS(id, name, type) &id##_,
-    return {KPROXY_STAGES(KPROXY_STAGE_ADDRESS)};
-#undef KPROXY_STAGE_ADDRESS
+  /// Calls `visit(stage)` (with the stage's own type: no virtual call) for the stages of `mask`
+  /// (StageRoutes) in table order (KPROXY_STAGES,
+  /// proxy/pipeline/stage.h) while it returns true; false when a call returned false.
+  template <class Visit>
+  bool for_each_stage(StageMask mask, Visit&& visit) {
+#define KPROXY_STAGE_VISIT(id, name, type) \
+  if ((mask & (1u << static_cast<size_t>(StageId::id))) && !visit(id##_)) return false;
+    KPROXY_STAGES(KPROXY_STAGE_VISIT)
+#undef KPROXY_STAGE_VISIT
+    return true;
   }
   /// The constructor, with the setup every stage is made from.
   Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, PipelineOutput& output,
-           metrics::ConnectionMetrics* metrics, const StageSetup& setup);
+           metrics::ConnectionMetrics& metrics, const StageSetup& setup);
 
   ConnectionInfo info_;
   uv_loop_t* loop_;
   PipelineOutput& output_;
-  metrics::ConnectionMetrics* metrics_;
+  metrics::ConnectionMetrics& metrics_;
   RuleSnapshot rules_;
 
   // The stages, one member each, named after their StageId (kFaultRules_, ...), in table order.

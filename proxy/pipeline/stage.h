@@ -8,10 +8,16 @@
 // The stages and their order are one table, KPROXY_STAGES below: StageId, stage_name(),
 // kStageCount, the Pipeline's members, their construction and the order frames pass them all
 // derive from it. Adding a stage is a class in proxy/pipeline/stages/ (a constructor that takes
-// the StageSetup, and the on_request / on_response it needs), one row here and its source file
-// in proxy/pipeline/CMakeLists.txt.
+// the StageSetup, the on_request / on_response it needs and, when it cares about a few APIs
+// only, the wants_request / wants_response that name them), one row here and its source file in
+// proxy/pipeline/CMakeLists.txt.
+//
+// A stage is called only for the APIs it wants: the pipeline looks the frame's API key up in
+// StageRoutes (one bit per stage, made once per process from every stage's wants_*), so a
+// Produce request passes two stages (fault_rules, observer), not five.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,6 +47,28 @@ inline constexpr size_t kStageCount = 0 KPROXY_STAGES(KPROXY_STAGE_ONE);
 /// "broker_address", "api_versions", "topic_ids", "fault_rules", "observer".
 std::string_view stage_name(StageId id);
 
+/// One bit per stage (bit i: the stage whose StageId is i).
+using StageMask = uint8_t;
+static_assert(kStageCount <= 8 * sizeof(StageMask), "StageMask has a bit per stage");
+
+/// Which stages a request / a response of an API passes: every stage's wants_request /
+/// wants_response, asked once per API key. An API key outside Kafka's table passes every stage.
+struct StageRoutes {
+  static constexpr size_t kApiKeys = 128;  ///< table size; Kafka 4.4's highest key is below it
+  std::array<StageMask, kApiKeys> request{};
+  std::array<StageMask, kApiKeys> response{};
+
+  StageMask for_request(int16_t api_key) const { return in_table(api_key) ? request[static_cast<size_t>(api_key)] : kEvery; }
+  StageMask for_response(int16_t api_key) const { return in_table(api_key) ? response[static_cast<size_t>(api_key)] : kEvery; }
+
+  /// The process's routes (proxy/pipeline/pipeline.cc builds them from KPROXY_STAGES).
+  static const StageRoutes& get();
+
+ private:
+  static constexpr StageMask kEvery = static_cast<StageMask>((1u << kStageCount) - 1);
+  static bool in_table(int16_t api_key) { return api_key >= 0 && static_cast<size_t>(api_key) < kApiKeys; }
+};
+
 class RequestContext;
 class ResponseContext;
 class RuleSnapshot;
@@ -57,7 +85,7 @@ class BrokerPortOpener {
 /// What the pipeline hands every stage it makes; each takes what it needs.
 struct StageSetup {
   RuleSnapshot& rules;                      ///< the connection's view of the fault rules and policy
-  const BrokerAddressRewrite* rewrite;      ///< null: broker addresses pass unchanged (unit tests)
+  const BrokerAddressRewrite& rewrite;      ///< the listener's broker addresses
   BrokerPortOpener& port_opener;            ///< the connection
   std::shared_ptr<FrameObserver> observer;  ///< metrics and tap; does nothing when frame metrics are off
   uint64_t connection_id;
@@ -67,6 +95,10 @@ class Stage {
  public:
   virtual ~Stage() = default;
   virtual StageId id() const = 0;
+  /// The APIs whose requests / responses the stage looks at (StageRoutes). A stage that acts on a
+  /// few APIs hides these with its own; the default is every API.
+  static bool wants_request(int16_t /*api_key*/) { return true; }
+  static bool wants_response(int16_t /*api_key*/) { return true; }
   /// A request on its way to the broker; stages see it in list order, each once.
   virtual void on_request(RequestContext&) {}
   /// A response on its way to the client (also kproxy's own answers: ResponseContext::synthetic()).

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "codec/generated/api_keys.h"
 #include "proxy/pipeline/stage.h"
 
 namespace kproxy::proxy {
@@ -22,6 +23,8 @@ class ApiVersionsStage final : public Stage {
   explicit ApiVersionsStage(RuleSnapshot& rules) : rules_(rules) {}
   explicit ApiVersionsStage(const StageSetup& setup) : ApiVersionsStage(setup.rules) {}
   StageId id() const override { return StageId::kApiVersions; }
+  static bool wants_request(int16_t api_key) { return api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions); }
+  static bool wants_response(int16_t api_key) { return api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions); }
   void on_request(RequestContext& ctx) override;
   void on_response(ResponseContext& ctx) override;
 

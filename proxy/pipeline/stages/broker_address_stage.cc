@@ -11,7 +11,7 @@
 namespace kproxy::proxy {
 
 void BrokerAddressStage::on_response(ResponseContext& ctx) {
-  if (!rewrite_ || ctx.synthetic() || !BrokerAddressRewrite::applies_to(ctx.api_key())) return;
+  if (ctx.synthetic() || !wants_response(ctx.api_key())) return;
   auto what = [&] { return std::string(api_label(ctx.api_key())) + " v" + std::to_string(ctx.api_version()); };
   if (ctx.header_version() < 0) {
     ctx.close(
@@ -22,7 +22,7 @@ void BrokerAddressStage::on_response(ResponseContext& ctx) {
   std::vector<BrokerAddressRewrite::NewBrokerPort> added;
   std::string error;
   auto outcome =
-      rewrite_->rewrite(ctx.api_key(), ctx.api_version(), ctx.header_version(), ctx.frame(), rewritten, added, error, ctx.scan_storage());
+      rewrite_.rewrite(ctx.api_key(), ctx.api_version(), ctx.header_version(), ctx.frame(), rewritten, added, error, ctx.scan_storage());
   for (const auto& a : added) opener_.open_broker_port(a.node_id, a.port);
   switch (outcome) {
     case BrokerAddressRewrite::Outcome::kFailed:

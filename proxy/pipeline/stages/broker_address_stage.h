@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "proxy/cluster/broker_address_rewrite.h"
 #include "proxy/pipeline/stage.h"
 
 namespace kproxy::proxy {
@@ -14,13 +15,14 @@ namespace kproxy::proxy {
 class BrokerAddressStage final : public Stage {
  public:
   explicit BrokerAddressStage(const StageSetup& setup) : BrokerAddressStage(setup.rewrite, setup.port_opener) {}
-  /// `rewrite` == nullptr: nothing is rewritten (a pipeline in a unit test).
-  BrokerAddressStage(const BrokerAddressRewrite* rewrite, BrokerPortOpener& opener) : rewrite_(rewrite), opener_(opener) {}
+  BrokerAddressStage(const BrokerAddressRewrite& rewrite, BrokerPortOpener& opener) : rewrite_(rewrite), opener_(opener) {}
   StageId id() const override { return StageId::kBrokerAddress; }
+  static bool wants_request(int16_t) { return false; }
+  static bool wants_response(int16_t api_key) { return BrokerAddressRewrite::applies_to(api_key); }
   void on_response(ResponseContext& ctx) override;
 
  private:
-  const BrokerAddressRewrite* rewrite_;
+  const BrokerAddressRewrite& rewrite_;
   BrokerPortOpener& opener_;
 };
 

@@ -3,6 +3,7 @@
 // (Produce v13+, Fetch v13+). The map is process-wide: proxy/cluster/topic_names.h.
 #pragma once
 
+#include "codec/generated/api_keys.h"
 #include "proxy/pipeline/stage.h"
 
 namespace kproxy::proxy {
@@ -12,6 +13,8 @@ class TopicIdsStage final : public Stage {
   TopicIdsStage() = default;
   explicit TopicIdsStage(const StageSetup&) {}
   StageId id() const override { return StageId::kTopicIds; }
+  static bool wants_request(int16_t) { return false; }
+  static bool wants_response(int16_t api_key) { return api_key == static_cast<int16_t>(codec::ApiKey::kMetadata); }
   void on_response(ResponseContext& ctx) override;
 };
 

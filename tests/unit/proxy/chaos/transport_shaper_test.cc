@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "tests/unit/support/loop.h"
 #include "tests/unit/support/text.h"
 
 using kproxy::chaos::TransportShaper;
@@ -25,15 +26,11 @@ struct Recorder {
 };
 
 using kproxy::testing::bytes_of;
+using kproxy::testing::close_loop;
 
 void run_until_idle(uv_loop_t* loop, TransportShaper& shaper) {
   auto deadline = Clock::now() + std::chrono::seconds(5);
   while (!shaper.idle() && Clock::now() < deadline) uv_run(loop, UV_RUN_ONCE);
-}
-
-void close_loop(uv_loop_t* loop) {
-  uv_run(loop, UV_RUN_DEFAULT);  // the shaper's timer close callback
-  CHECK(uv_loop_close(loop) == 0);
 }
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include "codec/response_header.h"
 #include "codec/writer.h"
 #include "proxy/chaos/answer_builder.h"
+#include "tests/unit/support/pipeline.h"
 
 using namespace kproxy;
 using proxy::CloseCategory;
@@ -25,50 +26,15 @@ using proxy::Pipeline;
 
 namespace {
 
-struct Recorder final : proxy::PipelineOutput {
-  std::vector<std::string> to_client, to_broker;
-  int resets = 0;
-  int flushes = 0;
-  size_t client_bytes = 0, client_bytes_at_flush = 0;  ///< sent to the client: in all, and when flush() last ran
-  std::optional<proxy::CloseReason> closed;
-  std::vector<std::pair<int32_t, uint16_t>> broker_ports;
-
-  void send_to_broker(codec::Bytes b) override { to_broker.emplace_back(b.begin(), b.end()); }
-  void send_to_client(codec::Bytes b) override {
-    to_client.emplace_back(b.begin(), b.end());
-    client_bytes += b.size();
-  }
-  void flush() override {
-    ++flushes;
-    client_bytes_at_flush = client_bytes;
-  }
-  void close(proxy::CloseReason reason) override { closed = std::move(reason); }
-  void reset_client() override { ++resets; }
-  void open_broker_port(int32_t node_id, uint16_t port) override { broker_ports.emplace_back(node_id, port); }
-};
-
-// A request frame: size prefix, header v1 (client id "t") or v2 when flexible, then `body`.
-std::vector<uint8_t> request_frame(int16_t api, int16_t version, int32_t correlation_id, const std::vector<uint8_t>& body,
-                                   bool flexible = false) {
-  std::vector<uint8_t> out;
-  codec::Writer w(out);
-  std::vector<uint8_t> header;
-  codec::Writer h(header);
-  h.int16(api);
-  h.int16(version);
-  h.int32(correlation_id);
-  h.int16(1);
-  header.push_back('t');
-  if (flexible) header.push_back(0);  // no tagged fields
-  w.int32(static_cast<int32_t>(header.size() + body.size()));
-  w.raw(codec::Bytes(header.data(), header.size()));
-  w.raw(codec::Bytes(body.data(), body.size()));
-  return out;
-}
+using kproxy::testing::close_loop;
+using kproxy::testing::PipelineCollaborators;
+using kproxy::testing::put_rule;
+using kproxy::testing::raw_request_frame;
+using Recorder = kproxy::testing::RecordingOutput;
 
 // Heartbeat v0: GroupId "g", GenerationId 1, MemberId "m"; its response is an error code.
 std::vector<uint8_t> heartbeat_request(int32_t correlation_id) {
-  return request_frame(12, 0, correlation_id, {0, 1, 'g', 0, 0, 0, 1, 0, 1, 'm'});
+  return raw_request_frame(12, 0, correlation_id, {0, 1, 'g', 0, 0, 0, 1, 0, 1, 'm'});
 }
 std::vector<uint8_t> heartbeat_response(int32_t correlation_id) {
   std::vector<uint8_t> out;
@@ -82,12 +48,6 @@ std::vector<uint8_t> heartbeat_response(int32_t correlation_id) {
 bool offer(Pipeline& p, const std::vector<uint8_t>& frame) { return p.on_request_frame(codec::Bytes(frame.data(), frame.size())); }
 bool answer(Pipeline& p, const std::vector<uint8_t>& frame) { return p.on_response_frame(codec::Bytes(frame.data(), frame.size())); }
 
-void put(chaos::ChaosControl& control, const char* name, const char* rule) {
-  std::string e = control.put_rule(name, nlohmann::json::parse(rule));
-  INFO(e);
-  REQUIRE(e.empty());
-}
-
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += x;
@@ -99,22 +59,18 @@ void drain(uv_loop_t* loop, const std::function<bool()>& done) {
   while (!done() && std::chrono::steady_clock::now() < deadline) uv_run(loop, UV_RUN_ONCE);
 }
 
-void close_loop(uv_loop_t* loop) {
-  uv_run(loop, UV_RUN_DEFAULT);
-  CHECK(uv_loop_close(loop) == 0);
-}
-
 }  // namespace
 
 TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client the response") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":5,"direction":"to_broker"}})");
-  put(control, "down", R"({"match":{"api":"Heartbeat"},"action":{"slice":4}})");
+  put_rule(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":5,"direction":"to_broker"}})");
+  put_rule(control, "down", R"({"match":{"api":"Heartbeat"},"action":{"slice":4}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec, with.metrics);
     auto request = heartbeat_request(7);
     REQUIRE(offer(p, request));
     CHECK(rec.to_broker.size() == (request.size() + 4) / 5);
@@ -144,11 +100,12 @@ TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "hold", R"({"match":{"api":"Heartbeat"},"action":{"delay":20,"side":"request"}})");
-  put(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":3,"direction":"to_broker"}})");
+  put_rule(control, "hold", R"({"match":{"api":"Heartbeat"},"action":{"delay":20,"side":"request"}})");
+  put_rule(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":3,"direction":"to_broker"}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{2, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr}, rec, with.metrics);
     auto request = heartbeat_request(1);
     REQUIRE(offer(p, request));
     CHECK(rec.to_broker.empty());
@@ -164,10 +121,11 @@ TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "rst", R"({"match":{"api":"Heartbeat"},"action":{"reset_after_bytes":5},"trigger":"once"})");
+  put_rule(control, "rst", R"({"match":{"api":"Heartbeat"},"action":{"reset_after_bytes":5},"trigger":"once"})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{3, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{3, "l", 0, nullptr}, rec, with.metrics);
     auto request = heartbeat_request(4);
     REQUIRE(offer(p, request));
     auto response = heartbeat_response(4);
@@ -185,12 +143,13 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "by-name", R"({"match":{"api":"Produce","topic":"pipeline-test-orders"},"action":{"delay":0}})");
+  put_rule(control, "by-name", R"({"match":{"api":"Produce","topic":"pipeline-test-orders"},"action":{"delay":0}})");
   Recorder rec;
   codec::Uuid id{};
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(0xa0 + i);
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{4, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{4, "l", 0, nullptr}, rec, with.metrics);
     // Produce v13 naming the topic by id, before kproxy knows the id: no match.
     codec::ProduceRequest produce;
     produce.acks = 1;
@@ -199,7 +158,7 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
     std::vector<uint8_t> body;
     codec::Writer bw(body);
     produce.write(bw, 13);
-    auto frame = request_frame(0, 13, 10, body, true);
+    auto frame = raw_request_frame(0, 13, 10, body, true);
     REQUIRE(offer(p, frame));
     CHECK(control.rule("by-name")->stats->hits == 0);
     // A Metadata v12 response names the id.
@@ -207,14 +166,14 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
     auto& t = md.topics.emplace_back();
     t.name = "pipeline-test-orders";
     t.topic_id = id;
-    REQUIRE(offer(p, request_frame(3, 12, 11, {1, 1, 0, 0}, true)));
+    REQUIRE(offer(p, raw_request_frame(3, 12, 11, {1, 1, 0, 0}, true)));
     auto md_frame = codec::encode_response_frame(11, 1, md, 12);
     // The Produce response comes first (FIFO), then Metadata's.
     auto produce_response = codec::encode_response_frame(10, 1, codec::ProduceResponse{}, 13);
     REQUIRE(answer(p, produce_response));
     REQUIRE(answer(p, md_frame));
     // The same Produce again: now it matches by name.
-    REQUIRE(offer(p, request_frame(0, 13, 12, body, true)));
+    REQUIRE(offer(p, raw_request_frame(0, 13, 12, body, true)));
     CHECK(control.rule("by-name")->stats->hits == 1);
     p.shutdown();
   }
@@ -227,11 +186,12 @@ TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction 
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "slow",
-      R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
+  put_rule(control, "slow",
+           R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec, with.metrics);
     auto request = heartbeat_request(7), request2 = heartbeat_request(8);
     REQUIRE(offer(p, request));
     REQUIRE(offer(p, request2));  // the rule fired once: not shaped
@@ -267,10 +227,11 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "hold-request", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"request"},"trigger":{"once":true}})");
+  put_rule(control, "hold-request", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"request"},"trigger":{"once":true}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{5, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{5, "l", 0, nullptr}, rec, with.metrics);
     auto first = heartbeat_request(1), second = heartbeat_request(2);
     REQUIRE(offer(p, first));
     // The rule fired once, but the second request must wait behind the first (order is kept).
@@ -289,7 +250,7 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
     rec.to_client.clear();
 
     // A delayed response holds its own bytes and those of every response behind it.
-    put(control, "hold-response", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"response"},"trigger":{"once":true}})");
+    put_rule(control, "hold-response", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"response"},"trigger":{"once":true}})");
     auto third = heartbeat_request(3), fourth = heartbeat_request(4);
     REQUIRE(offer(p, third));
     REQUIRE(offer(p, fourth));
@@ -312,7 +273,8 @@ TEST_CASE("pipeline: a response whose correlation id differs closes with a broke
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{6, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{6, "l", 0, nullptr}, rec, with.metrics);
     REQUIRE(offer(p, heartbeat_request(1)));
     CHECK(p.awaiting_broker() == 1);
     CHECK_FALSE(answer(p, heartbeat_response(2)));
@@ -330,7 +292,8 @@ TEST_CASE("pipeline: a response with nothing in flight closes with a broker prot
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{7, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{7, "l", 0, nullptr}, rec, with.metrics);
     CHECK_FALSE(answer(p, heartbeat_response(1)));
     REQUIRE(rec.closed);
     CHECK(rec.closed->category == CloseCategory::kBrokerProtocolError);
@@ -344,7 +307,8 @@ TEST_CASE("pipeline: a request header that does not parse closes with a client p
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{8, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{8, "l", 0, nullptr}, rec, with.metrics);
     std::vector<uint8_t> truncated{0, 0, 0, 3, 0, 12, 0};  // size 3: api key and half a version
     CHECK_FALSE(offer(p, truncated));
     REQUIRE(rec.closed);
@@ -358,10 +322,11 @@ TEST_CASE("pipeline: a close-before rule closes with the fault category and forw
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"before"}})");
+  put_rule(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"before"}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{9, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{9, "l", 0, nullptr}, rec, with.metrics);
     CHECK_FALSE(offer(p, heartbeat_request(1)));
     REQUIRE(rec.closed);
     CHECK(rec.closed->category == CloseCategory::kFault);
@@ -375,10 +340,11 @@ TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earli
   uv_loop_t loop;
   uv_loop_init(&loop);
   chaos::ChaosControl control;
-  put(control, "fence", R"({"match":{"api":"Heartbeat"},"action":{"answer":"REBALANCE_IN_PROGRESS"},"trigger":{"nth":2}})");
+  put_rule(control, "fence", R"({"match":{"api":"Heartbeat"},"action":{"answer":"REBALANCE_IN_PROGRESS"},"trigger":{"nth":2}})");
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{10, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{10, "l", 0, nullptr}, rec, with.metrics);
     auto first = heartbeat_request(1), second = heartbeat_request(2), third = heartbeat_request(3);
     REQUIRE(offer(p, first));
     REQUIRE(offer(p, second));  // answered by the rule: never reaches the broker
@@ -404,21 +370,22 @@ TEST_CASE("pipeline: a large request may be streamed only when nothing can act o
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec, with.metrics);
     auto heartbeat = heartbeat_request(7);
     codec::Bytes head(heartbeat.data(), heartbeat.size());
     // Given no fault rules, a Heartbeat may go while it arrives; ApiVersions (the stage may
     // answer it) and a head too short for the header may not
     CHECK(p.may_stream_request(head));
     CHECK_FALSE(p.may_stream_request(head.first(9)));
-    auto api_versions = request_frame(18, 3, 1, {0});
+    auto api_versions = raw_request_frame(18, 3, 1, {0});
     CHECK_FALSE(p.may_stream_request(codec::Bytes(api_versions.data(), api_versions.size())));
     // When a rule names Heartbeat (whatever its action), it may not
-    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":1,"side":"request"}})");
+    put_rule(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":1,"side":"request"}})");
     CHECK_FALSE(p.may_stream_request(head));
     // And a rule on another API leaves Heartbeat streamable
     control.reset_rules();
-    put(control, "other", R"({"match":{"api":"Produce"},"action":{"error":"NOT_LEADER_OR_FOLLOWER"}})");
+    put_rule(control, "other", R"({"match":{"api":"Produce"},"action":{"error":"NOT_LEADER_OR_FOLLOWER"}})");
     CHECK(p.may_stream_request(head));
     // A streamed request without rules is forwarded as usual; its response comes back in order
     REQUIRE(p.on_request_frame(head, std::chrono::steady_clock::now(), /*streamed=*/true));
@@ -437,13 +404,14 @@ TEST_CASE("pipeline: a rule added while a streamed request arrived closes the co
   chaos::ChaosControl control;
   Recorder rec;
   {
-    Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec);
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr}, rec, with.metrics);
     auto heartbeat = heartbeat_request(7);
     codec::Bytes frame(heartbeat.data(), heartbeat.size());
     // Given the start of a request was streamed while no rule applied
     REQUIRE(p.may_stream_request(frame));
     // When a delay rule for its API is added before the frame is complete
-    put(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":50,"side":"request"}})");
+    put_rule(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":50,"side":"request"}})");
     // Then the whole frame is not forwarded a second time, and the connection closes with a fault reason
     CHECK_FALSE(p.on_request_frame(frame, std::chrono::steady_clock::now(), /*streamed=*/true));
     CHECK(rec.to_broker.empty());

@@ -15,35 +15,19 @@
 #include "proxy/pipeline/frame_context.h"
 #include "proxy/pipeline/pipeline.h"
 #include "proxy/pipeline/rule_snapshot.h"
+#include "tests/unit/support/pipeline.h"
 
 using namespace kproxy;
 
 namespace {
 
-/// A request frame (size prefix, header v1 with client id "t", `body`).
-std::vector<uint8_t> request_frame(int16_t api, int16_t version, int32_t correlation_id, const std::vector<uint8_t>& body = {}) {
-  std::vector<uint8_t> out;
-  codec::Writer w(out);
-  w.int32(static_cast<int32_t>(10 + 1 + body.size()));
-  w.int16(api);
-  w.int16(version);
-  w.int32(correlation_id);
-  w.int16(1);
-  out.push_back('t');
-  out.insert(out.end(), body.begin(), body.end());
-  return out;
-}
+using kproxy::testing::put_rule;
+using kproxy::testing::raw_request_frame;
 
 struct Injections final : proxy::FrameObserver {
   std::map<std::string, int> by_rule;
   void on_fault_injected(const proxy::FaultEvent& e) override { ++by_rule[e.rule.name]; }
 };
-
-void put(chaos::ChaosControl& control, const char* name, const char* rule) {
-  std::string e = control.put_rule(name, nlohmann::json::parse(rule));
-  INFO(e);
-  REQUIRE(e.empty());
-}
 
 uint64_t injected(const chaos::ChaosControl& c, const std::string& name) { return c.rule(name)->stats->injected.load(); }
 uint64_t hits(const chaos::ChaosControl& c, const std::string& name) { return c.rule(name)->stats->hits.load(); }
@@ -71,38 +55,38 @@ constexpr int16_t kProduce = 0;
 
 TEST_CASE("fault stage: of two 'times: 1' answer rules, one request draws the first only; the second keeps its budget") {
   chaos::ChaosControl control;
-  put(control, "first", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
-  put(control, "second", R"({"match":{"api":"ListGroups"},"action":{"answer":"COORDINATOR_NOT_AVAILABLE"},"trigger":{"times":1}})");
+  put_rule(control, "first", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
+  put_rule(control, "second", R"({"match":{"api":"ListGroups"},"action":{"answer":"COORDINATOR_NOT_AVAILABLE"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
   auto observer = std::make_shared<Injections>();
   proxy::FaultStage stage(snapshot, observer, 1);
 
-  CHECK(run(stage, request_frame(kListGroups, 0, 1)).answered);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).answered);
   CHECK(injected(control, "first") == 1);
   CHECK(injected(control, "second") == 0);  // was 1: counted, its one shot spent, nothing sent
   CHECK(hits(control, "second") == 0);
   CHECK(observer->by_rule == std::map<std::string, int>{{"first", 1}});
 
   // The second request: the first rule's budget is spent, the second answers.
-  CHECK(run(stage, request_frame(kListGroups, 0, 2)).answered);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 2)).answered);
   CHECK(injected(control, "first") == 1);
   CHECK(injected(control, "second") == 1);
   CHECK(observer->by_rule == std::map<std::string, int>{{"first", 1}, {"second", 1}});
   // A third finds both spent: forwarded.
-  CHECK_FALSE(run(stage, request_frame(kListGroups, 0, 3)).answered);
+  CHECK_FALSE(run(stage, raw_request_frame(kListGroups, 0, 3)).answered);
 }
 
 TEST_CASE("fault stage: error and throttle rules are not drawn for a request kproxy answers; the response-side ones are") {
   chaos::ChaosControl control;
   // Listed before the answer rule: the answer still decides first.
-  put(control, "err", R"({"match":{"api":"ListGroups"},"action":{"error":"NOT_COORDINATOR"},"trigger":{"times":1}})");
-  put(control, "slow", R"({"match":{"api":"ListGroups"},"action":{"throttle":"100ms"}})");
-  put(control, "late", R"({"match":{"api":"ListGroups"},"action":{"delay":"10ms","side":"response"}})");
-  put(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
+  put_rule(control, "err", R"({"match":{"api":"ListGroups"},"action":{"error":"NOT_COORDINATOR"},"trigger":{"times":1}})");
+  put_rule(control, "slow", R"({"match":{"api":"ListGroups"},"action":{"throttle":"100ms"}})");
+  put_rule(control, "late", R"({"match":{"api":"ListGroups"},"action":{"delay":"10ms","side":"response"}})");
+  put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
   proxy::FaultStage stage(snapshot, nullptr, 1);
 
-  Outcome first = run(stage, request_frame(kListGroups, 0, 1));
+  Outcome first = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(first.answered);
   CHECK(first.actions.error_rules.empty());
   CHECK_FALSE(first.actions.throttle_ms);
@@ -112,7 +96,7 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
   CHECK(injected(control, "late") == 1);
 
   // Forwarded now (the answer's one shot is spent): the error rule's own one shot is still there.
-  Outcome second = run(stage, request_frame(kListGroups, 0, 2));
+  Outcome second = run(stage, raw_request_frame(kListGroups, 0, 2));
   CHECK_FALSE(second.answered);
   CHECK(second.actions.error_rules.size() == 1);
   CHECK(injected(control, "err") == 1);
@@ -121,14 +105,14 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
 
 TEST_CASE("fault stage: a request without a response (acks=0) draws no answer nor response-side rule") {
   chaos::ChaosControl control;
-  put(control, "ans", R"({"match":{"api":"Produce"},"action":{"answer":"NOT_LEADER_OR_FOLLOWER"},"trigger":{"times":1}})");
-  put(control, "drop", R"({"match":{"api":"Produce"},"action":{"drop_response":true},"trigger":{"times":1}})");
-  put(control, "hold", R"({"match":{"api":"Produce"},"action":{"delay":"5ms","side":"request"},"trigger":{"times":1}})");
+  put_rule(control, "ans", R"({"match":{"api":"Produce"},"action":{"answer":"NOT_LEADER_OR_FOLLOWER"},"trigger":{"times":1}})");
+  put_rule(control, "drop", R"({"match":{"api":"Produce"},"action":{"drop_response":true},"trigger":{"times":1}})");
+  put_rule(control, "hold", R"({"match":{"api":"Produce"},"action":{"delay":"5ms","side":"request"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
   proxy::FaultStage stage(snapshot, nullptr, 1);
   // Produce v3 with acks=0: transactional id null, acks 0, timeout, no topics.
   std::vector<uint8_t> body = {0xff, 0xff, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 0};
-  Outcome o = run(stage, request_frame(kProduce, 3, 1, body), /*expects_response=*/false);
+  Outcome o = run(stage, raw_request_frame(kProduce, 3, 1, body), /*expects_response=*/false);
   CHECK_FALSE(o.answered);
   CHECK_FALSE(o.actions.drop_response);
   CHECK(o.actions.request_delay.count() == 5);
@@ -139,11 +123,11 @@ TEST_CASE("fault stage: a request without a response (acks=0) draws no answer no
 
 TEST_CASE("fault stage: the first of answer / close-before that fires wins; a later close does not destroy the answer") {
   chaos::ChaosControl control;
-  put(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"}})");
-  put(control, "cut", R"({"match":{"api":"ListGroups"},"action":{"close":"before"}})");
+  put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"}})");
+  put_rule(control, "cut", R"({"match":{"api":"ListGroups"},"action":{"close":"before"}})");
   proxy::RuleSnapshot snapshot(control);
   proxy::FaultStage stage(snapshot, nullptr, 1);
-  Outcome o = run(stage, request_frame(kListGroups, 0, 1));
+  Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.answered);
   CHECK_FALSE(o.closing);
   CHECK(hits(control, "cut") == 0);
@@ -151,27 +135,20 @@ TEST_CASE("fault stage: the first of answer / close-before that fires wins; a la
 
 TEST_CASE("fault stage: close after names its rule, in the exchange and in the pipeline's close reason") {
   chaos::ChaosControl control;
-  put(control, "cut-after", R"({"match":{"api":"ListGroups"},"action":{"close":"after"}})");
+  put_rule(control, "cut-after", R"({"match":{"api":"ListGroups"},"action":{"close":"after"}})");
   proxy::RuleSnapshot snapshot(control);
   proxy::FaultStage stage(snapshot, nullptr, 1);
-  Outcome o = run(stage, request_frame(kListGroups, 0, 1));
+  Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.actions.close_after);
   CHECK(o.actions.close_after_rule == "cut-after");
 
-  struct Output final : proxy::PipelineOutput {
-    std::optional<proxy::CloseReason> closed;
-    void send_to_broker(codec::Bytes) override {}
-    void send_to_client(codec::Bytes) override {}
-    void flush() override {}
-    void close(proxy::CloseReason reason) override { closed = std::move(reason); }
-    void reset_client() override {}
-    void open_broker_port(int32_t, uint16_t) override {}
-  } out;
+  kproxy::testing::RecordingOutput out;
+  kproxy::testing::PipelineCollaborators with;
   uv_loop_t loop;
   uv_loop_init(&loop);
   {
-    proxy::Pipeline p(&loop, control, nullptr, proxy::ConnectionInfo{2, "l", 0, nullptr}, out);
-    auto request = request_frame(kListGroups, 0, 7);
+    proxy::Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr}, out, with.metrics);
+    auto request = raw_request_frame(kListGroups, 0, 7);
     REQUIRE(p.on_request_frame(codec::Bytes(request.data(), request.size())));
     // ListGroups v0 response: correlation id, ErrorCode 0, no groups.
     std::vector<uint8_t> response = {0, 0, 0, 10, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0};
@@ -180,6 +157,5 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
     INFO(out.closed->detail);
     CHECK(out.closed->detail.find("fault rule 'cut-after'") != std::string::npos);
   }
-  uv_run(&loop, UV_RUN_DEFAULT);
-  CHECK(uv_loop_close(&loop) == 0);
+  kproxy::testing::close_loop(&loop);
 }
