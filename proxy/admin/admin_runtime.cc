@@ -52,7 +52,7 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
     proxy::set_frame_observer(nullptr);
   }
   chaos_admin_ =
-      std::make_unique<ChaosAdmin>(proxy_.chaos(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
+      std::make_unique<ChaosAdmin>(proxy_.live_rules(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
   chaos_admin_->set_scenario_hooks({[this](std::shared_ptr<const chaos::Scenario> s) { return proxy_.set_scenario(std::move(s)); },
                                     [this] { return proxy_.scenario(); }});
 

@@ -36,7 +36,7 @@ class ChaosAdmin {
  public:
   /// `reload`: re-reads the config; returns "" or the errors. `max_rules`: the current
   /// limits.max_fault_rules (read at each PUT, so a reload that changes it applies); none = no cap.
-  ChaosAdmin(chaos::ChaosControl& control, std::function<std::string()> reload, std::function<size_t()> max_rules = {})
+  ChaosAdmin(chaos::LiveRules& control, std::function<std::string()> reload, std::function<size_t()> max_rules = {})
       : control_(control), reload_(std::move(reload)), max_rules_(std::move(max_rules)) {}
 
   HttpResponse list_faults() const;
@@ -54,7 +54,7 @@ class ChaosAdmin {
 
  private:
   ScenarioHooks scenario_;
-  chaos::ChaosControl& control_;
+  chaos::LiveRules& control_;
   std::function<std::string()> reload_;
   std::function<size_t()> max_rules_;
 };

@@ -17,20 +17,20 @@ void RuleSet::index() {
   }
 }
 
-ChaosControl::ChaosControl() : current_(std::make_shared<RuleSet>()) {}
+LiveRules::LiveRules() : current_(std::make_shared<RuleSet>()) {}
 
-std::shared_ptr<const RuleSet> ChaosControl::current() const {
+std::shared_ptr<const RuleSet> LiveRules::current() const {
   std::lock_guard lock(mutex_);
   return current_;
 }
 
-void ChaosControl::publish(std::shared_ptr<RuleSet> next) {
+void LiveRules::publish(std::shared_ptr<RuleSet> next) {
   next->index();
   current_ = std::move(next);
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules, Refusal* refusal) {
+std::string LiveRules::put_rule(const std::string& name, const nlohmann::json& spec, size_t max_rules, Refusal* refusal) {
   std::string error;
   auto rule = parse_fault_rule(spec, error, name, refusal);
   if (!rule) return error;
@@ -55,7 +55,7 @@ std::string ChaosControl::put_rule(const std::string& name, const nlohmann::json
   return "";
 }
 
-bool ChaosControl::delete_rule(const std::string& name) {
+bool LiveRules::delete_rule(const std::string& name) {
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>(*current_);
   auto before = next->rules.size();
@@ -65,14 +65,14 @@ bool ChaosControl::delete_rule(const std::string& name) {
   return true;
 }
 
-void ChaosControl::reset_rules() {
+void LiveRules::reset_rules() {
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>(*current_);
   next->rules.clear();
   publish(std::move(next));
 }
 
-std::string ChaosControl::set_api_versions(const nlohmann::json& list) {
+std::string LiveRules::set_api_versions(const nlohmann::json& list) {
   std::string error;
   auto parsed = policy::parse_api_versions_policy(list, error);
   if (!parsed) return error;
@@ -84,7 +84,7 @@ std::string ChaosControl::set_api_versions(const nlohmann::json& list) {
   return "";
 }
 
-void ChaosControl::replace(std::vector<std::shared_ptr<FaultRule>> rules, policy::ApiVersionsPolicy api_versions) {
+void LiveRules::replace(std::vector<std::shared_ptr<FaultRule>> rules, policy::ApiVersionsPolicy api_versions) {
   for (const auto& line : api_versions.shadowed) spdlog::warn("api_versions{}", line);
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>();
@@ -101,7 +101,7 @@ void ChaosControl::replace(std::vector<std::shared_ptr<FaultRule>> rules, policy
   publish(std::move(next));
 }
 
-std::shared_ptr<const FaultRule> ChaosControl::rule(const std::string& name) const {
+std::shared_ptr<const FaultRule> LiveRules::rule(const std::string& name) const {
   auto set = current();
   for (const auto& r : set->rules) {
     if (r->name == name) return r;
@@ -109,7 +109,7 @@ std::shared_ptr<const FaultRule> ChaosControl::rule(const std::string& name) con
   return nullptr;
 }
 
-std::vector<RuleCounters> ChaosControl::counters() const {
+std::vector<RuleCounters> LiveRules::counters() const {
   auto set = current();
   std::vector<RuleCounters> out;
   for (const auto& r : set->rules) {

@@ -1,7 +1,8 @@
-// RuleSet and ChaosControl: the immutable snapshot of fault rules + ApiVersions policy that the
-// workers read, and the one place (admin API, config load/reload) that changes it.
+// RuleSet and LiveRules: the immutable snapshot of the rules kproxy applies to traffic — the
+// fault rules (chaos) and the ApiVersions policy (production) — that the workers read, and the
+// one place (admin API, config load/reload) that changes them.
 //
-//   admin thread ── PUT/DELETE/reset/reload ──► ChaosControl (mutex) ──► new RuleSet ──┐
+//   admin thread ── PUT/DELETE/reset/reload ──► LiveRules (mutex) ──► new RuleSet ──┐
 //                                                                                      │ generation++
 //   worker loop ── per frame: generation() changed? ──► current() (shared_ptr copy) ◄──┘
 //
@@ -46,9 +47,11 @@ struct RuleCounters {
   uint64_t injected = 0;
 };
 
-class ChaosControl {
+/// The live rules: fault rules and the ApiVersions policy, replaced as a whole snapshot (RuleSet)
+/// by the admin thread and config reloads, read by every worker. One per process (Proxy).
+class LiveRules {
  public:
-  ChaosControl();
+  LiveRules();
 
   /// The snapshot to use. Cheap to call when generation() has not changed since the last copy.
   std::shared_ptr<const RuleSet> current() const;

@@ -27,7 +27,7 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
     : env_(env), listener_(std::move(listener)), config_(std::move(config)), id_(id), client_(env.loop(), *this, "client"),
       upstream_(env.loop(), *this, *this), requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
-      pipeline_(env.loop(), env.chaos(), env.rewrite(listener_->listener_index),
+      pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
                 ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr}, *this, metrics_) {}
 
 ClientConnection::~ClientConnection() {

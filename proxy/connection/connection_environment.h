@@ -35,7 +35,7 @@ class ConnectionEnvironment {
   /// what brokers hold for requests not yet whole. Never limited by 0: a limit of 0 means no streaming.
   virtual codec::FrameMemoryBudget& streamed_budget() = 0;
   /// Fault rules and ApiVersions policy; the pipeline reads its current snapshot per frame.
-  virtual chaos::ChaosControl& chaos() = 0;
+  virtual chaos::LiveRules& live_rules() = 0;
   /// The broker-address rewrite of listener `listener_index`.
   virtual const BrokerAddressRewrite& rewrite(size_t listener_index) = 0;
   /// The TLS contexts of listener `listener_index` as of now (a reload applies to later connections).

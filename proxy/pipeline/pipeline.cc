@@ -50,12 +50,12 @@ struct Pipeline::HeldRequest {
   std::optional<chaos::TransportToxic> toxic;  ///< bandwidth / slice of the request
 };
 
-Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
+Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
                    PipelineOutput& output, metrics::ConnectionMetrics& metrics)
     // rules_ is referred to here before it is made: the stages keep the reference, use it later.
     : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, frame_observer(), info.id}) {}
 
-Pipeline::Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, PipelineOutput& output,
+Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output,
                    metrics::ConnectionMetrics& metrics, const StageSetup& setup)
     : info_(std::move(info)), loop_(loop), output_(output), metrics_(metrics), rules_(chaos),
 #define KPROXY_STAGE_INIT(id, name, type) id##_(setup),

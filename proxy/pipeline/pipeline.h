@@ -94,8 +94,8 @@ class Pipeline {
  public:
   /// `rewrite`: the listener's broker addresses; `metrics`: the connection's gauges (requests in
   /// flight, client software).
-  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
-           PipelineOutput& output, metrics::ConnectionMetrics& metrics);
+  Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info, PipelineOutput& output,
+           metrics::ConnectionMetrics& metrics);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -173,8 +173,8 @@ class Pipeline {
     return true;
   }
   /// The constructor, with the setup every stage is made from.
-  Pipeline(uv_loop_t* loop, const chaos::ChaosControl& chaos, ConnectionInfo info, PipelineOutput& output,
-           metrics::ConnectionMetrics& metrics, const StageSetup& setup);
+  Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output, metrics::ConnectionMetrics& metrics,
+           const StageSetup& setup);
 
   ConnectionInfo info_;
   uv_loop_t* loop_;

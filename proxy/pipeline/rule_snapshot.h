@@ -14,7 +14,7 @@ namespace kproxy::proxy {
 
 class RuleSnapshot {
  public:
-  explicit RuleSnapshot(const chaos::ChaosControl& control) : control_(control) {}
+  explicit RuleSnapshot(const chaos::LiveRules& control) : control_(control) {}
   const chaos::RuleSet& get() {
     uint64_t g = control_.generation();
     if (g != generation_ || !rules_) {
@@ -25,7 +25,7 @@ class RuleSnapshot {
   }
 
  private:
-  const chaos::ChaosControl& control_;
+  const chaos::LiveRules& control_;
   uint64_t generation_ = 0;
   std::shared_ptr<const chaos::RuleSet> rules_;
 };

@@ -66,7 +66,7 @@ std::string Proxy::start() {
     PreparedConfig prepared;
     if (std::string error = prepare_config(*config_, prepared); !error.empty()) return error;
     if (std::string error = with_scenario(prepared.chaos, *config_); !error.empty()) return error;
-    chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
+    live_rules_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
     std::lock_guard lock(config_mutex_);
     tls_ = std::move(prepared.tls);
   }
@@ -135,7 +135,7 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   if (std::string error = prepare_config(*next, prepared); !error.empty()) return error;
   for (const auto& w : unmatched_listener_scopes(*next, prepared.chaos)) spdlog::warn("{}: {}", next->source, w);
   if (std::string error = with_scenario(prepared.chaos, *next); !error.empty()) return error;
-  chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
+  live_rules_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
   frame_budget_.set_limit(next->limits.max_buffered_frame_bytes);
   streamed_budget_.set_limit(next->limits.max_streamed_request_bytes);
   {
@@ -171,7 +171,7 @@ std::string Proxy::set_scenario(std::shared_ptr<const chaos::Scenario> scenario)
     std::lock_guard lock(config_mutex_);
     scenario_ = scenario;
   }
-  chaos_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
+  live_rules_.replace(std::move(prepared.chaos.rules), std::move(prepared.chaos.api_versions));
   if (scenario) {
     spdlog::info("scenario '{}' v{} applied from {}: {} rules, {} ApiVersions entries ({})", scenario->name, scenario->version,
                  scenario->source, scenario->chaos.rules.size(), scenario->chaos.api_versions.spec.size(), scenario->description);

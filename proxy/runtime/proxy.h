@@ -69,7 +69,7 @@ class Proxy {
   const BrokerAddressRewrite& rewrite(size_t listener_index) const { return *rewrites_[listener_index]; }
   /// Fault rules and ApiVersions policy (from the config's faults:/api_versions:, changed at run
   /// time through the admin API); every connection reads its current snapshot per frame.
-  chaos::ChaosControl& chaos() { return chaos_; }
+  chaos::LiveRules& live_rules() { return live_rules_; }
   /// Applies `scenario` (proxy/chaos/scenario.h) on top of the config's rules and policy,
   /// replacing the scenario applied before (null: back to the config's alone). Kept across
   /// reloads. "" or why refused (nothing changed). Safe from any thread.
@@ -104,7 +104,7 @@ class Proxy {
   /// `chaos` (the config's) with the applied scenario on top. "" or why not.
   std::string with_scenario(chaos::ChaosConfig& chaos, const config::Config& config) const;
 
-  chaos::ChaosControl chaos_;
+  chaos::LiveRules live_rules_;
   std::shared_ptr<const chaos::Scenario> scenario_;  ///< under config_mutex_
   codec::FrameMemoryBudget frame_budget_;
   codec::FrameMemoryBudget streamed_budget_;

@@ -217,7 +217,7 @@ void Worker::forget(ClientConnection* connection) {
 
 codec::FrameMemoryBudget& Worker::frame_budget() { return proxy_.frame_budget(); }
 codec::FrameMemoryBudget& Worker::streamed_budget() { return proxy_.streamed_budget(); }
-chaos::ChaosControl& Worker::chaos() { return proxy_.chaos(); }
+chaos::LiveRules& Worker::live_rules() { return proxy_.live_rules(); }
 const BrokerAddressRewrite& Worker::rewrite(size_t listener_index) { return proxy_.rewrite(listener_index); }
 tls::ListenerTls Worker::listener_tls(size_t listener_index) { return proxy_.listener_tls(listener_index); }
 void Worker::open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) {

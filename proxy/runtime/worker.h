@@ -71,7 +71,7 @@ class Worker final : public ConnectionEnvironment {
   // ConnectionEnvironment (the rest): the Proxy's, for the connections of this worker.
   codec::FrameMemoryBudget& frame_budget() override;
   codec::FrameMemoryBudget& streamed_budget() override;
-  chaos::ChaosControl& chaos() override;
+  chaos::LiveRules& live_rules() override;
   const BrokerAddressRewrite& rewrite(size_t listener_index) override;
   tls::ListenerTls listener_tls(size_t listener_index) override;
   void open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) override;

@@ -1,7 +1,7 @@
 // Fuzz target: the admin HTTP request path, as the server runs it on every request that arrives
 // (AdminServer::handle_message: parse_request_head, admit (path decoding, query, bearer token,
 // body cap), the body, then handle (route match, JSON depth bound, the handler)), with the real
-// chaos routes (/faults, /faults/{name}, /faults/reset, /api-versions, /reload) on a ChaosControl.
+// chaos routes (/faults, /faults/{name}, /faults/reset, /api-versions, /reload) on a LiveRules.
 //
 // Input: byte 0 picks the server (bit 0: a bearer token "fuzz-token" is required); the rest is
 // up to four HTTP messages separated by "\0\0\0\0" (a NUL is never valid in a head), served in
@@ -31,7 +31,7 @@ constexpr size_t kMaxRules = 16;
 constexpr std::string_view kToken = "fuzz-token";
 
 struct Target {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   admin::ChaosAdmin chaos{control, [] { return std::string("fuzz.yaml:1:1: reload refused in the fuzzer"); }, [] { return kMaxRules; }};
   admin::AdminServer open_server{options("")};
   admin::AdminServer token_server{options(std::string(kToken))};

@@ -74,7 +74,7 @@ inline std::vector<uint8_t> raw_request_frame(int16_t api, int16_t version, int3
 
 /// Puts the fault rule `rule` (JSON, as the admin API takes it) under `name`; fails the test when
 /// it is refused.
-inline void put_rule(chaos::ChaosControl& control, const char* name, const char* rule) {
+inline void put_rule(chaos::LiveRules& control, const char* name, const char* rule) {
   std::string e = control.put_rule(name, nlohmann::json::parse(rule));
   INFO(e);
   REQUIRE(e.empty());

@@ -40,7 +40,7 @@ std::string error_of(const std::string& response) {
 
 /// An AdminServer on a free loopback port with the chaos routes.
 struct ChaosServer {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   admin::ChaosAdmin chaos_admin{control, [] { return std::string(); }};
   admin::AdminServer server;
   explicit ChaosServer(std::string token = "") : server(admin::AdminServerOptions{"127.0.0.1:0", std::move(token)}) {
@@ -134,7 +134,7 @@ TEST_CASE("admin refusals: bytes that are not UTF-8 get 400/404, never 500 or a 
 }
 
 TEST_CASE("admin refusals: match.versions must be integers 0-32767 (a string in {min, max} was a 500)") {
-  chaos::ChaosControl c;
+  chaos::LiveRules c;
   admin::ChaosAdmin a(c, nullptr);
   for (const char* versions : {R"({"min":"x"})", R"({"max":1.5})", R"({"min":70000})", R"("3abc")", R"("1-2-3")", R"(70000)", R"("99999")",
                                R"(" 3")", R"({"min":true})"}) {
@@ -160,7 +160,7 @@ TEST_CASE("admin refusals: 401, 413 and 400 are logged with the client and count
   {
     admin::AdminServerOptions options{"127.0.0.1:0", "sesame"};
     options.max_body_bytes = 1024;
-    chaos::ChaosControl control;
+    chaos::LiveRules control;
     admin::ChaosAdmin chaos_admin(control, nullptr);
     admin::AdminServer server(options);
     admin::register_chaos_routes(chaos_admin, server);

@@ -4,11 +4,11 @@
 #include <doctest/doctest.h>
 
 using kproxy::admin::ChaosAdmin;
-using kproxy::chaos::ChaosControl;
+using kproxy::chaos::LiveRules;
 using nlohmann::json;
 
 TEST_CASE("admin handlers: status codes and JSON bodies; invalid input changes nothing") {
-  ChaosControl c;
+  LiveRules c;
   ChaosAdmin admin(c, [] { return std::string("kproxy.yaml:3:5: faults[0].match.api: unknown API 'X'"); });
   auto r = admin.put_fault("fence", R"({"match":{"api":"InitProducerId"},"action":{"error":"PRODUCER_FENCED"},"trigger":"once"})");
   CHECK(r.status == 200);
@@ -37,7 +37,7 @@ TEST_CASE("admin handlers: status codes and JSON bodies; invalid input changes n
 TEST_CASE("admin handlers: 400 for what the schema refuses, 422 for what cannot apply to the named APIs") {
   // docs/admin-api.openapi.yaml states the first kind in its schemas; the second depends on each
   // API's versions (the "Unprocessable" response).
-  ChaosControl c;
+  LiveRules c;
   ChaosAdmin admin(c, nullptr);
   auto status = [&](const char* body) { return admin.put_fault("r", body).status; };
   CHECK(status(R"({"action":{"error":"NOT_COORDINATOR"}})") == 400);                                       // no match.api
@@ -55,7 +55,7 @@ TEST_CASE("admin handlers: 400 for what the schema refuses, 422 for what cannot 
 }
 
 TEST_CASE("admin handlers: a scenario is 400 when malformed, 422 when its rules cannot apply, 409 when it clashes") {
-  ChaosControl c;
+  LiveRules c;
   ChaosAdmin admin(c, nullptr);
   std::string applied_error;
   kproxy::admin::ScenarioHooks hooks;
@@ -83,7 +83,7 @@ TEST_CASE("admin handlers: a scenario is 400 when malformed, 422 when its rules 
 }
 
 TEST_CASE("PUT /api-versions takes feature entries with scopes; an invalid one keeps the policy") {
-  ChaosControl c;
+  LiveRules c;
   ChaosAdmin admin(c, nullptr);
   auto ok = admin.put_api_versions(R"({"api_versions":[{"feature":"transaction.version","max":1,"client_id":"legacy-*"}]})");
   CHECK(ok.status == 200);
@@ -99,7 +99,7 @@ TEST_CASE("PUT /api-versions takes feature entries with scopes; an invalid one k
 }
 
 TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 409, counted and logged as a refusal") {
-  ChaosControl c;
+  LiveRules c;
   size_t cap = 2;
   ChaosAdmin admin(
       c, [] { return std::string(); }, [&] { return cap; });
@@ -128,7 +128,7 @@ TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 409,
 // Found by fuzz_admin_request: nlohmann reports a number too large for a double as out_of_range
 // (406), not parse_error, and it escaped the handler as a 500.
 TEST_CASE("admin handlers: a number too large for a double in a body is 400, not 500") {
-  ChaosControl c;
+  LiveRules c;
   ChaosAdmin admin(c, [] { return std::string(); });
   auto r = admin.put_fault("x", R"({"name":"x","action":{"delay":1e999999}})");
   CHECK(r.status == 400);

@@ -42,7 +42,7 @@ std::string upper(std::string s) {
 /// "METHOD /path" of every route kproxy's admin listener serves.
 std::set<std::string> served_operations() {
   admin::AdminServer server;
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   admin::ChaosAdmin chaos_admin(control, [] { return std::string(); });
   admin::HealthHooks hooks;
   hooks.worker_count = [] { return size_t{0}; };

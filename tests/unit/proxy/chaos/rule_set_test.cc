@@ -8,7 +8,7 @@ using namespace kproxy::chaos;
 using nlohmann::json;
 
 TEST_CASE("put, replace, delete, reset; counters survive an unchanged put") {
-  ChaosControl c;
+  LiveRules c;
   auto g0 = c.generation();
   CHECK(c.put_rule("a", json::parse(R"({"match":{"api":"EndTxn"},"action":{"error":"NOT_COORDINATOR"},"trigger":{"times":1}})")) == "");
   CHECK(c.generation() > g0);
@@ -76,7 +76,7 @@ api_versions:
 }
 
 TEST_CASE("put_rule: a new rule past max_rules is refused, a replacement is not") {
-  ChaosControl c;
+  LiveRules c;
   const auto spec = json::parse(R"({"action":{"drop_response":true}})");
   CHECK(c.put_rule("a", spec, 2) == "");
   CHECK(c.put_rule("b", spec, 2) == "");

@@ -64,7 +64,7 @@ void drain(uv_loop_t* loop, const std::function<bool()>& done) {
 TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client the response") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":5,"direction":"to_broker"}})");
   put_rule(control, "down", R"({"match":{"api":"Heartbeat"},"action":{"slice":4}})");
   Recorder rec;
@@ -99,7 +99,7 @@ TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client 
 TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "hold", R"({"match":{"api":"Heartbeat"},"action":{"delay":20,"side":"request"}})");
   put_rule(control, "up", R"({"match":{"api":"Heartbeat"},"action":{"slice":3,"direction":"to_broker"}})");
   Recorder rec;
@@ -120,7 +120,7 @@ TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
 TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "rst", R"({"match":{"api":"Heartbeat"},"action":{"reset_after_bytes":5},"trigger":"once"})");
   Recorder rec;
   {
@@ -142,7 +142,7 @@ TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
 TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rules match Produce v13") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "by-name", R"({"match":{"api":"Produce","topic":"pipeline-test-orders"},"action":{"delay":0}})");
   Recorder rec;
   codec::Uuid id{};
@@ -185,7 +185,7 @@ TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction 
   // re-checks backpressure in PipelineOutput::flush (proxy/connection/client_connection.cc).
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "slow",
            R"({"match":{"api":"Heartbeat"},"action":{"bandwidth":100},"trigger":{"once":true}})");  // 2-byte pieces, 20 ms apart
   Recorder rec;
@@ -226,7 +226,7 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
   // stops reading the sending side once these pass the write-queue high-water mark.
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "hold-request", R"({"match":{"api":"Heartbeat"},"action":{"delay":30,"side":"request"},"trigger":{"once":true}})");
   Recorder rec;
   {
@@ -270,7 +270,7 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
 TEST_CASE("pipeline: a response whose correlation id differs closes with a broker protocol error") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   Recorder rec;
   {
     PipelineCollaborators with;
@@ -289,7 +289,7 @@ TEST_CASE("pipeline: a response whose correlation id differs closes with a broke
 TEST_CASE("pipeline: a response with nothing in flight closes with a broker protocol error") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   Recorder rec;
   {
     PipelineCollaborators with;
@@ -304,7 +304,7 @@ TEST_CASE("pipeline: a response with nothing in flight closes with a broker prot
 TEST_CASE("pipeline: a request header that does not parse closes with a client protocol error") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   Recorder rec;
   {
     PipelineCollaborators with;
@@ -321,7 +321,7 @@ TEST_CASE("pipeline: a request header that does not parse closes with a client p
 TEST_CASE("pipeline: a close-before rule closes with the fault category and forwards nothing") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"before"}})");
   Recorder rec;
   {
@@ -339,7 +339,7 @@ TEST_CASE("pipeline: a close-before rule closes with the fault category and forw
 TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earlier requests") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "fence", R"({"match":{"api":"Heartbeat"},"action":{"answer":"REBALANCE_IN_PROGRESS"},"trigger":{"nth":2}})");
   Recorder rec;
   {
@@ -367,7 +367,7 @@ TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earli
 TEST_CASE("pipeline: a large request may be streamed only when nothing can act on it before forwarding") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   Recorder rec;
   {
     PipelineCollaborators with;
@@ -401,7 +401,7 @@ TEST_CASE("pipeline: a large request may be streamed only when nothing can act o
 TEST_CASE("pipeline: a rule added while a streamed request arrived closes the connection instead of delaying half a request") {
   uv_loop_t loop;
   uv_loop_init(&loop);
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   Recorder rec;
   {
     PipelineCollaborators with;

@@ -437,7 +437,7 @@ TEST_CASE("backpressure: bytes a fault rule holds for the client stop kproxy rea
   INFO(rule);
   FakeBroker broker;
   RunningProxy kp(broker.port());
-  REQUIRE(kp.proxy->chaos().put_rule("hold-first", nlohmann::json::parse(rule)) == "");
+  REQUIRE(kp.proxy->live_rules().put_rule("hold-first", nlohmann::json::parse(rule)) == "");
   int c = connect_to(kp.port);
   constexpr int kRequests = 400;  // 400 x 64 KiB = 25 MiB of responses
   std::vector<uint8_t> batch;

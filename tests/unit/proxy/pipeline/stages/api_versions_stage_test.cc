@@ -33,7 +33,7 @@ std::vector<uint8_t> cluster_frame() {
 }
 
 // What the client whose ApiVersions request carried `client_id`, on `listener`, gets back.
-codec::ApiVersionsResponse seen_by(chaos::ChaosControl& control, const char* listener, std::optional<std::string_view> client_id) {
+codec::ApiVersionsResponse seen_by(chaos::LiveRules& control, const char* listener, std::optional<std::string_view> client_id) {
   proxy::RuleSnapshot rules(control);
   proxy::ApiVersionsStage stage(rules);
   proxy::ConnectionInfo conn;
@@ -57,7 +57,7 @@ codec::ApiVersionsResponse seen_by(chaos::ChaosControl& control, const char* lis
 }  // namespace
 
 TEST_CASE("the client id of the ApiVersions request and the listener pick the policy entries") {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   REQUIRE(control.set_api_versions(
               json::parse(R"([{"feature":"transaction.version","max":1,"client_id":"legacy-*","listener":"plain"}])")) == "");
   auto legacy = seen_by(control, "plain", "legacy-7");

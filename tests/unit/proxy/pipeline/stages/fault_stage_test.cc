@@ -29,8 +29,8 @@ struct Injections final : proxy::FrameObserver {
   void on_fault_injected(const proxy::FaultEvent& e) override { ++by_rule[e.rule.name]; }
 };
 
-uint64_t injected(const chaos::ChaosControl& c, const std::string& name) { return c.rule(name)->stats->injected.load(); }
-uint64_t hits(const chaos::ChaosControl& c, const std::string& name) { return c.rule(name)->stats->hits.load(); }
+uint64_t injected(const chaos::LiveRules& c, const std::string& name) { return c.rule(name)->stats->injected.load(); }
+uint64_t hits(const chaos::LiveRules& c, const std::string& name) { return c.rule(name)->stats->hits.load(); }
 
 /// Runs `frame` through a FaultStage; returns what it decided.
 struct Outcome {
@@ -54,7 +54,7 @@ constexpr int16_t kProduce = 0;
 }  // namespace
 
 TEST_CASE("fault stage: of two 'times: 1' answer rules, one request draws the first only; the second keeps its budget") {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "first", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
   put_rule(control, "second", R"({"match":{"api":"ListGroups"},"action":{"answer":"COORDINATOR_NOT_AVAILABLE"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
@@ -77,7 +77,7 @@ TEST_CASE("fault stage: of two 'times: 1' answer rules, one request draws the fi
 }
 
 TEST_CASE("fault stage: error and throttle rules are not drawn for a request kproxy answers; the response-side ones are") {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   // Listed before the answer rule: the answer still decides first.
   put_rule(control, "err", R"({"match":{"api":"ListGroups"},"action":{"error":"NOT_COORDINATOR"},"trigger":{"times":1}})");
   put_rule(control, "slow", R"({"match":{"api":"ListGroups"},"action":{"throttle":"100ms"}})");
@@ -104,7 +104,7 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
 }
 
 TEST_CASE("fault stage: a request without a response (acks=0) draws no answer nor response-side rule") {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "ans", R"({"match":{"api":"Produce"},"action":{"answer":"NOT_LEADER_OR_FOLLOWER"},"trigger":{"times":1}})");
   put_rule(control, "drop", R"({"match":{"api":"Produce"},"action":{"drop_response":true},"trigger":{"times":1}})");
   put_rule(control, "hold", R"({"match":{"api":"Produce"},"action":{"delay":"5ms","side":"request"},"trigger":{"times":1}})");
@@ -122,7 +122,7 @@ TEST_CASE("fault stage: a request without a response (acks=0) draws no answer no
 }
 
 TEST_CASE("fault stage: the first of answer / close-before that fires wins; a later close does not destroy the answer") {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"}})");
   put_rule(control, "cut", R"({"match":{"api":"ListGroups"},"action":{"close":"before"}})");
   proxy::RuleSnapshot snapshot(control);
@@ -134,7 +134,7 @@ TEST_CASE("fault stage: the first of answer / close-before that fires wins; a la
 }
 
 TEST_CASE("fault stage: close after names its rule, in the exchange and in the pipeline's close reason") {
-  chaos::ChaosControl control;
+  chaos::LiveRules control;
   put_rule(control, "cut-after", R"({"match":{"api":"ListGroups"},"action":{"close":"after"}})");
   proxy::RuleSnapshot snapshot(control);
   proxy::FaultStage stage(snapshot, nullptr, 1);
