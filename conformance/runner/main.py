@@ -7,6 +7,8 @@ See conformance/README.md. Python 3 stdlib + PyYAML (Debian's python3-yaml).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import concurrent.futures
 import os
 import shlex
@@ -78,6 +80,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                          "api_versions in the config file; auto (default) = flag if `kproxy --help` lists --scenario")
     ap.add_argument("--no-setup", action="store_true", help="skip conformance/setup (drivers and verifier already installed)")
     ap.add_argument("--list", action="store_true", help="list the selected scenarios and clients, run nothing")
+    ap.add_argument("--report-from", metavar="JSON", default=None,
+                    help="run nothing: rewrite --out (and --json) from the cells of an earlier run's JSON report "
+                         "(e.g. after a driver's FINDINGS.md changed)")
     args = ap.parse_args(argv)
     try:
         args.protocols = sorted({int(x) for x in args.tv.split(",") if x.strip()})
@@ -146,6 +151,31 @@ def combine(runs: List[Dict]) -> Dict:
     return first
 
 
+def rewrite_report(source: Path, all_sc, md_path: Path, json_path: Path) -> int:
+    """The report of an earlier run, written again from its JSON (cells, header, clients): the
+    tables and notes are the run's; the findings and counts are read again."""
+    try:
+        doc = json.loads(source.read_text())
+    except (OSError, ValueError) as e:
+        print(f"scripts/conformance: --report-from {source}: {e}", file=sys.stderr)
+        return 2
+    names = [s["name"] for s in doc.get("scenarios", [])]
+    by_name = {sc.name: sc for sc in all_sc}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        print(f"scripts/conformance: --report-from: scenarios no longer in scenarios/: {unknown}", file=sys.stderr)
+        return 2
+    cells = doc.get("cells", [])
+    header = {k: v for k, v in doc.items() if k not in ("cells", "clients", "scenarios")}
+    protocols = sorted({c["protocol"] for c in cells}) or [1, 2]
+    # The scenario as it was in that run (its version), not as the file reads now.
+    as_run = [dataclasses.replace(by_name[s["name"]], version=s["version"]) for s in doc.get("scenarios", [])]
+    report.write(md_path, json_path, header=header, scenarios=as_run, clients=list(doc.get("clients", {})),
+                 protocols=protocols, cells=cells, client_info=doc.get("clients", {}))
+    say(f"wrote {md_path} and {json_path} from {source} ({len(cells)} cell(s))")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     command = "scripts/conformance " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
@@ -155,6 +185,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except scn.ScenarioError as e:
         print(f"scripts/conformance: {e}", file=sys.stderr)
         return 2
+    if args.report_from:
+        return rewrite_report(Path(args.report_from), all_sc, Path(args.out), Path(args.json))
     available = families()
     clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else available
     missing = [c for c in clients if c not in available]

@@ -77,6 +77,49 @@ def what_happened(c: Dict) -> str:
     return "; ".join(parts)
 
 
+DRIVERS = Path(__file__).resolve().parent.parent / "drivers"
+
+
+def counts_section(clients: List[str], protocols: List[int], cells: List[Dict], col) -> List[str]:
+    """Per client and protocol: cells run, exact (committed exactly once, whether or not the client
+    gave up), and as the scenario expects / not."""
+    out = ["## Counts per client", "",
+           "| client | protocol | cells | exact (incl. gave up as documented) | not exact | as expected | not as expected |",
+           "|---|---|---|---|---|---|---|"]
+    for client in clients:
+        for p in protocols:
+            mine = [c for c in cells if c["client"] == client and c["protocol"] == p]
+            if not mine:
+                continue
+            exact = sum(1 for c in mine if c["class"] in ("exact", "exact, gave up as documented"))
+            expected = sum(1 for c in mine if c.get("matches_expect"))
+            out.append(f"| {col(client)} | TV{p} | {len(mine)} | {exact} | {len(mine) - exact} | {expected} | {len(mine) - expected} |")
+    out.append("")
+    return out
+
+
+def findings_section(clients: List[str]) -> List[str]:
+    """What the drivers' authors saw a client do that Kafka's protocol does not allow, with the
+    known issues of that client that match: conformance/drivers/<family>/FINDINGS.md, as written."""
+    out = []
+    for client in clients:
+        f = DRIVERS / client / "FINDINGS.md"
+        if not f.is_file():
+            continue
+        body = f.read_text().strip().splitlines()
+        if body and body[0].startswith("# "):
+            body = body[1:]
+        while body and not body[0].strip():
+            body = body[1:]
+        out += [f"### {client} ([conformance/drivers/{client}/FINDINGS.md](../conformance/drivers/{client}/FINDINGS.md))", ""]
+        out += [line[1:] if line.startswith("## ") else line for line in body] + [""]
+    if out:
+        out = ["## Findings", "",
+               "What the drivers' authors saw a client do, in the cells above and in runs of their own, and whether a known "
+               "issue of that client matches (each family's FINDINGS.md, included as written).", ""] + out
+    return out
+
+
 def dumps(doc: Dict) -> str:
     """The JSON report: the header indented, then one cell per line (diffs show changed cells)."""
     head = json.dumps({k: v for k, v in doc.items() if k != "cells"}, indent=1)
@@ -137,6 +180,8 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
         lines.append("")
         lines += notes or ["Every cell run was exact."]
         lines.append("")
+    lines += counts_section(clients, protocols, cells, col)
+    lines += findings_section(clients)
     skipped = [sc for sc in scenarios if not sc.runnable]
     if skipped:
         lines += ["## Scenarios this workload cannot show", ""]
