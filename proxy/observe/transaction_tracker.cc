@@ -1,0 +1,270 @@
+#include "proxy/observe/transaction_tracker.h"
+
+#include <algorithm>
+
+#include "codec/generated/error_code.h"
+
+namespace kproxy::observe {
+
+namespace {
+
+using codec::ErrorCode;
+
+bool is(int16_t code, ErrorCode e) { return code == static_cast<int16_t>(e); }
+
+/// Errors a client retries without ending the transaction (Kafka's TransactionManager).
+bool is_retry(int16_t code) {
+  return is(code, ErrorCode::kConcurrentTransactions) || is(code, ErrorCode::kNotCoordinator) ||
+         is(code, ErrorCode::kCoordinatorLoadInProgress) || is(code, ErrorCode::kCoordinatorNotAvailable);
+}
+
+/// Errors that tell a producer it is fenced: another instance took its transactional.id, or the
+/// coordinator bumped the epoch (a timeout abort).
+bool is_fencing(int16_t code) { return is(code, ErrorCode::kProducerFenced) || is(code, ErrorCode::kInvalidProducerEpoch); }
+
+}  // namespace
+
+std::string_view txn_api_name(TxnApi api) {
+  switch (api) {
+    case TxnApi::kInitProducerId: return "InitProducerId";
+    case TxnApi::kAddPartitionsToTxn: return "AddPartitionsToTxn";
+    case TxnApi::kAddOffsetsToTxn: return "AddOffsetsToTxn";
+    case TxnApi::kTxnOffsetCommit: return "TxnOffsetCommit";
+    case TxnApi::kProduce: return "Produce";
+    case TxnApi::kEndTxn: return "EndTxn";
+  }
+  return "unknown";
+}
+
+std::string_view txn_outcome_name(TxnOutcome outcome) {
+  switch (outcome) {
+    case TxnOutcome::kOpen: return "open";
+    case TxnOutcome::kCommitted: return "committed";
+    case TxnOutcome::kAborted: return "aborted";
+    case TxnOutcome::kFenced: return "fenced";
+    case TxnOutcome::kTimedOut: return "timed_out";
+    case TxnOutcome::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+void TransactionTracker::set_ended_hook(EndedHook hook) {
+  std::lock_guard lock(mutex_);
+  ended_hook_ = std::move(hook);
+}
+
+TransactionTracker::IdState* TransactionTracker::state_for(const std::string& id, TxnClock::time_point now) {
+  auto it = ids_.find(id);
+  if (it != ids_.end()) return &it->second;
+  if (ids_.size() >= limits_.max_ids) {
+    // Make room: forget the id idle longest that has no open transaction.
+    auto victim = ids_.end();
+    for (auto i = ids_.begin(); i != ids_.end(); ++i) {
+      if (i->second.open) continue;
+      if (victim == ids_.end() || i->second.last_activity < victim->second.last_activity) victim = i;
+    }
+    if (victim == ids_.end()) {
+      ++stats_.untracked;
+      return nullptr;
+    }
+    ids_.erase(victim);
+  }
+  IdState& s = ids_[id];
+  s.last_activity = now;
+  return &s;
+}
+
+TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now) {
+  if (!s.open) {
+    TransactionRecord t;
+    t.transactional_id = r.transactional_id;
+    t.producer_id = r.producer_id >= 0 ? r.producer_id : s.producer_id;
+    t.producer_epoch = r.producer_epoch >= 0 ? r.producer_epoch : s.producer_epoch;
+    t.begin = now;
+    s.open = std::move(t);
+  }
+  TransactionRecord& t = *s.open;
+  t.last_activity = now;
+  if (!r.listener.empty()) t.listener = r.listener;
+  if (!r.client_id.empty()) t.client_id = r.client_id;
+  if (!r.client_software.empty()) t.client_software = r.client_software;
+  return t;
+}
+
+void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_point now) {
+  if (!s.open) return;
+  TransactionRecord& t = *s.open;
+  t.outcome = outcome;
+  t.end = now;
+  ++stats_.ended[outcome];
+  if (outcome == TxnOutcome::kAborted || outcome == TxnOutcome::kFenced) {
+    std::string cause = t.cause ? codec::error_name(t.cause->error_code) : "client";
+    ++stats_.abort_causes[{cause, t.cause && !t.cause->injected_by.empty()}];
+  }
+  if (ended_hook_) ended_hook_(t);
+  s.ended.push_back(std::move(t));
+  s.open.reset();
+  while (s.ended.size() > limits_.history_per_id) s.ended.pop_front();
+}
+
+void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now) {
+  if (!s.open) return;
+  TransactionRecord& t = *s.open;
+  TxnError e{r.api, resp.error_code, resp.injected_by, now};
+  if (is_retry(resp.error_code)) ++t.retries;
+  else if (!t.cause) t.cause = e;
+  if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
+  else ++t.errors_dropped;
+}
+
+void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id, TxnRequest request, TxnClock::time_point now) {
+  if (request.transactional_id.empty()) return;
+  std::lock_guard lock(mutex_);
+  IdState* s = state_for(request.transactional_id, now);
+  if (!s) return;
+  s->last_activity = now;
+  switch (request.api) {
+    case TxnApi::kInitProducerId:
+      if (request.transaction_timeout_ms > 0) s->timeout_ms = request.transaction_timeout_ms;
+      break;
+    case TxnApi::kAddPartitionsToTxn:
+    case TxnApi::kProduce:
+    case TxnApi::kTxnOffsetCommit: {
+      // A request of a producer id the id no longer has (a zombie's) is not part of the transaction.
+      if (request.producer_id >= 0 && s->producer_id >= 0 && request.producer_id != s->producer_id) return;
+      TransactionRecord& t = open_transaction(*s, request, now);
+      if (request.api == TxnApi::kAddPartitionsToTxn) t.transaction_version = 1;
+      if (request.api != TxnApi::kTxnOffsetCommit) {
+        for (auto& p : request.partitions) {
+          if (t.partitions.size() < TransactionRecord::kMaxPartitions || t.partitions.count(p)) t.partitions.insert(p);
+          else ++t.partitions_dropped;
+        }
+      }
+      if (!request.group_id.empty()) t.groups.insert(request.group_id);
+      t.records += request.records;
+      t.bytes += request.bytes;
+      break;
+    }
+    case TxnApi::kAddOffsetsToTxn: {
+      TransactionRecord& t = open_transaction(*s, request, now);
+      t.groups.insert(request.group_id);
+      break;
+    }
+    case TxnApi::kEndTxn:
+      if (s->open && request.api_version >= 5) s->open->transaction_version = 2;
+      break;
+  }
+  pending_[{connection, correlation_id}] = Pending{std::move(request), now};
+}
+
+void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now) {
+  std::lock_guard lock(mutex_);
+  auto it = pending_.find({connection, correlation_id});
+  if (it == pending_.end()) return;
+  Pending p = std::move(it->second);
+  pending_.erase(it);
+  const TxnRequest& r = p.request;
+  auto found = ids_.find(r.transactional_id);
+  if (found == ids_.end()) return;  // forgotten to make room
+  IdState& s = found->second;
+  s.last_activity = now;
+  if (s.open) s.open->last_activity = now;
+
+  switch (r.api) {
+    case TxnApi::kInitProducerId: {
+      if (response.error_code != 0) return;
+      // A producer that starts with this id (no producer id in its request) fences the one before
+      // it (KIP-98); one that sends its own id and epoch bumps its epoch (KIP-360). Either way the
+      // coordinator aborts what the id had open.
+      bool had = s.producer_id >= 0;
+      bool new_instance = had && r.producer_id < 0;
+      if (new_instance) ++stats_.fencing_events;
+      else if (had) ++stats_.epoch_bumps;
+      if (s.open) end(s, new_instance ? TxnOutcome::kFenced : TxnOutcome::kAborted, now);
+      s.producer_id = response.producer_id;
+      s.producer_epoch = response.producer_epoch;
+      return;
+    }
+    case TxnApi::kEndTxn:
+      if (response.error_code == 0) {
+        if (!s.open && r.commit) {
+          // A commit of a transaction whose start kproxy did not see (it began before kproxy
+          // started, or on a path kproxy does not observe): record it so the counts stay whole.
+          open_transaction(s, r, p.sent);
+        }
+        end(s, r.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted, now);
+        if (response.producer_epoch >= 0) {  // transaction.version 2: a new epoch per transaction (KIP-890)
+          s.producer_id = response.producer_id;
+          s.producer_epoch = response.producer_epoch;
+        }
+        return;
+      }
+      note_error(s, r, response, now);
+      if (is_fencing(response.error_code)) {
+        ++stats_.fencing_events;
+        bool timed_out = s.open && s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);
+        end(s, timed_out ? TxnOutcome::kTimedOut : TxnOutcome::kFenced, now);
+      }
+      return;
+    default:
+      if (response.error_code == 0) return;
+      note_error(s, r, response, now);
+      if (is_fencing(response.error_code) && s.open) {
+        ++stats_.fencing_events;
+        bool timed_out = s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);
+        end(s, timed_out ? TxnOutcome::kTimedOut : TxnOutcome::kFenced, now);
+      }
+      return;
+  }
+}
+
+void TransactionTracker::on_connection_closed(uint64_t connection) {
+  std::lock_guard lock(mutex_);
+  pending_.erase(pending_.lower_bound({connection, INT32_MIN}), pending_.upper_bound({connection, INT32_MAX}));
+}
+
+void TransactionTracker::sweep(TxnClock::time_point now) {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, s] : ids_) {
+    if (!s.open) continue;
+    if (s.timeout_ms > 0) {
+      if (now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms)) end(s, TxnOutcome::kTimedOut, now);
+    } else if (now - s.open->last_activity >= limits_.silent_after) {
+      end(s, TxnOutcome::kUnknown, now);
+    }
+  }
+}
+
+TransactionStats TransactionTracker::stats(TxnClock::time_point now) const {
+  std::lock_guard lock(mutex_);
+  TransactionStats out = stats_;
+  out.open = 0;
+  out.oldest_open_age = std::chrono::nanoseconds(0);
+  for (const auto& [id, s] : ids_) {
+    if (!s.open) continue;
+    ++out.open;
+    out.oldest_open_age = std::max(out.oldest_open_age, std::chrono::duration_cast<std::chrono::nanoseconds>(now - s.open->begin));
+  }
+  return out;
+}
+
+std::vector<TransactionRecord> TransactionTracker::open_transactions() const {
+  std::lock_guard lock(mutex_);
+  std::vector<TransactionRecord> out;
+  for (const auto& [id, s] : ids_)
+    if (s.open) out.push_back(*s.open);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+  return out;
+}
+
+std::vector<TransactionRecord> TransactionTracker::history(const std::string& transactional_id) const {
+  std::lock_guard lock(mutex_);
+  std::vector<TransactionRecord> out;
+  auto it = ids_.find(transactional_id);
+  if (it == ids_.end()) return out;
+  out.assign(it->second.ended.begin(), it->second.ended.end());
+  if (it->second.open) out.push_back(*it->second.open);
+  return out;
+}
+
+}  // namespace kproxy::observe

@@ -1,0 +1,188 @@
+// TransactionTracker: every transaction that crosses kproxy, rebuilt from the requests and
+// responses of the transaction APIs (docs/transactions.md).
+//
+// The tracker knows nothing of frames: it takes TxnRequest / TxnResponse events, which the
+// frame observer makes from the decoded InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+// TxnOffsetCommit, EndTxn and transactional Produce requests and their responses. A response is
+// matched with its request by (connection, correlation id), so the events of one transactional.id
+// may come from any connection of any worker: a producer talks to its coordinator on one
+// connection and to the partition leaders on others, and may reconnect in the middle of a
+// transaction.
+//
+// Per transactional.id it keeps the producer id and epoch, the open transaction (begun by the
+// first AddPartitionsToTxn or transactional Produce after InitProducerId or the last EndTxn; under
+// transaction.version 2, KIP-890, clients send no AddPartitionsToTxn and the partitions come from
+// the Produce requests) and a bounded history of ended ones. Memory is bounded: at most
+// `max_ids` ids and `history_per_id` ended transactions per id; what does not fit is counted
+// (TransactionStats::untracked).
+//
+// Thread-safe: workers call it from their loop threads; one mutex, taken only for the frames of
+// the transaction APIs and transactional Produce (never for other traffic).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kproxy::observe {
+
+using TxnClock = std::chrono::steady_clock;
+
+/// The transaction API a request belongs to.
+enum class TxnApi : uint8_t { kInitProducerId, kAddPartitionsToTxn, kAddOffsetsToTxn, kTxnOffsetCommit, kProduce, kEndTxn };
+std::string_view txn_api_name(TxnApi api);
+
+/// How a transaction ended (`open` while it has not).
+enum class TxnOutcome : uint8_t {
+  kOpen,
+  kCommitted,
+  kAborted,
+  kFenced,    ///< its producer was fenced (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, or a new InitProducerId)
+  kTimedOut,  ///< open longer than its transaction.timeout.ms: the coordinator aborts it
+  kUnknown,   ///< the client went silent without ending it and without a known timeout
+};
+std::string_view txn_outcome_name(TxnOutcome outcome);
+
+struct TopicPartition {
+  std::string topic;
+  int32_t partition = 0;
+  auto operator<=>(const TopicPartition&) const = default;
+};
+
+/// A request of a transaction API, as the frame observer read it.
+struct TxnRequest {
+  TxnApi api = TxnApi::kProduce;
+  int16_t api_version = 0;
+  std::string transactional_id;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  std::vector<TopicPartition> partitions;  ///< AddPartitionsToTxn, Produce, TxnOffsetCommit
+  std::string group_id;                    ///< AddOffsetsToTxn, TxnOffsetCommit
+  bool commit = false;                     ///< EndTxn
+  int32_t transaction_timeout_ms = -1;     ///< InitProducerId
+  uint64_t records = 0, bytes = 0;         ///< Produce: records and record-batch bytes
+  std::string listener, client_id, client_software;
+};
+
+/// Its response: the first non-zero error code (0 when none), the producer id and epoch the
+/// broker gave (InitProducerId; EndTxn v5+ under transaction.version 2), and the fault rule that
+/// injected the error or answered the request, if one did.
+struct TxnResponse {
+  int16_t error_code = 0;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  std::string injected_by;
+};
+
+/// One error seen in a transaction.
+struct TxnError {
+  TxnApi api = TxnApi::kProduce;
+  int16_t error_code = 0;
+  std::string injected_by;  ///< the fault rule, or "" when the broker sent it
+  TxnClock::time_point at;
+};
+
+/// One transaction, open or ended.
+struct TransactionRecord {
+  std::string transactional_id;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  int transaction_version = 0;  ///< 1 or 2 as the requests show it (AddPartitionsToTxn seen / EndTxn v5+); 0 unknown
+  std::string listener, client_id, client_software;
+  TxnClock::time_point begin, last_activity, end;
+  TxnOutcome outcome = TxnOutcome::kOpen;
+  std::set<TopicPartition> partitions;
+  std::set<std::string> groups;
+  uint64_t records = 0, bytes = 0;
+  uint32_t retries = 0;          ///< CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+  std::vector<TxnError> errors;  ///< in order, at most kMaxErrors (errors_dropped counts the rest)
+  uint32_t errors_dropped = 0;
+  uint32_t partitions_dropped = 0;
+  /// Why it was aborted or fenced: the first error that was not a retry, or none (the client
+  /// aborted on its own).
+  std::optional<TxnError> cause;
+
+  static constexpr size_t kMaxErrors = 32;
+  static constexpr size_t kMaxPartitions = 4096;
+  std::chrono::nanoseconds duration(TxnClock::time_point now) const { return (outcome == TxnOutcome::kOpen ? now : end) - begin; }
+};
+
+/// What happened, for the metrics (monotonic counts) and gauges.
+struct TransactionStats {
+  std::map<TxnOutcome, uint64_t> ended;                           ///< by outcome
+  std::map<std::pair<std::string, bool>, uint64_t> abort_causes;  ///< (error name or "client", injected) of aborted/fenced
+  uint64_t epoch_bumps = 0;     ///< a producer's epoch went up outside EndTxn (KIP-360 bump, or InitProducerId again)
+  uint64_t fencing_events = 0;  ///< a producer learned it was fenced, or a new one took its transactional.id
+  uint64_t untracked = 0;       ///< events of ids that did not fit under max_ids
+  size_t open = 0;
+  std::chrono::nanoseconds oldest_open_age{0};
+};
+
+/// A transaction that just ended (for the duration histogram and the tap).
+using EndedHook = std::function<void(const TransactionRecord&)>;
+
+class TransactionTracker {
+ public:
+  struct Limits {
+    size_t max_ids = 10000;
+    size_t history_per_id = 16;
+    /// An open transaction with no activity this long, whose timeout kproxy never saw, ends as
+    /// `unknown`.
+    std::chrono::seconds silent_after{300};
+  };
+  TransactionTracker() : TransactionTracker(Limits{}) {}
+  explicit TransactionTracker(Limits limits) : limits_(limits) {}
+
+  void on_request(uint64_t connection, int32_t correlation_id, TxnRequest request, TxnClock::time_point now);
+  /// No-op for a (connection, correlation id) without a tracked request.
+  void on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now);
+  /// Forgets the connection's requests still awaiting a response.
+  void on_connection_closed(uint64_t connection);
+  /// Ends what has outlived its timeout (timed_out) or gone silent (unknown). Call now and then.
+  void sweep(TxnClock::time_point now);
+
+  TransactionStats stats(TxnClock::time_point now) const;
+  /// Open transactions, oldest first.
+  std::vector<TransactionRecord> open_transactions() const;
+  /// The id's ended transactions (oldest first) and then its open one; empty for an unknown id.
+  std::vector<TransactionRecord> history(const std::string& transactional_id) const;
+  /// Called (under the tracker's lock: keep it short) for every transaction that ends.
+  void set_ended_hook(EndedHook hook);
+
+ private:
+  struct IdState {
+    int64_t producer_id = -1;
+    int16_t producer_epoch = -1;
+    int32_t timeout_ms = -1;
+    std::optional<TransactionRecord> open;
+    std::deque<TransactionRecord> ended;
+    TxnClock::time_point last_activity;
+  };
+  struct Pending {
+    TxnRequest request;
+    TxnClock::time_point sent;
+  };
+
+  IdState* state_for(const std::string& id, TxnClock::time_point now);
+  TransactionRecord& open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now);
+  void end(IdState& s, TxnOutcome outcome, TxnClock::time_point now);
+  void note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now);
+
+  Limits limits_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, IdState> ids_;
+  std::map<std::pair<uint64_t, int32_t>, Pending> pending_;
+  TransactionStats stats_;
+  EndedHook ended_hook_;
+};
+
+}  // namespace kproxy::observe

@@ -1,0 +1,320 @@
+// TransactionTracker: transactions rebuilt from transaction-API events, on both transaction
+// protocols, with causes, retries, fencing, timeouts and the memory bounds.
+#include "proxy/observe/transaction_tracker.h"
+
+#include <doctest/doctest.h>
+
+#include "codec/generated/error_code.h"
+
+using namespace kproxy::observe;
+using kproxy::codec::ErrorCode;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int16_t code(ErrorCode e) { return static_cast<int16_t>(e); }
+
+/// A producer's requests and the broker's answers, on a coordinator connection (1) and a
+/// partition-leader connection (2), with a clock the test moves.
+struct Client {
+  TransactionTracker& tracker;
+  std::string id;
+  TxnClock::time_point now = TxnClock::time_point{} + 1h;
+  int32_t correlation = 0;
+
+  TxnRequest request(TxnApi api, int64_t pid = -1, int16_t epoch = -1) {
+    TxnRequest r;
+    r.api = api;
+    r.transactional_id = id;
+    r.producer_id = pid;
+    r.producer_epoch = epoch;
+    r.listener = "kafka";
+    r.client_id = "app-1";
+    return r;
+  }
+  /// Sends `r` on `connection` and answers it with `response`.
+  void exchange(uint64_t connection, TxnRequest r, TxnResponse response = {}) {
+    int32_t c = ++correlation;
+    tracker.on_request(connection, c, std::move(r), now);
+    now += 1ms;
+    tracker.on_response(connection, c, response, now);
+  }
+  void init(int64_t pid, int16_t epoch, int32_t timeout_ms = 60000, int64_t own_pid = -1, int16_t own_epoch = -1) {
+    TxnRequest r = request(TxnApi::kInitProducerId, own_pid, own_epoch);
+    r.transaction_timeout_ms = timeout_ms;
+    TxnResponse resp;
+    resp.producer_id = pid;
+    resp.producer_epoch = epoch;
+    exchange(1, std::move(r), resp);
+  }
+  void add_partitions(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts) {
+    TxnRequest r = request(TxnApi::kAddPartitionsToTxn, pid, epoch);
+    r.partitions = std::move(parts);
+    exchange(1, std::move(r));
+  }
+  void produce(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts, uint64_t records, TxnResponse resp = {}) {
+    TxnRequest r = request(TxnApi::kProduce, pid, epoch);
+    r.partitions = std::move(parts);
+    r.records = records;
+    r.bytes = records * 100;
+    exchange(2, std::move(r), resp);
+  }
+  void end_txn(int64_t pid, int16_t epoch, bool commit, TxnResponse resp = {}, int16_t version = 3) {
+    TxnRequest r = request(TxnApi::kEndTxn, pid, epoch);
+    r.commit = commit;
+    r.api_version = version;
+    exchange(1, std::move(r), resp);
+  }
+};
+
+TxnResponse error(ErrorCode e, std::string rule = "") {
+  TxnResponse r;
+  r.error_code = code(e);
+  r.injected_by = std::move(rule);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("transaction tracker: a transaction.version 1 commit, its partitions, offsets and records") {
+  TransactionTracker t;
+  Client c{t, "orders"};
+  c.init(7, 0);
+  c.add_partitions(7, 0, {{"out", 0}, {"out", 1}});
+  c.produce(7, 0, {{"out", 0}, {"out", 1}}, 10);
+  TxnRequest offsets = c.request(TxnApi::kAddOffsetsToTxn, 7, 0);
+  offsets.group_id = "g";
+  c.exchange(1, offsets);
+  TxnRequest commit_offsets = c.request(TxnApi::kTxnOffsetCommit, 7, 0);
+  commit_offsets.group_id = "g";
+  commit_offsets.partitions = {{"in", 0}};
+  c.exchange(3, commit_offsets);
+  CHECK(t.stats(c.now).open == 1);
+  REQUIRE(t.open_transactions().size() == 1);
+  c.end_txn(7, 0, true);
+
+  auto h = t.history("orders");
+  REQUIRE(h.size() == 1);
+  const TransactionRecord& r = h[0];
+  CHECK(r.outcome == TxnOutcome::kCommitted);
+  CHECK(r.transaction_version == 1);
+  CHECK(r.producer_id == 7);
+  CHECK(r.partitions == std::set<TopicPartition>{{"out", 0}, {"out", 1}});  // not the input partition of TxnOffsetCommit
+  CHECK(r.groups == std::set<std::string>{"g"});
+  CHECK(r.records == 10);
+  CHECK(r.bytes == 1000);
+  CHECK(r.listener == "kafka");
+  CHECK(r.client_id == "app-1");
+  CHECK(r.duration(c.now) > 0ns);
+  CHECK(!r.cause);
+  auto s = t.stats(c.now);
+  CHECK(s.ended[TxnOutcome::kCommitted] == 1);
+  CHECK(s.open == 0);
+  CHECK(s.abort_causes.empty());
+}
+
+TEST_CASE("transaction tracker: transaction.version 2 infers partitions from Produce and follows the epoch EndTxn gives") {
+  TransactionTracker t;
+  Client c{t, "tv2"};
+  c.init(9, 0);
+  c.produce(9, 0, {{"out", 2}}, 5);
+  TxnResponse bumped;
+  bumped.producer_id = 9;
+  bumped.producer_epoch = 1;
+  c.end_txn(9, 0, true, bumped, 5);
+  c.produce(9, 1, {{"out", 0}}, 3);  // the next transaction, with the epoch EndTxn returned
+  c.end_txn(9, 1, false, {}, 5);
+
+  auto h = t.history("tv2");
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].transaction_version == 2);
+  CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 2}});
+  CHECK(h[1].outcome == TxnOutcome::kAborted);
+  CHECK(h[1].producer_epoch == 1);
+  CHECK(h[1].partitions == std::set<TopicPartition>{{"out", 0}});
+  auto s = t.stats(c.now);
+  CHECK(s.epoch_bumps == 0);  // a new epoch per transaction is how transaction.version 2 works, not a bump
+  CHECK(s.abort_causes[{"client", false}] == 1);
+}
+
+TEST_CASE("transaction tracker: the cause of an abort is the first error that is not a retry, with the rule that injected it") {
+  TransactionTracker t;
+  Client c{t, "abortable"};
+  c.init(3, 0);
+  c.add_partitions(3, 0, {{"out", 0}});
+  c.produce(3, 0, {{"out", 0}}, 1, error(ErrorCode::kNotCoordinator));  // a retry: counted, not the cause
+  c.produce(3, 0, {{"out", 0}}, 1, error(ErrorCode::kTransactionAbortable, "abortable-produce"));
+  c.produce(3, 0, {{"out", 0}}, 1, error(ErrorCode::kUnknownServerError));
+  c.end_txn(3, 0, false);
+
+  auto h = t.history("abortable");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kAborted);
+  CHECK(h[0].retries == 1);
+  CHECK(h[0].errors.size() == 3);
+  REQUIRE(h[0].cause);
+  CHECK(h[0].cause->error_code == code(ErrorCode::kTransactionAbortable));
+  CHECK(h[0].cause->api == TxnApi::kProduce);
+  CHECK(h[0].cause->injected_by == "abortable-produce");
+  auto s = t.stats(c.now);
+  CHECK(s.ended[TxnOutcome::kAborted] == 1);
+  CHECK(s.abort_causes[{"TRANSACTION_ABORTABLE", true}] == 1);
+}
+
+TEST_CASE("transaction tracker: CONCURRENT_TRANSACTIONS on EndTxn is a retry; the commit that follows counts once") {
+  TransactionTracker t;
+  Client c{t, "busy"};
+  c.init(4, 0);
+  c.add_partitions(4, 0, {{"out", 0}});
+  c.end_txn(4, 0, true, error(ErrorCode::kConcurrentTransactions, "busy-endtxn"));
+  CHECK(t.stats(c.now).open == 1);
+  c.end_txn(4, 0, true);
+  auto h = t.history("busy");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].retries == 1);
+  CHECK(!h[0].cause);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 1);
+}
+
+TEST_CASE("transaction tracker: a second producer with the same id fences the first; the zombie's requests are not counted") {
+  TransactionTracker t;
+  Client first{t, "shared"};
+  first.init(5, 0);
+  first.add_partitions(5, 0, {{"out", 0}});
+  Client second{t, "shared", first.now, 100};
+  second.init(5, 1);  // a fresh instance: no producer id in its request
+  auto s = t.stats(second.now);
+  CHECK(s.fencing_events == 1);
+  CHECK(s.ended[TxnOutcome::kFenced] == 1);
+  CHECK(s.open == 0);
+  auto h = t.history("shared");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kFenced);
+  CHECK(h[0].producer_epoch == 0);
+
+  // The old producer's EndTxn is refused: nothing open to end, nothing counted twice.
+  first.now = second.now;
+  first.end_txn(5, 0, true, error(ErrorCode::kProducerFenced));
+  CHECK(t.stats(first.now).ended[TxnOutcome::kFenced] == 1);
+  // The new producer's transaction is its own.
+  second.add_partitions(5, 1, {{"out", 1}});
+  second.end_txn(5, 1, true);
+  h = t.history("shared");
+  REQUIRE(h.size() == 2);
+  CHECK(h[1].outcome == TxnOutcome::kCommitted);
+  CHECK(h[1].producer_epoch == 1);
+}
+
+TEST_CASE("transaction tracker: a producer that bumps its own epoch (KIP-360) aborts what it had open") {
+  TransactionTracker t;
+  Client c{t, "bump"};
+  c.init(6, 0);
+  c.add_partitions(6, 0, {{"out", 0}});
+  c.produce(6, 0, {{"out", 0}}, 1, error(ErrorCode::kInvalidProducerEpoch));  // fenced on Produce: ends the transaction
+  CHECK(t.stats(c.now).ended[TxnOutcome::kFenced] == 1);
+  c.add_partitions(6, 0, {{"out", 0}});
+  c.init(6, 1, 60000, 6, 0);  // its own id and epoch in the request
+  auto s = t.stats(c.now);
+  CHECK(s.epoch_bumps == 1);
+  CHECK(s.ended[TxnOutcome::kAborted] == 1);
+}
+
+TEST_CASE("transaction tracker: an open transaction shows its age, and ends timed_out after transaction.timeout.ms") {
+  TransactionTracker t;
+  Client c{t, "hanging"};
+  c.init(8, 0, /*timeout_ms=*/1000);
+  c.add_partitions(8, 0, {{"out", 0}});
+  auto begun = c.now;
+  t.sweep(begun + 500ms);
+  auto s = t.stats(begun + 500ms);
+  CHECK(s.open == 1);
+  CHECK(s.oldest_open_age >= 500ms);
+  CHECK(s.oldest_open_age < 510ms);
+  t.sweep(begun + 1500ms);
+  s = t.stats(begun + 1500ms);
+  CHECK(s.open == 0);
+  CHECK(s.ended[TxnOutcome::kTimedOut] == 1);
+}
+
+TEST_CASE("transaction tracker: without a known timeout a silent transaction ends unknown") {
+  TransactionTracker::Limits limits;
+  limits.silent_after = 10s;
+  TransactionTracker t(limits);
+  Client c{t, "vanished"};
+  c.add_partitions(11, 0, {{"out", 0}});  // kproxy never saw its InitProducerId
+  t.sweep(c.now + 5s);
+  CHECK(t.stats(c.now + 5s).open == 1);
+  t.sweep(c.now + 11s);
+  CHECK(t.stats(c.now + 11s).ended[TxnOutcome::kUnknown] == 1);
+}
+
+TEST_CASE("transaction tracker: bounded ids and history; what does not fit is counted") {
+  TransactionTracker::Limits limits;
+  limits.max_ids = 2;
+  limits.history_per_id = 2;
+  TransactionTracker t(limits);
+  Client a{t, "a"}, b{t, "b"}, c{t, "c"};
+  a.init(1, 0);
+  a.add_partitions(1, 0, {{"x", 0}});
+  b.init(2, 0);
+  b.add_partitions(2, 0, {{"x", 0}});
+  c.init(3, 0);  // both tracked ids have an open transaction: no room
+  CHECK(t.stats(c.now).untracked == 1);
+  CHECK(t.history("c").empty());
+
+  for (int i = 0; i < 3; ++i) {
+    a.end_txn(1, 0, true);
+    a.add_partitions(1, 0, {{"x", 0}});
+  }
+  auto h = t.history("a");
+  REQUIRE(h.size() == 3);  // two ended (the bound) and the open one
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[2].outcome == TxnOutcome::kOpen);
+  CHECK(t.stats(a.now).ended[TxnOutcome::kCommitted] == 3);  // counted even when the history forgot them
+
+  b.end_txn(2, 0, true);  // b has nothing open now: the idlest such id gives way to a new one
+  c.init(3, 0);
+  c.add_partitions(3, 0, {{"x", 0}});
+  CHECK(t.history("c").size() == 1);
+  CHECK(t.history("b").empty());
+}
+
+TEST_CASE("transaction tracker: non-transactional requests, unmatched responses and closed connections change nothing") {
+  TransactionTracker t;
+  TxnRequest plain;
+  plain.api = TxnApi::kProduce;
+  plain.partitions = {{"out", 0}};
+  auto now = TxnClock::now();
+  t.on_request(1, 1, plain, now);  // no transactional.id
+  t.on_response(1, 1, error(ErrorCode::kProducerFenced), now);
+  t.on_response(1, 99, error(ErrorCode::kProducerFenced), now);  // nothing sent with that id
+  CHECK(t.stats(now).open == 0);
+  CHECK(t.stats(now).fencing_events == 0);
+
+  Client c{t, "closing"};
+  c.init(12, 0);
+  TxnRequest commit = c.request(TxnApi::kEndTxn, 12, 0);
+  commit.commit = true;
+  c.add_partitions(12, 0, {{"out", 0}});
+  t.on_request(1, 500, commit, c.now);
+  t.on_connection_closed(1);
+  t.on_response(1, 500, TxnResponse{}, c.now);  // the connection is gone: the answer is not matched
+  CHECK(t.stats(c.now).open == 1);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 0);
+}
+
+TEST_CASE("transaction tracker: the ended hook sees every transaction that ends") {
+  TransactionTracker t;
+  std::vector<std::string> seen;
+  t.set_ended_hook([&](const TransactionRecord& r) { seen.push_back(std::string(txn_outcome_name(r.outcome))); });
+  Client c{t, "hooked"};
+  c.init(13, 0);
+  c.add_partitions(13, 0, {{"out", 0}});
+  c.end_txn(13, 0, true);
+  c.add_partitions(13, 0, {{"out", 0}});
+  c.end_txn(13, 0, false);
+  CHECK(seen == std::vector<std::string>{"committed", "aborted"});
+  CHECK(txn_api_name(TxnApi::kAddOffsetsToTxn) == "AddOffsetsToTxn");
+}
