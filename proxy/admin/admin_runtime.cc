@@ -9,6 +9,7 @@
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
 #include "proxy/observe/frame_metrics.h"
+#include "proxy/observe/transaction_metrics.h"
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
 
@@ -46,8 +47,12 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
                                                             config->metrics.max_label_values);
   }
   if (frames) {
-    proxy::set_frame_observer(
-        std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors));
+    auto observer =
+        std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors);
+    // The metrics hold the tracker (and so the observer) alive for as long as they read it.
+    observe::export_transaction_metrics(metrics::ProxyMetrics::instance(),
+                                        std::shared_ptr<observe::TransactionTracker>(observer, &observer->transactions()));
+    proxy::set_frame_observer(std::move(observer));
   } else {
     proxy::set_frame_observer(nullptr);
   }

@@ -302,14 +302,26 @@ void ProxyMetrics::export_counter(const LabelledCounter& counter) {
 }
 
 void ProxyMetrics::add_gauge(const std::string& name, const std::string& help, const std::string& label, GaugeReader read) {
+  std::vector<std::string> labels;
+  if (!label.empty()) labels.push_back(label);
+  add_family_reader(name, help, ReadType::kGauge, std::move(labels), [read = std::move(read), labelled = !label.empty()] {
+    std::vector<Reading> out;
+    for (auto& [value, reading] : read()) out.push_back({labelled ? std::vector<std::string>{value} : std::vector<std::string>{}, reading});
+    return out;
+  });
+}
+
+void ProxyMetrics::add_family_reader(const std::string& name, const std::string& help, ReadType type, std::vector<std::string> labels,
+                                     FamilyReader read) {
   std::lock_guard lock(mutex_);
-  for (auto& g : gauges_) {
+  ReadFamily f{name, help, type, std::move(labels), std::move(read)};
+  for (auto& g : read_families_) {
     if (g.name == name) {
-      g = Gauge{name, help, label, std::move(read)};
+      g = std::move(f);
       return;
     }
   }
-  gauges_.push_back(Gauge{name, help, label, std::move(read)});
+  read_families_.push_back(std::move(f));
 }
 
 std::vector<MetricFamily> ProxyMetrics::collect() const {
@@ -483,12 +495,13 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   }
   for (const auto& c : counters_) out.push_back(c->family());
   for (const auto* c : exported_counters_) out.push_back(c->family());
-  for (const auto& g : gauges_) {
-    auto f = family(g.name, g.help, MetricType::Gauge);
-    for (auto& [value, reading] : g.read()) {
+  for (const auto& g : read_families_) {
+    MetricType type = g.type == ReadType::kCounter ? MetricType::Counter : MetricType::Gauge;
+    auto f = family(g.name, g.help, type);
+    for (auto& [values, reading] : g.read()) {
       std::vector<ClientMetric::Label> labels;
-      if (!g.label.empty()) labels.push_back({g.label, value});
-      f.metric.push_back(sample(std::move(labels), reading, MetricType::Gauge));
+      for (size_t i = 0; i < g.labels.size() && i < values.size(); ++i) labels.push_back({g.labels[i], values[i]});
+      f.metric.push_back(sample(std::move(labels), reading, type));
     }
     out.push_back(std::move(f));
   }

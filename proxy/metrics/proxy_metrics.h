@@ -228,6 +228,14 @@ class ProxyMetrics {
   /// label value when `label` is empty. Registering `name` again replaces the reader.
   using GaugeReader = std::function<std::vector<std::pair<std::string, double>>()>;
   void add_gauge(const std::string& name, const std::string& help, const std::string& label, GaugeReader read);
+  /// The general form: a gauge or counter family read at scrape time, with any number of labels;
+  /// `read` returns (label values in the order of `labels`, value) pairs. For counters the state
+  /// read must only grow (the transaction tracker's totals). Registering `name` again replaces it.
+  enum class ReadType : uint8_t { kGauge, kCounter };
+  using Reading = std::pair<std::vector<std::string>, double>;
+  using FamilyReader = std::function<std::vector<Reading>()>;
+  void add_family_reader(const std::string& name, const std::string& help, ReadType type, std::vector<std::string> labels,
+                         FamilyReader read);
 
   /// Every family, summed over shards.
   std::vector<prometheus::MetricFamily> collect() const;
@@ -253,11 +261,13 @@ class ProxyMetrics {
   std::map<std::pair<std::string, std::string>, uint64_t> close_reasons_;
   std::vector<std::unique_ptr<LabelledCounter>> counters_;
   std::vector<const LabelledCounter*> exported_counters_;
-  struct Gauge {
-    std::string name, help, label;
-    GaugeReader read;
+  struct ReadFamily {
+    std::string name, help;
+    ReadType type;
+    std::vector<std::string> labels;
+    FamilyReader read;
   };
-  std::vector<Gauge> gauges_;
+  std::vector<ReadFamily> read_families_;
   std::unique_ptr<LabelValues> topic_labels_;
   std::unique_ptr<LabelValues> client_id_labels_;
   const uint64_t id_;  ///< distinguishes instances for the thread_local shard cache

@@ -11,6 +11,7 @@
 #include "proxy/chaos/fault_rule.h"
 #include "proxy/cluster/topic_names.h"
 #include "proxy/metrics/label_values.h"
+#include "proxy/observe/transaction_events.h"
 #include "proxy/tap/tap_event.h"
 
 namespace kproxy::metrics {
@@ -57,6 +58,12 @@ void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& t
 void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   const auto& h = ctx.header();
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
+  if (observe::txn_api(h.api_key)) {
+    // Only the transaction APIs and transactional Produce are decoded (a non-transactional Produce
+    // costs a peek at its first field).
+    if (auto r = observe::txn_request(ctx))
+      transactions_.on_request(ctx.connection().id, h.correlation_id, std::move(*r), observe::TxnClock::now());
+  }
   if (LabelValues* clients = metrics_.client_id_labels()) clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
   if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
   if (!hub_.active()) return;
@@ -73,6 +80,10 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   size_t listener = ctx.connection().listener_index;
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
+  if (observe::txn_api(api) && transactions_.awaiting_responses()) {
+    if (auto correlation = observe::response_correlation_id(ctx.frame()))
+      transactions_.on_response(ctx.connection().id, *correlation, observe::txn_response(ctx), observe::TxnClock::now());
+  }
   // Each stage that changed the frame says so itself (ResponseContext::changed_by()).
   for (uint32_t bits = ctx.changed_by(); bits != 0; bits &= bits - 1)
     metrics_.rewritten(api, stage_ids_[static_cast<size_t>(__builtin_ctz(bits))]);

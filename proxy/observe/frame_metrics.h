@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/observe/transaction_tracker.h"
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/pipeline/stage.h"
 #include "proxy/tap/tap_hub.h"
@@ -39,6 +40,9 @@ class FrameMetrics final : public proxy::FrameObserver {
   void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
   void on_fault_injected(const proxy::FaultEvent& event) override;
 
+  /// The transactions rebuilt from the frames this observer sees (docs/transactions.md).
+  observe::TransactionTracker& transactions() { return transactions_; }
+
  private:
   /// Opt-in topic label: the topics `ctx` names (decodes the request).
   void count_topics(const proxy::RequestContext& ctx, LabelValues& topics);
@@ -48,6 +52,7 @@ class FrameMetrics final : public proxy::FrameObserver {
   std::vector<std::string> listener_names_;
   bool count_errors_;
   std::array<int, proxy::kStageCount> stage_ids_{};  ///< ProxyMetrics' id of each stage's label
+  observe::TransactionTracker transactions_;
 };
 
 }  // namespace kproxy::metrics

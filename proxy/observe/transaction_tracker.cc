@@ -155,6 +155,7 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
       break;
   }
   pending_[{connection, correlation_id}] = Pending{std::move(request), now};
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
 }
 
 void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now) {
@@ -163,6 +164,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   if (it == pending_.end()) return;
   Pending p = std::move(it->second);
   pending_.erase(it);
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
   const TxnRequest& r = p.request;
   auto found = ids_.find(r.transactional_id);
   if (found == ids_.end()) return;  // forgotten to make room
@@ -221,10 +223,13 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
 void TransactionTracker::on_connection_closed(uint64_t connection) {
   std::lock_guard lock(mutex_);
   pending_.erase(pending_.lower_bound({connection, INT32_MIN}), pending_.upper_bound({connection, INT32_MAX}));
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
 }
 
 void TransactionTracker::sweep(TxnClock::time_point now) {
   std::lock_guard lock(mutex_);
+  std::erase_if(pending_, [&](const auto& p) { return now - p.second.sent >= limits_.silent_after; });
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
   for (auto& [id, s] : ids_) {
     if (!s.open) continue;
     if (s.timeout_ms > 0) {

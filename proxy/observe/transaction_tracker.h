@@ -20,6 +20,7 @@
 // the transaction APIs and transactional Produce (never for other traffic).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -147,7 +148,12 @@ class TransactionTracker {
   void on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now);
   /// Forgets the connection's requests still awaiting a response.
   void on_connection_closed(uint64_t connection);
-  /// Ends what has outlived its timeout (timed_out) or gone silent (unknown). Call now and then.
+  /// True while some tracked request awaits its response (no lock: a response of a transaction
+  /// API is looked up only then).
+  bool awaiting_responses() const { return pending_count_.load(std::memory_order_relaxed) > 0; }
+  /// Ends what has outlived its timeout (timed_out) or gone silent (unknown), and forgets
+  /// requests unanswered for `silent_after` (their connection closed). Call now and then (the
+  /// metrics and the admin API call it when read).
   void sweep(TxnClock::time_point now);
 
   TransactionStats stats(TxnClock::time_point now) const;
@@ -181,6 +187,7 @@ class TransactionTracker {
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState> ids_;
   std::map<std::pair<uint64_t, int32_t>, Pending> pending_;
+  std::atomic<size_t> pending_count_{0};  ///< pending_.size(), readable without the lock
   TransactionStats stats_;
   EndedHook ended_hook_;
 };

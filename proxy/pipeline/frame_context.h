@@ -171,6 +171,7 @@ class ResponseContext {
   /// The broker round trip seen by kproxy (0 for synthetic answers).
   std::chrono::nanoseconds latency() const { return latency_; }
   ExchangeActions& actions() { return *actions_; }
+  const ExchangeActions& actions() const { return *actions_; }
 
   std::shared_ptr<codec::Message> message() const;
   const std::string& decode_error() const { return decode_error_; }

@@ -8,6 +8,7 @@
 
 #include "codec/generated/api_keys.h"
 #include "codec/request_header.h"
+#include "codec/response_header.h"
 #include "codec/writer.h"
 
 namespace kproxy::testing {
@@ -34,6 +35,22 @@ std::vector<uint8_t> encoded_request_frame(const M& body, int16_t version, int32
   header.api_version = version;
   header.correlation_id = correlation_id;
   header.client_id = client_id;
+  return out;
+}
+
+/// A whole response frame: size prefix, response header (v0 or v1 as Kafka's tables give it for
+/// `version`) with `correlation_id`, then `body` encoded at `version`.
+template <class M>
+std::vector<uint8_t> encoded_response_frame(const M& body, int16_t version, int32_t correlation_id = 9) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  w.int32(0);
+  codec::ResponseHeader h;
+  h.correlation_id = correlation_id;
+  h.header_version = codec::response_header_version(M::kApiKey, version);
+  codec::write_response_header(w, h);
+  body.write(w, version);
+  w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
   return out;
 }
 

@@ -19,19 +19,7 @@ namespace {
 
 using kproxy::testing::contains;
 
-template <class M>
-std::vector<uint8_t> response_frame(const M& body, int16_t version) {
-  std::vector<uint8_t> out;
-  codec::Writer w(out);
-  w.int32(0);
-  codec::ResponseHeader h;
-  h.correlation_id = 9;
-  h.header_version = codec::response_header_version(M::kApiKey, version);
-  codec::write_response_header(w, h);
-  body.write(w, version);
-  w.patch_int32(0, static_cast<int32_t>(out.size() - 4));
-  return out;
-}
+using kproxy::testing::encoded_response_frame;
 
 struct Fixture {
   metrics::ProxyMetrics metrics;
@@ -41,7 +29,7 @@ struct Fixture {
 
   template <class M>
   void respond(const M& body, int16_t version) {
-    auto frame = response_frame(body, version);
+    auto frame = encoded_response_frame(body, version);
     proxy::ResponseContext ctx(M::kApiKey, version, codec::response_header_version(M::kApiKey, version), frame, connection);
     frames.on_response(ctx, 2ms);
   }
@@ -106,7 +94,7 @@ TEST_CASE("frame metrics: a body a stage changed is counted as it leaves, not as
   Fixture f;
   codec::ProduceResponse produce;
   produce.responses.emplace_back().partition_responses.resize(1);
-  auto frame = response_frame(produce, 12);
+  auto frame = encoded_response_frame(produce, 12);
   proxy::ResponseContext ctx(0, 12, 1, frame, f.connection);
   REQUIRE(ctx.scan());
   CHECK(ctx.scan()->error_count == 0);
@@ -121,7 +109,7 @@ TEST_CASE("frame metrics: a body a stage changed is counted as it leaves, not as
 
 TEST_CASE("frame metrics: undecodable and unknown responses are counted with a reason") {
   Fixture f;
-  auto frame = response_frame(codec::MetadataResponse{}, 12);
+  auto frame = encoded_response_frame(codec::MetadataResponse{}, 12);
   frame.resize(frame.size() - 2);
   proxy::ResponseContext cut(3, 12, 1, frame, f.connection);
   CHECK(cut.scan() == nullptr);

@@ -1,0 +1,234 @@
+#include "proxy/observe/transaction_events.h"
+
+#include "codec/frame_reader.h"
+#include "codec/generated/api_keys.h"
+#include "codec/generated/messages/add_offsets_to_txn.h"
+#include "codec/generated/messages/add_partitions_to_txn.h"
+#include "codec/generated/messages/end_txn.h"
+#include "codec/generated/messages/init_producer_id.h"
+#include "codec/generated/messages/produce.h"
+#include "codec/generated/messages/txn_offset_commit.h"
+#include "codec/message_support.h"
+#include "codec/reader.h"
+#include "proxy/chaos/fault_rule.h"
+#include "proxy/cluster/topic_names.h"
+
+namespace kproxy::observe {
+
+namespace {
+
+using codec::ApiKey;
+
+/// A topic named by id (Produce v13+, TxnOffsetCommit v6+): its name when kproxy learnt it from
+/// a Metadata response, else the id as Kafka prints it.
+std::string topic_of(const codec::Uuid& id) {
+  if (auto name = proxy::TopicNames::shared().name(id)) return *name;
+  return codec::json_uuid(id);
+}
+
+/// Produce's TransactionalId (its first field, v3+), without decoding the rest; nullopt when null.
+std::optional<std::string_view> produce_transactional_id(codec::Bytes body, int16_t version) {
+  if (version < 3) return std::nullopt;
+  codec::Reader r(body);
+  r.set_message("ProduceRequest", version);
+  r.set_field("TransactionalId");
+  auto id = r.nullable_string(version >= 9);
+  if (!r.ok()) return std::nullopt;
+  return id;
+}
+
+void fill_client(TxnRequest& r, const proxy::RequestContext& ctx) {
+  r.api_version = ctx.header().api_version;
+  r.listener = std::string(ctx.connection().listener);
+  if (ctx.header().client_id) r.client_id = std::string(*ctx.header().client_id);
+  if (ctx.connection().client_software) r.client_software = std::string(ctx.connection().client_software_name());
+}
+
+}  // namespace
+
+std::optional<TxnApi> txn_api(int16_t api_key) {
+  switch (static_cast<ApiKey>(api_key)) {
+    case ApiKey::kInitProducerId: return TxnApi::kInitProducerId;
+    case ApiKey::kAddPartitionsToTxn: return TxnApi::kAddPartitionsToTxn;
+    case ApiKey::kAddOffsetsToTxn: return TxnApi::kAddOffsetsToTxn;
+    case ApiKey::kTxnOffsetCommit: return TxnApi::kTxnOffsetCommit;
+    case ApiKey::kProduce: return TxnApi::kProduce;
+    case ApiKey::kEndTxn: return TxnApi::kEndTxn;
+    default: return std::nullopt;
+  }
+}
+
+RecordCount count_records(codec::Bytes records) {
+  // RecordBatch v2 (KIP-98): baseOffset int64, batchLength int32 (bytes after this field), then
+  // partitionLeaderEpoch int32, magic int8 (2), crc, attributes, lastOffsetDelta, timestamps,
+  // producer id/epoch, baseSequence: the record count is the int32 at byte 57.
+  constexpr size_t kLengthEnd = 12, kMagicAt = 16, kCountAt = 57, kHeader = 61;
+  RecordCount out;
+  size_t at = 0;
+  while (at < records.size()) {
+    if (records.size() - at < kHeader) {
+      ++out.unreadable;
+      break;
+    }
+    auto be32 = [&](size_t i) {
+      const uint8_t* p = records.data() + at + i;
+      return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 | static_cast<uint32_t>(p[2]) << 8 | p[3];
+    };
+    uint64_t length = be32(8);
+    if (records[at + kMagicAt] != 2 || length > records.size() - at - kLengthEnd) {
+      ++out.unreadable;
+      break;
+    }
+    out.records += be32(kCountAt);
+    at += kLengthEnd + length;
+  }
+  return out;
+}
+
+std::optional<int32_t> response_correlation_id(codec::Bytes frame) {
+  if (frame.size() < 8) return std::nullopt;
+  const uint8_t* p = frame.data() + 4;
+  return static_cast<int32_t>(static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 | static_cast<uint32_t>(p[2]) << 8 |
+                              p[3]);
+}
+
+std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
+  const auto& h = ctx.header();
+  auto api = txn_api(h.api_key);
+  if (!api || h.header_version < 0) return std::nullopt;
+  if (*api == TxnApi::kProduce) {
+    auto id = produce_transactional_id(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version);
+    if (!id || id->empty()) return std::nullopt;  // not transactional: no decode
+  }
+  auto m = ctx.message();
+  if (!m) return std::nullopt;
+  TxnRequest r;
+  r.api = *api;
+  fill_client(r, ctx);
+  switch (*api) {
+    case TxnApi::kInitProducerId: {
+      const auto& q = static_cast<const codec::InitProducerIdRequest&>(*m);
+      if (!q.transactional_id || q.transactional_id->empty()) return std::nullopt;  // an idempotent producer
+      r.transactional_id = std::string(*q.transactional_id);
+      r.transaction_timeout_ms = q.transaction_timeout_ms;
+      r.producer_id = q.producer_id;
+      r.producer_epoch = q.producer_epoch;
+      break;
+    }
+    case TxnApi::kAddPartitionsToTxn: {
+      const auto& q = static_cast<const codec::AddPartitionsToTxnRequest&>(*m);
+      if (h.api_version <= 3) {
+        r.transactional_id = std::string(q.v3_and_below_transactional_id);
+        r.producer_id = q.v3_and_below_producer_id;
+        r.producer_epoch = q.v3_and_below_producer_epoch;
+        for (const auto& t : q.v3_and_below_topics)
+          for (int32_t p : t.partitions) r.partitions.push_back({std::string(t.name), p});
+      } else {
+        // v4+ is the brokers' batched form (KIP-890): one transaction per request is what kproxy
+        // tracks; a verification (verify_only) adds nothing to a transaction.
+        if (q.transactions.size() != 1 || q.transactions[0].verify_only) return std::nullopt;
+        const auto& x = q.transactions[0];
+        r.transactional_id = std::string(x.transactional_id);
+        r.producer_id = x.producer_id;
+        r.producer_epoch = x.producer_epoch;
+        for (const auto& t : x.topics)
+          for (int32_t p : t.partitions) r.partitions.push_back({std::string(t.name), p});
+      }
+      break;
+    }
+    case TxnApi::kAddOffsetsToTxn: {
+      const auto& q = static_cast<const codec::AddOffsetsToTxnRequest&>(*m);
+      r.transactional_id = std::string(q.transactional_id);
+      r.producer_id = q.producer_id;
+      r.producer_epoch = q.producer_epoch;
+      r.group_id = std::string(q.group_id);
+      break;
+    }
+    case TxnApi::kTxnOffsetCommit: {
+      const auto& q = static_cast<const codec::TxnOffsetCommitRequest&>(*m);
+      r.transactional_id = std::string(q.transactional_id);
+      r.producer_id = q.producer_id;
+      r.producer_epoch = q.producer_epoch;
+      r.group_id = std::string(q.group_id);
+      for (const auto& t : q.topics) {
+        std::string topic = h.api_version >= 6 ? topic_of(t.topic_id) : std::string(t.name);
+        for (const auto& p : t.partitions) r.partitions.push_back({topic, p.partition_index});
+      }
+      break;
+    }
+    case TxnApi::kProduce: {
+      const auto& q = static_cast<const codec::ProduceRequest&>(*m);
+      r.transactional_id = std::string(*q.transactional_id);
+      for (const auto& t : q.topic_data) {
+        std::string topic = h.api_version >= 13 ? topic_of(t.topic_id) : std::string(t.name);
+        for (const auto& p : t.partition_data) {
+          r.partitions.push_back({topic, p.index});
+          if (p.records) {
+            r.bytes += p.records->size();
+            r.records += count_records(*p.records).records;
+            if (r.producer_id < 0 && p.records->size() >= 53) {
+              // The batch header carries the producer id (byte 43) and epoch (byte 51).
+              const uint8_t* b = p.records->data();
+              uint64_t pid = 0;
+              for (int i = 0; i < 8; ++i) pid = pid << 8 | b[43 + i];
+              r.producer_id = static_cast<int64_t>(pid);
+              r.producer_epoch = static_cast<int16_t>(b[51] << 8 | b[52]);
+            }
+          }
+        }
+      }
+      break;
+    }
+    case TxnApi::kEndTxn: {
+      const auto& q = static_cast<const codec::EndTxnRequest&>(*m);
+      r.transactional_id = std::string(q.transactional_id);
+      r.producer_id = q.producer_id;
+      r.producer_epoch = q.producer_epoch;
+      r.commit = q.committed;
+      break;
+    }
+  }
+  if (r.transactional_id.empty()) return std::nullopt;
+  return r;
+}
+
+TxnResponse txn_response(const proxy::ResponseContext& ctx) {
+  TxnResponse out;
+  if (ctx.synthetic()) out.injected_by = "kproxy";
+  for (const auto& rule : ctx.actions().error_rules) {
+    if (rule) {
+      out.injected_by = rule->name;
+      break;
+    }
+  }
+  if (const codec::ResponseScan* scan = ctx.dirty() ? nullptr : ctx.scan()) {
+    for (size_t i = 0; i < scan->error_count; ++i) {
+      if (scan->errors[i].code != 0) {
+        out.error_code = scan->errors[i].code;
+        break;
+      }
+    }
+  }
+  auto api = txn_api(ctx.api_key());
+  bool need_body = api == TxnApi::kInitProducerId || (api == TxnApi::kEndTxn && ctx.api_version() >= 5) || ctx.dirty() || !ctx.scan();
+  if (!need_body) return out;
+  auto m = ctx.message();
+  if (!m) return out;
+  if (out.error_code == 0) {
+    m->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) {
+      if (out.error_code == 0 && code != 0) out.error_code = code;
+    });
+  }
+  if (api == TxnApi::kInitProducerId) {
+    const auto& a = static_cast<const codec::InitProducerIdResponse&>(*m);
+    out.producer_id = a.producer_id;
+    out.producer_epoch = a.producer_epoch;
+  } else if (api == TxnApi::kEndTxn && ctx.api_version() >= 5) {
+    const auto& a = static_cast<const codec::EndTxnResponse&>(*m);
+    out.producer_id = a.producer_id;
+    out.producer_epoch = a.producer_epoch;
+  }
+  return out;
+}
+
+}  // namespace kproxy::observe

@@ -1,0 +1,172 @@
+// What the transaction tracker is told about frames: which requests are part of a transaction,
+// their fields, the records of a batch, and the response's error, producer id and injecting rule.
+#include "proxy/observe/transaction_events.h"
+
+#include <doctest/doctest.h>
+
+#include "codec/generated/error_code.h"
+#include "codec/generated/messages/add_partitions_to_txn.h"
+#include "codec/generated/messages/end_txn.h"
+#include "codec/generated/messages/init_producer_id.h"
+#include "codec/generated/messages/metadata.h"
+#include "codec/generated/messages/produce.h"
+#include "codec/writer.h"
+#include "proxy/chaos/fault_rule.h"
+#include "tests/unit/support/frames.h"
+
+using namespace kproxy;
+using namespace kproxy::observe;
+using kproxy::testing::encoded_request_frame;
+using kproxy::testing::encoded_response_frame;
+
+namespace {
+
+/// A RecordBatch v2 header (61 bytes) for `count` records of producer `pid`/`epoch`, followed
+/// by `payload` bytes standing for the records.
+std::vector<uint8_t> batch(int32_t count, int64_t pid = 77, int16_t epoch = 2, size_t payload = 10) {
+  std::vector<uint8_t> out;
+  codec::Writer w(out);
+  w.int64(0);                                        // baseOffset
+  w.int32(static_cast<int32_t>(61 - 12 + payload));  // batchLength
+  w.int32(0);                                        // partitionLeaderEpoch
+  out.push_back(2);                                  // magic
+  w.int32(0);                                        // crc (not checked here)
+  w.int16(0x10);                                     // attributes: transactional
+  w.int32(count - 1);                                // lastOffsetDelta
+  w.int64(0);                                        // baseTimestamp
+  w.int64(0);                                        // maxTimestamp
+  w.int64(pid);
+  w.int16(epoch);
+  w.int32(0);  // baseSequence
+  w.int32(count);
+  out.resize(out.size() + payload, 0);
+  return out;
+}
+
+template <class M>
+std::optional<TxnRequest> request_of(const M& body, int16_t version, proxy::ConnectionInfo& conn) {
+  codec::RequestHeader header;
+  auto frame = encoded_request_frame(body, version, 11, "txn-app", header);
+  proxy::RequestContext ctx(header, frame, conn);
+  return txn_request(ctx);
+}
+
+}  // namespace
+
+TEST_CASE("transaction events: records counted from v2 batch headers; what cannot be read is counted apart") {
+  auto two = batch(3);
+  auto second = batch(4);
+  two.insert(two.end(), second.begin(), second.end());
+  RecordCount c = count_records(codec::Bytes(two.data(), two.size()));
+  CHECK(c.records == 7);
+  CHECK(c.unreadable == 0);
+
+  auto cut = batch(5);
+  cut.resize(40);
+  c = count_records(codec::Bytes(cut.data(), cut.size()));
+  CHECK(c.records == 0);
+  CHECK(c.unreadable == 1);
+
+  auto old = batch(5);
+  old[16] = 1;  // a v1 message set
+  c = count_records(codec::Bytes(old.data(), old.size()));
+  CHECK(c.unreadable == 1);
+
+  std::vector<uint8_t> frame = {0, 0, 0, 8, 0, 0, 1, 2, 0, 0};
+  CHECK(response_correlation_id(codec::Bytes(frame.data(), frame.size())) == 258);
+  CHECK(!response_correlation_id(codec::Bytes(frame.data(), 6)));
+}
+
+TEST_CASE("transaction events: which requests are part of a transaction, and their fields") {
+  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr};
+  CHECK(txn_api(static_cast<int16_t>(codec::ApiKey::kEndTxn)) == TxnApi::kEndTxn);
+  CHECK(!txn_api(static_cast<int16_t>(codec::ApiKey::kFetch)));
+
+  codec::EndTxnRequest end;
+  end.transactional_id = "orders";
+  end.producer_id = 5;
+  end.producer_epoch = 1;
+  end.committed = true;
+  auto r = request_of(end, 3, conn);
+  REQUIRE(r);
+  CHECK(r->api == TxnApi::kEndTxn);
+  CHECK(r->transactional_id == "orders");
+  CHECK(r->producer_id == 5);
+  CHECK(r->commit);
+  CHECK(r->listener == "kafka");
+  CHECK(r->client_id == "txn-app");
+
+  codec::InitProducerIdRequest idempotent;
+  idempotent.transactional_id = std::nullopt;  // an idempotent producer: no transaction
+  CHECK(!request_of(idempotent, 4, conn));
+  codec::InitProducerIdRequest init;
+  init.transactional_id = "orders";
+  init.transaction_timeout_ms = 30000;
+  r = request_of(init, 4, conn);
+  REQUIRE(r);
+  CHECK(r->transaction_timeout_ms == 30000);
+
+  codec::AddPartitionsToTxnRequest add;
+  add.v3_and_below_transactional_id = "orders";
+  add.v3_and_below_producer_id = 5;
+  auto& topic = add.v3_and_below_topics.emplace_back();
+  topic.name = "out";
+  topic.partitions = {0, 2};
+  r = request_of(add, 3, conn);
+  REQUIRE(r);
+  CHECK(r->partitions == std::vector<TopicPartition>{{"out", 0}, {"out", 2}});
+  codec::AddPartitionsToTxnRequest verify;  // v4+: a broker's verification adds nothing
+  auto& x = verify.transactions.emplace_back();
+  x.transactional_id = "orders";
+  x.verify_only = true;
+  CHECK(!request_of(verify, 5, conn));
+
+  auto records = batch(5, 77, 2);
+  codec::ProduceRequest produce;
+  produce.acks = -1;
+  auto& data = produce.topic_data.emplace_back();
+  data.name = "out";
+  auto& part = data.partition_data.emplace_back();
+  part.index = 1;
+  part.records = codec::Bytes(records.data(), records.size());
+  CHECK(!request_of(produce, 9, conn));  // no TransactionalId: not decoded, not tracked
+  produce.transactional_id = "orders";
+  r = request_of(produce, 9, conn);
+  REQUIRE(r);
+  CHECK(r->api == TxnApi::kProduce);
+  CHECK(r->records == 5);
+  CHECK(r->bytes == records.size());
+  CHECK(r->producer_id == 77);
+  CHECK(r->producer_epoch == 2);
+  CHECK(r->partitions == std::vector<TopicPartition>{{"out", 1}});
+}
+
+TEST_CASE("transaction events: a response's first error, its producer id and the rule that injected it") {
+  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr};
+  codec::InitProducerIdResponse init;
+  init.producer_id = 42;
+  init.producer_epoch = 3;
+  auto frame = encoded_response_frame(init, 4);
+  proxy::ResponseContext a(22, 4, codec::response_header_version(22, 4), frame, conn);
+  TxnResponse r = txn_response(a);
+  CHECK(r.error_code == 0);
+  CHECK(r.producer_id == 42);
+  CHECK(r.producer_epoch == 3);
+  CHECK(r.injected_by.empty());
+
+  codec::EndTxnResponse busy;
+  busy.error_code = static_cast<int16_t>(codec::ErrorCode::kConcurrentTransactions);
+  frame = encoded_response_frame(busy, 3);
+  proxy::ExchangeActions actions;
+  auto rule = std::make_shared<chaos::FaultRule>();
+  rule->name = "busy-endtxn";
+  actions.error_rules.push_back(rule);
+  proxy::ResponseContext b(26, 3, codec::response_header_version(26, 3), frame, conn, actions, false, std::chrono::nanoseconds(0));
+  r = txn_response(b);
+  CHECK(r.error_code == busy.error_code);
+  CHECK(r.injected_by == "busy-endtxn");
+
+  proxy::ExchangeActions none;
+  proxy::ResponseContext c(26, 3, codec::response_header_version(26, 3), frame, conn, none, true, std::chrono::nanoseconds(0));
+  CHECK(txn_response(c).injected_by == "kproxy");  // an answer kproxy built
+}

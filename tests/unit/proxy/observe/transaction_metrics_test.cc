@@ -1,0 +1,66 @@
+// The transaction tracker's metrics, read at scrape time, fed through the frame observer.
+#include "proxy/observe/transaction_metrics.h"
+
+#include <doctest/doctest.h>
+
+#include "codec/generated/messages/add_partitions_to_txn.h"
+#include "codec/generated/messages/end_txn.h"
+#include "codec/generated/messages/init_producer_id.h"
+#include "proxy/observe/frame_metrics.h"
+#include "tests/unit/support/frames.h"
+#include "tests/unit/support/text.h"
+
+using namespace kproxy;
+using namespace kproxy::observe;
+using kproxy::testing::contains;
+using kproxy::testing::encoded_request_frame;
+using kproxy::testing::encoded_response_frame;
+
+TEST_CASE("transaction metrics: the frame observer feeds the tracker, and the metrics read it") {
+  metrics::ProxyMetrics m;
+  tap::TapHub hub;
+  auto frames = std::make_shared<metrics::FrameMetrics>(m, hub, std::vector<std::string>{"kafka"});
+  export_transaction_metrics(m, std::shared_ptr<TransactionTracker>(frames, &frames->transactions()));
+  proxy::ConnectionInfo conn{4, "kafka", 0, nullptr};
+
+  auto exchange = [&](const auto& request, int16_t version, int32_t correlation, const auto& response) {
+    codec::RequestHeader header;
+    auto req = encoded_request_frame(request, version, correlation, "txn-app", header);
+    proxy::RequestContext rctx(header, req, conn);
+    frames->on_request(rctx);
+    using R = std::decay_t<decltype(response)>;
+    auto resp = encoded_response_frame(response, version, correlation);
+    proxy::ResponseContext sctx(R::kApiKey, version, codec::response_header_version(R::kApiKey, version), resp, conn);
+    frames->on_response(sctx, std::chrono::milliseconds(1));
+  };
+  codec::InitProducerIdRequest init;
+  init.transactional_id = "orders";
+  codec::InitProducerIdResponse init_ok;
+  init_ok.producer_id = 9;
+  exchange(init, 4, 1, init_ok);
+  codec::AddPartitionsToTxnRequest add;
+  add.v3_and_below_transactional_id = "orders";
+  add.v3_and_below_producer_id = 9;
+  add.v3_and_below_topics.emplace_back().name = "out";
+  add.v3_and_below_topics[0].partitions = {0};
+  exchange(add, 3, 2, codec::AddPartitionsToTxnResponse{});
+  CHECK(contains(m.render(), "kproxy_transactions_open 1"));
+  codec::EndTxnRequest end;
+  end.transactional_id = "orders";
+  end.producer_id = 9;
+  end.committed = true;
+  exchange(end, 3, 3, codec::EndTxnResponse{});
+
+  auto h = frames->transactions().history("orders");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].transaction_version == 1);
+  std::string text = m.render();
+  INFO(text);
+  CHECK(contains(text, "# TYPE kproxy_transactions_total counter"));
+  CHECK(contains(text, "kproxy_transactions_total{outcome=\"committed\"} 1"));
+  CHECK(contains(text, "kproxy_transactions_total{outcome=\"aborted\"} 0"));
+  CHECK(contains(text, "kproxy_transactions_open 0"));
+  CHECK(contains(text, "kproxy_transaction_oldest_open_seconds 0"));
+  CHECK(contains(text, "kproxy_transaction_fencing_events_total 0"));
+}
