@@ -183,6 +183,44 @@ def test_exact_counts_after_a_transactional_workload_and_a_fault(observed_kproxy
     assert _get(kp.admin_port, "/faults/obs-endtxn", "DELETE")[0] in (200, 204)
 
 
+def test_transactions_rebuilt_from_the_wire_match_the_java_clients_own_counts(observed_kproxy, topic_name):
+    """Issue #32: kproxy's transaction counts equal what the client says it committed and aborted,
+    with and without an injected retry (CONCURRENT_TRANSACTIONS on EndTxn is retried, not an abort)."""
+    kp = observed_kproxy
+    names = ("committed", "aborted", "fenced", "timed_out", "unknown")
+    before = _scrape(kp.admin_port)
+    base = {o: _value(before, "kproxy_transactions_total", outcome=o) for o in names}
+    client_aborts = _value(before, "kproxy_transaction_aborts_total", cause="client", source="broker")
+
+    out = clients.txn_produce(kp.bootstrap, topic_name, records=60, transactions=6, key_prefix="txo-a-", abort_every=3)
+    assert out["ok"], out
+    assert (out["transactions_committed"], out["transactions_aborted"]) == (4, 2)
+    text = _scrape(kp.admin_port)
+    assert _value(text, "kproxy_transactions_total", outcome="committed") - base["committed"] == 4
+    assert _value(text, "kproxy_transactions_total", outcome="aborted") - base["aborted"] == 2
+    # The client aborted on its own: no error caused it.
+    assert _value(text, "kproxy_transaction_aborts_total", cause="client", source="broker") - client_aborts == 2
+    assert _value(text, "kproxy_transactions_open") == 0
+    assert _value(text, "kproxy_transaction_oldest_open_seconds") == 0
+
+    rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 2}}
+    status, body = _get(kp.admin_port, "/faults/txo-endtxn", "PUT", json.dumps(rule))
+    assert status == 200, body
+    try:
+        second = clients.txn_produce(kp.bootstrap, topic_name, records=30, transactions=3, key_prefix="txo-b-")
+    finally:
+        _get(kp.admin_port, "/faults/txo-endtxn", "DELETE")
+    assert second["ok"], second
+    assert second["transactions_committed"] == 3
+    text = _scrape(kp.admin_port)
+    assert _value(text, "kproxy_faults_injected_total", rule="txo-endtxn") == 2
+    assert _value(text, "kproxy_transactions_total", outcome="committed") - base["committed"] == 4 + 3
+    assert _value(text, "kproxy_transactions_total", outcome="aborted") - base["aborted"] == 2
+    for o in ("fenced", "timed_out", "unknown"):
+        assert _value(text, "kproxy_transactions_total", outcome=o) == base[o], o
+    assert _value(text, "kproxy_transactions_open") == 0
+
+
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="needs Debian's prometheus package (promtool)")
 def test_promtool_finds_nothing_and_dashboards_query_existing_metrics(observed_kproxy, topic_name):
     kp = observed_kproxy
@@ -433,7 +471,14 @@ def test_close_reason_labels_for_a_client_close_and_a_broker_close(observed_kpro
     know) is broker_closed."""
     kp = observed_kproxy
     closed = "kproxy_connections_closed_total"
-    before = _scrape(kp.admin_port)  # the fixture's readiness probe may have connected already
+    # The fixture's readiness probe (and an earlier test's clients) may still be closing: start
+    # from a scrape with no client connection open, so each close below is the only new one.
+    deadline = time.monotonic() + 15
+    before = _scrape(kp.admin_port)
+    while _value(before, "kproxy_connections", side="client") > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        before = _scrape(kp.admin_port)
+    assert _value(before, "kproxy_connections", side="client") == 0, "client connections still open before the test"
     base = {r: _value(before, closed, reason=r) for r in ("client_closed", "broker_closed", "upstream_connect_failed")}
     with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
         s.sendall(_api_versions_v0(1))
