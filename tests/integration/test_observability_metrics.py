@@ -226,7 +226,7 @@ def test_promtool_finds_nothing_and_dashboards_query_existing_metrics(observed_k
     kp = observed_kproxy
     rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 1}}
     assert _get(kp.admin_port, "/faults/obs-one", "PUT", json.dumps(rule))[0] == 200
-    prod = clients.txn_produce(kp.bootstrap, topic_name, records=100, transactions=2, key_prefix="obs-p-")
+    prod = clients.txn_produce(kp.bootstrap, topic_name, records=100, transactions=2, key_prefix="obs-p-", abort_every=2)
     assert prod["ok"], prod
     text = _scrape(kp.admin_port)
     check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
@@ -275,7 +275,8 @@ def test_real_prometheus_scrapes_and_every_panel_returns_data(observed_kproxy, t
         rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 1}}
         assert _get(kp.admin_port, "/faults/prom-endtxn", "PUT", json.dumps(rule))[0] == 200
         # A client that stays connected while Prometheus scrapes (clients gauge, connections, in-flight).
-        rounds = [clients.txn_produce(kp.bootstrap, topic_name, records=200, transactions=4, key_prefix=f"prom-{i}-")
+        # Every 2nd transaction aborted: the transaction panels' aborts have data too.
+        rounds = [clients.txn_produce(kp.bootstrap, topic_name, records=200, transactions=4, key_prefix=f"prom-{i}-", abort_every=2)
                   for i in range(2)]
         assert all(r["ok"] for r in rounds), rounds
         time.sleep(3)  # two more scrapes after the workload
