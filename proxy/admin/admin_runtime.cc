@@ -8,6 +8,7 @@
 #include "proxy/admin/chaos_routes.h"
 #include "proxy/admin/observability_routes.h"
 #include "proxy/admin/openapi_document.h"
+#include "proxy/admin/transaction_routes.h"
 #include "proxy/observe/frame_metrics.h"
 #include "proxy/observe/transaction_metrics.h"
 #include "proxy/pipeline/frame_observer.h"
@@ -15,8 +16,10 @@
 
 namespace kproxy::admin {
 
-void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health) {
+void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health,
+                           std::shared_ptr<observe::TransactionTracker> transactions) {
   register_observability_routes(server, metrics::ProxyMetrics::instance(), tap::TapHub::instance(), health);
+  register_transaction_routes(server, std::move(transactions));
   register_chaos_routes(chaos, server);
   server.route("GET", "/openapi.json", [](const HttpRequest&) {
     return HttpResponse{200, "application/json", std::string(openapi_json())};
@@ -49,11 +52,12 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   if (frames) {
     auto observer =
         std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors);
-    // The metrics hold the tracker (and so the observer) alive for as long as they read it.
-    observe::export_transaction_metrics(metrics::ProxyMetrics::instance(),
-                                        std::shared_ptr<observe::TransactionTracker>(observer, &observer->transactions()));
+    // The metrics and the routes hold the tracker (and so the observer) alive while they read it.
+    transactions_ = std::shared_ptr<observe::TransactionTracker>(observer, &observer->transactions());
+    observe::export_transaction_metrics(metrics::ProxyMetrics::instance(), transactions_);
     proxy::set_frame_observer(std::move(observer));
   } else {
+    transactions_ = std::make_shared<observe::TransactionTracker>();  // frames off: nothing is tracked
     proxy::set_frame_observer(nullptr);
   }
   chaos_admin_ =
@@ -90,7 +94,7 @@ std::string AdminRuntime::start() {
     token_origin = "env KPROXY_ADMIN_TOKEN";
   }
   server_ = std::make_unique<AdminServer>(options);
-  register_admin_routes(*server_, *chaos_admin_, *health_);
+  register_admin_routes(*server_, *chaos_admin_, *health_, transactions_);
   std::string error = server_->start();
   if (!error.empty()) {
     server_.reset();

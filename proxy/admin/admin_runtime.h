@@ -18,16 +18,19 @@
 
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/health.h"
+#include "proxy/observe/transaction_tracker.h"
 #include "proxy/runtime/proxy.h"
 
 namespace kproxy::admin {
 
 class ChaosAdmin;
 
-/// Registers every route kproxy's admin listener serves: the observability ones, the chaos ones
-/// and GET /openapi.json. AdminRuntime::start calls it; so does the test that checks the routes
-/// against docs/admin-api.openapi.yaml (tests/unit/proxy/admin/openapi_test.cc).
-void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health);
+/// Registers every route kproxy's admin listener serves: the observability ones, the
+/// transactions (from `transactions`), the chaos ones and GET /openapi.json. AdminRuntime::start
+/// calls it; so does the test that checks the routes against docs/admin-api.openapi.yaml
+/// (tests/unit/proxy/admin/openapi_test.cc).
+void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health,
+                           std::shared_ptr<observe::TransactionTracker> transactions);
 
 class AdminRuntime {
  public:
@@ -44,6 +47,8 @@ class AdminRuntime {
   proxy::Proxy& proxy_;
   std::unique_ptr<ChaosAdmin> chaos_admin_;
   std::unique_ptr<Health> health_;
+  /// The frame observer's transaction tracker (an empty one when frame metrics are off).
+  std::shared_ptr<observe::TransactionTracker> transactions_;
   std::unique_ptr<AdminServer> server_;
 };
 

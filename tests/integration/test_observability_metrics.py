@@ -202,6 +202,16 @@ def test_transactions_rebuilt_from_the_wire_match_the_java_clients_own_counts(ob
     assert _value(text, "kproxy_transaction_aborts_total", cause="client", source="broker") - client_aborts == 2
     assert _value(text, "kproxy_transactions_open") == 0
     assert _value(text, "kproxy_transaction_oldest_open_seconds") == 0
+    # The id's history: every transaction with its outcome, the partitions the client wrote to.
+    status, body = _get(kp.admin_port, "/transactions/" + urllib.parse.quote(out["transactional_id"], safe=""))
+    assert status == 200, body
+    history = json.loads(body)["transactions"]
+    assert [t["outcome"] for t in history] == ["committed", "committed", "aborted", "committed", "committed", "aborted"]
+    assert all(t["partitions"] and t["partitions"][0]["topic"] == topic_name for t in history), history
+    assert sum(t["records"] for t in history) == 60
+    assert all(t["cause"] is None for t in history)
+    status, body = _get(kp.admin_port, "/transactions")
+    assert status == 200 and json.loads(body)["count"] == 0, body
 
     rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 2}}
     status, body = _get(kp.admin_port, "/faults/txo-endtxn", "PUT", json.dumps(rule))

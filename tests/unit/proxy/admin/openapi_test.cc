@@ -50,7 +50,7 @@ std::set<std::string> served_operations() {
   hooks.upstreams = [] { return std::vector<std::string>{}; };
   hooks.draining = [] { return false; };
   admin::Health health(hooks);
-  admin::register_admin_routes(server, chaos_admin, health);
+  admin::register_admin_routes(server, chaos_admin, health, std::make_shared<observe::TransactionTracker>());
   std::set<std::string> out;
   for (const auto& r : server.routes()) out.insert(r.method + " " + r.pattern);
   return out;

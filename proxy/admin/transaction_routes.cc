@@ -1,0 +1,82 @@
+#include "proxy/admin/transaction_routes.h"
+
+#include <chrono>
+#include <string>
+
+#include "codec/generated/error_code.h"
+#include "proxy/util/utf8.h"
+
+namespace kproxy::admin {
+
+namespace {
+
+/// The longest transactional.id the path may name (docs/admin-api.openapi.yaml).
+constexpr size_t kMaxIdLength = 1024;
+
+double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+
+nlohmann::json error_json(const observe::TxnError& e, observe::TxnClock::time_point now) {
+  const char* name = codec::error_name(e.error_code);
+  return {{"api", std::string(observe::txn_api_name(e.api))},
+          {"error", name ? name : std::to_string(e.error_code)},
+          {"injected_by", e.injected_by.empty() ? nlohmann::json() : nlohmann::json(e.injected_by)},
+          {"seconds_ago", seconds(now - e.at)}};
+}
+
+}  // namespace
+
+nlohmann::json transaction_json(const observe::TransactionRecord& t, observe::TxnClock::time_point now) {
+  nlohmann::json partitions = nlohmann::json::array();
+  for (const auto& p : t.partitions) partitions.push_back({{"topic", p.topic}, {"partition", p.partition}});
+  nlohmann::json errors = nlohmann::json::array();
+  for (const auto& e : t.errors) errors.push_back(error_json(e, now));
+  nlohmann::json out = {
+      {"transactional_id", t.transactional_id},
+      {"producer_id", t.producer_id},
+      {"producer_epoch", t.producer_epoch},
+      {"transaction_version", t.transaction_version},
+      {"outcome", std::string(observe::txn_outcome_name(t.outcome))},
+      {"listener", t.listener},
+      {"client_id", t.client_id},
+      {"client_software", t.client_software},
+      {"started_seconds_ago", seconds(now - t.begin)},
+      {"duration_seconds", seconds(t.duration(now))},
+      {"partitions", partitions},
+      {"partitions_dropped", t.partitions_dropped},
+      {"groups", t.groups},
+      {"records", t.records},
+      {"bytes", t.bytes},
+      {"retries", t.retries},
+      {"errors", errors},
+      {"errors_dropped", t.errors_dropped},
+      {"cause", t.cause ? error_json(*t.cause, now) : nlohmann::json()},
+      {"last_error", t.errors.empty() ? nlohmann::json() : error_json(t.errors.back(), now)},
+  };
+  return out;
+}
+
+void register_transaction_routes(AdminServer& server, std::shared_ptr<observe::TransactionTracker> tracker) {
+  server.route("GET", "/transactions", [tracker](const HttpRequest&) {
+    auto now = observe::TxnClock::now();
+    tracker->sweep(now);
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& t : tracker->open_transactions()) list.push_back(transaction_json(t, now));
+    nlohmann::json body = {{"count", list.size()}, {"transactions", std::move(list)}};
+    return HttpResponse{200, "application/json", body.dump() + "\n"};
+  });
+  server.route("GET", "/transactions/{transactional_id}", [tracker](const HttpRequest& r) {
+    const std::string& id = r.path_params.at("transactional_id");
+    if (util::code_points(id) > kMaxIdLength)
+      return json_error(400, "transactional_id: longer than " + std::to_string(kMaxIdLength) + " characters");
+    auto now = observe::TxnClock::now();
+    tracker->sweep(now);
+    auto history = tracker->history(id);
+    if (history.empty()) return json_error(404, "no transactions seen for transactional.id '" + id + "'");
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& t : history) list.push_back(transaction_json(t, now));
+    nlohmann::json body = {{"transactional_id", id}, {"transactions", std::move(list)}};
+    return HttpResponse{200, "application/json", body.dump() + "\n"};
+  });
+}
+
+}  // namespace kproxy::admin

@@ -1,0 +1,85 @@
+// GET /transactions and /transactions/{transactional_id} over HTTP, from a tracker fed by hand.
+#include "proxy/admin/transaction_routes.h"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "codec/generated/error_code.h"
+#include "tests/unit/support/http_exchange.h"
+
+using namespace kproxy;
+using kproxy::observe::TxnApi;
+using kproxy::observe::TxnClock;
+using kproxy::observe::TxnRequest;
+using kproxy::observe::TxnResponse;
+using nlohmann::json;
+
+namespace {
+
+json get(uint16_t port, const std::string& path, int expect_status) {
+  std::string raw = kproxy::testing::http_exchange(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  INFO(raw);
+  REQUIRE(kproxy::testing::http_status_of(raw) == expect_status);
+  return json::parse(raw.substr(raw.find("\r\n\r\n") + 4));
+}
+
+TxnRequest request(TxnApi api, const std::string& id) {
+  TxnRequest r;
+  r.api = api;
+  r.transactional_id = id;
+  r.producer_id = 21;
+  r.producer_epoch = 0;
+  r.client_id = "billing";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("transaction routes: open transactions, an id's history with its cause, 404 for an unknown id") {
+  auto tracker = std::make_shared<observe::TransactionTracker>();
+  auto now = TxnClock::now();
+  TxnRequest add = request(TxnApi::kAddPartitionsToTxn, "orders");
+  add.partitions = {{"out", 3}};
+  tracker->on_request(1, 1, add, now);
+  TxnResponse abortable;
+  abortable.error_code = static_cast<int16_t>(codec::ErrorCode::kTransactionAbortable);
+  abortable.injected_by = "abortable";
+  tracker->on_response(1, 1, abortable, now);
+  tracker->on_request(1, 2, request(TxnApi::kEndTxn, "orders"), now);  // commit=false: an abort
+  tracker->on_response(1, 2, TxnResponse{}, now);
+  TxnRequest open = request(TxnApi::kAddPartitionsToTxn, "payments");
+  open.partitions = {{"pay", 0}};
+  tracker->on_request(2, 1, open, now);
+  tracker->on_response(2, 1, TxnResponse{}, now);
+
+  admin::AdminServerOptions options;
+  options.listen = "127.0.0.1:0";
+  admin::AdminServer server(options);
+  admin::register_transaction_routes(server, tracker);
+  REQUIRE(server.start() == "");
+
+  json list = get(server.port(), "/transactions", 200);
+  CHECK(list["count"] == 1);
+  REQUIRE(list["transactions"].size() == 1);
+  CHECK(list["transactions"][0]["transactional_id"] == "payments");
+  CHECK(list["transactions"][0]["outcome"] == "open");
+  CHECK(list["transactions"][0]["partitions"] == json::parse(R"([{"topic":"pay","partition":0}])"));
+  CHECK(list["transactions"][0]["client_id"] == "billing");
+  CHECK(list["transactions"][0]["cause"].is_null());
+
+  json history = get(server.port(), "/transactions/orders", 200);
+  REQUIRE(history["transactions"].size() == 1);
+  const json& t = history["transactions"][0];
+  CHECK(t["outcome"] == "aborted");
+  CHECK(t["transaction_version"] == 1);
+  CHECK(t["cause"]["error"] == "TRANSACTION_ABORTABLE");
+  CHECK(t["cause"]["api"] == "AddPartitionsToTxn");
+  CHECK(t["cause"]["injected_by"] == "abortable");
+  CHECK(t["last_error"]["error"] == "TRANSACTION_ABORTABLE");
+  CHECK(t["duration_seconds"].get<double>() >= 0);
+
+  get(server.port(), "/transactions/" + std::string(1025, 'x'), 400);  // past the documented 1024 characters
+  json missing = get(server.port(), "/transactions/nobody", 404);
+  CHECK(missing["error"].get<std::string>().find("nobody") != std::string::npos);
+  server.stop();
+}
