@@ -4,6 +4,7 @@
 //   kproxy check-config FILE    validate a config and exit (0 = fine, 2 = errors, listed)
 //   kproxy tap [options]        follow a running kproxy's decoded traffic (proxy/cli/tap_client.h)
 //   kproxy ctl COMMAND          fault rules and ApiVersions policy at run time (proxy/cli/ctl_command.h)
+//   kproxy transactions [show ID]  the transactions kproxy sees (kproxy ctl transactions)
 //   kproxy --help | --version
 //
 // The main thread loads the config, starts the workers and then runs a small control loop for
@@ -36,6 +37,7 @@ void print_usage(FILE* out) {
                "       kproxy check-config FILE [--scenario FILE]  validate a config (and a scenario) and exit\n"
                "       kproxy tap [--admin HOST:PORT] [--api NAME] [--errors] ...  follow decoded traffic\n"
                "       kproxy ctl [--admin HOST:PORT] COMMAND  fault rules at run time (kproxy ctl --help)\n"
+               "       kproxy transactions [--admin HOST:PORT] [show ID]  open transactions, or one id's history\n"
                "       kproxy --help | --version\n"
                "\n"
                "Signals: SIGTERM/SIGINT drain and exit (again: exit now), SIGHUP reloads the config file.\n");
@@ -213,11 +215,14 @@ int main(int argc, char** argv) {
       bad = true;
     }
   }
-  if (!bad && !config_path.empty() && argc >= 2 && std::strcmp(argv[1], "tap") != 0 && std::strcmp(argv[1], "ctl") != 0) {
+  bool subcommand =
+      argc >= 2 && (std::strcmp(argv[1], "tap") == 0 || std::strcmp(argv[1], "ctl") == 0 || std::strcmp(argv[1], "transactions") == 0);
+  if (!bad && !config_path.empty() && !subcommand) {
     return check ? check_config(config_path, scenario_path) : run(config_path, scenario_path);
   }
   if (argc >= 2 && std::strcmp(argv[1], "tap") == 0) return kproxy::cli::run_tap_command(argc - 2, argv + 2);
   if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return kproxy::cli::run_ctl_command(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "transactions") == 0) return kproxy::cli::run_ctl_command(argc - 1, argv + 1);
   print_usage(stderr);
   return 2;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +36,8 @@ const char* ctl_usage() {
          "  scenario show                 the scenario applied now\n"
          "  scenario clear                back to the config's rules and ApiVersions policy\n"
          "  reload                        re-read the config file\n"
+         "  transactions [list]           the transactions open now, oldest first, as a table (also `kproxy transactions`)\n"
+         "  transactions show ID          one transactional.id's recent transactions and its open one\n"
          "The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN.\n"
          "The API and the rule format: docs/admin-api.openapi.yaml (kproxy serves it at GET /openapi.json).\n"
          "Example: kproxy ctl faults put slow '{\"match\":{\"api\":\"Produce\"},\"action\":{\"delay\":\"200ms\"}}'\n"
@@ -120,6 +123,22 @@ HttpResult http_call(const CtlCall& call) {
 }  // namespace
 
 namespace {
+/// `text` as one path segment: every byte but A-Z a-z 0-9 - . _ ~ percent-encoded (RFC 3986).
+std::string percent_encode(const std::string& text) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 /// A JSON value as one short cell: strings bare, objects as "k=v k=v", arrays joined by ",".
 std::string cell(const nlohmann::json& v) {
   if (v.is_null()) return "-";
@@ -138,8 +157,26 @@ std::string cell(const nlohmann::json& v) {
 }
 }  // namespace
 
+std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 std::string fault_table(const nlohmann::json& rules) {
-  std::vector<std::array<std::string, 6>> rows{{"NAME", "API", "ACTION", "TRIGGER", "HITS", "INJECTED"}};
+  std::vector<std::vector<std::string>> rows{{"NAME", "API", "ACTION", "TRIGGER", "HITS", "INJECTED"}};
   if (rules.is_array()) {
     for (const auto& r : rules) {
       if (!r.is_object()) continue;
@@ -156,20 +193,40 @@ std::string fault_table(const nlohmann::json& rules) {
     }
   }
   if (rows.size() == 1) return "no fault rules\n";
-  std::array<size_t, 6> width{};
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+  return text_table(rows);
+}
+
+std::string transaction_table(const nlohmann::json& transactions) {
+  std::vector<std::vector<std::string>> rows{
+      {"TRANSACTIONAL_ID", "PRODUCER", "EPOCH", "OUTCOME", "AGE_S", "PARTITIONS", "RECORDS", "RETRIES", "CLIENT", "LAST_ERROR"}};
+  auto seconds = [](const nlohmann::json& v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v.is_number() ? v.get<double>() : 0.0);
+    return std::string(buf);
+  };
+  if (transactions.is_array()) {
+    for (const auto& t : transactions) {
+      if (!t.is_object()) continue;
+      std::string partitions;
+      for (const auto& p : t.value("partitions", nlohmann::json::array())) {
+        if (p.is_object())
+          partitions += (partitions.empty() ? "" : ",") + cell(p.value("topic", nlohmann::json())) + "-" +
+                        cell(p.value("partition", nlohmann::json()));
+      }
+      nlohmann::json last = t.value("last_error", nlohmann::json());
+      std::string error =
+          last.is_object() ? cell(last.value("api", nlohmann::json())) + ":" + cell(last.value("error", nlohmann::json())) : "-";
+      if (last.is_object() && last.contains("injected_by") && last["injected_by"].is_string())
+        error += " (rule " + last["injected_by"].get<std::string>() + ")";
+      rows.push_back({cell(t.value("transactional_id", nlohmann::json())), cell(t.value("producer_id", nlohmann::json())),
+                      cell(t.value("producer_epoch", nlohmann::json())), cell(t.value("outcome", nlohmann::json())),
+                      seconds(t.value("started_seconds_ago", nlohmann::json())), partitions.empty() ? "-" : partitions,
+                      cell(t.value("records", nlohmann::json(0))), cell(t.value("retries", nlohmann::json(0))),
+                      cell(t.value("client_id", nlohmann::json())), error});
     }
-    out += line + "\n";
   }
-  return out;
+  if (rows.size() == 1) return "no transactions\n";
+  return text_table(rows);
 }
 
 bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error) {
@@ -215,6 +272,21 @@ bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::st
     if (!want(1, "reload")) return false;
     call.method = "POST";
     call.path = "/reload";
+    return true;
+  }
+  if (what == "transactions") {
+    if (verb.empty() || verb == "list") {
+      if (words.size() > 2) return want(2, "transactions list");
+      call.method = "GET";
+      call.path = "/transactions";
+    } else if (verb == "show") {
+      if (!want(3, "transactions show TRANSACTIONAL_ID")) return false;
+      call.method = "GET";
+      call.path = "/transactions/" + percent_encode(words[2]);
+    } else {
+      error = "unknown transactions command '" + verb + "' (list, show)";
+      return false;
+    }
     return true;
   }
   if (what == "faults") {
@@ -311,6 +383,9 @@ int run_ctl_command(int argc, char** argv) {
     std::printf("ok\n");
   } else if (!call.json && call.method == "GET" && call.path == "/faults" && parsed.is_object() && parsed.contains("faults")) {
     std::fputs(fault_table(parsed["faults"]).c_str(), stdout);
+  } else if (!call.json && call.method == "GET" && call.path.rfind("/transactions", 0) == 0 && parsed.is_object() &&
+             parsed.contains("transactions")) {
+    std::fputs(transaction_table(parsed["transactions"]).c_str(), stdout);
   } else if (!parsed.is_discarded()) {
     std::printf("%s\n", parsed.dump(2).c_str());
   } else {

@@ -13,6 +13,8 @@
 //     scenario show                       GET    /scenario
 //     scenario clear                      DELETE /scenario
 //     reload                              POST   /reload
+//     transactions [list]                 GET    /transactions     a table (--json: the JSON)
+//     transactions show ID                GET    /transactions/ID  a table of its recent transactions
 //
 // The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN. The answer's
 // JSON is printed indented on stdout. Exit status: 0 on success, 1 when kproxy refused the call
@@ -45,6 +47,11 @@ bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::st
 /// The rules of GET /faults ({"faults": [...]}'s array) as an aligned text table: name, API (and
 /// the other match keys), action, trigger, hits, injected.
 std::string fault_table(const nlohmann::json& rules);
+/// Transactions (GET /transactions, /transactions/ID) as a table: id, producer, epoch, outcome,
+/// age, partitions, records, retries, client, last error (and the rule that injected it).
+std::string transaction_table(const nlohmann::json& transactions);
+/// Rows of cells as left-aligned columns, two spaces apart, one line per row.
+std::string text_table(const std::vector<std::vector<std::string>>& rows);
 /// The usage text.
 const char* ctl_usage();
 

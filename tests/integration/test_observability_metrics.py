@@ -212,6 +212,13 @@ def test_transactions_rebuilt_from_the_wire_match_the_java_clients_own_counts(ob
     assert all(t["cause"] is None for t in history)
     status, body = _get(kp.admin_port, "/transactions")
     assert status == 200 and json.loads(body)["count"] == 0, body
+    # The same from the command line, as a table.
+    cli = subprocess.run([str(kproxy_binary()), "transactions", "--admin", f"127.0.0.1:{kp.admin_port}", "show", out["transactional_id"]],
+                         capture_output=True, text=True, timeout=30)
+    assert cli.returncode == 0, cli.stderr
+    lines = cli.stdout.splitlines()
+    assert lines[0].startswith("TRANSACTIONAL_ID") and len(lines) == 1 + 6, cli.stdout
+    assert sum(" committed " in line for line in lines) == 4 and sum(" aborted " in line for line in lines) == 2, cli.stdout
 
     rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 2}}
     status, body = _get(kp.admin_port, "/faults/txo-endtxn", "PUT", json.dumps(rule))

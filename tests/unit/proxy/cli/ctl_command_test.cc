@@ -1,5 +1,6 @@
 #include "proxy/cli/ctl_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -131,4 +132,35 @@ TEST_CASE("scenario apply reads the file; show and clear need no argument") {
   CHECK(parse_error({"scenario", "apply", "/nonexistent/s.yaml"}).find("cannot read /nonexistent/s.yaml") == 0);
   CHECK(parse_error({"scenario", "apply"}) == "expected: kproxy ctl scenario apply FILE");
   CHECK(parse_error({"scenario", "run"}).find("unknown scenario command 'run'") == 0);
+}
+
+TEST_CASE("kproxy ctl transactions: list and show map to the admin API; the id is one encoded path segment") {
+  auto list = parse_ok({"transactions"});
+  CHECK(list.method == "GET");
+  CHECK(list.path == "/transactions");
+  CHECK(parse_ok({"transactions", "list", "--admin", "127.0.0.1:1"}).admin == "127.0.0.1:1");
+  auto show = parse_ok({"transactions", "show", "orders/eu 1"});
+  CHECK(show.path == "/transactions/orders%2Feu%201");
+  CHECK(parse_error({"transactions", "show"}).find("transactions show TRANSACTIONAL_ID") != std::string::npos);
+  CHECK(parse_error({"transactions", "abort", "x"}).find("unknown transactions command") != std::string::npos);
+}
+
+TEST_CASE("kproxy ctl transactions: a table with age, partitions and the last error's rule") {
+  auto rows = nlohmann::json::parse(R"([
+    {"transactional_id":"orders","producer_id":7,"producer_epoch":2,"outcome":"open","started_seconds_ago":12.34,
+     "partitions":[{"topic":"out","partition":0},{"topic":"out","partition":3}],"records":40,"retries":1,"client_id":"billing",
+     "last_error":{"api":"EndTxn","error":"CONCURRENT_TRANSACTIONS","injected_by":"busy","seconds_ago":1.0}},
+    {"transactional_id":"payments","producer_id":9,"producer_epoch":0,"outcome":"open","started_seconds_ago":0.5,
+     "partitions":[],"records":0,"retries":0,"client_id":"pay","last_error":null}
+  ])");
+  std::string table = kproxy::cli::transaction_table(rows);
+  INFO(table);
+  CHECK(table.rfind("TRANSACTIONAL_ID", 0) == 0);
+  CHECK(table.find("orders") < table.find("payments"));  // the order the API gives (oldest first)
+  CHECK(table.find("12.3") != std::string::npos);
+  CHECK(table.find("out-0,out-3") != std::string::npos);
+  CHECK(table.find("EndTxn:CONCURRENT_TRANSACTIONS (rule busy)") != std::string::npos);
+  CHECK(std::count(table.begin(), table.end(), '\n') == 3);
+  CHECK(kproxy::cli::transaction_table(nlohmann::json::array()) == "no transactions\n");
+  CHECK(kproxy::cli::text_table({{"A", "BB"}, {"ccc", "d"}}) == "A    BB\nccc  d\n");
 }
