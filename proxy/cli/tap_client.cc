@@ -33,6 +33,41 @@ std::string url_encode(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
+std::string transaction_event_text(const std::string& time, const nlohmann::json& j) {
+  auto str = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string("-"); };
+  std::string out = time + " txn " + str("transactional_id") + " pid=" + j.value("producer_id", nlohmann::json(-1)).dump() +
+                    " epoch=" + j.value("producer_epoch", nlohmann::json(-1)).dump() + " " + str("transaction");
+  std::string kind = str("transaction");
+  if (kind == "begin") {
+    out += " client=" + str("client_id") + " (" + str("api") + ")";
+  } else if (kind == "partitions_added") {
+    std::string parts;
+    for (const auto& p : j.value("partitions", nlohmann::json::array()))
+      if (p.is_object())
+        parts += (parts.empty() ? "" : ",") + p.value("topic", std::string("?")) + "-" + p.value("partition", nlohmann::json(0)).dump();
+    out += " " + parts + " (" + str("api") + ")";
+  } else if (kind == "offsets_added") {
+    out += " group=" + str("group") + " (" + str("api") + ")";
+  } else if (kind == "error") {
+    out += " " + str("api") + ":" + str("error");
+    if (j.contains("injected_by") && j["injected_by"].is_string()) out += " (injected by rule " + j["injected_by"].get<std::string>() + ")";
+  } else if (kind == "end") {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f", j.value("duration_ms", 0.0));
+    out += " " + str("outcome") + " after " + ms + " ms, " + j.value("records", nlohmann::json(0)).dump() + " records";
+    if (j.contains("cause") && j["cause"].is_object()) {
+      const auto& c = j["cause"];
+      out += ", cause " + c.value("api", std::string("?")) + ":" + c.value("error", std::string("?"));
+      if (c.contains("injected_by") && c["injected_by"].is_string()) out += " (rule " + c["injected_by"].get<std::string>() + ")";
+    }
+  }
+  return out + "\n";
+}
+
+namespace {
+
 void print_readable(const std::string& line) {
   auto j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -45,6 +80,10 @@ void print_readable(const std::string& line) {
   }
   std::string ts = j.value("ts", "");
   if (ts.size() > 11) ts = ts.substr(11);  // time of day
+  if (j.contains("transaction")) {         // a transaction lifecycle event (--transactions)
+    std::fputs(transaction_event_text(ts, j).c_str(), stdout);
+    return;
+  }
   bool response = j.value("direction", "") == "response";
   std::printf("%s conn=%s client=%s %s %s v%d corr=%d", ts.c_str(), j["connection"].dump().c_str(), j.value("client_id", "").c_str(),
               response ? "<-" : "->", j.value("api", "?").c_str(), j.value("version", -1), j.value("correlation_id", -1));
@@ -60,7 +99,9 @@ void print_readable(const std::string& line) {
 void usage() {
   std::fprintf(stderr,
                "usage: kproxy tap [--admin HOST:PORT] [--token TOKEN | --token-file PATH] [--json] [--api NAME] [--client-id ID]\n"
-               "                  [--connection N] [--direction request|response] [--errors]\n");
+               "                  [--connection N] [--direction request|response] [--errors] [--transactions]\n"
+               "  --transactions: one line per transaction step (begin, partitions added, offsets added, error, end)\n"
+               "                  instead of frames (docs/transactions.md)\n");
 }
 
 }  // namespace
@@ -98,6 +139,7 @@ int run_tap_command(int argc, char** argv) {
     else if (a == "--connection") add("connection", value());
     else if (a == "--direction") add("direction", value());
     else if (a == "--errors") add("errors", "true");
+    else if (a == "--transactions") add("transactions", "true");
     else {
       usage();
       return 2;

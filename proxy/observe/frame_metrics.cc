@@ -27,6 +27,16 @@ constexpr size_t kMaxRemembered = 10000;
 FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors)
     : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {
   for (size_t i = 0; i < proxy::kStageCount; ++i) stage_ids_[i] = metrics_.stage_id(proxy::stage_name(static_cast<proxy::StageId>(i)));
+  // Transaction lifecycle events go to the tap's ?transactions subscribers, built only while
+  // someone follows the tap.
+  transactions_.set_event_hook(
+      [this](const observe::TxnEvent& e) {
+        int16_t api = e.connection == 0 ? int16_t{-1} : observe::txn_api_key(e.api);  // 0: ended by a timeout
+        tap::TapEventMeta meta{api, false, e.connection, e.transaction.client_id, e.kind == observe::TxnEvent::Kind::kError, true};
+        if (!hub_.wants(meta)) return;
+        hub_.publish(meta, observe::transaction_event_line(e, observe::TxnClock::now()));
+      },
+      [this] { return hub_.active(); });
 }
 
 void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& topics) {

@@ -1,7 +1,10 @@
 #include "proxy/observe/transaction_events.h"
 
+#include <nlohmann/json.hpp>
+
 #include "codec/frame_reader.h"
 #include "codec/generated/api_keys.h"
+#include "codec/generated/error_code.h"
 #include "codec/generated/messages/add_offsets_to_txn.h"
 #include "codec/generated/messages/add_partitions_to_txn.h"
 #include "codec/generated/messages/end_txn.h"
@@ -12,6 +15,7 @@
 #include "codec/reader.h"
 #include "proxy/chaos/fault_rule.h"
 #include "proxy/cluster/topic_names.h"
+#include "proxy/tap/tap_event.h"
 
 namespace kproxy::observe {
 
@@ -58,6 +62,18 @@ std::optional<TxnApi> txn_api(int16_t api_key) {
   }
 }
 
+int16_t txn_api_key(TxnApi api) {
+  switch (api) {
+    case TxnApi::kInitProducerId: return static_cast<int16_t>(ApiKey::kInitProducerId);
+    case TxnApi::kAddPartitionsToTxn: return static_cast<int16_t>(ApiKey::kAddPartitionsToTxn);
+    case TxnApi::kAddOffsetsToTxn: return static_cast<int16_t>(ApiKey::kAddOffsetsToTxn);
+    case TxnApi::kTxnOffsetCommit: return static_cast<int16_t>(ApiKey::kTxnOffsetCommit);
+    case TxnApi::kProduce: return static_cast<int16_t>(ApiKey::kProduce);
+    case TxnApi::kEndTxn: return static_cast<int16_t>(ApiKey::kEndTxn);
+  }
+  return -1;
+}
+
 RecordCount count_records(codec::Bytes records) {
   // RecordBatch v2 (KIP-98): baseOffset int64, batchLength int32 (bytes after this field), then
   // partitionLeaderEpoch int32, magic int8 (2), crc, attributes, lastOffsetDelta, timestamps,
@@ -83,6 +99,50 @@ RecordCount count_records(codec::Bytes records) {
     at += kLengthEnd + length;
   }
   return out;
+}
+
+std::string transaction_event_line(const TxnEvent& e, TxnClock::time_point now) {
+  const TransactionRecord& t = e.transaction;
+  auto error_name = [](int16_t code) {
+    const char* name = codec::error_name(code);
+    return name ? std::string(name) : std::to_string(code);
+  };
+  nlohmann::json j = {{"ts", tap::timestamp_now()},
+                      {"transaction", std::string(txn_event_name(e.kind))},
+                      {"transactional_id", t.transactional_id},
+                      {"producer_id", t.producer_id},
+                      {"producer_epoch", t.producer_epoch},
+                      {"connection", e.connection},
+                      {"api", e.connection == 0 ? nlohmann::json() : nlohmann::json(std::string(txn_api_name(e.api)))}};
+  switch (e.kind) {
+    case TxnEvent::Kind::kBegin: j["client_id"] = t.client_id; break;
+    case TxnEvent::Kind::kPartitions: {
+      nlohmann::json parts = nlohmann::json::array();
+      for (const auto& p : e.added) parts.push_back({{"topic", p.topic}, {"partition", p.partition}});
+      j["partitions"] = std::move(parts);
+      break;
+    }
+    case TxnEvent::Kind::kOffsets: j["group"] = e.group; break;
+    case TxnEvent::Kind::kError:
+      if (e.error) {
+        j["error"] = error_name(e.error->error_code);
+        j["injected_by"] = e.error->injected_by.empty() ? nlohmann::json() : nlohmann::json(e.error->injected_by);
+      }
+      break;
+    case TxnEvent::Kind::kEnd:
+      j["outcome"] = std::string(txn_outcome_name(t.outcome));
+      j["duration_ms"] = std::chrono::duration<double, std::milli>(t.duration(now)).count();
+      j["records"] = t.records;
+      j["partitions"] = t.partitions.size();
+      j["cause"] =
+          t.cause
+              ? nlohmann::json({{"api", std::string(txn_api_name(t.cause->api))},
+                                {"error", error_name(t.cause->error_code)},
+                                {"injected_by", t.cause->injected_by.empty() ? nlohmann::json() : nlohmann::json(t.cause->injected_by)}})
+              : nlohmann::json();
+      break;
+  }
+  return j.dump();
 }
 
 std::optional<int32_t> response_correlation_id(codec::Bytes frame) {
@@ -194,7 +254,7 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
 
 TxnResponse txn_response(const proxy::ResponseContext& ctx) {
   TxnResponse out;
-  if (ctx.synthetic()) out.injected_by = "kproxy";
+  if (ctx.synthetic()) out.injected_by = ctx.actions().answer_rule.empty() ? "kproxy" : ctx.actions().answer_rule;
   for (const auto& rule : ctx.actions().error_rules) {
     if (rule) {
       out.injected_by = rule->name;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "proxy/observe/transaction_tracker.h"
 #include "proxy/pipeline/frame_context.h"
@@ -17,6 +18,8 @@ namespace kproxy::observe {
 
 /// The transaction API of `api_key`, or nullopt for any other API.
 std::optional<TxnApi> txn_api(int16_t api_key);
+/// Kafka's API key of a transaction API.
+int16_t txn_api_key(TxnApi api);
 
 /// The tracker's view of a request of a transaction API (nullopt: not part of a transaction, or
 /// its body does not decode).
@@ -24,8 +27,14 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx);
 
 /// The tracker's view of the response to such a request: its first error code (0 when none),
 /// the producer id and epoch it gives (InitProducerId, EndTxn v5+), and whether a fault rule made
-/// it (an error rule names itself; an answer kproxy built is "kproxy").
+/// it (an error rule or an answer rule names itself; "kproxy" for an answer no rule built).
 TxnResponse txn_response(const proxy::ResponseContext& ctx);
+
+/// One tap line (JSON) for a transaction lifecycle event: {"ts", "transaction": begin |
+/// partitions_added | offsets_added | error | end, "transactional_id", "producer_id",
+/// "producer_epoch", "connection", "api"} and, by kind, "partitions", "group", "error" and
+/// "injected_by", or "outcome", "duration_ms", "records" and "cause".
+std::string transaction_event_line(const TxnEvent& event, TxnClock::time_point now);
 
 /// The correlation id of a response frame (after its size prefix), or nullopt when too short.
 std::optional<int32_t> response_correlation_id(codec::Bytes frame);

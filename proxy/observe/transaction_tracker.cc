@@ -48,6 +48,23 @@ std::string_view txn_outcome_name(TxnOutcome outcome) {
   return "unknown";
 }
 
+std::string_view txn_event_name(TxnEvent::Kind kind) {
+  switch (kind) {
+    case TxnEvent::Kind::kBegin: return "begin";
+    case TxnEvent::Kind::kPartitions: return "partitions_added";
+    case TxnEvent::Kind::kOffsets: return "offsets_added";
+    case TxnEvent::Kind::kError: return "error";
+    case TxnEvent::Kind::kEnd: return "end";
+  }
+  return "unknown";
+}
+
+void TransactionTracker::set_event_hook(EventHook hook, std::function<bool()> wanted) {
+  std::lock_guard lock(mutex_);
+  event_hook_ = std::move(hook);
+  event_wanted_ = std::move(wanted);
+}
+
 void TransactionTracker::set_ended_hook(EndedHook hook) {
   std::lock_guard lock(mutex_);
   ended_hook_ = std::move(hook);
@@ -82,6 +99,7 @@ TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnReq
     t.producer_epoch = r.producer_epoch >= 0 ? r.producer_epoch : s.producer_epoch;
     t.begin = now;
     s.open = std::move(t);
+    if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kBegin, *s.open, current_connection_, r.api, {}, {}, nullptr});
   }
   TransactionRecord& t = *s.open;
   t.last_activity = now;
@@ -102,6 +120,7 @@ void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_poin
     ++stats_.abort_causes[{cause, t.cause && !t.cause->injected_by.empty()}];
   }
   if (ended_hook_) ended_hook_(t);
+  if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kEnd, t, current_connection_, ending_api_, {}, {}, nullptr});
   s.ended.push_back(std::move(t));
   s.open.reset();
   while (s.ended.size() > limits_.history_per_id) s.ended.pop_front();
@@ -113,6 +132,7 @@ void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnRe
   TxnError e{r.api, resp.error_code, resp.injected_by, now};
   if (is_retry(resp.error_code)) ++t.retries;
   else if (!t.cause) t.cause = e;
+  if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
   if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
   else ++t.errors_dropped;
 }
@@ -120,6 +140,8 @@ void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnRe
 void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id, TxnRequest request, TxnClock::time_point now) {
   if (request.transactional_id.empty()) return;
   std::lock_guard lock(mutex_);
+  current_connection_ = connection;
+  ending_api_ = request.api;
   IdState* s = state_for(request.transactional_id, now);
   if (!s) return;
   s->last_activity = now;
@@ -134,20 +156,30 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
       if (request.producer_id >= 0 && s->producer_id >= 0 && request.producer_id != s->producer_id) return;
       TransactionRecord& t = open_transaction(*s, request, now);
       if (request.api == TxnApi::kAddPartitionsToTxn) t.transaction_version = 1;
+      std::vector<TopicPartition> added;
       if (request.api != TxnApi::kTxnOffsetCommit) {
         for (auto& p : request.partitions) {
-          if (t.partitions.size() < TransactionRecord::kMaxPartitions || t.partitions.count(p)) t.partitions.insert(p);
-          else ++t.partitions_dropped;
+          if (t.partitions.count(p)) continue;
+          if (t.partitions.size() < TransactionRecord::kMaxPartitions) {
+            t.partitions.insert(p);
+            added.push_back(p);
+          } else {
+            ++t.partitions_dropped;
+          }
         }
       }
-      if (!request.group_id.empty()) t.groups.insert(request.group_id);
+      if (!added.empty() && emitting())
+        event_hook_(TxnEvent{TxnEvent::Kind::kPartitions, t, connection, request.api, std::move(added), {}, nullptr});
+      if (!request.group_id.empty() && t.groups.insert(request.group_id).second && emitting())
+        event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, request.group_id, nullptr});
       t.records += request.records;
       t.bytes += request.bytes;
       break;
     }
     case TxnApi::kAddOffsetsToTxn: {
       TransactionRecord& t = open_transaction(*s, request, now);
-      t.groups.insert(request.group_id);
+      if (t.groups.insert(request.group_id).second && emitting())
+        event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, request.group_id, nullptr});
       break;
     }
     case TxnApi::kEndTxn:
@@ -162,6 +194,8 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   std::lock_guard lock(mutex_);
   auto it = pending_.find({connection, correlation_id});
   if (it == pending_.end()) return;
+  current_connection_ = connection;
+  ending_api_ = it->second.request.api;
   Pending p = std::move(it->second);
   pending_.erase(it);
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
@@ -228,6 +262,7 @@ void TransactionTracker::on_connection_closed(uint64_t connection) {
 
 void TransactionTracker::sweep(TxnClock::time_point now) {
   std::lock_guard lock(mutex_);
+  current_connection_ = 0;  // ended by time, not by a frame
   std::erase_if(pending_, [&](const auto& p) { return now - p.second.sent >= limits_.silent_after; });
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
   for (auto& [id, s] : ids_) {

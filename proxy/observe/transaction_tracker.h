@@ -131,6 +131,20 @@ struct TransactionStats {
 /// A transaction that just ended (for the duration histogram and the tap).
 using EndedHook = std::function<void(const TransactionRecord&)>;
 
+/// One step in a transaction's life, for the tap (`kproxy tap --transactions`).
+struct TxnEvent {
+  enum class Kind : uint8_t { kBegin, kPartitions, kOffsets, kError, kEnd };
+  Kind kind = Kind::kBegin;
+  const TransactionRecord& transaction;  ///< as it stands after the step
+  uint64_t connection = 0;               ///< where the step was seen
+  TxnApi api = TxnApi::kProduce;
+  std::vector<TopicPartition> added;  ///< kPartitions: the new ones
+  std::string group;                  ///< kOffsets
+  const TxnError* error = nullptr;    ///< kError
+};
+std::string_view txn_event_name(TxnEvent::Kind kind);
+using EventHook = std::function<void(const TxnEvent&)>;
+
 class TransactionTracker {
  public:
   struct Limits {
@@ -163,6 +177,9 @@ class TransactionTracker {
   std::vector<TransactionRecord> history(const std::string& transactional_id) const;
   /// Called (under the tracker's lock: keep it short) for every transaction that ends.
   void set_ended_hook(EndedHook hook);
+  /// Called (under the tracker's lock) for every step of every transaction; `wanted` is asked
+  /// first (cheaply: is anyone listening?) so that no event is built for nobody.
+  void set_event_hook(EventHook hook, std::function<bool()> wanted);
 
  private:
   struct IdState {
@@ -190,6 +207,12 @@ class TransactionTracker {
   std::atomic<size_t> pending_count_{0};  ///< pending_.size(), readable without the lock
   TransactionStats stats_;
   EndedHook ended_hook_;
+  EventHook event_hook_;
+  std::function<bool()> event_wanted_;
+  bool emitting() const { return event_hook_ && (!event_wanted_ || event_wanted_()); }
+  /// Where the request being handled arrived (for events).
+  uint64_t current_connection_ = 0;
+  TxnApi ending_api_ = TxnApi::kEndTxn;  ///< the API of the request being handled (events)
 };
 
 }  // namespace kproxy::observe

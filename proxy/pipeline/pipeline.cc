@@ -242,6 +242,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     answer_actions.close_after_rule = actions.close_after_rule;
     answer_actions.reset_after_bytes = actions.reset_after_bytes;
     answer_actions.to_client = actions.to_client;
+    answer_actions.answer_rule = actions.answer_rule;
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version,
                          codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_, answer_actions, /*synthetic=*/true,
                          std::chrono::nanoseconds(0));

@@ -16,18 +16,6 @@ namespace {
 
 uint32_t be32(const uint8_t* p) { return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]}; }
 
-std::string timestamp_now() {
-  auto now = std::chrono::system_clock::now();
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(micros / 1000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                tm.tm_min, tm.tm_sec, static_cast<long>(micros % 1000000));
-  return buf;
-}
-
 nlohmann::json summary_json(const std::optional<codec::Bytes>& records, const TapLimits& limits) {
   if (!records) return nullptr;
   if (limits.records) return record_contents(*records, RecordContentLimits{limits.max_record_bytes, limits.max_records});
@@ -94,6 +82,18 @@ void add_body(nlohmann::json& j, const std::shared_ptr<codec::Message>& message,
 }
 
 }  // namespace
+
+std::string timestamp_now() {
+  auto now = std::chrono::system_clock::now();
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(micros / 1000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                tm.tm_min, tm.tm_sec, static_cast<long>(micros % 1000000));
+  return buf;
+}
 
 RecordSummary summarise_records(codec::Bytes records) {
   RecordSummary s;

@@ -8,6 +8,7 @@
 namespace kproxy::tap {
 
 bool TapFilter::matches(const TapEventMeta& meta) const {
+  if (transactions != meta.transaction) return false;
   if (api_key && *api_key != meta.api_key) return false;
   if (client_id && *client_id != meta.client_id) return false;
   if (connection && *connection != meta.connection) return false;
@@ -42,8 +43,12 @@ std::string parse_filter(const std::map<std::string, std::string>& query, TapFil
       if (value == "true" || value == "1" || value.empty()) out.errors_only = true;
       else if (value == "false" || value == "0") out.errors_only = false;
       else return "errors must be true or false, got '" + value + "'";
+    } else if (key == "transactions") {
+      if (value == "true" || value == "1" || value.empty()) out.transactions = true;
+      else if (value == "false" || value == "0") out.transactions = false;
+      else return "transactions must be true or false, got '" + value + "'";
     } else {
-      return "unknown tap filter '" + key + "' (api, client_id, connection, direction, errors)";
+      return "unknown tap filter '" + key + "' (api, client_id, connection, direction, errors, transactions)";
     }
   }
   return "";

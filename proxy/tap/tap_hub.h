@@ -35,6 +35,9 @@ struct TapEventMeta {
   uint64_t connection = 0;
   std::string_view client_id;
   bool has_error = false;  ///< response carries a non-zero error code (responses only)
+  /// A transaction lifecycle event (docs/transactions.md), not a frame: only subscribers with
+  /// `transactions` get these, and they get nothing else.
+  bool transaction = false;
 };
 
 /// A subscriber's filter. Unset fields match everything.
@@ -44,6 +47,7 @@ struct TapFilter {
   std::optional<uint64_t> connection;
   std::optional<bool> response;  ///< true = responses only, false = requests only
   bool errors_only = false;      ///< responses with a non-zero error code only
+  bool transactions = false;     ///< transaction lifecycle events instead of frames (?transactions=true)
 
   bool matches(const TapEventMeta& meta) const;
   /// True when the filter can match without knowing `has_error` (so no decode is needed first).
@@ -51,7 +55,7 @@ struct TapFilter {
 };
 
 /// Parses the query parameters of GET /tap: api (name or key), client_id, connection,
-/// direction (request|response), errors (true|1). Returns "" or what is wrong.
+/// direction (request|response), errors (true|1), transactions (true|1). Returns "" or what is wrong.
 std::string parse_filter(const std::map<std::string, std::string>& query, TapFilter& out);
 
 struct TapLimits {

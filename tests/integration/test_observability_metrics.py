@@ -353,6 +353,48 @@ class _TapReader(threading.Thread):
         self.join(10)
 
 
+def test_tap_follows_each_transaction_step_by_step(observed_kproxy, topic_name):
+    """Issue #32: GET /tap?transactions=true (and kproxy tap --transactions) gives one line per step
+    of each transaction, with the injected error and its rule, and no frames."""
+    kp = observed_kproxy
+    steps = _TapReader(kp.admin_port, "?transactions=true")
+    steps.start()
+    assert steps.connected.wait(10)
+    cli_out = tempfile.TemporaryFile()
+    cli = subprocess.Popen([kproxy_binary(), "tap", "--admin", f"127.0.0.1:{kp.admin_port}", "--transactions"], stdout=cli_out,
+                           stderr=subprocess.STDOUT)
+    rule = {"match": {"api": "EndTxn"}, "action": {"answer": "CONCURRENT_TRANSACTIONS"}, "trigger": {"times": 1}}
+    assert _get(kp.admin_port, "/faults/tap-endtxn", "PUT", json.dumps(rule))[0] == 200
+    try:
+        # The CLI's subscription is in once the hub counts two subscribers.
+        deadline = time.monotonic() + 10
+        while _value(_scrape(kp.admin_port), "kproxy_tap_subscribers") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        prod = clients.txn_produce(kp.bootstrap, topic_name, records=30, transactions=3, key_prefix="tapx-", abort_every=3)
+        assert prod["ok"], prod
+        mine = lambda: [l for l in steps.lines if l.get("transactional_id") == prod["transactional_id"]]
+        deadline = time.monotonic() + 10
+        while sum(l["transaction"] == "end" for l in mine()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        _get(kp.admin_port, "/faults/tap-endtxn", "DELETE")
+        steps.stop()
+        cli.terminate()
+        cli.wait(10)
+    lines = mine()
+    assert all("transaction" in l and "direction" not in l for l in steps.lines), "a frame reached a transactions subscriber"
+    kinds = [l["transaction"] for l in lines]
+    assert kinds.count("begin") == 3 and kinds.count("end") == 3, kinds
+    assert [l["outcome"] for l in lines if l["transaction"] == "end"] == ["committed", "committed", "aborted"], lines
+    injected = [l for l in lines if l["transaction"] == "error"]
+    assert len(injected) == 1 and injected[0]["error"] == "CONCURRENT_TRANSACTIONS" and injected[0]["injected_by"] == "tap-endtxn", injected
+    assert any(l["transaction"] == "partitions_added" and l["partitions"][0]["topic"] == topic_name for l in lines), kinds
+    cli_out.seek(0)
+    cli_text = cli_out.read().decode(errors="replace")
+    assert f"txn {prod['transactional_id']}" in cli_text and " end committed after " in cli_text, cli_text[-2000:]
+    assert "(injected by rule tap-endtxn)" in cli_text, cli_text[-2000:]
+
+
 def test_tap_shows_produce_request_and_response_and_client_software(observed_kproxy, topic_name):
     kp = observed_kproxy
     tap = _TapReader(kp.admin_port)

@@ -115,6 +115,7 @@ void FaultStage::on_request(RequestContext& ctx) {
           }
           ctx.answer(codec::encode_response_frame(header.correlation_id, codec::response_header_version(header.api_key, header.api_version),
                                                   *response, header.api_version));
+          ctx.actions().answer_rule = rule->name;
           fired(*rule, ctx);
           break;
         }

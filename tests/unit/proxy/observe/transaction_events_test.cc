@@ -11,6 +11,8 @@
 #include "codec/generated/messages/metadata.h"
 #include "codec/generated/messages/produce.h"
 #include "codec/writer.h"
+
+#include <nlohmann/json.hpp>
 #include "proxy/chaos/fault_rule.h"
 #include "tests/unit/support/frames.h"
 
@@ -168,5 +170,38 @@ TEST_CASE("transaction events: a response's first error, its producer id and the
 
   proxy::ExchangeActions none;
   proxy::ResponseContext c(26, 3, codec::response_header_version(26, 3), frame, conn, none, true, std::chrono::nanoseconds(0));
-  CHECK(txn_response(c).injected_by == "kproxy");  // an answer kproxy built
+  CHECK(txn_response(c).injected_by == "kproxy");  // an answer no rule built
+  proxy::ExchangeActions answered;
+  answered.answer_rule = "busy-answer";
+  proxy::ResponseContext d(26, 3, codec::response_header_version(26, 3), frame, conn, answered, true, std::chrono::nanoseconds(0));
+  CHECK(txn_response(d).injected_by == "busy-answer");  // a rule's answer names the rule
+}
+
+TEST_CASE("transaction events: a lifecycle event as a tap line") {
+  TransactionRecord t;
+  t.transactional_id = "orders";
+  t.producer_id = 7;
+  t.producer_epoch = 1;
+  t.records = 10;
+  t.outcome = TxnOutcome::kAborted;
+  t.begin = TxnClock::time_point{} + std::chrono::seconds(10);
+  t.end = t.begin + std::chrono::milliseconds(25);
+  t.cause = TxnError{TxnApi::kProduce, static_cast<int16_t>(codec::ErrorCode::kTransactionAbortable), "abortable", t.begin};
+  auto line = nlohmann::json::parse(transaction_event_line(TxnEvent{TxnEvent::Kind::kEnd, t, 3, TxnApi::kEndTxn, {}, {}, nullptr}, t.end));
+  CHECK(line["transaction"] == "end");
+  CHECK(line["transactional_id"] == "orders");
+  CHECK(line["api"] == "EndTxn");
+  CHECK(line["outcome"] == "aborted");
+  CHECK(line["duration_ms"] == doctest::Approx(25.0));
+  CHECK(line["cause"]["error"] == "TRANSACTION_ABORTABLE");
+  CHECK(line["cause"]["injected_by"] == "abortable");
+  CHECK(line["ts"].get<std::string>().back() == 'Z');
+
+  TxnError e{TxnApi::kEndTxn, static_cast<int16_t>(codec::ErrorCode::kConcurrentTransactions), "", t.begin};
+  line = nlohmann::json::parse(transaction_event_line(TxnEvent{TxnEvent::Kind::kError, t, 0, TxnApi::kEndTxn, {}, {}, &e}, t.end));
+  CHECK(line["transaction"] == "error");
+  CHECK(line["error"] == "CONCURRENT_TRANSACTIONS");
+  CHECK(line["injected_by"].is_null());  // the broker's
+  CHECK(line["api"].is_null());          // connection 0: ended by time, not by a frame
+  CHECK(txn_api_key(TxnApi::kEndTxn) == 26);
 }

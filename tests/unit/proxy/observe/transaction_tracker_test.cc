@@ -318,3 +318,34 @@ TEST_CASE("transaction tracker: the ended hook sees every transaction that ends"
   CHECK(seen == std::vector<std::string>{"committed", "aborted"});
   CHECK(txn_api_name(TxnApi::kAddOffsetsToTxn) == "AddOffsetsToTxn");
 }
+
+TEST_CASE("transaction tracker: the event hook sees each step, and nothing while no one wants events") {
+  TransactionTracker t;
+  std::vector<std::string> steps;
+  bool wanted = false;
+  t.set_event_hook(
+      [&](const TxnEvent& e) {
+        std::string s(txn_event_name(e.kind));
+        if (e.kind == TxnEvent::Kind::kPartitions) s += ":" + std::to_string(e.added.size());
+        if (e.kind == TxnEvent::Kind::kError) s += ":" + std::to_string(e.error->error_code);
+        if (e.kind == TxnEvent::Kind::kOffsets) s += ":" + e.group;
+        if (e.kind == TxnEvent::Kind::kEnd) s += ":" + std::string(txn_outcome_name(e.transaction.outcome));
+        steps.push_back(s + "@" + std::to_string(e.connection));
+      },
+      [&] { return wanted; });
+  Client c{t, "watched"};
+  c.init(14, 0);
+  c.add_partitions(14, 0, {{"out", 0}});
+  CHECK(steps.empty());  // no one listening: no events built
+  wanted = true;
+  c.add_partitions(14, 0, {{"out", 0}, {"out", 1}});  // one of the two is new
+  c.produce(14, 0, {{"out", 1}}, 2);                  // nothing new
+  TxnRequest offsets = c.request(TxnApi::kAddOffsetsToTxn, 14, 0);
+  offsets.group_id = "g";
+  c.exchange(1, offsets);
+  c.produce(14, 0, {{"out", 1}}, 1, error(ErrorCode::kTransactionAbortable, "rule"));
+  c.end_txn(14, 0, false);
+  c.add_partitions(14, 0, {{"out", 0}});
+  CHECK(steps == std::vector<std::string>{"partitions_added:1@1", "offsets_added:g@1", "error:120@2", "end:aborted@1", "begin@1",
+                                          "partitions_added:1@1"});
+}

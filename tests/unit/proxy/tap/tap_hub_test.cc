@@ -68,3 +68,20 @@ TEST_CASE("tap: a slow subscriber drops and counts, never blocks the publisher")
   hub.close_all();
   CHECK(s->closed());
 }
+
+TEST_CASE("tap: transaction events go only to ?transactions subscribers, and frames only to the others") {
+  TapFilter frames, txns;
+  CHECK(parse_filter({}, frames) == "");
+  CHECK(parse_filter({{"transactions", "true"}, {"api", "EndTxn"}}, txns) == "");
+  CHECK(txns.transactions);
+  TapEventMeta frame{26, true, 1, "app", false, false};
+  TapEventMeta step{26, false, 1, "app", false, true};
+  TapEventMeta other_api{0, false, 1, "app", false, true};
+  CHECK(frames.matches(frame));
+  CHECK(!frames.matches(step));
+  CHECK(txns.matches(step));
+  CHECK(!txns.matches(frame));
+  CHECK(!txns.matches(other_api));  // the api filter applies to the step's API
+  TapFilter bad;
+  CHECK(parse_filter({{"transactions", "maybe"}}, bad).find("transactions must be true or false") != std::string::npos);
+}
