@@ -145,7 +145,7 @@ def test_memory_comes_back_after_a_burst_of_large_requests(kafka):
         print(f"[memory] VmRSS start {start} KiB, peak {peak[0]} KiB, {waited:.1f} s after the last "
               f"close {after} KiB ({after - start:+d}); "
               f"trims {kp.metric('kproxy_proxy_memory_trims_total'):.0f}; client errors {len(errors)}")
-        assert peak[0] - start > 64 * 1024, f"the burst did not raise RSS (start {start}, peak {peak[0]} KiB): nothing measured"
+        assert peak[0] - start > 24 * 1024, f"the burst did not raise RSS (start {start}, peak {peak[0]} KiB): nothing measured"
         assert after - start <= RSS_BOUND_KIB, (
             f"kproxy kept {after - start} KiB above its start ({start} KiB) {SETTLE_S:.0f} s after the last connection closed "
             f"(peak {peak[0]} KiB)")
