@@ -23,6 +23,7 @@
 #include "proxy/cli/ctl_command.h"
 #include "proxy/cli/tap_client.h"
 #include "proxy/net/uv_handle.h"
+#include "proxy/runtime/memory_return.h"
 #include "proxy/runtime/proxy.h"
 #include "proxy/runtime/startup_check.h"
 #include "proxy/util/logging.h"
@@ -138,6 +139,8 @@ int run(const std::string& path, const std::string& scenario_path) {
   if (!checked.file_limit_raised.empty()) spdlog::info("{}", checked.file_limit_raised);
   for (const auto& note : checked.notes) spdlog::info("{}", note);
   std::signal(SIGPIPE, SIG_IGN);
+  // Large buffers are unmapped when freed (proxy/runtime/memory_return.h, docs/architecture.md "Memory").
+  if (!kproxy::proxy::configure_allocator()) spdlog::debug("allocator: not glibc's malloc, its mmap threshold is left as it is");
 
   ControlLoop control;
   control.config_path = path;

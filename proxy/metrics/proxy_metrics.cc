@@ -112,6 +112,9 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"wait_deadlines",
      "Connections closed because a streamed request stalled (limits.request_stall_timeout) or a broker left a half-closed client's "
      "requests unanswered (limits.unanswered_request_timeout)."},
+    {"memory_trims",
+     "Times a worker gave freed memory back to the system (malloc_trim once its last connection closed, or after a burst "
+     "of closes)."},
 }};
 }  // namespace
 

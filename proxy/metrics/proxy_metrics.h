@@ -114,6 +114,7 @@ enum class ProxyEvent : uint8_t {
   kRequestStreamed,       ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
   kRequestStreamRefused,  ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
   kWaitDeadline,          ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
+  kMemoryTrim,            ///< a worker gave freed memory back to the system (proxy/runtime/memory_return.h)
   kCount,
 };
 /// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.

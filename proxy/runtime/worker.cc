@@ -20,6 +20,7 @@ Worker::Worker(Proxy& proxy, unsigned index) : proxy_(proxy), index_(index) {
   uv_loop_init(&loop_);
   wakeup_.init(&loop_, this, uv_async_init, on_wakeup);
   drain_timer_.init(&loop_, this, uv_timer_init);
+  trim_timer_.init(&loop_, this, uv_timer_init);
 }
 
 Worker::~Worker() {
@@ -212,7 +213,21 @@ void Worker::start_connection(ClientConnection* connection, const ListenerSpec& 
 void Worker::forget(ClientConnection* connection) {
   connections_.erase(connection);
   proxy_.balancer().release(index_);
+  // What the connection held is free now, but malloc keeps free pages for reuse: once the worker
+  // is idle (or after a burst of closes) they go back to the system (issue #30 item 5).
+  if (trim_timer_.open() && trim_policy_.on_close(connections_.size())) {
+    uv_timer_start(trim_timer_.get(), on_trim, static_cast<uint64_t>(kTrimDelay.count()), 0);
+  }
   maybe_finish_drain();
+}
+
+void Worker::on_trim(uv_timer_t* timer) {
+  auto* self = static_cast<Worker*>(timer->data);
+  self->trim_policy_.trimmed();
+  metrics::count(metrics::ProxyEvent::kMemoryTrim);
+  bool released = trim_free_memory();
+  spdlog::debug("worker {}: gave free memory back to the system ({} connections open){}", self->index_, self->connections_.size(),
+                released ? "" : ": there was none");
 }
 
 codec::FrameMemoryBudget& Worker::frame_budget() { return proxy_.frame_budget(); }
@@ -261,6 +276,7 @@ void Worker::close_handles() {
   accepting_tasks_ = false;  // post() must not touch the wakeup handle from now on
   wakeup_.close();
   drain_timer_.close();
+  trim_timer_.close();
 }
 
 }  // namespace kproxy::proxy

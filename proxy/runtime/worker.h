@@ -21,6 +21,7 @@
 #include "proxy/connection/connection_environment.h"
 #include "proxy/net/uv_handle.h"
 #include "proxy/runtime/listener.h"
+#include "proxy/runtime/memory_return.h"
 #include "proxy/util/intrusive_list.h"
 
 namespace kproxy::proxy {
@@ -91,16 +92,20 @@ class Worker final : public ConnectionEnvironment {
   /// Routes an attached connection to its broker (bootstrap or the broker its port stands for).
   void start_connection(ClientConnection* connection, const ListenerSpec& spec, const config::Config& config);
   void maybe_finish_drain();
-  /// Closes the loop's own handles (the listeners, the wakeup and the drain timer).
+  /// Closes the loop's own handles (the listeners, the wakeup, the drain and trim timers).
   void close_handles();
   static void on_wakeup(uv_async_t* async);
   static void on_drain_deadline(uv_timer_t* timer);
+  /// Gives freed memory back to the system (proxy/runtime/memory_return.h), as trim_policy_ asked.
+  static void on_trim(uv_timer_t* timer);
 
   Proxy& proxy_;
   unsigned index_;
   uv_loop_t loop_;
   UvHandle<uv_async_t> wakeup_;
   UvHandle<uv_timer_t> drain_timer_;
+  UvHandle<uv_timer_t> trim_timer_;
+  IdleTrimPolicy trim_policy_;  ///< when closes call for a trim (at most one per kTrimDelay)
   std::thread thread_;
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;

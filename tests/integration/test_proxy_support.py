@@ -60,11 +60,13 @@ class Kproxy:
     def __init__(self, upstream: str, *, name: str = "kproxy", advertise: str = "127.0.0.1", workers: int = 2,
                  max_node_id: int = 8, port_range: bool = False, drain_timeout: str = "10s", log_level: str = "debug",
                  log_format: str = "text", limits: Optional[Dict[str, str]] = None, extra_yaml: str = "",
-                 all_upstreams: bool = False, listener_yaml: str = "", env: Optional[Dict[str, str]] = None):
+                 all_upstreams: bool = False, listener_yaml: str = "", env: Optional[Dict[str, str]] = None,
+                 binary: Optional[str] = None):
         # all_upstreams: give kproxy every bootstrap address ("a:1,b:2"; tried in turn when one is
         # unreachable) instead of only the first.
         self.upstream = upstream if all_upstreams else upstream.split(",")[0]
         self.env = None if env is None else {**os.environ, **env}  # extra environment of the process
+        self.binary = binary  # the kproxy to run; kproxy_binary() when None
         self.name = name
         self.port = kh.free_ports(1)[0]
         self.base = free_port_block(max_node_id + 1)
@@ -103,10 +105,11 @@ class Kproxy:
         timeout = slowness.scaled(timeout)
         # Every config a test starts is also given to check-config, which must agree with the
         # start (issue #15 bug 3; tests/integration/test_config_agreement.py for refused files).
-        check = subprocess.run([kproxy_binary(), "check-config", str(self.config_path)], capture_output=True, text=True,
+        binary = self.binary or kproxy_binary()
+        check = subprocess.run([binary, "check-config", str(self.config_path)], capture_output=True, text=True,
                                timeout=60, env=self.env)
         self._log_file = open(self.log_path, "ab" if append_log else "wb")
-        self.proc = subprocess.Popen([kproxy_binary(), "--config", str(self.config_path)], stdout=self._log_file,
+        self.proc = subprocess.Popen([binary, "--config", str(self.config_path)], stdout=self._log_file,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=kh._child_setup,
                                      env=self.env)
         deadline = time.monotonic() + timeout
