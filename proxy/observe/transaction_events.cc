@@ -1,5 +1,8 @@
 #include "proxy/observe/transaction_events.h"
 
+#include <array>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "codec/frame_reader.h"
@@ -22,6 +25,14 @@ namespace kproxy::observe {
 namespace {
 
 using codec::ApiKey;
+
+/// The transaction APIs and their Kafka keys.
+constexpr std::array<std::pair<TxnApi, ApiKey>, 6> kTxnApis = {{{TxnApi::kInitProducerId, ApiKey::kInitProducerId},
+                                                                {TxnApi::kAddPartitionsToTxn, ApiKey::kAddPartitionsToTxn},
+                                                                {TxnApi::kAddOffsetsToTxn, ApiKey::kAddOffsetsToTxn},
+                                                                {TxnApi::kTxnOffsetCommit, ApiKey::kTxnOffsetCommit},
+                                                                {TxnApi::kProduce, ApiKey::kProduce},
+                                                                {TxnApi::kEndTxn, ApiKey::kEndTxn}}};
 
 /// A topic named by id (Produce v13+, TxnOffsetCommit v6+): its name when kproxy learnt it from
 /// a Metadata response, else the id as Kafka prints it.
@@ -51,26 +62,14 @@ void fill_client(TxnRequest& r, const proxy::RequestContext& ctx) {
 }  // namespace
 
 std::optional<TxnApi> txn_api(int16_t api_key) {
-  switch (static_cast<ApiKey>(api_key)) {
-    case ApiKey::kInitProducerId: return TxnApi::kInitProducerId;
-    case ApiKey::kAddPartitionsToTxn: return TxnApi::kAddPartitionsToTxn;
-    case ApiKey::kAddOffsetsToTxn: return TxnApi::kAddOffsetsToTxn;
-    case ApiKey::kTxnOffsetCommit: return TxnApi::kTxnOffsetCommit;
-    case ApiKey::kProduce: return TxnApi::kProduce;
-    case ApiKey::kEndTxn: return TxnApi::kEndTxn;
-    default: return std::nullopt;
-  }
+  for (const auto& [api, key] : kTxnApis)
+    if (static_cast<int16_t>(key) == api_key) return api;
+  return std::nullopt;
 }
 
 int16_t txn_api_key(TxnApi api) {
-  switch (api) {
-    case TxnApi::kInitProducerId: return static_cast<int16_t>(ApiKey::kInitProducerId);
-    case TxnApi::kAddPartitionsToTxn: return static_cast<int16_t>(ApiKey::kAddPartitionsToTxn);
-    case TxnApi::kAddOffsetsToTxn: return static_cast<int16_t>(ApiKey::kAddOffsetsToTxn);
-    case TxnApi::kTxnOffsetCommit: return static_cast<int16_t>(ApiKey::kTxnOffsetCommit);
-    case TxnApi::kProduce: return static_cast<int16_t>(ApiKey::kProduce);
-    case TxnApi::kEndTxn: return static_cast<int16_t>(ApiKey::kEndTxn);
-  }
+  for (const auto& [a, key] : kTxnApis)
+    if (a == api) return static_cast<int16_t>(key);
   return -1;
 }
 
