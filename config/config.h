@@ -45,6 +45,7 @@ struct BrokerPorts {
   enum class Scheme : uint8_t {
     kNodeIdOffset,  ///< port = base + node id (stable across restarts and proxies)
     kInOrder,       ///< the next free port of [first, last], in order of discovery
+    kKernel,        ///< `broker_ports: 0`: a port the kernel picks when the broker is first named
   };
   Scheme scheme = Scheme::kNodeIdOffset;
   uint16_t base = 0;   ///< kNodeIdOffset

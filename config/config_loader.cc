@@ -200,11 +200,12 @@ class Loader {
     return node.Scalar();
   }
 
-  std::optional<HostPort> host_port(const YAML::Node& node, const std::string& path) {
+  // `allow_port_zero`: a listening address, where port 0 lets the kernel pick (reported at start).
+  std::optional<HostPort> host_port(const YAML::Node& node, const std::string& path, bool allow_port_zero = false) {
     auto text = scalar(node, path);
     if (!text) return std::nullopt;
     std::string why;
-    auto hp = parse_host_port(*text, &why);
+    auto hp = parse_host_port(*text, &why, allow_port_zero);
     if (!hp) error(node, path + ": " + why);
     return hp;
   }
@@ -257,8 +258,8 @@ class Loader {
     }
     if (auto n = root["admin"]; n && check_map(n, "admin", {"listen", "token_file", "token_env"})) {
       if (auto l = n["listen"]) {
-        c.admin.listen = host_port(l, "admin.listen");
-        if (c.admin.listen) {
+        c.admin.listen = host_port(l, "admin.listen", /*allow_port_zero=*/true);
+        if (c.admin.listen && c.admin.listen->port != 0) {
           claims_.push_back({c.admin.listen->port, c.admin.listen->port, "admin.listen", "the admin API", l.Mark(), -1, ClaimKind::kAdmin});
         }
       }
@@ -437,7 +438,7 @@ class Loader {
         l.name = "listener-" + std::to_string(i);
       }
       auto required_host_port = [&](const char* key) -> std::optional<HostPort> {
-        if (auto v = item[key]) return host_port(v, path + "." + key);
+        if (auto v = item[key]) return host_port(v, path + "." + key, /*allow_port_zero=*/true);
         error(item, path + "." + key + ": missing");
         return std::nullopt;
       };
@@ -445,7 +446,7 @@ class Loader {
       if (listen) l.listen = *listen;
       const int index = static_cast<int>(i);
       const std::string owner = "listener '" + l.name + "'";
-      if (listen) {
+      if (listen && listen->port != 0) {  // port 0: the kernel's pick claims nothing of the config's
         claims_.push_back({listen->port, listen->port, path + ".listen", "the bootstrap port of " + owner, item["listen"].Mark(), index,
                            ClaimKind::kListen});
       }
@@ -475,6 +476,8 @@ class Loader {
       auto range = item["broker_port_range"];
       if (ports && range) {
         error(range, path + ": give either broker_ports (base + node id) or broker_port_range (assigned in order), not both");
+      } else if (ports && ports.IsScalar() && ports.Scalar() == "0") {
+        l.broker_ports.scheme = BrokerPorts::Scheme::kKernel;  // each broker a port the kernel picks
       } else if (ports) {
         if (auto base = port(ports, path + ".broker_ports")) {
           l.broker_ports.scheme = BrokerPorts::Scheme::kNodeIdOffset;
@@ -490,7 +493,9 @@ class Loader {
                              range.Mark(), index, ClaimKind::kRange});
         }
       } else {
-        error(item, path + ": missing broker_ports (base port: node N at base + N) or broker_port_range (first-last, assigned in order)");
+        error(item, path +
+                        ": missing broker_ports (base port: node N at base + N; 0: a port the kernel picks per broker) or "
+                        "broker_port_range (first-last, assigned in order)");
       }
       if (auto v = item["tls"]) l.tls = server_tls(v, path + ".tls");
       if (auto v = item["upstream_tls"]) l.upstream_tls = upstream_tls(v, path + ".upstream_tls");

@@ -13,13 +13,15 @@
 #include "proxy/observe/transaction_metrics.h"
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
+#include "proxy/util/bound_report.h"
 
 namespace kproxy::admin {
 
 void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health,
-                           std::shared_ptr<observe::TransactionTracker> transactions) {
+                           std::shared_ptr<observe::TransactionTracker> transactions, ListenerSource listeners) {
   register_observability_routes(server, metrics::ProxyMetrics::instance(), tap::TapHub::instance(), health);
   register_transaction_routes(server, std::move(transactions));
+  register_listener_routes(server, std::move(listeners));
   register_chaos_routes(chaos, server);
   server.route("GET", "/openapi.json", [](const HttpRequest&) {
     return HttpResponse{200, "application/json", std::string(openapi_json())};
@@ -94,13 +96,19 @@ std::string AdminRuntime::start() {
     token_origin = "env KPROXY_ADMIN_TOKEN";
   }
   server_ = std::make_unique<AdminServer>(options);
-  register_admin_routes(*server_, *chaos_admin_, *health_, transactions_);
+  ListenerSource listeners{[this] { return listener_snapshots(proxy_); },
+                           [this, host = config->admin.listen->host] {
+                             return config::HostPort{host, server_ ? server_->port() : uint16_t{0}}.to_string();
+                           }};
+  register_admin_routes(*server_, *chaos_admin_, *health_, transactions_, std::move(listeners));
   std::string error = server_->start();
   if (!error.empty()) {
     server_.reset();
     return error;
   }
-  spdlog::info("admin API on {} (port {}){}", options.listen, server_->port(),
+  const std::string address = config::HostPort{config->admin.listen->host, server_->port()}.to_string();
+  proxy::report_bound("admin", "api", address);
+  spdlog::info("admin API on {}{}", address,
                options.bearer_token.empty() ? ", no bearer token (set admin.token_file or admin.token_env)"
                                             : ", bearer token required (from " + token_origin + ")");
   return "";

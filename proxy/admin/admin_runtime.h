@@ -18,6 +18,7 @@
 
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/health.h"
+#include "proxy/admin/listener_routes.h"
 #include "proxy/observe/transaction_tracker.h"
 #include "proxy/runtime/proxy.h"
 
@@ -26,11 +27,12 @@ namespace kproxy::admin {
 class ChaosAdmin;
 
 /// Registers every route kproxy's admin listener serves: the observability ones, the
-/// transactions (from `transactions`), the chaos ones and GET /openapi.json. AdminRuntime::start
+/// transactions (from `transactions`), GET /listeners (from `listeners`), the chaos ones and GET
+/// /openapi.json. AdminRuntime::start
 /// calls it; so does the test that checks the routes against docs/admin-api.openapi.yaml
 /// (tests/unit/proxy/admin/openapi_test.cc).
 void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& health,
-                           std::shared_ptr<observe::TransactionTracker> transactions);
+                           std::shared_ptr<observe::TransactionTracker> transactions, ListenerSource listeners = {});
 
 class AdminRuntime {
  public:

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/net/bound_socket.h"
 
 namespace kproxy::proxy {
 
@@ -42,13 +43,15 @@ BrokerPortClaims::BrokerPortClaims(const config::Config& config) {
   for (size_t i = 0; i < config.listeners.size(); ++i) {
     const auto& l = config.listeners[i];
     names_.push_back(l.name);
-    ports_.emplace(l.listen.port, Owner{i, -1, "the bootstrap port of listener '" + l.name + "'"});
+    // Port 0 is the kernel's pick: nothing for the config to claim.
+    if (l.listen.port != 0) ports_.emplace(l.listen.port, Owner{i, -1, "the bootstrap port of listener '" + l.name + "'"});
     if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kInOrder) {
       ranges_.push_back({l.broker_ports.first, l.broker_ports.last, i, "the broker port range of listener '" + l.name + "'"});
     }
   }
   // Last, so that a listener sharing the admin port (refused by the config loader) is named.
-  if (config.admin.listen) ports_.emplace(config.admin.listen->port, Owner{SIZE_MAX, -1, "the admin API"});
+  if (config.admin.listen && config.admin.listen->port != 0)
+    ports_.emplace(config.admin.listen->port, Owner{SIZE_MAX, -1, "the admin API"});
 }
 
 std::string BrokerPortClaims::claim(uint16_t port, size_t listener, int32_t node_id) {
@@ -118,6 +121,11 @@ BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_vie
       return refuse(node_id, BrokerPortRefusal::kNoPort,
                     "broker_ports base " + std::to_string(ports_.base) + " + node id " + std::to_string(node_id) + " is past port 65535");
     }
+  } else if (ports_.scheme == config::BrokerPorts::Scheme::kKernel) {
+    BoundSocket bound = bind_tcp_socket(bind_host_, 0);
+    if (!bound.socket) return refuse(node_id, BrokerPortRefusal::kNoPort, "no port could be bound: " + bound.error);
+    proxy_port = bound.port;
+    port_state_[node_id].reserved = std::move(bound.socket);
   } else {
     uint32_t candidate = uint32_t{ports_.first} + next_in_order_;
     if (candidate > ports_.last) {
@@ -152,6 +160,12 @@ uint32_t BrokerDirectory::open_failed(int32_t node_id) {
   return ++state.failed_opens;
 }
 
+OwnedDescriptor BrokerDirectory::take_reserved_socket(int32_t node_id) {
+  std::lock_guard lock(mutex_);
+  auto it = port_state_.find(node_id);
+  return it == port_state_.end() ? OwnedDescriptor() : std::move(it->second.reserved);
+}
+
 std::optional<BrokerRoute> BrokerDirectory::route_for_port(uint16_t proxy_port) const {
   std::lock_guard lock(mutex_);
   auto it = node_by_port_.find(proxy_port);
@@ -162,7 +176,11 @@ std::optional<BrokerRoute> BrokerDirectory::route_for_port(uint16_t proxy_port) 
 std::vector<BrokerRoute> BrokerDirectory::routes() const {
   std::lock_guard lock(mutex_);
   std::vector<BrokerRoute> out;
-  for (const auto& [id, route] : by_node_) out.push_back(route);
+  for (const auto& [id, route] : by_node_) {
+    out.push_back(route);
+    auto state = port_state_.find(id);
+    out.back().listening = state != port_state_.end() && state->second.listening;
+  }
   return out;
 }
 

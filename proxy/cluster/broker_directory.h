@@ -8,6 +8,10 @@
 // real address learnt last for that node. Shared by all workers (a mutex; touched only when a
 // response names brokers and when a broker-port connection is accepted, never per frame).
 //
+// Under `broker_ports: 0` (Scheme::kKernel) a new node's port is the kernel's pick: learn() binds
+// a socket on the listener's host, port 0, and keeps it until the runtime listens on it
+// (take_reserved_socket), so the port handed to clients is already held by kproxy.
+//
 // A port is never given to a broker when something else of this kproxy already claims it (another
 // listener's bootstrap port, broker range or broker, the admin API: BrokerPortClaims), nor past
 // the listener's max_broker_ports: such a node is refused, logged once and counted in
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "proxy/net/owned_descriptor.h"
 
 namespace kproxy::proxy {
 
@@ -35,6 +40,7 @@ struct BrokerRoute {
   int32_t node_id = -1;
   config::HostPort real;    ///< where the broker is, as it advertises itself
   uint16_t proxy_port = 0;  ///< where clients reach it through kproxy
+  bool listening = false;   ///< kproxy listens on proxy_port now (routes() only)
 };
 
 /// Why a broker node was given no port (the `reason` label of kproxy_proxy_broker_ports_refused_total).
@@ -84,9 +90,11 @@ class BrokerDirectory {
   /// `claims` (shared by the listeners of one Proxy; may be null in tests) and `listener` (this
   /// listener's index in the config) guard against handing out another listener's port;
   /// `listener_name` names it in log lines.
+  /// `bind_host`: where kernel-picked broker ports are bound (the listener's listen host).
   explicit BrokerDirectory(const config::BrokerPorts& ports, std::shared_ptr<BrokerPortClaims> claims = nullptr, size_t listener = 0,
-                           std::string listener_name = {})
-      : ports_(ports), claims_(std::move(claims)), listener_(listener), listener_name_(std::move(listener_name)) {}
+                           std::string listener_name = {}, std::string bind_host = "127.0.0.1")
+      : ports_(ports), claims_(std::move(claims)), listener_(listener), listener_name_(std::move(listener_name)),
+        bind_host_(std::move(bind_host)) {}
 
   struct Learned {
     uint16_t proxy_port = 0;  ///< 0: no port can be given (see `refused`)
@@ -106,6 +114,10 @@ class BrokerDirectory {
   /// Opening `node_id`'s port failed: the next learn() asks again. Returns the failures so far.
   uint32_t open_failed(int32_t node_id);
 
+  /// Scheme::kKernel: the bound socket of `node_id`'s port, handed over once (then an empty
+  /// descriptor); the caller listens on it or lets it close.
+  OwnedDescriptor take_reserved_socket(int32_t node_id);
+
   /// The route of the broker behind kproxy port `proxy_port`, if any.
   std::optional<BrokerRoute> route_for_port(uint16_t proxy_port) const;
 
@@ -123,6 +135,7 @@ class BrokerDirectory {
   std::shared_ptr<BrokerPortClaims> claims_;
   size_t listener_ = 0;
   std::string listener_name_;
+  std::string bind_host_;
   static constexpr size_t kMaxRefusedNodesRemembered = 1024;
   std::set<int32_t> refused_nodes_;
   bool refusals_muted_ = false;
@@ -131,6 +144,7 @@ class BrokerDirectory {
   struct PortState {
     bool listening = false;
     uint32_t failed_opens = 0;
+    OwnedDescriptor reserved;  ///< Scheme::kKernel: bound, not yet listened on
   };
   std::map<int32_t, PortState> port_state_;
   std::map<uint16_t, int32_t> node_by_port_;

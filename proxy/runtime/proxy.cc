@@ -9,8 +9,10 @@
 
 #include "proxy/chaos/config_sections.h"
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/net/bound_socket.h"
 #include "proxy/net/owned_descriptor.h"
 #include "proxy/runtime/startup_check.h"
+#include "proxy/util/bound_report.h"
 #include "proxy/util/logging.h"
 
 namespace kproxy::proxy {
@@ -44,13 +46,17 @@ void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balanc
 Proxy::Proxy(std::shared_ptr<const config::Config> config)
     : config_(std::move(config)), frame_budget_(config_->limits.max_buffered_frame_bytes),
       streamed_budget_(config_->limits.max_streamed_request_bytes),
-      preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]) {
-  for (size_t i = 0; i < config_->listeners.size(); ++i) preferred_upstream_[i] = 0;
+      preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]),
+      listener_ports_(new std::atomic<uint16_t>[config_->listeners.size()]) {
+  for (size_t i = 0; i < config_->listeners.size(); ++i) {
+    preferred_upstream_[i] = 0;
+    listener_ports_[i] = 0;
+  }
   // One claim table for all listeners: a broker port of one never reaches another's cluster.
   auto claims = std::make_shared<BrokerPortClaims>(*config_);
   for (size_t i = 0; i < config_->listeners.size(); ++i) {
     const auto& listener = config_->listeners[i];
-    directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims, i, listener.name));
+    directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims, i, listener.name, listener.listen.host));
     rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise));
   }
 }
@@ -76,23 +82,32 @@ std::string Proxy::start() {
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
     const auto& l = config_->listeners[li];
-    ListenerSpec spec{li, l.name, l.listen.host, l.listen.port, -1};
-    // Bound once by the first worker, shared by the others (proxy/runtime/listener.h).
-    int bound_fd = -1;
+    // Bound here, before any worker listens, so that port 0 (the kernel's pick) is known; every
+    // worker then listens on a duplicate of the one socket (proxy/runtime/listener.h).
+    BoundSocket bound = bind_tcp_socket(l.listen.host, l.listen.port);
+    if (!bound.socket) return "listener '" + l.name + "': " + bound.error;
+    ListenerSpec spec{li, l.name, l.listen.host, bound.port, -1};
     for (auto& w : workers_) {
-      std::string error = w->open_listener(spec, bound_fd);
+      std::string error = w->open_listener(spec, bound.socket.get());
       if (!error.empty()) return "listener '" + l.name + "': " + error;
-      if (bound_fd < 0) bound_fd = w->listener_fd(spec.port);
     }
+    listener_ports_[li] = bound.port;
+    const std::string address = config::HostPort{l.listen.host, bound.port}.to_string();
+    report_bound("listener", l.name, address);
     std::string bootstrap;
     for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
     if (const auto& t = tls_[li].clients) spdlog::info("listener={} clients speak TLS: {}", l.name, t->summary());
     if (const auto& t = tls_[li].upstream) spdlog::info("listener={} brokers are reached over TLS: {}", l.name, t->summary());
-    spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, l.listen.to_string(), bootstrap,
-                 l.advertise,
-                 l.broker_ports.scheme == config::BrokerPorts::Scheme::kNodeIdOffset
-                     ? "port " + std::to_string(l.broker_ports.base) + " + node id"
-                     : "ports " + std::to_string(l.broker_ports.first) + "-" + std::to_string(l.broker_ports.last) + " in order");
+    std::string broker_ports;
+    switch (l.broker_ports.scheme) {
+      case config::BrokerPorts::Scheme::kNodeIdOffset: broker_ports = "port " + std::to_string(l.broker_ports.base) + " + node id"; break;
+      case config::BrokerPorts::Scheme::kInOrder:
+        broker_ports = "ports " + std::to_string(l.broker_ports.first) + "-" + std::to_string(l.broker_ports.last) + " in order";
+        break;
+      case config::BrokerPorts::Scheme::kKernel: broker_ports = "ports the kernel picks (reported as they open)"; break;
+    }
+    spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, address, bootstrap, l.advertise,
+                 broker_ports);
   }
   running_workers_ = n;
   for (auto& w : workers_) w->start();
@@ -203,8 +218,10 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   auto route = directories_[listener_index]->route_for_port(port);
   // A draining worker has closed its listeners and must not open new ones (its loop would never end).
   if (caller.draining()) return;
-  std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec);
   auto& directory = *directories_[listener_index];
+  // broker_ports: 0: the directory bound the port when it picked it; listen on that socket.
+  OwnedDescriptor reserved = directory.take_reserved_socket(node_id);
+  std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec, reserved ? reserved.get() : -1);
   if (!error.empty()) {
     metrics::count(metrics::ProxyEvent::kBrokerPortFailure);
     // Not for good: the next response naming the node asks again (BrokerDirectory::learn), so a
@@ -224,6 +241,7 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   spdlog::info("listener={} opened {}:{} for broker node {} at {}{}", spec.label(), l.advertise, port, node_id,
                route ? route->real.to_string() : "?",
                failed_before ? " after " + std::to_string(failed_before) + " failed attempts" : std::string());
+  report_bound("broker", spec.label(), config::HostPort{l.listen.host, port}.to_string());
   // The other workers listen on the same socket; the duplicate travels with the tasks, so it
   // stays valid even if the caller's listener closes first.
   auto bound = std::make_shared<OwnedDescriptor>(::dup(caller.listener_fd(port)));
@@ -236,6 +254,10 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
       if (!e.empty()) spdlog::error("listener={} worker {} cannot open port {}: {}", spec.label(), worker->index(), spec.port, e);
     });
   }
+}
+
+uint16_t Proxy::listener_port(size_t listener_index) const {
+  return listener_index < directories_.size() ? listener_ports_[listener_index].load() : 0;
 }
 
 config::HostPort Proxy::bootstrap_target(const config::Config& config, size_t listener_index) const {

@@ -1,7 +1,7 @@
 // Proxy: the running daemon: config snapshot, workers, and the per-listener broker directories.
 //
 //   main ──► Proxy ──► Worker × N (thread + uv_loop_t)
-//                        ├─ Listener (bootstrap port, then one per broker port, SO_REUSEPORT)
+//                        ├─ Listener (bootstrap port, then one per broker port; one socket shared by all workers)
 //                        └─ ClientConnection ──► UpstreamConnection   (same loop, no locks)
 //
 // The config is an immutable snapshot (shared_ptr<const Config>) read when a connection is
@@ -66,6 +66,9 @@ class Proxy {
   /// Worker `index` (admin health checks post pings to its loop).
   Worker& worker(size_t index) { return *workers_[index]; }
   BrokerDirectory& directory(size_t listener_index) { return *directories_[listener_index]; }
+  /// The port listener `listener_index` listens on: the configured one, or the kernel's pick for
+  /// port 0 (0 before start()). Safe from any thread.
+  uint16_t listener_port(size_t listener_index) const;
   const BrokerAddressRewrite& rewrite(size_t listener_index) const { return *rewrites_[listener_index]; }
   /// Fault rules and ApiVersions policy (from the config's faults:/api_versions:, changed at run
   /// time through the admin API); every connection reads its current snapshot per frame.
@@ -112,6 +115,7 @@ class Proxy {
   std::shared_ptr<ConnectionBalancer> balancer_;  ///< shared with the metrics collector
   /// Per listener: index (modulo the list size) of the bootstrap server new connections use.
   std::unique_ptr<std::atomic<uint32_t>[]> preferred_upstream_;
+  std::unique_ptr<std::atomic<uint16_t>[]> listener_ports_;  ///< per listener, set by start()
   std::atomic<uint64_t> next_connection_id_{1};
   std::atomic<int64_t> open_connections_{0};
   std::atomic<unsigned> running_workers_{0};

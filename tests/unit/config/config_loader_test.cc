@@ -171,7 +171,7 @@ TEST_CASE("errors name the file, line and column") {
 }
 
 TEST_CASE("all errors are reported, not only the first") {
-  auto r = load_config_string("listeners:\n  - listen: nope\n    upstream: also-nope\n    broker_ports: 0\nworkers: x\n", "test.yaml");
+  auto r = load_config_string("listeners:\n  - listen: nope\n    upstream: also-nope\n    broker_ports: -1\nworkers: x\n", "test.yaml");
   REQUIRE_FALSE(r.ok());
   CHECK(r.errors.size() == 4);
 }
@@ -552,6 +552,31 @@ TEST_CASE("ports inside the kernel's ephemeral range are warnings (issue #15 bug
     LoadOptions unknown;
     unknown.ephemeral_ports = [] { return std::optional<PortRange>(); };
     CHECK(load("listeners:\n  - listen: 127.0.0.1:40000\n    upstream: b:9092\n    broker_ports: 40001\n", unknown).warnings.empty());
+  }
+}
+
+TEST_CASE("port 0: the kernel picks listening ports, never claimed, never warned about (issue #30 item 7)") {
+  LoadOptions host;
+  host.ephemeral_ports = [] { return std::optional<PortRange>(PortRange{32768, 60999}); };
+  auto r = load(
+      "listeners:\n"
+      "  - name: east\n    listen: 127.0.0.1:0\n    upstream: b:9092\n    broker_ports: 0\n"
+      "  - name: west\n    listen: 127.0.0.1:0\n    upstream: c:9092\n    broker_ports: 0\n"
+      "admin: { listen: 127.0.0.1:0 }\n",
+      host);
+  REQUIRE_MESSAGE(r.ok(), r.error_text());  // two port-0 listeners do not share a port
+  CHECK(r.warnings.empty());                // the kernel's pick is free by definition
+  CHECK(r.config->listeners[0].listen.port == 0);
+  CHECK(r.config->listeners[0].broker_ports.scheme == BrokerPorts::Scheme::kKernel);
+  CHECK(r.config->listeners[1].broker_ports.scheme == BrokerPorts::Scheme::kKernel);
+  CHECK(r.config->admin.listen->port == 0);
+  SUBCASE("a broker's address is never port 0") {
+    auto e = first_error("listeners:\n  - listen: 127.0.0.1:0\n    upstream: b:0\n    broker_ports: 0\n");
+    CHECK(e.to_string() == "test.yaml:3:15: listeners[0].upstream: 'b:0': port 0 is not allowed here");
+  }
+  SUBCASE("a range cannot start at 0") {
+    auto e = first_error("listeners:\n  - listen: 127.0.0.1:0\n    upstream: b:9092\n    broker_port_range: 0-10\n");
+    CHECK(e.reason == "listeners[0].broker_port_range: '0-10' is not a port range 'first-last' (1 to 65535, first <= last)");
   }
 }
 

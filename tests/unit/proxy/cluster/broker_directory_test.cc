@@ -1,4 +1,5 @@
 #include "proxy/cluster/broker_directory.h"
+#include "proxy/net/bound_socket.h"
 
 #include <doctest/doctest.h>
 
@@ -153,4 +154,41 @@ TEST_CASE("no port left: past 65535 or the range used up, with the reason") {
   CHECK(small.learn(2, "b", 9092).refused == "broker_port_range 9300-9300 is used up");
   CHECK(refused(BrokerPortRefusal::kNoPort) == before + 2);
   CHECK(std::string(proxy::broker_port_refusal_name(BrokerPortRefusal::kClaimed)) == "claimed_by_other");
+}
+
+TEST_CASE("broker_ports: 0: the kernel picks each broker's port, bound before it is handed out (issue #30 item 7)") {
+  config::BrokerPorts p;
+  p.scheme = config::BrokerPorts::Scheme::kKernel;
+  BrokerDirectory d(p, nullptr, 0, "unit", "127.0.0.1");
+  auto a = d.learn(1, "10.0.0.1", 9092);
+  auto b = d.learn(2, "10.0.0.2", 9092);
+  REQUIRE(a.proxy_port != 0);
+  REQUIRE(b.proxy_port != 0);
+  CHECK(a.new_port);
+  CHECK(a.proxy_port != b.proxy_port);
+  // The port is held by a bound socket until the runtime takes it to listen on.
+  proxy::OwnedDescriptor socket = d.take_reserved_socket(1);
+  REQUIRE(socket);
+  CHECK(proxy::local_port(socket.get()) == a.proxy_port);
+  CHECK_FALSE(d.take_reserved_socket(1));  // handed over once
+  CHECK_FALSE(d.take_reserved_socket(7));  // no such node
+  // Known nodes keep their port; the route leads to the real broker.
+  CHECK(d.learn(1, "10.0.0.1", 9092).proxy_port == a.proxy_port);
+  CHECK(d.route_for_port(b.proxy_port)->real == config::HostPort{"10.0.0.2", 9092});
+  d.opened(1);
+  auto routes = d.routes();
+  REQUIRE(routes.size() == 2);
+  CHECK(routes[0].listening);
+  CHECK_FALSE(routes[1].listening);
+}
+
+TEST_CASE("broker_ports: 0 on an address that cannot be bound refuses the node with the reason") {
+  config::BrokerPorts p;
+  p.scheme = config::BrokerPorts::Scheme::kKernel;
+  BrokerDirectory d(p, nullptr, 0, "unit", "not-an-ip");
+  auto before = refused(proxy::BrokerPortRefusal::kNoPort);
+  auto a = d.learn(1, "10.0.0.1", 9092);
+  CHECK(a.proxy_port == 0);
+  CHECK(a.refused == "no port could be bound: listen address 'not-an-ip' is not an IP address");
+  CHECK(refused(proxy::BrokerPortRefusal::kNoPort) == before + 1);
 }

@@ -199,7 +199,9 @@ struct RunningProxy {
   std::condition_variable cv;
   bool stopped = false;
 
-  explicit RunningProxy(uint16_t upstream_port, const std::string& extra = "") {
+  /// `kernel_ports`: listen on port 0 and `broker_ports: 0` (the kernel picks; `port` is read back).
+  explicit RunningProxy(uint16_t upstream_port, const std::string& extra = "", bool kernel_ports = false) {
+    if (kernel_ports) port = base = 0;
     std::string yaml = "listeners:\n  - name: unit\n    listen: 127.0.0.1:" + std::to_string(port) +
                        "\n    upstream: 127.0.0.1:" + std::to_string(upstream_port) + "\n    broker_ports: " + std::to_string(base) +
                        "\nworkers: 2\nlog: { level: off }\n" + extra;
@@ -211,7 +213,9 @@ struct RunningProxy {
       stopped = true;
       cv.notify_all();
     });
+    CHECK(proxy->listener_port(0) == 0);  // not bound before start()
     REQUIRE(proxy->start() == "");
+    if (kernel_ports) port = proxy->listener_port(0);
   }
   void drain(std::chrono::milliseconds deadline) { proxy->drain(deadline); }
   bool wait_stopped(std::chrono::milliseconds timeout) {
@@ -298,6 +302,46 @@ TEST_CASE("Metadata names the kproxy port, which leads to the real broker") {
   auto response = read_frame(b);
   REQUIRE(response.has_value());
   CHECK(cid_of(*response) == 7);
+  CHECK(broker.accepted() == before + 1);
+  ::close(b);
+}
+
+TEST_CASE("port 0: the kernel picks the bootstrap port and each broker's port, and kproxy reports them (issue #30 item 7)") {
+  FakeBroker broker;
+  RunningProxy kp(broker.port(), "", /*kernel_ports=*/true);
+  REQUIRE(kp.port != 0);
+  CHECK(kp.proxy->directory(0).routes().empty());  // no broker named yet: no broker port
+  int c = connect_to(kp.port);
+  std::vector<uint8_t> body;
+  codec::Writer w(body);
+  codec::MetadataRequest req;
+  req.write(w, 12);
+  write_all(c, request(3, 12, 5, body));
+  auto response = read_frame(c);
+  REQUIRE(response.has_value());
+  codec::Bytes message(*response);
+  codec::ResponseHeader h;
+  REQUIRE(codec::read_response_header(message, codec::response_header_version(3, 12), h, nullptr));
+  codec::MetadataResponse m;
+  codec::Reader r(message.subspan(h.size));
+  m.read(r, 12);
+  REQUIRE(r.ok());
+  REQUIRE(m.brokers.size() == 1);
+  ::close(c);
+  // The port handed to the client is the one the directory bound and now listens on.
+  auto routes = kp.proxy->directory(0).routes();
+  REQUIRE(routes.size() == 1);
+  CHECK(routes[0].node_id == 1);
+  CHECK(routes[0].listening);
+  CHECK(routes[0].proxy_port != 0);
+  CHECK(routes[0].proxy_port != kp.port);
+  CHECK(m.brokers[0].port == routes[0].proxy_port);
+  int before = broker.accepted();
+  int b = connect_to(routes[0].proxy_port);
+  write_all(b, request(18, 0, 9));
+  auto answer = read_frame(b);
+  REQUIRE(answer.has_value());
+  CHECK(cid_of(*answer) == 9);
   CHECK(broker.accepted() == before + 1);
   ::close(b);
 }
