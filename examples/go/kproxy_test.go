@@ -5,6 +5,7 @@
 package example
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,47 +29,28 @@ type Kproxy struct {
 	cmd       *exec.Cmd
 }
 
-// freePortBlock returns the first of n consecutive free loopback ports.
-func freePortBlock(t *testing.T, n int) int {
-	for attempt := 0; attempt < 200; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if base+n >= 65535 {
-			continue
-		}
-		ok := true
-		var held []net.Listener
-		for p := base; p < base+n && ok; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l)
-		}
-		for _, l := range held {
-			l.Close()
-		}
-		if ok {
-			return base
+// boundAddresses reads kproxy's standard output: with port 0 in the config the kernel picks free
+// ports (nothing to probe, nothing to race) and kproxy prints one "kproxy bound KIND LABEL
+// HOST:PORT" line per socket it listens on. Each address is sent on the channel as it comes.
+func boundAddresses(stdout io.Reader, out chan<- [3]string) {
+	scanner := bufio.NewScanner(stdout)
+	for scanner.Scan() {
+		f := strings.Fields(scanner.Text())
+		if len(f) == 5 && f[0] == "kproxy" && f[1] == "bound" {
+			out <- [3]string{f[2], f[3], f[4]}
 		}
 	}
-	t.Fatal("no free port block")
-	return 0
+	close(out)
 }
 
 // StartKproxy starts kproxy in front of upstream and stops it when the test ends.
 func StartKproxy(t *testing.T, binary, upstream string) *Kproxy {
 	t.Helper()
-	port, brokerPorts, adminPort := freePortBlock(t, 1), freePortBlock(t, 16), freePortBlock(t, 1)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "kproxy.yaml")
-	yaml := fmt.Sprintf("listeners:\n  - name: test\n    listen: 127.0.0.1:%d\n    upstream: %s\n    advertise: 127.0.0.1\n"+
-		"    broker_ports: %d\nadmin: { listen: 127.0.0.1:%d, token_env: EXAMPLE_KPROXY_TOKEN }\n", port, upstream, brokerPorts, adminPort)
+	// Port 0 everywhere: the kernel picks, kproxy reports what it bound.
+	yaml := fmt.Sprintf("listeners:\n  - name: test\n    listen: 127.0.0.1:0\n    upstream: %s\n    advertise: 127.0.0.1\n"+
+		"    broker_ports: 0\nadmin: { listen: 127.0.0.1:0, token_env: EXAMPLE_KPROXY_TOKEN }\n", upstream)
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +58,19 @@ func StartKproxy(t *testing.T, binary, upstream string) *Kproxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kp := &Kproxy{Bootstrap: fmt.Sprintf("127.0.0.1:%d", port), admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort), token: "example-token"}
+	kp := &Kproxy{token: "example-token"}
 	kp.cmd = exec.Command(binary, "--config", config)
-	kp.cmd.Stdout, kp.cmd.Stderr = log, log
+	kp.cmd.Stderr = log // the log; standard output carries only the "kproxy bound" lines
+	stdout, err := kp.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	kp.cmd.Env = append(os.Environ(), "EXAMPLE_KPROXY_TOKEN="+kp.token)
 	if err := kp.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	bound := make(chan [3]string, 64)
+	go boundAddresses(stdout, bound)
 	t.Cleanup(func() {
 		kp.cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
@@ -98,6 +87,28 @@ func StartKproxy(t *testing.T, binary, upstream string) *Kproxy {
 		log.Close()
 	})
 	deadline := time.Now().Add(20 * time.Second)
+	for kp.Bootstrap == "" || kp.admin == "" {
+		select {
+		case b, open := <-bound:
+			if !open {
+				out, _ := os.ReadFile(log.Name())
+				t.Fatalf("kproxy exited before it reported its ports:\n%s", out)
+			}
+			switch b[0] {
+			case "listener":
+				kp.Bootstrap = b[2]
+			case "admin":
+				kp.admin = "http://" + b[2]
+			}
+		case <-time.After(time.Until(deadline)):
+			t.Fatal("kproxy did not report its ports within 20 s")
+		}
+	}
+	// Broker ports are reported as they open; keep reading so that kproxy never blocks on the pipe.
+	go func() {
+		for range bound {
+		}
+	}()
 	for {
 		if status, _, err := kp.call("GET", "/healthz", nil); err == nil && status == 200 {
 			return kp

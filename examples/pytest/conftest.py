@@ -10,9 +10,9 @@ in Metadata (and the like) so that every connection goes through it. Only the st
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,51 +20,31 @@ import urllib.request
 import pytest
 
 
-def _free_port_block(count):
-    """The first of `count` consecutive free loopback ports."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count >= 65535:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port block")
-
-
 class Kproxy:
     """A running kproxy: `bootstrap` for clients, and the admin API for rules."""
 
     def __init__(self, binary, upstream, token="example-token"):
-        self.port = _free_port_block(1)
-        self.broker_ports = _free_port_block(16)   # broker node N is reached at broker_ports + N
-        self.admin_port = _free_port_block(1)
         self.token = token
         self.dir = tempfile.mkdtemp(prefix="kproxy-example-")
         config = os.path.join(self.dir, "kproxy.yaml")
         with open(config, "w") as f:
             f.write(f"listeners:\n"
                     f"  - name: test\n"
-                    f"    listen: 127.0.0.1:{self.port}\n"
-                    f"    upstream: {upstream}\n"
+                    f"    listen: 127.0.0.1:0\n"      # port 0 everywhere: the kernel picks,
+                    f"    upstream: {upstream}\n"     # kproxy says what it bound
                     f"    advertise: 127.0.0.1\n"
-                    f"    broker_ports: {self.broker_ports}\n"
-                    f"admin: {{ listen: 127.0.0.1:{self.admin_port}, token_env: EXAMPLE_KPROXY_TOKEN }}\n")
+                    f"    broker_ports: 0\n"
+                    f"admin: {{ listen: 127.0.0.1:0, token_env: EXAMPLE_KPROXY_TOKEN }}\n")
         self.log = open(os.path.join(self.dir, "kproxy.log"), "wb")
         env = {**os.environ, "EXAMPLE_KPROXY_TOKEN": token}
-        self.proc = subprocess.Popen([binary, "--config", config], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        # Standard output carries only the "kproxy bound" lines; the log goes to standard error.
+        self.proc = subprocess.Popen([binary, "--config", config], stdout=subprocess.PIPE, stderr=self.log, env=env)
+        self.bound = {}  # (KIND, LABEL) -> "HOST:PORT", e.g. ("broker", "test/node-1")
+        self._bound_changed = threading.Condition()
+        threading.Thread(target=self._follow_bound_lines, daemon=True).start()
         deadline = time.monotonic() + 20
+        self.bootstrap = self.wait_bound("listener", "test", deadline)
+        self.admin = self.wait_bound("admin", "api", deadline)
         while True:
             try:
                 if self.call("GET", "/healthz")[0] == 200:
@@ -75,14 +55,32 @@ class Kproxy:
                 raise RuntimeError(f"kproxy did not start; log in {self.dir}")
             time.sleep(0.1)
 
-    @property
-    def bootstrap(self):
-        return f"127.0.0.1:{self.port}"
+    def _follow_bound_lines(self):
+        # kproxy binds port 0 (the kernel picks free ports: nothing to probe, nothing to race)
+        # and prints one "kproxy bound KIND LABEL HOST:PORT" line per socket on standard output.
+        for raw in self.proc.stdout:
+            parts = raw.decode(errors="replace").split()
+            if len(parts) == 5 and parts[:2] == ["kproxy", "bound"]:
+                with self._bound_changed:
+                    self.bound[(parts[2], parts[3])] = parts[4]
+                    self._bound_changed.notify_all()
+        with self._bound_changed:
+            self._bound_changed.notify_all()  # standard output closed: kproxy exited
+
+    def wait_bound(self, kind, label, deadline):
+        """The address kproxy reported for (kind, label), waiting for it until `deadline`."""
+        with self._bound_changed:
+            while (kind, label) not in self.bound:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise RuntimeError(f"kproxy reported no {kind} {label}; log in {self.dir}")
+                self._bound_changed.wait(min(left, 0.5))
+            return self.bound[(kind, label)]
 
     def call(self, method, path, body=None):
         """One admin API call: (status, decoded JSON or None)."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.admin_port}{path}", data=data, method=method,
+        req = urllib.request.Request(f"http://{self.admin}{path}", data=data, method=method,
                                      headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=10) as r:

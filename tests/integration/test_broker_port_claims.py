@@ -33,7 +33,7 @@ def test_a_base_plus_node_id_on_another_listeners_port_is_refused_at_discovery(k
     assert node > 0, "node 0 on b's port would be refused by check-config already: the test needs a node id > 0"
     b_port, admin = ports.free_ports(2)
     b_base = ports.port_block(node + 1)
-    kp = Kproxy(kafka.bootstrap(), name="claims", workers=1)
+    kp = Kproxy(kafka.bootstrap(), name="claims", workers=1, port=ports.free_ports(1)[0])  # a's ports derive from it
     a_base = b_port - node
     kp.config_text = (
         "listeners:\n"

@@ -22,26 +22,29 @@ from test_proxy_support import Kproxy
 
 
 class ChaosKproxy(Kproxy):
-    """A Kproxy with `admin: {listen: 127.0.0.1:<free port>}` added to its config; `port` fixes
+    """A Kproxy with `admin: {listen: 127.0.0.1:0}` added to its config (the kernel picks the
+    port; `admin_port` is read from kproxy's report at start, and kept by restart()); `port` fixes
     the listener's port (e.g. one a broker already advertises); `token` is sent as the admin
     bearer token (kproxy reads its own from $KPROXY_ADMIN_TOKEN, inherited from the test)."""
 
     def __init__(self, upstream: str, *, extra_yaml: str = "", port: Optional[int] = None, token: Optional[str] = None,
                  **kwargs):
-        self.admin_port = kh.free_ports(1)[0]
+        self.admin_port = 0
         self.token = token
-        super().__init__(upstream, extra_yaml=f"admin: {{ listen: 127.0.0.1:{self.admin_port} }}\n" + extra_yaml, **kwargs)
-        if port is not None:
-            old = f"    listen: 127.0.0.1:{self.port}\n"
-            assert self.config_text.count(old) == 1
-            self.config_text = self.config_text.replace(old, f"    listen: 127.0.0.1:{port}\n")
-            self.config_path.write_text(self.config_text)
-            self.port = port
+        super().__init__(upstream, extra_yaml="admin: { listen: 127.0.0.1:0 }\n" + extra_yaml, port=port, **kwargs)
 
-    def start(self, timeout: float = 10.0) -> "ChaosKproxy":
-        """Starts kproxy and waits for the admin listener too (it opens before the Kafka listeners,
-        so this wait is only a check)."""
-        super().start(timeout)
+    def _pin_kernel_ports(self) -> None:
+        super()._pin_kernel_ports()
+        old = "admin: { listen: 127.0.0.1:0 }\n"
+        if self.admin_port and self.config_text.count(old) == 1:
+            self.config_text = self.config_text.replace(old, f"admin: {{ listen: 127.0.0.1:{self.admin_port} }}\n")
+            self.config_path.write_text(self.config_text)
+
+    def start(self, timeout: float = 10.0, append_log: bool = False) -> "ChaosKproxy":
+        """Starts kproxy, reads where its admin API listens and checks that it answers there
+        (the admin API opens before the Kafka listeners, so this wait is only a check)."""
+        super().start(timeout, append_log)
+        self.admin_port = int(self.wait_bound("admin", "api", timeout).rsplit(":", 1)[1])
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -7,6 +7,8 @@ import struct
 import subprocess
 import time
 
+import kafka_harness as kh
+
 from test_chaos_support import ChaosKproxy
 from test_proxy_support import Kproxy, compact_str, kproxy_binary, recv_frame, request
 
@@ -80,7 +82,7 @@ def test_kproxy_pointed_at_itself_refuses_at_once_and_says_why():
     # connect to itself in a loop: 65 client attempts made 19,448 accepted connections. Here the
     # listener's upstream is its own port: every client attempt must cost one accepted
     # connection, be refused, and be explained in the log.
-    kp = ChaosKproxy("127.0.0.1:1", name="selfloop")
+    kp = ChaosKproxy("127.0.0.1:1", name="selfloop", port=kh.free_ports(1)[0])  # its own upstream: known before start
     kp.upstream = f"127.0.0.1:{kp.port}"
     kp.config_text = kp.config_text.replace("upstream: 127.0.0.1:1\n", f"upstream: 127.0.0.1:{kp.port}\n")
     kp.config_path.write_text(kp.config_text)

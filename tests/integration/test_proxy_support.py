@@ -3,11 +3,18 @@ of the harness's real brokers, and speak raw Kafka frames where a real client ca
 SASL v0 raw tokens, bad input). No tests live here.
 
     with Kproxy(kafka.bootstrap(), name="fwd") as kp:
-        kp.bootstrap                   # "127.0.0.1:<port>" for clients
+        kp.bootstrap                   # "127.0.0.1:<port>" for clients (the kernel's pick: see below)
         kp.broker_port(1)              # kproxy port standing for broker node 1 (base + node id)
         kp.log_text()                  # everything kproxy logged
 
 `listener_yaml` adds keys to the listener (indented by 4, e.g. "    upstream_tls:\n      ca: /ca.pem\n").
+
+The listener listens on port 0 unless `port=` is given: the kernel picks a free port and kproxy
+reports it ("kproxy bound listener NAME HOST:PORT" on its standard output, issue #30 item 7), so
+nothing is probed and nothing can take the port between a probe and the bind. `kp.port` is known
+once start() returns; restart() keeps it. Broker ports stay a reserved block (base + node id), as
+many tests connect to a broker's port by its node id; `broker_ports="kernel"` lets the kernel pick
+those too (then broker_port(node) waits for kproxy to report it).
 
 The binary is $KPROXY_BIN, else build/proxy/kproxy, else the newest build-*/proxy/kproxy.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import os
 import re
 import signal as signals
@@ -47,6 +55,9 @@ def kproxy_binary() -> str:
     raise RuntimeError("kproxy binary not found: build it (cmake + ninja) or set KPROXY_BIN")
 
 
+_instances = itertools.count(1)
+
+
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     """A base port such that base .. base+count-1 are free now and reserved for this process
     (ports.py: outside the ephemeral range, so no outgoing connection takes one before kproxy
@@ -61,20 +72,23 @@ class Kproxy:
                  max_node_id: int = 8, port_range: bool = False, drain_timeout: str = "10s", log_level: str = "debug",
                  log_format: str = "text", limits: Optional[Dict[str, str]] = None, extra_yaml: str = "",
                  all_upstreams: bool = False, listener_yaml: str = "", env: Optional[Dict[str, str]] = None,
-                 binary: Optional[str] = None):
+                 binary: Optional[str] = None, port: Optional[int] = None, broker_ports: str = "block"):
         # all_upstreams: give kproxy every bootstrap address ("a:1,b:2"; tried in turn when one is
         # unreachable) instead of only the first.
         self.upstream = upstream if all_upstreams else upstream.split(",")[0]
         self.env = None if env is None else {**os.environ, **env}  # extra environment of the process
         self.binary = binary  # the kproxy to run; kproxy_binary() when None
         self.name = name
-        self.port = kh.free_ports(1)[0]
-        self.base = free_port_block(max_node_id + 1)
+        self.port = port or 0  # 0: the kernel picks at start (read back from kproxy's report)
+        self.fixed_port = port is not None
+        self.kernel_broker_ports = broker_ports == "kernel"
+        self.base = 0 if self.kernel_broker_ports else free_port_block(max_node_id + 1)
         self.port_range = port_range
+        self._log_offset = 0  # where the current run's log starts (restart appends)
         limits_yaml = ""
         if limits:
             limits_yaml = "limits:\n" + "".join(f"  {k}: {v}\n" for k, v in limits.items())
-        ports_yaml = (f"    broker_port_range: {self.base}-{self.base + max_node_id}\n" if port_range
+        ports_yaml = (f"    broker_port_range: {self.base}-{self.base + max_node_id}\n" if port_range and not self.kernel_broker_ports
                       else f"    broker_ports: {self.base}\n")
         self.config_text = (
             "listeners:\n"
@@ -86,7 +100,7 @@ class Kproxy:
             f"drain_timeout: {drain_timeout}\n"
             f"log: {{ format: {log_format}, level: {log_level} }}\n" + limits_yaml + extra_yaml)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.dir = LOG_ROOT / f"{stamp}-{os.getpid()}-{name}-{self.port}"
+        self.dir = LOG_ROOT / f"{stamp}-{os.getpid()}-{name}-{next(_instances)}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.dir / "kproxy.yaml"
         self.config_path.write_text(self.config_text)
@@ -98,8 +112,38 @@ class Kproxy:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def broker_port(self, node_id: int) -> int:
-        return self.base + node_id
+    def broker_port(self, node_id: int, timeout: float = 10.0) -> int:
+        if not self.kernel_broker_ports:
+            return self.base + node_id
+        return int(self.wait_bound("broker", f"{self.name}/node-{node_id}", timeout).rsplit(":", 1)[1])
+
+    def bound_addresses(self) -> Dict[Tuple[str, str], str]:
+        """What this run of kproxy reported binding: {(KIND, LABEL): "HOST:PORT"} from its
+        "kproxy bound KIND LABEL HOST:PORT" lines (proxy/util/bound_report.h)."""
+        text = self.log_text()[self._log_offset:]
+        return {(m.group(1), m.group(2)): m.group(3)
+                for m in re.finditer(r"^kproxy bound (\S+) (\S+) (\S+)$", text, re.M)}
+
+    def wait_bound(self, kind: str, label: str, timeout: float = 10.0) -> str:
+        """The address kproxy reported for (kind, label), waiting up to `timeout` for the line."""
+        deadline = time.monotonic() + slowness.scaled(timeout)
+        while True:
+            address = self.bound_addresses().get((kind, label))
+            if address:
+                return address
+            if time.monotonic() > deadline or not self.alive():
+                raise AssertionError(f"kproxy reported no bound {kind} {label}; log tail:\n{self.log_text()[-3000:]}")
+            time.sleep(0.05)
+
+    def _pin_kernel_ports(self) -> None:
+        """Before a restart: the ports the kernel picked become the config's, so clients find
+        kproxy where it was."""
+        if self.port and not self.fixed_port:
+            old = f"listen: 127.0.0.1:0\n"
+            if self.config_text.count(old) == 1:
+                self.config_text = self.config_text.replace(old, f"listen: 127.0.0.1:{self.port}\n")
+                self.config_path.write_text(self.config_text)
+            self.fixed_port = True
 
     def start(self, timeout: float = 10.0, append_log: bool = False) -> "Kproxy":
         timeout = slowness.scaled(timeout)
@@ -108,6 +152,7 @@ class Kproxy:
         binary = self.binary or kproxy_binary()
         check = subprocess.run([binary, "check-config", str(self.config_path)], capture_output=True, text=True,
                                timeout=60, env=self.env)
+        self._log_offset = self.log_path.stat().st_size if append_log and self.log_path.exists() else 0
         self._log_file = open(self.log_path, "ab" if append_log else "wb")
         self.proc = subprocess.Popen([binary, "--config", str(self.config_path)], stdout=self._log_file,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=kh._child_setup,
@@ -118,6 +163,15 @@ class Kproxy:
                 if self.proc.returncode == 2 and check.returncode == 0:
                     raise AssertionError(f"check-config passed {self.config_path}, the start refused it:\n{self.log_text()}")
                 raise RuntimeError(f"kproxy exited with {self.proc.returncode}:\n{self.log_text()}")
+            if not self.fixed_port:
+                # The listener's line comes once every listener is bound (and the admin API's before).
+                address = self.bound_addresses().get(("listener", self.name))
+                if address:
+                    self.port = int(address.rsplit(":", 1)[1])
+                    assert check.returncode == 0, f"{self.config_path} starts, check-config refused it:\n{check.stderr}"
+                    return self
+                time.sleep(0.05)
+                continue
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     assert check.returncode == 0, f"{self.config_path} starts, check-config refused it:\n{check.stderr}"
@@ -164,6 +218,7 @@ class Kproxy:
         return pid
 
     def restart(self, timeout: float = 10.0) -> "Kproxy":
+        self._pin_kernel_ports()
         return self.start(timeout, append_log=True)
 
     def fd_count(self) -> int:
