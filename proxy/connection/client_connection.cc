@@ -159,6 +159,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     client_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
     // One clock reading for every frame of the read: they all arrived at once.
     auto now = std::chrono::steady_clock::now();
+    metrics_.residence_begin(metrics::Direction::kRequest);
     bool ok = requests_.feed(data, [this, now](codec::Bytes frame) {
       ++requests_in_;
       stream_refused_ = false;
@@ -179,6 +180,8 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     stream_large_request();
     // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
+    if (metrics_.residence_pending(metrics::Direction::kRequest))
+      metrics_.residence_written(metrics::Direction::kRequest, now, std::chrono::steady_clock::now());
     if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
     pipeline_.release_idle_memory();
     apply_backpressure(client_, upstream_.stream());
@@ -186,6 +189,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     metrics_.bytes_out(data.size());
     upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
     auto now = std::chrono::steady_clock::now();
+    metrics_.residence_begin(metrics::Direction::kResponse);
     bool ok = responses_.feed(data, [this, now](codec::Bytes frame) { return pipeline_.on_response_frame(frame, now); });
     upstream_piece_ = {};
     if (closing()) return;
@@ -207,6 +211,8 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       return;
     }
     if (!client_.flush()) return;
+    if (metrics_.residence_pending(metrics::Direction::kResponse))
+      metrics_.residence_written(metrics::Direction::kResponse, now, std::chrono::steady_clock::now());
     finish_drain_if_idle();
     if (closing()) return;
     pipeline_.release_idle_memory();  // nothing in flight: an idle connection holds no queue

@@ -40,4 +40,12 @@ void ConnectionMetrics::closed(proxy::CloseCategory reason) {
   software_ = nullptr;
 }
 
+void ConnectionMetrics::residence_written(Direction direction, std::chrono::steady_clock::time_point arrived,
+                                          std::chrono::steady_clock::time_point written) {
+  ResidencePending& p = shard().residence_pending[static_cast<size_t>(direction)];
+  auto residence = std::chrono::duration_cast<std::chrono::nanoseconds>(written - arrived);
+  for (uint8_t i = 0; i < p.used; ++i) observe_residence(shard(), direction, p.apis[i], residence, p.frames[i]);
+  p.used = 0;
+}
+
 }  // namespace kproxy::metrics

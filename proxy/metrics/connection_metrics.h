@@ -4,6 +4,8 @@
 // and responses here.
 #pragma once
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -35,6 +37,18 @@ class ConnectionMetrics {
       add(shard().inflight, -1);
     }
   }
+  /// Residence (kproxy_proxy_residence_seconds{api,direction}), measured per read: the frames a
+  /// read brings are noted as they are forwarded, and observed once the read is written. The
+  /// notes live in the loop thread's shard, not in the connection (a read ends before the next
+  /// one starts on the same thread), so an idle connection carries none of it.
+  /// A read begins: forget notes a closed connection may have left.
+  void residence_begin(Direction direction) { shard().residence_pending[static_cast<size_t>(direction)].used = 0; }
+  /// A frame of `api` went to the other side's socket queue in this read (not held by a rule).
+  void forwarded(Direction direction, int16_t api) { shard().residence_pending[static_cast<size_t>(direction)].note(api); }
+  bool residence_pending(Direction direction) { return shard().residence_pending[static_cast<size_t>(direction)].used != 0; }
+  /// The frames noted since residence_begin(), read at `arrived`, were handed to the socket at
+  /// `written`.
+  void residence_written(Direction direction, std::chrono::steady_clock::time_point arrived, std::chrono::steady_clock::time_point written);
   void bytes_in(size_t n) { bytes_in_ += n; }
   void bytes_out(size_t n) { bytes_out_ += n; }
   uint64_t bytes_in() const { return bytes_in_; }

@@ -132,7 +132,27 @@ constexpr std::array<int64_t, kLatencyBuckets.size()> bucket_bounds_ns() {
   return out;
 }
 constexpr auto kBucketBoundsNs = bucket_bounds_ns();
+constexpr std::array<int64_t, kResidenceBuckets.size()> residence_bounds_ns() {
+  std::array<int64_t, kResidenceBuckets.size()> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(kResidenceBuckets[i] * 1e9 + 0.5);
+  return out;
+}
+constexpr auto kResidenceBoundsNs = residence_bounds_ns();
 }  // namespace
+
+size_t residence_bucket(std::chrono::nanoseconds residence) {
+  int64_t ns = residence.count();
+  size_t i = 0;
+  while (i < kResidenceBoundsNs.size() && kResidenceBoundsNs[i] < ns) ++i;
+  return i;
+}
+
+void observe_residence(MetricsShard& shard, Direction direction, int16_t api, std::chrono::nanoseconds residence, uint64_t frames) {
+  auto d = static_cast<size_t>(direction);
+  size_t a = api_slot(api);
+  add(shard.residence_buckets[d][a][residence_bucket(residence)], frames);
+  add(shard.residence_sum_ns[d][a], frames * static_cast<uint64_t>(std::max<int64_t>(0, residence.count())));
+}
 
 size_t latency_bucket(std::chrono::nanoseconds latency) {
   // The first bucket whose bound is >= the latency (Prometheus' `le`); most are in the first few.
@@ -379,6 +399,10 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
       family("kproxy_response_errors_total", "Non-zero error codes seen in responses, by API and error name.", MetricType::Counter);
   auto duration = family("kproxy_request_duration_seconds",
                          "Broker round trip as seen by the proxy (request forwarded to response received), by API.", MetricType::Histogram);
+  auto residence = family("kproxy_proxy_residence_seconds",
+                          "Time a frame spends inside kproxy, by API and direction: from the read that completed it to its write "
+                          "to the other socket (frames a fault rule holds, or that wait behind an earlier response, are not counted).",
+                          MetricType::Histogram);
   auto undecoded =
       family("kproxy_frames_undecoded_total", "Frames passed through without decoding their body, by API and reason.", MetricType::Counter);
   auto decode_errors =
@@ -419,6 +443,28 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
       m.histogram.bucket.push_back({count, std::numeric_limits<double>::infinity()});
       duration.metric.push_back(std::move(m));
     }
+    for (size_t d = 0; d < 2; ++d) {
+      std::array<uint64_t, kResidenceBuckets.size() + 1> rb{};
+      uint64_t rsum = 0;
+      for (const auto& s : shards_) {
+        for (size_t b = 0; b < rb.size(); ++b) rb[b] += load(s->residence_buckets[d][a][b]);
+        rsum += load(s->residence_sum_ns[d][a]);
+      }
+      uint64_t rcount = 0;
+      for (uint64_t b : rb) rcount += b;
+      if (!rcount) continue;
+      ClientMetric m;
+      m.label = {{"api", api}, {"direction", d == 0 ? "request" : "response"}};
+      m.histogram.sample_count = rcount;
+      m.histogram.sample_sum = static_cast<double>(rsum) / 1e9;
+      uint64_t cumulative = 0;
+      for (size_t b = 0; b < kResidenceBuckets.size(); ++b) {
+        cumulative += rb[b];
+        m.histogram.bucket.push_back({cumulative, kResidenceBuckets[b]});
+      }
+      m.histogram.bucket.push_back({rcount, std::numeric_limits<double>::infinity()});
+      residence.metric.push_back(std::move(m));
+    }
     for (size_t r = 0; r < static_cast<size_t>(UndecodedReason::kCount); ++r) {
       uint64_t n = 0;
       for (const auto& s : shards_) n += load(s->undecoded[a][r]);
@@ -451,6 +497,7 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   out.push_back(std::move(resp_bytes));
   out.push_back(std::move(errors));
   out.push_back(std::move(duration));
+  out.push_back(std::move(residence));
   out.push_back(std::move(undecoded));
   out.push_back(std::move(decode_errors));
   out.push_back(std::move(rewritten));
@@ -549,6 +596,14 @@ uint64_t ProxyMetrics::latency_count(int16_t api) const {
   uint64_t n = 0;
   for (const auto& s : shards_)
     for (const auto& c : s->latency_buckets[api_slot(api)]) n += load(c);
+  return n;
+}
+
+uint64_t ProxyMetrics::residence_count(int16_t api, Direction direction) const {
+  std::lock_guard lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& s : shards_)
+    for (const auto& c : s->residence_buckets[static_cast<size_t>(direction)][api_slot(api)]) n += load(c);
   return n;
 }
 

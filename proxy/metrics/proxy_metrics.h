@@ -17,6 +17,7 @@
 // Metric names (all prefixed kproxy_):
 //   requests_total{listener,api,version}          responses_total{listener,api,version}
 //   response_errors_total{api,error}              request_duration_seconds{api} (histogram)
+//   proxy_residence_seconds{api,direction} (histogram: a frame's time inside kproxy)
 //   request_bytes_total{api}                      response_bytes_total{api}
 //   connections{listener,side}                    connections_opened_total{listener,side}
 //   connections_closed_total{listener,reason}     inflight_requests
@@ -60,6 +61,9 @@ inline constexpr int kErrorSlots = 160;
 /// Latency bucket upper bounds in seconds: 100 µs to 30 s.
 inline constexpr std::array<double, 17> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                            0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0, 30.0};
+/// Residence bucket upper bounds in seconds (a frame's time inside kproxy): 5 µs to 1 s.
+inline constexpr std::array<double, 12> kResidenceBuckets = {0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025,
+                                                             0.0005,   0.001,   0.0025,   0.01,    0.1,    1.0};
 /// Listeners with their own slots (a config with more counts the rest in the last one).
 inline constexpr size_t kMaxListeners = 16;
 /// Pipeline stages that can rewrite frames (by name, registered once).
@@ -122,6 +126,27 @@ const char* proxy_event_name(ProxyEvent event);
 
 using Counter = std::atomic<uint64_t>;
 
+/// The frames of one read noted for residence (ConnectionMetrics::forwarded), by API: a read
+/// with frames of more than kApis APIs observes the first ones only. Loop thread only.
+struct ResidencePending {
+  static constexpr uint8_t kApis = 4;
+  std::array<int16_t, kApis> apis{};
+  std::array<uint32_t, kApis> frames{};
+  uint8_t used = 0;
+  void note(int16_t api) {
+    for (uint8_t i = 0; i < used; ++i) {
+      if (apis[i] == api) {
+        ++frames[i];
+        return;
+      }
+    }
+    if (used < kApis) {
+      apis[used] = api;
+      frames[used++] = 1;
+    }
+  }
+};
+
 /// One thread's counters. Only the owning thread writes; scrapes read.
 struct alignas(64) MetricsShard {
   struct PerListener {
@@ -139,6 +164,10 @@ struct alignas(64) MetricsShard {
   /// Per api: counts per bucket (not cumulative), the +Inf overflow last, and the sum in ns.
   std::array<std::array<Counter, kLatencyBuckets.size() + 1>, kApiSlots> latency_buckets{};
   std::array<Counter, kApiSlots> latency_sum_ns{};
+  /// Per direction (Direction) and api: residence counts per bucket (+Inf last) and the sum in ns.
+  std::array<std::array<std::array<Counter, kResidenceBuckets.size() + 1>, kApiSlots>, 2> residence_buckets{};
+  std::array<std::array<Counter, kApiSlots>, 2> residence_sum_ns{};
+  std::array<ResidencePending, 2> residence_pending{};  ///< by Direction; the owner's scratch, never read by scrapes
   std::array<std::array<Counter, static_cast<size_t>(UndecodedReason::kCount)>, kApiSlots> undecoded{};
   std::array<std::array<std::array<Counter, static_cast<size_t>(DecodeErrorReason::kCount)>, 2>, kApiSlots> decode_errors{};
   std::array<std::array<Counter, kMaxStages>, kApiSlots> rewritten{};
@@ -156,6 +185,9 @@ inline size_t version_slot(int16_t version) {
 }
 inline size_t error_slot(int16_t code) { return code >= -1 && code < kErrorSlots - 1 ? static_cast<size_t>(code + 1) : kErrorSlots - 1; }
 size_t latency_bucket(std::chrono::nanoseconds latency);
+size_t residence_bucket(std::chrono::nanoseconds residence);
+/// Counts `frames` frames of `api` that spent `residence` inside kproxy, in `shard` (its owner's).
+void observe_residence(MetricsShard& shard, Direction direction, int16_t api, std::chrono::nanoseconds residence, uint64_t frames = 1);
 
 /// Options for label values that could grow without bound.
 struct MetricsOptions {
@@ -248,6 +280,7 @@ class ProxyMetrics {
   uint64_t responses_total(int16_t api) const;
   uint64_t errors_total(int16_t api, int16_t error_code) const;
   uint64_t latency_count(int16_t api) const;
+  uint64_t residence_count(int16_t api, Direction direction) const;
   uint64_t fault_injections(std::string_view rule) const;
   uint64_t total(ProxyEvent event) const;
 

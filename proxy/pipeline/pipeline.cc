@@ -261,8 +261,14 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     slot.actions = keep_if_any(std::move(actions));
     slots_.push_back(std::move(slot));
   }
-  if (request_delay.count() > 0 || !held_.empty()) hold(frame, expects_response, request_delay, toxic, now);
-  else forward(frame, expects_response, toxic, now);
+  if (request_delay.count() > 0 || !held_.empty()) {
+    hold(frame, expects_response, request_delay, toxic, now);
+    return true;
+  }
+  // Straight on, unless a transport rule shapes it: its residence is measured when the
+  // connection has written this read (ConnectionMetrics::residence_written).
+  if (!to_broker_ && !(toxic && toxic->any())) metrics_.forwarded(metrics::Direction::kRequest, header.api_key);
+  forward(frame, expects_response, toxic, now);
   return true;
 }
 
@@ -354,6 +360,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   if (i == 0 && !blackholed_ && !ctx.dirty() && !actions.affect_response()) {
     // Fast path: in order, nothing to hold: the bytes go out without a copy (the broker's own,
     // or the broker-address stage's rewrite).
+    if (!to_client_) metrics_.forwarded(metrics::Direction::kResponse, slot.api_key);
     pop_front_slot();
     send_client(ctx.frame());
     pump(now);

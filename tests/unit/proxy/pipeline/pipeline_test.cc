@@ -422,3 +422,29 @@ TEST_CASE("pipeline: a rule added while a streamed request arrived closes the co
   }
   close_loop(&loop);
 }
+
+TEST_CASE("pipeline: frames that go straight on are noted for residence, frames a rule holds are not (issue #32)") {
+  using metrics::Direction;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::LiveRules control;
+  Recorder rec;
+  {
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{9, "l", 0, nullptr}, rec, with.metrics);
+    with.metrics.residence_begin(Direction::kRequest);
+    with.metrics.residence_begin(Direction::kResponse);
+    REQUIRE(offer(p, heartbeat_request(1)));
+    CHECK(with.metrics.residence_pending(Direction::kRequest));
+    CHECK(answer(p, heartbeat_response(1)));
+    CHECK(with.metrics.residence_pending(Direction::kResponse));
+    // A request held by a delay rule spends the rule's time, not kproxy's: not noted.
+    put_rule(control, "hold", R"({"match":{"api":"Heartbeat"},"action":{"delay":20,"side":"request"}})");
+    with.metrics.residence_begin(Direction::kRequest);
+    REQUIRE(offer(p, heartbeat_request(2)));
+    CHECK(rec.to_broker.size() == 1);
+    CHECK_FALSE(with.metrics.residence_pending(Direction::kRequest));
+    p.shutdown();
+  }
+  close_loop(&loop);
+}
