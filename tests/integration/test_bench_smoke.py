@@ -104,3 +104,44 @@ def test_load_through_kproxy_sees_no_mismatch(sink):
         r = load(kp.port, "--mode", "idle", "--connections", "50", "--hold", "0.3")
         assert_clean(r)
         assert r["ready"] == 50
+
+
+def admin_bench_build() -> Path:
+    """A build with kproxy, the bench/proxy tools and kproxy-admin-mhd: build/, else the newest build-*/."""
+    for d in [REPO_ROOT / "build"] + sorted(REPO_ROOT.glob("build-*"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if all((d / rel).exists() for rel in ("proxy/kproxy", "bench/proxy/kproxy-sink-broker", "bench/proxy/kproxy-load",
+                                               "bench/admin/kproxy-admin-mhd")):
+            return d
+    pytest.skip("no build with kproxy-admin-mhd (libmicrohttpd-dev missing, or benchmarks off)")
+
+
+def test_bench_admin_quick_run(tmp_path):
+    """bench/admin/run in a shorter --quick: both servers measured, every row has a figure in both
+    columns, and it exits cleanly (issue #29)."""
+    build = admin_bench_build()
+    out = tmp_path / "results.json"
+    r = subprocess.run([str(REPO_ROOT / "bench" / "admin" / "run"), "--quick", "--no-build", "--build-dir", str(build), "--window", "3",
+                        "--gets", "20", "--idle", "100", "--slow", "50", "--spread-slow", "280", "--json", str(out)],
+                       capture_output=True, text=True, timeout=150)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    header = next(l for l in lines if "libmicrohttpd" in l)
+    assert header.split() == ["kproxy", "libmicrohttpd"], header
+
+    def cells(prefix):
+        line = next(l for l in lines if l.startswith(prefix))
+        return line[len(prefix):].split()
+
+    # "p50 / p99 / max" for each server: six numbers.
+    for prefix in ("/metrics p50/p99/max ms, no idle conn", "/metrics p50/p99/max ms, 100 idle"):
+        numbers = [c for c in cells(prefix) if c != "/"]
+        assert len(numbers) == 6 and all(float(x) >= 0 for x in numbers), (prefix, numbers)
+    for prefix in ("slowloris 50 from 1 addr: /healthz answered", "slowloris 280 from 300 addrs: /healthz answered"):
+        answered = [c.split("/") for c in cells(prefix)]
+        assert len(answered) == 2 and all(int(n) <= int(m) and int(m) >= 5 for n, m in answered), (prefix, answered)
+    results = json.loads(out.read_text())
+    assert results["metrics_body_bytes"] > 1000
+    for server in ("kproxy", "libmicrohttpd"):
+        got = results["servers"][server]
+        assert "exited" not in got, got  # both servers lived through the run
+        assert got["metrics_no_idle"]["failed"] == 0 and got["metrics_no_idle"]["body_bytes"] == results["metrics_body_bytes"], got
