@@ -38,8 +38,9 @@ void export_transaction_metrics(metrics::ProxyMetrics& metrics, std::shared_ptr<
                               return out;
                             });
   metrics.add_family_reader("kproxy_transaction_aborts_total",
-                            "Aborted and fenced transactions by cause: the first error that was not a retry (or client, when "
-                            "there was none), and whether a fault rule injected it (source injected) or the broker sent it.",
+                            "Aborted and fenced transactions by cause: the first error that was not a retry (or, when there was "
+                            "none, client for an abort, new_producer for a fencing by a new instance), and whether a fault rule injected "
+                            "it (source injected) or the broker sent it.",
                             ReadType::kCounter, {"cause", "source"}, [tracker] {
                               auto s = current(*tracker);
                               std::vector<Reading> out;

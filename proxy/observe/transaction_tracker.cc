@@ -130,7 +130,8 @@ void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_poin
   ++stats_.ended[outcome];
   stats_.durations[outcome].observe(t.duration(now));
   if (outcome == TxnOutcome::kAborted || outcome == TxnOutcome::kFenced) {
-    std::string cause = t.cause ? codec::error_name(t.cause->error_code) : "client";
+    // Without an error: the application aborted, or (fenced) a new producer instance took the id.
+    std::string cause = t.cause ? codec::error_name(t.cause->error_code) : outcome == TxnOutcome::kFenced ? "new_producer" : "client";
     ++stats_.abort_causes[{cause, t.cause && !t.cause->injected_by.empty()}];
   }
   if (ended_hook_) ended_hook_(t);

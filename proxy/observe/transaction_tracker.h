@@ -140,9 +140,10 @@ struct TxnDurations {
 
 /// What happened, for the metrics (monotonic counts) and gauges.
 struct TransactionStats {
-  std::map<TxnOutcome, uint64_t> ended;                           ///< by outcome
-  std::map<TxnOutcome, TxnDurations> durations;                   ///< of the ended ones, by outcome
-  std::map<std::pair<std::string, bool>, uint64_t> abort_causes;  ///< (error name or "client", injected) of aborted/fenced
+  std::map<TxnOutcome, uint64_t> ended;          ///< by outcome
+  std::map<TxnOutcome, TxnDurations> durations;  ///< of the ended ones, by outcome
+  /// (error name, or "client" / "new_producer" when no error, injected) of aborted/fenced ones
+  std::map<std::pair<std::string, bool>, uint64_t> abort_causes;
   uint64_t epoch_bumps = 0;  ///< a producer's epoch went up outside EndTxn (KIP-360 bump, or InitProducerId again)
   /// A new producer instance took a transactional.id, or (when kproxy did not see that happen) a
   /// producer learned from an error that it was fenced. Once per fencing: the errors a fenced

@@ -360,6 +360,7 @@ def test_a_second_producer_fences_the_first_and_the_history_names_both_epochs(ob
     fencing = _value(before, "kproxy_transaction_fencing_events_total")
     base = {o: _value(before, "kproxy_transactions_total", outcome=o) for o in ("committed", "aborted", "fenced", "timed_out")}
     fenced_durations = _value(before, "kproxy_transaction_duration_seconds_count", outcome="fenced")
+    aborts = {c: _value(before, "kproxy_transaction_aborts_total", cause=c) for c in ("new_producer", "client")}
 
     out = clients.run_java("FencedTxnProducers", ["--bootstrap", kp.bootstrap, "--topic", topic_name, "--transactional-id", txn_id,
                                                   "--records", 5], timeout=120)
@@ -373,6 +374,9 @@ def test_a_second_producer_fences_the_first_and_the_history_names_both_epochs(ob
     assert _value(text, "kproxy_transactions_total", outcome="aborted") == base["aborted"]
     assert _value(text, "kproxy_transactions_total", outcome="timed_out") == base["timed_out"]
     assert _value(text, "kproxy_transaction_duration_seconds_count", outcome="fenced") - fenced_durations == 1
+    # No error came before the fencing: its cause is the new producer, not the application.
+    assert _value(text, "kproxy_transaction_aborts_total", cause="new_producer", source="broker") - aborts["new_producer"] == 1
+    assert _value(text, "kproxy_transaction_aborts_total", cause="client") == aborts["client"]
     assert _value(text, "kproxy_transactions_open") == 0
 
     history = _history(kp.admin_port, txn_id)

@@ -189,6 +189,7 @@ TEST_CASE("transaction tracker: a second producer with the same id fences the fi
   CHECK(s.fencing_events == 1);
   CHECK(s.ended[TxnOutcome::kFenced] == 1);
   CHECK(s.open == 0);
+  CHECK(s.abort_causes == std::map<std::pair<std::string, bool>, uint64_t>{{{"new_producer", false}, 1}});  // not "client"
   auto h = t.history("shared");
   REQUIRE(h.size() == 1);
   CHECK(h[0].outcome == TxnOutcome::kFenced);
