@@ -50,6 +50,8 @@ nlohmann::json transaction_json(const observe::TransactionRecord& t, observe::Tx
       {"errors", errors},
       {"errors_dropped", t.errors_dropped},
       {"cause", t.cause ? error_json(*t.cause, now) : nlohmann::json()},
+      {"fenced_by", t.fenced_by_epoch >= 0 ? nlohmann::json{{"producer_id", t.fenced_by_producer_id}, {"producer_epoch", t.fenced_by_epoch}}
+                                           : nlohmann::json()},
       {"last_error", t.errors.empty() ? nlohmann::json() : error_json(t.errors.back(), now)},
   };
   return out;

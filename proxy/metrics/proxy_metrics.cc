@@ -1,6 +1,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include <prometheus/text_serializer.h>
@@ -336,10 +337,18 @@ void ProxyMetrics::add_gauge(const std::string& name, const std::string& help, c
 
 void ProxyMetrics::add_family_reader(const std::string& name, const std::string& help, ReadType type, std::vector<std::string> labels,
                                      FamilyReader read) {
+  add_read_family(ReadFamily{name, help, type, std::move(labels), std::move(read), {}, {}});
+}
+
+void ProxyMetrics::add_histogram_reader(const std::string& name, const std::string& help, std::vector<std::string> labels,
+                                        std::vector<double> bounds, HistogramReader read) {
+  add_read_family(ReadFamily{name, help, ReadType::kCounter, std::move(labels), {}, std::move(read), std::move(bounds)});
+}
+
+void ProxyMetrics::add_read_family(ReadFamily f) {
   std::lock_guard lock(mutex_);
-  ReadFamily f{name, help, type, std::move(labels), std::move(read)};
   for (auto& g : read_families_) {
-    if (g.name == name) {
+    if (g.name == f.name) {
       g = std::move(f);
       return;
     }
@@ -546,6 +555,25 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   for (const auto& c : counters_) out.push_back(c->family());
   for (const auto* c : exported_counters_) out.push_back(c->family());
   for (const auto& g : read_families_) {
+    if (g.read_histogram) {
+      auto f = family(g.name, g.help, MetricType::Histogram);
+      for (auto& reading : g.read_histogram()) {
+        ClientMetric m;
+        for (size_t i = 0; i < g.labels.size() && i < reading.labels.size(); ++i) m.label.push_back({g.labels[i], reading.labels[i]});
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b < g.bounds.size(); ++b) {
+          cumulative += b < reading.buckets.size() ? reading.buckets[b] : 0;
+          m.histogram.bucket.push_back({cumulative, g.bounds[b]});
+        }
+        for (size_t b = g.bounds.size(); b < reading.buckets.size(); ++b) cumulative += reading.buckets[b];
+        m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+        m.histogram.sample_count = cumulative;
+        m.histogram.sample_sum = reading.sum;
+        f.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(f));
+      continue;
+    }
     MetricType type = g.type == ReadType::kCounter ? MetricType::Counter : MetricType::Gauge;
     auto f = family(g.name, g.help, type);
     for (auto& [values, reading] : g.read()) {

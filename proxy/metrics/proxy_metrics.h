@@ -269,6 +269,21 @@ class ProxyMetrics {
   using FamilyReader = std::function<std::vector<Reading>()>;
   void add_family_reader(const std::string& name, const std::string& help, ReadType type, std::vector<std::string> labels,
                          FamilyReader read);
+  /// A histogram family read at scrape time (the transaction tracker's durations), exported in
+  /// Prometheus histogram form: cumulative `_bucket{le}` series, `_sum` and `_count`. `read`
+  /// returns one reading per series: its label values (in the order of `labels`), the number of
+  /// observations in each bucket of `bounds` (not cumulative: an observation counts in the first
+  /// bucket whose bound is >= it) and then the +Inf overflow (so `bounds.size() + 1` counts), and
+  /// the sum of the observations. The state read must only grow. Registering `name` again (as
+  /// any kind of family) replaces it.
+  struct HistogramReading {
+    std::vector<std::string> labels;
+    std::vector<uint64_t> buckets;
+    double sum = 0;
+  };
+  using HistogramReader = std::function<std::vector<HistogramReading>()>;
+  void add_histogram_reader(const std::string& name, const std::string& help, std::vector<std::string> labels, std::vector<double> bounds,
+                            HistogramReader read);
 
   /// Every family, summed over shards.
   std::vector<prometheus::MetricFamily> collect() const;
@@ -299,8 +314,11 @@ class ProxyMetrics {
     std::string name, help;
     ReadType type;
     std::vector<std::string> labels;
-    FamilyReader read;
+    FamilyReader read;               ///< gauges and counters
+    HistogramReader read_histogram;  ///< histograms (read unset)
+    std::vector<double> bounds;      ///< histograms: the buckets' upper bounds
   };
+  void add_read_family(ReadFamily f);
   std::vector<ReadFamily> read_families_;
   std::unique_ptr<LabelValues> topic_labels_;
   std::unique_ptr<LabelValues> client_id_labels_;

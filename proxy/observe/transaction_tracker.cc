@@ -59,6 +59,19 @@ std::string_view txn_event_name(TxnEvent::Kind kind) {
   return "unknown";
 }
 
+void TxnDurations::observe(std::chrono::nanoseconds d) {
+  size_t b = 0;
+  while (b < kTxnDurationBoundsMs.size() && d > std::chrono::milliseconds(kTxnDurationBoundsMs[b])) ++b;
+  ++buckets[b];
+  sum += d;
+}
+
+uint64_t TxnDurations::count() const {
+  uint64_t n = 0;
+  for (uint64_t b : buckets) n += b;
+  return n;
+}
+
 void TransactionTracker::set_event_hook(EventHook hook, std::function<bool()> wanted) {
   std::lock_guard lock(mutex_);
   event_hook_ = std::move(hook);
@@ -115,8 +128,10 @@ void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_poin
   t.outcome = outcome;
   t.end = now;
   ++stats_.ended[outcome];
+  stats_.durations[outcome].observe(t.duration(now));
   if (outcome == TxnOutcome::kAborted || outcome == TxnOutcome::kFenced) {
-    std::string cause = t.cause ? codec::error_name(t.cause->error_code) : "client";
+    // Without an error: the application aborted, or (fenced) a new producer instance took the id.
+    std::string cause = t.cause ? codec::error_name(t.cause->error_code) : outcome == TxnOutcome::kFenced ? "new_producer" : "client";
     ++stats_.abort_causes[{cause, t.cause && !t.cause->injected_by.empty()}];
   }
   if (ended_hook_) ended_hook_(t);
@@ -137,6 +152,25 @@ void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnRe
   else ++t.errors_dropped;
 }
 
+bool TransactionTracker::stale(const IdState& s, const TxnRequest& r) {
+  if (r.producer_id < 0 || s.producer_id < 0) return false;
+  if (r.producer_id != s.producer_id) return true;
+  return r.producer_epoch >= 0 && s.producer_epoch >= 0 && r.producer_epoch < s.producer_epoch;
+}
+
+void TransactionTracker::note_stale_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now) {
+  if (resp.error_code == 0) return;
+  for (auto t = s.ended.rbegin(); t != s.ended.rend(); ++t) {
+    if (t->producer_id != r.producer_id || t->producer_epoch != r.producer_epoch) continue;
+    if (t->outcome != TxnOutcome::kFenced && t->outcome != TxnOutcome::kTimedOut) return;
+    TxnError e{r.api, resp.error_code, resp.injected_by, now};
+    if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, *t, current_connection_, r.api, {}, {}, &e});
+    if (t->errors.size() < TransactionRecord::kMaxErrors) t->errors.push_back(std::move(e));
+    else ++t->errors_dropped;
+    return;
+  }
+}
+
 void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id, TxnRequest request, TxnClock::time_point now) {
   if (request.transactional_id.empty()) return;
   std::lock_guard lock(mutex_);
@@ -145,16 +179,23 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
   IdState* s = state_for(request.transactional_id, now);
   if (!s) return;
   s->last_activity = now;
+  // A zombie's request is not part of the id's transaction: only its answer is kept (the error
+  // that tells it it was fenced goes into its own, ended, transaction).
+  bool zombie = request.api != TxnApi::kInitProducerId && stale(*s, request);
+  if (!zombie) track_request(*s, connection, request, now);
+  pending_[{connection, correlation_id}] = Pending{std::move(request), now};
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
+}
+
+void TransactionTracker::track_request(IdState& s, uint64_t connection, const TxnRequest& request, TxnClock::time_point now) {
   switch (request.api) {
     case TxnApi::kInitProducerId:
-      if (request.transaction_timeout_ms > 0) s->timeout_ms = request.transaction_timeout_ms;
+      if (request.transaction_timeout_ms > 0) s.timeout_ms = request.transaction_timeout_ms;
       break;
     case TxnApi::kAddPartitionsToTxn:
     case TxnApi::kProduce:
     case TxnApi::kTxnOffsetCommit: {
-      // A request of a producer id the id no longer has (a zombie's) is not part of the transaction.
-      if (request.producer_id >= 0 && s->producer_id >= 0 && request.producer_id != s->producer_id) return;
-      TransactionRecord& t = open_transaction(*s, request, now);
+      TransactionRecord& t = open_transaction(s, request, now);
       if (request.api == TxnApi::kAddPartitionsToTxn) t.transaction_version = 1;
       std::vector<TopicPartition> added;
       if (request.api != TxnApi::kTxnOffsetCommit) {
@@ -177,17 +218,15 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
       break;
     }
     case TxnApi::kAddOffsetsToTxn: {
-      TransactionRecord& t = open_transaction(*s, request, now);
+      TransactionRecord& t = open_transaction(s, request, now);
       if (t.groups.insert(request.group_id).second && emitting())
         event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, request.group_id, nullptr});
       break;
     }
     case TxnApi::kEndTxn:
-      if (s->open && request.api_version >= 5) s->open->transaction_version = 2;
+      if (s.open && request.api_version >= 5) s.open->transaction_version = 2;
       break;
   }
-  pending_[{connection, correlation_id}] = Pending{std::move(request), now};
-  pending_count_.store(pending_.size(), std::memory_order_relaxed);
 }
 
 void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now) {
@@ -204,6 +243,11 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   if (found == ids_.end()) return;  // forgotten to make room
   IdState& s = found->second;
   s.last_activity = now;
+  // Stale now even if it was not when sent: a new instance took the id while it was in flight.
+  if (r.api != TxnApi::kInitProducerId && stale(s, r)) {
+    note_stale_error(s, r, response, now);
+    return;
+  }
   if (s.open) s.open->last_activity = now;
 
   switch (r.api) {
@@ -216,6 +260,10 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
       bool new_instance = had && r.producer_id < 0;
       if (new_instance) ++stats_.fencing_events;
       else if (had) ++stats_.epoch_bumps;
+      if (s.open && new_instance) {
+        s.open->fenced_by_producer_id = response.producer_id;
+        s.open->fenced_by_epoch = response.producer_epoch;
+      }
       if (s.open) end(s, new_instance ? TxnOutcome::kFenced : TxnOutcome::kAborted, now);
       s.producer_id = response.producer_id;
       s.producer_epoch = response.producer_epoch;
@@ -268,7 +316,10 @@ void TransactionTracker::sweep(TxnClock::time_point now) {
   for (auto& [id, s] : ids_) {
     if (!s.open) continue;
     if (s.timeout_ms > 0) {
-      if (now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms)) end(s, TxnOutcome::kTimedOut, now);
+      // It ends when its time is up (when the coordinator may abort it), not when this sweep
+      // happens to run: its duration is its timeout (or up to its last request, if later).
+      auto deadline = s.open->begin + std::chrono::milliseconds(s.timeout_ms);
+      if (now >= deadline) end(s, TxnOutcome::kTimedOut, std::max(deadline, s.open->last_activity));
     } else if (now - s.open->last_activity >= limits_.silent_after) {
       end(s, TxnOutcome::kUnknown, now);
     }

@@ -20,6 +20,7 @@
 // the transaction APIs and transactional Produce (never for other traffic).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -111,19 +112,44 @@ struct TransactionRecord {
   /// Why it was aborted or fenced: the first error that was not a retry, or none (the client
   /// aborted on its own).
   std::optional<TxnError> cause;
+  /// Fenced by a new producer instance (its InitProducerId for the id): the producer id and epoch
+  /// the coordinator gave that one; -1 when not (or when kproxy learned of the fencing only from
+  /// an error, without seeing the new instance).
+  int64_t fenced_by_producer_id = -1;
+  int16_t fenced_by_epoch = -1;
 
   static constexpr size_t kMaxErrors = 32;
   static constexpr size_t kMaxPartitions = 4096;
   std::chrono::nanoseconds duration(TxnClock::time_point now) const { return (outcome == TxnOutcome::kOpen ? now : end) - begin; }
 };
 
+/// Upper bounds of the transaction duration histogram (kproxy_transaction_duration_seconds), in
+/// milliseconds: 5 ms to 2 min (a producer's default transaction.timeout.ms is 1 min).
+inline constexpr std::array<int64_t, 14> kTxnDurationBoundsMs = {5,    10,   25,   50,    100,   250,   500,
+                                                                 1000, 2500, 5000, 10000, 30000, 60000, 120000};
+
+/// How long the transactions of one outcome lasted, from begin to end.
+struct TxnDurations {
+  /// Per bucket of kTxnDurationBoundsMs (not cumulative: a duration counts in the first bucket
+  /// whose bound is >= it), then the overflow (+Inf).
+  std::array<uint64_t, kTxnDurationBoundsMs.size() + 1> buckets{};
+  std::chrono::nanoseconds sum{0};
+  void observe(std::chrono::nanoseconds d);
+  uint64_t count() const;
+};
+
 /// What happened, for the metrics (monotonic counts) and gauges.
 struct TransactionStats {
-  std::map<TxnOutcome, uint64_t> ended;                           ///< by outcome
-  std::map<std::pair<std::string, bool>, uint64_t> abort_causes;  ///< (error name or "client", injected) of aborted/fenced
-  uint64_t epoch_bumps = 0;     ///< a producer's epoch went up outside EndTxn (KIP-360 bump, or InitProducerId again)
-  uint64_t fencing_events = 0;  ///< a producer learned it was fenced, or a new one took its transactional.id
-  uint64_t untracked = 0;       ///< events of ids that did not fit under max_ids
+  std::map<TxnOutcome, uint64_t> ended;          ///< by outcome
+  std::map<TxnOutcome, TxnDurations> durations;  ///< of the ended ones, by outcome
+  /// (error name, or "client" / "new_producer" when no error, injected) of aborted/fenced ones
+  std::map<std::pair<std::string, bool>, uint64_t> abort_causes;
+  uint64_t epoch_bumps = 0;  ///< a producer's epoch went up outside EndTxn (KIP-360 bump, or InitProducerId again)
+  /// A new producer instance took a transactional.id, or (when kproxy did not see that happen) a
+  /// producer learned from an error that it was fenced. Once per fencing: the errors a fenced
+  /// producer (a zombie) gets afterwards do not count again.
+  uint64_t fencing_events = 0;
+  uint64_t untracked = 0;  ///< events of ids that did not fit under max_ids
   size_t open = 0;
   std::chrono::nanoseconds oldest_open_age{0};
 };
@@ -199,6 +225,15 @@ class TransactionTracker {
   TransactionRecord& open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now);
   void end(IdState& s, TxnOutcome outcome, TxnClock::time_point now);
   void note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now);
+  /// What a request (of the id's current producer) tells before its answer: the timeout it
+  /// announces, the transaction it begins or adds to.
+  void track_request(IdState& s, uint64_t connection, const TxnRequest& r, TxnClock::time_point now);
+  /// A request of a producer the id no longer has: another producer id, or an older epoch of
+  /// this one (a zombie: fenced by a new instance, or left behind by an epoch bump).
+  static bool stale(const IdState& s, const TxnRequest& r);
+  /// A zombie's error: kept in the ended transaction of its producer id and epoch (the fenced
+  /// one), counted nowhere else.
+  void note_stale_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now);
 
   Limits limits_;
   mutable std::mutex mutex_;

@@ -11,7 +11,10 @@ Kafka 4.4.0 broker with the Java transactional producer running through kproxy.
   software name from ApiVersions (KIP-511); `kproxy tap` prints the stream;
 - the admin token from admin.token_file (401 without it), the opt-in topic and client id labels
   with their cap (librdkafka producers with three client ids, a Java consumer whose Fetch v17
-  names the topic by id only), and record contents in the tap only with tap.records on.
+  names the topic by id only), and record contents in the tap only with tap.records on;
+- transactions rebuilt from the wire (issue #32): the Java client's own counts, a hanging
+  transaction (a producer killed with SIGKILL: open at once, timed_out after its timeout) and
+  zombie fencing (a second producer with the same transactional.id), with the duration histogram.
 """
 
 import http.client
@@ -19,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -132,6 +136,9 @@ def test_dashboards_are_valid_and_cover_the_issue():
     txn_exprs = " ".join(t["expr"] for p in txn["panels"] for t in p["targets"])
     for api in ("InitProducerId", "AddPartitionsToTxn", "EndTxn", "WriteTxnMarkers"):
         assert api in txn_exprs, api
+    for metric in ("kproxy_transactions_total", "kproxy_transaction_duration_seconds_bucket", "kproxy_transaction_oldest_open_seconds",
+                   "kproxy_transaction_fencing_events_total"):
+        assert metric in txn_exprs, metric
 
 
 def test_health_ready_log_level_and_auth_errors(observed_kproxy):
@@ -190,6 +197,7 @@ def test_transactions_rebuilt_from_the_wire_match_the_java_clients_own_counts(ob
     names = ("committed", "aborted", "fenced", "timed_out", "unknown")
     before = _scrape(kp.admin_port)
     base = {o: _value(before, "kproxy_transactions_total", outcome=o) for o in names}
+    base_durations = {o: _value(before, "kproxy_transaction_duration_seconds_count", outcome=o) for o in names}
     client_aborts = _value(before, "kproxy_transaction_aborts_total", cause="client", source="broker")
 
     out = clients.txn_produce(kp.bootstrap, topic_name, records=60, transactions=6, key_prefix="txo-a-", abort_every=3)
@@ -202,6 +210,10 @@ def test_transactions_rebuilt_from_the_wire_match_the_java_clients_own_counts(ob
     assert _value(text, "kproxy_transaction_aborts_total", cause="client", source="broker") - client_aborts == 2
     assert _value(text, "kproxy_transactions_open") == 0
     assert _value(text, "kproxy_transaction_oldest_open_seconds") == 0
+    # Each ended transaction is in the duration histogram of its outcome.
+    for outcome, n in (("committed", 4), ("aborted", 2)):
+        assert _value(text, "kproxy_transaction_duration_seconds_count", outcome=outcome) - base_durations[outcome] == n, outcome
+        assert _value(text, "kproxy_transaction_duration_seconds_bucket", outcome=outcome, le="+Inf") - base_durations[outcome] == n
     # The id's history: every transaction with its outcome, the partitions the client wrote to.
     status, body = _get(kp.admin_port, "/transactions/" + urllib.parse.quote(out["transactional_id"], safe=""))
     assert status == 200, body
@@ -236,6 +248,152 @@ def test_transactions_rebuilt_from_the_wire_match_the_java_clients_own_counts(ob
     for o in ("fenced", "timed_out", "unknown"):
         assert _value(text, "kproxy_transactions_total", outcome=o) == base[o], o
     assert _value(text, "kproxy_transactions_open") == 0
+
+
+def _history(port: int, transactional_id: str) -> list:
+    status, body = _get(port, "/transactions/" + urllib.parse.quote(transactional_id, safe=""))
+    assert status == 200, body
+    return json.loads(body)["transactions"]
+
+
+def test_a_killed_producer_leaves_a_hanging_transaction_that_ends_timed_out(observed_kproxy, topic_name):
+    """Issue #32: a Java transactional producer (transaction.timeout.ms=5000) begins a transaction,
+    writes records, and is killed with SIGKILL. Within 1 s of the kill GET /transactions lists it
+    and kproxy_transaction_oldest_open_seconds is above 0; nothing of the dead producer will ever
+    end it, so kproxy infers the end: once it is older than the timeout its InitProducerId
+    announced, it ends timed_out (kproxy_transactions_total, the duration histogram at exactly the
+    timeout, the id's history). The coordinator's own abort is watched with describeTransactions."""
+    kp = observed_kproxy
+    timeout_ms = 5000
+    txn_id = f"hang-{os.getpid()}-{time.monotonic_ns()}"
+    names = ("committed", "aborted", "fenced", "timed_out", "unknown")
+    before = _scrape(kp.admin_port)
+    base = {o: _value(before, "kproxy_transactions_total", outcome=o) for o in names}
+    hist = lambda text, **l: _value(text, "kproxy_transaction_duration_seconds_bucket", outcome="timed_out", **l)
+    base_hist = {le: hist(before, le=le) for le in ("2.5", "5", "+Inf")}
+    base_sum = _value(before, "kproxy_transaction_duration_seconds_sum", outcome="timed_out")
+
+    producer = clients.start_java("HangingTxnProducer", ["--bootstrap", kp.bootstrap, "--topic", topic_name, "--transactional-id", txn_id,
+                                                         "--records", 10, "--transaction-timeout-ms", timeout_ms])
+    try:
+        producer.wait_for_line(r"^hanging ", timeout=90)
+        killed_wall = time.time()
+        killed = time.monotonic()
+        os.killpg(producer.proc.pid, signal.SIGKILL)
+    finally:
+        producer.kill()
+    assert producer.proc.returncode == -signal.SIGKILL, producer.proc.returncode
+
+    # Poll (no fixed sleep) until it is listed and the gauge shows it: within 1 s of the kill.
+    listed, oldest = [], 0.0
+    while True:
+        status, body = _get(kp.admin_port, "/transactions")
+        assert status == 200, body
+        listed = [t for t in json.loads(body)["transactions"] if t["transactional_id"] == txn_id]
+        oldest = _value(_scrape(kp.admin_port), "kproxy_transaction_oldest_open_seconds")
+        shown = time.monotonic()
+        if (listed and oldest > 0) or shown - killed > 1.0:
+            break
+        time.sleep(0.01)
+    kill_to_gauge = shown - killed
+    print(f"\nhanging transaction: kill -> listed in GET /transactions and kproxy_transaction_oldest_open_seconds > 0: "
+          f"{kill_to_gauge * 1000:.0f} ms (gauge {oldest:.3f} s)")
+    assert listed and oldest > 0, (listed, oldest)
+    assert kill_to_gauge <= 1.0, kill_to_gauge
+    t = listed[0]
+    assert t["outcome"] == "open" and t["records"] == 10 and t["client_id"] == "kproxy-hanging-producer", t
+    assert t["partitions"] and all(p["topic"] == topic_name for p in t["partitions"]), t
+    begun = shown - t["started_seconds_ago"]  # when kproxy saw its first AddPartitionsToTxn or Produce
+
+    # The coordinator's view, from another client, while kproxy waits for the timeout.
+    watcher = clients.start_java("TxnStateWatcher", ["--bootstrap", kp.bootstrap, "--transactional-id", txn_id,
+                                                     "--timeout-ms", 60000, "--interval-ms", 100])
+    try:
+        deadline = killed + timeout_ms / 1000 + 30
+        while True:
+            text = _scrape(kp.admin_port)
+            if _value(text, "kproxy_transactions_total", outcome="timed_out") > base["timed_out"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        ended = time.monotonic()
+        print(f"hanging transaction: kill -> timed_out in kproxy_transactions_total: {ended - killed:.2f} s "
+              f"(begin -> timed_out {ended - begun:.2f} s; transaction.timeout.ms {timeout_ms} ms)")
+        assert _value(text, "kproxy_transactions_total", outcome="timed_out") - base["timed_out"] == 1, text
+        # Not before its time: kproxy ends it once it is older than its timeout, not earlier.
+        assert ended - begun >= timeout_ms / 1000 - 0.05, (ended - begun)
+        for o in ("committed", "aborted", "fenced", "unknown"):
+            assert _value(text, "kproxy_transactions_total", outcome=o) == base[o], o
+        # It lasted its timeout, to the millisecond: the le="5" bucket, not le="2.5".
+        assert hist(text, le="2.5") == base_hist["2.5"]
+        assert hist(text, le="5") - base_hist["5"] == 1
+        assert hist(text, le="+Inf") - base_hist["+Inf"] == 1
+        assert _value(text, "kproxy_transaction_duration_seconds_sum", outcome="timed_out") - base_sum == pytest.approx(5.0, abs=1e-6)
+        assert _value(text, "kproxy_transactions_open") == 0
+        assert _value(text, "kproxy_transaction_oldest_open_seconds") == 0
+        status, body = _get(kp.admin_port, "/transactions")
+        assert status == 200 and all(t["transactional_id"] != txn_id for t in json.loads(body)["transactions"]), body
+        coordinator = watcher.result(timeout=120)
+    finally:
+        watcher.kill()
+    assert coordinator["ok"], coordinator
+    print(f"hanging transaction: coordinator state {coordinator['first_state']} -> {coordinator['state']} "
+          f"{coordinator['changed_at_ms'] / 1000 - killed_wall:.2f} s after the kill (first seen then; polled every 100 ms), "
+          f"producer epoch {t['producer_epoch']} -> {coordinator['producer_epoch']}")
+    assert coordinator["state"] == "CompleteAbort", coordinator
+    # After the coordinator's abort, the id's history still has it timed_out, with what it wrote.
+    history = _history(kp.admin_port, txn_id)
+    assert [h["outcome"] for h in history] == ["timed_out"], history
+    assert history[0]["duration_seconds"] == pytest.approx(timeout_ms / 1000, abs=1e-6), history[0]
+    assert history[0]["records"] == 10 and history[0]["producer_epoch"] == t["producer_epoch"], history[0]
+    assert history[0]["fenced_by"] is None, history[0]
+
+
+def test_a_second_producer_fences_the_first_and_the_history_names_both_epochs(observed_kproxy, topic_name):
+    """Issue #32: two Java producers with the same transactional.id. The second's initTransactions
+    fences the first, whose next send and commit fail (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH).
+    kproxy counts one fencing event and one fenced transaction; the id's history shows the fenced
+    transaction with its epoch, the epoch that fenced it and the zombie's refused send, then the
+    new producer's committed transaction at that epoch."""
+    kp = observed_kproxy
+    txn_id = f"fence-{os.getpid()}-{time.monotonic_ns()}"
+    before = _scrape(kp.admin_port)
+    fencing = _value(before, "kproxy_transaction_fencing_events_total")
+    base = {o: _value(before, "kproxy_transactions_total", outcome=o) for o in ("committed", "aborted", "fenced", "timed_out")}
+    fenced_durations = _value(before, "kproxy_transaction_duration_seconds_count", outcome="fenced")
+    aborts = {c: _value(before, "kproxy_transaction_aborts_total", cause=c) for c in ("new_producer", "client")}
+
+    out = clients.run_java("FencedTxnProducers", ["--bootstrap", kp.bootstrap, "--topic", topic_name, "--transactional-id", txn_id,
+                                                  "--records", 5], timeout=120)
+    assert out["ok"], out
+    print(f"\nfencing: the first producer's send failed with {out['a_send_error']!r}, its commit with {out['a_commit_error']!r}")
+
+    text = _scrape(kp.admin_port)
+    assert _value(text, "kproxy_transaction_fencing_events_total") - fencing == 1, "one fencing, counted once"
+    assert _value(text, "kproxy_transactions_total", outcome="fenced") - base["fenced"] == 1
+    assert _value(text, "kproxy_transactions_total", outcome="committed") - base["committed"] == 1
+    assert _value(text, "kproxy_transactions_total", outcome="aborted") == base["aborted"]
+    assert _value(text, "kproxy_transactions_total", outcome="timed_out") == base["timed_out"]
+    assert _value(text, "kproxy_transaction_duration_seconds_count", outcome="fenced") - fenced_durations == 1
+    # No error came before the fencing: its cause is the new producer, not the application.
+    assert _value(text, "kproxy_transaction_aborts_total", cause="new_producer", source="broker") - aborts["new_producer"] == 1
+    assert _value(text, "kproxy_transaction_aborts_total", cause="client") == aborts["client"]
+    assert _value(text, "kproxy_transactions_open") == 0
+
+    history = _history(kp.admin_port, txn_id)
+    assert [h["outcome"] for h in history] == ["fenced", "committed"], history
+    zombie, successor = history
+    print(f"fencing: fenced transaction producer {zombie['producer_id']} epoch {zombie['producer_epoch']}, "
+          f"fenced_by {zombie['fenced_by']}; the new producer's committed one: epoch {successor['producer_epoch']}; "
+          f"the zombie's errors: {[(e['api'], e['error']) for e in zombie['errors']]}")
+    assert zombie["client_id"] == "kproxy-fenced-a" and successor["client_id"] == "kproxy-fenced-b", history
+    assert zombie["fenced_by"] == {"producer_id": successor["producer_id"], "producer_epoch": successor["producer_epoch"]}, history
+    assert zombie["fenced_by"]["producer_epoch"] > zombie["producer_epoch"], zombie
+    assert successor["fenced_by"] is None
+    # Only what the first producer wrote before it was fenced: the zombie's refused record is not in it.
+    assert zombie["records"] == 5 and successor["records"] == 5, history
+    refused = [e for e in zombie["errors"] if e["error"] in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")]
+    assert refused and refused[0]["api"] == "Produce" and refused[0]["injected_by"] is None, zombie["errors"]
+    assert successor["errors"] == [], successor
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="needs Debian's prometheus package (promtool)")

@@ -66,6 +66,7 @@ TEST_CASE("transaction routes: open transactions, an id's history with its cause
   CHECK(list["transactions"][0]["partitions"] == json::parse(R"([{"topic":"pay","partition":0}])"));
   CHECK(list["transactions"][0]["client_id"] == "billing");
   CHECK(list["transactions"][0]["cause"].is_null());
+  CHECK(list["transactions"][0]["fenced_by"].is_null());
 
   json history = get(server.port(), "/transactions/orders", 200);
   REQUIRE(history["transactions"].size() == 1);
@@ -81,5 +82,40 @@ TEST_CASE("transaction routes: open transactions, an id's history with its cause
   get(server.port(), "/transactions/" + std::string(1025, 'x'), 400);  // past the documented 1024 characters
   json missing = get(server.port(), "/transactions/nobody", 404);
   CHECK(missing["error"].get<std::string>().find("nobody") != std::string::npos);
+  server.stop();
+}
+
+TEST_CASE("transaction routes: a fenced transaction names the producer id and epoch that fenced it") {
+  auto tracker = std::make_shared<observe::TransactionTracker>();
+  auto now = TxnClock::now();
+  TxnRequest init;
+  init.api = TxnApi::kInitProducerId;
+  init.transactional_id = "shared";
+  TxnResponse given;
+  given.producer_id = 21;
+  given.producer_epoch = 0;
+  tracker->on_request(1, 1, init, now);
+  tracker->on_response(1, 1, given, now);
+  TxnRequest add = request(TxnApi::kAddPartitionsToTxn, "shared");
+  add.partitions = {{"out", 0}};
+  tracker->on_request(1, 2, add, now);
+  tracker->on_response(1, 2, TxnResponse{}, now);
+  given.producer_epoch = 1;  // a new instance's InitProducerId (no producer id of its own)
+  tracker->on_request(2, 1, init, now);
+  tracker->on_response(2, 1, given, now);
+
+  admin::AdminServerOptions options;
+  options.listen = "127.0.0.1:0";
+  admin::AdminServer server(options);
+  admin::register_transaction_routes(server, tracker);
+  REQUIRE(server.start() == "");
+  json history = get(server.port(), "/transactions/shared", 200);
+  REQUIRE(history["transactions"].size() == 1);
+  const json& t = history["transactions"][0];
+  CHECK(t["outcome"] == "fenced");
+  CHECK(t["producer_epoch"] == 0);
+  CHECK(t["fenced_by"] == json::parse(R"({"producer_id":21,"producer_epoch":1})"));
+  json open = get(server.port(), "/transactions", 200);
+  CHECK(open["count"] == 0);
   server.stop();
 }

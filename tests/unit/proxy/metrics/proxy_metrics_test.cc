@@ -129,3 +129,29 @@ TEST_CASE("metrics: labelled counters, exported counters and gauges are in every
   reading = 9;  // read at scrape time
   CHECK(contains(m.render(), "kproxy_test_gauge 9"));
 }
+
+TEST_CASE("metrics: a histogram family read at scrape time is exported with cumulative buckets, sum and count") {
+  ProxyMetrics m;
+  std::vector<uint64_t> fast = {1, 0, 2};  // per bucket of {0.1, 1}, then +Inf
+  m.add_histogram_reader("kproxy_test_duration_seconds", "test", {"kind"}, {0.1, 1.0}, [&] {
+    return std::vector<ProxyMetrics::HistogramReading>{{{"fast"}, fast, 7.5}, {{"idle"}, {0, 0, 0}, 0}};
+  });
+  std::string text = m.render();
+  INFO(text);
+  CHECK(contains(text, "# TYPE kproxy_test_duration_seconds histogram"));
+  CHECK(contains(text, "kproxy_test_duration_seconds_bucket{kind=\"fast\",le=\"0.1\"} 1\n"));
+  CHECK(contains(text, "kproxy_test_duration_seconds_bucket{kind=\"fast\",le=\"1\"} 1\n"));
+  CHECK(contains(text, "kproxy_test_duration_seconds_bucket{kind=\"fast\",le=\"+Inf\"} 3\n"));
+  CHECK(contains(text, "kproxy_test_duration_seconds_count{kind=\"fast\"} 3\n"));
+  CHECK(contains(text, "kproxy_test_duration_seconds_sum{kind=\"fast\"} 7.5\n"));
+  CHECK(contains(text, "kproxy_test_duration_seconds_bucket{kind=\"idle\",le=\"+Inf\"} 0\n"));  // an empty series is exported too
+  fast = {2, 1, 2};                                                                             // read at scrape time
+  CHECK(contains(m.render(), "kproxy_test_duration_seconds_bucket{kind=\"fast\",le=\"1\"} 3\n"));
+  // Registering the name again replaces the family, whatever its kind.
+  m.add_family_reader("kproxy_test_duration_seconds", "test", ProxyMetrics::ReadType::kGauge, {}, [] {
+    return std::vector<ProxyMetrics::Reading>{{{}, 4}};
+  });
+  text = m.render();
+  CHECK(contains(text, "# TYPE kproxy_test_duration_seconds gauge"));
+  CHECK(!contains(text, "kproxy_test_duration_seconds_bucket"));
+}

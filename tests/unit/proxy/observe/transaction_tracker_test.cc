@@ -189,22 +189,76 @@ TEST_CASE("transaction tracker: a second producer with the same id fences the fi
   CHECK(s.fencing_events == 1);
   CHECK(s.ended[TxnOutcome::kFenced] == 1);
   CHECK(s.open == 0);
+  CHECK(s.abort_causes == std::map<std::pair<std::string, bool>, uint64_t>{{{"new_producer", false}, 1}});  // not "client"
   auto h = t.history("shared");
   REQUIRE(h.size() == 1);
   CHECK(h[0].outcome == TxnOutcome::kFenced);
   CHECK(h[0].producer_epoch == 0);
 
+  // The fenced record names the epoch that fenced it.
+  CHECK(h[0].fenced_by_producer_id == 5);
+  CHECK(h[0].fenced_by_epoch == 1);
+  CHECK(h[0].errors.empty());
+
   // The old producer's EndTxn is refused: nothing open to end, nothing counted twice.
   first.now = second.now;
   first.end_txn(5, 0, true, error(ErrorCode::kProducerFenced));
-  CHECK(t.stats(first.now).ended[TxnOutcome::kFenced] == 1);
+  s = t.stats(first.now);
+  CHECK(s.ended[TxnOutcome::kFenced] == 1);
+  CHECK(s.fencing_events == 1);  // one fencing, however many of the zombie's requests are refused
+  // The zombie's Produce (its old epoch) begins nothing; its error is kept in its fenced transaction.
+  first.produce(5, 0, {{"out", 2}}, 4, error(ErrorCode::kInvalidProducerEpoch));
+  s = t.stats(first.now);
+  CHECK(s.open == 0);
+  CHECK(s.fencing_events == 1);
+  CHECK(s.ended[TxnOutcome::kFenced] == 1);
+  h = t.history("shared");
+  REQUIRE(h.size() == 1);
+  REQUIRE(h[0].errors.size() == 2);
+  CHECK(h[0].errors[0].api == TxnApi::kEndTxn);
+  CHECK(h[0].errors[0].error_code == code(ErrorCode::kProducerFenced));
+  CHECK(h[0].errors[1].api == TxnApi::kProduce);
+  CHECK(h[0].records == 0);  // the refused records were never part of it
+  CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 0}});
   // The new producer's transaction is its own.
+  second.now = first.now;
   second.add_partitions(5, 1, {{"out", 1}});
   second.end_txn(5, 1, true);
   h = t.history("shared");
   REQUIRE(h.size() == 2);
   CHECK(h[1].outcome == TxnOutcome::kCommitted);
   CHECK(h[1].producer_epoch == 1);
+  CHECK(h[1].fenced_by_epoch == -1);
+  CHECK(h[1].errors.empty());
+}
+
+TEST_CASE("transaction tracker: a zombie's request answered after the new instance took the id leaves the new transaction alone") {
+  TransactionTracker t;
+  Client first{t, "racing"};
+  first.init(15, 0);
+  first.add_partitions(15, 0, {{"out", 0}});
+  // The old producer's Produce is in flight (sent with the then current epoch) when the new
+  // instance's InitProducerId is answered, and the new instance begins a transaction.
+  TxnRequest late = first.request(TxnApi::kProduce, 15, 0);
+  late.partitions = {{"out", 0}};
+  late.records = 3;
+  t.on_request(2, 900, late, first.now);
+  Client second{t, "racing", first.now, 100};
+  second.init(15, 1);
+  second.add_partitions(15, 1, {{"out", 1}});
+  t.on_response(2, 900, error(ErrorCode::kProducerFenced), second.now);
+  auto s = t.stats(second.now);
+  CHECK(s.open == 1);
+  CHECK(s.fencing_events == 1);
+  CHECK(s.ended[TxnOutcome::kFenced] == 1);
+  auto h = t.history("racing");
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].outcome == TxnOutcome::kFenced);
+  REQUIRE(h[0].errors.size() == 1);
+  CHECK(h[0].errors[0].error_code == code(ErrorCode::kProducerFenced));
+  CHECK(h[1].outcome == TxnOutcome::kOpen);
+  CHECK(h[1].producer_epoch == 1);
+  CHECK(h[1].errors.empty());
 }
 
 TEST_CASE("transaction tracker: a producer that bumps its own epoch (KIP-360) aborts what it had open") {
@@ -236,6 +290,77 @@ TEST_CASE("transaction tracker: an open transaction shows its age, and ends time
   s = t.stats(begun + 1500ms);
   CHECK(s.open == 0);
   CHECK(s.ended[TxnOutcome::kTimedOut] == 1);
+}
+
+TEST_CASE("transaction tracker: a timed_out transaction lasted its timeout, however late the sweep") {
+  TransactionTracker t;
+  Client c{t, "late-sweep"};
+  c.init(16, 0, /*timeout_ms=*/5000);
+  auto begun = c.now;
+  c.add_partitions(16, 0, {{"out", 0}});
+  t.sweep(begun + 42s);
+  auto h = t.history("late-sweep");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kTimedOut);
+  CHECK(h[0].duration(begun + 42s) == 5s);
+  auto s = t.stats(begun + 42s);
+  CHECK(s.durations[TxnOutcome::kTimedOut].count() == 1);
+  CHECK(s.durations[TxnOutcome::kTimedOut].buckets[9] == 1);  // le 5 s
+  CHECK(s.durations[TxnOutcome::kTimedOut].sum == 5s);
+}
+
+TEST_CASE("transaction tracker: the duration histogram counts each ended transaction in its outcome's bucket") {
+  TransactionTracker::Limits limits;
+  limits.silent_after = 10s;
+  TransactionTracker t(limits);
+  Client c{t, "timed"};
+  c.init(17, 0, /*timeout_ms=*/1000);
+  // A transaction from its first AddPartitionsToTxn to the response of its EndTxn (each exchange
+  // takes 1 ms of the test's clock).
+  auto run = [&](std::chrono::milliseconds lasting, bool commit) {
+    auto begun = c.now;
+    c.add_partitions(17, 0, {{"out", 0}});
+    c.now = begun + lasting - 1ms;
+    c.end_txn(17, 0, commit);
+    REQUIRE(c.now == begun + lasting);
+  };
+  run(5ms, true);     // on a bound: counts in that bucket (le 0.005)
+  run(6ms, true);     // le 0.01
+  run(120s, true);    // le 120
+  run(121s, true);    // +Inf
+  run(3s, false);     // aborted, le 5
+  run(250ms, false);  // aborted, le 0.25
+  c.add_partitions(17, 0, {{"out", 0}});
+  t.sweep(c.now + 1500ms);  // timed out: lasted its 1000 ms (le 1)
+  Client vanished{t, "vanished", c.now + 1500ms};
+  vanished.add_partitions(18, 0, {{"out", 0}});  // no InitProducerId seen: no timeout known
+  t.sweep(vanished.now + 20s);                   // ends unknown, 20001 ms after it began (le 30)
+
+  auto s = t.stats(vanished.now + 20s);
+  using Buckets = std::array<uint64_t, kTxnDurationBoundsMs.size() + 1>;
+  //                            5ms 10 25 50 100 250 500 1s 2.5 5s 10 30 60 120 +Inf
+  CHECK(s.durations[TxnOutcome::kCommitted].buckets == Buckets{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1});
+  CHECK(s.durations[TxnOutcome::kCommitted].count() == 4);
+  CHECK(s.durations[TxnOutcome::kCommitted].sum == 5ms + 6ms + 120s + 121s);
+  CHECK(s.durations[TxnOutcome::kAborted].buckets == Buckets{0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0});
+  CHECK(s.durations[TxnOutcome::kAborted].sum == 3250ms);
+  CHECK(s.durations[TxnOutcome::kTimedOut].buckets == Buckets{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(s.durations[TxnOutcome::kTimedOut].sum == 1000ms);
+  CHECK(s.durations[TxnOutcome::kUnknown].buckets == Buckets{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0});
+  CHECK(s.durations[TxnOutcome::kUnknown].sum == 20001ms);
+  CHECK(s.durations.count(TxnOutcome::kFenced) == 0);
+  CHECK(s.ended[TxnOutcome::kCommitted] == 4);
+
+  // A fenced one lasts until the new instance's InitProducerId is answered.
+  Client zombie{t, "fenced", vanished.now + 20s};
+  zombie.init(19, 0);
+  auto begun = zombie.now;
+  zombie.add_partitions(19, 0, {{"out", 0}});
+  Client successor{t, "fenced", begun + 70ms, 100};
+  successor.init(19, 1);  // answered 71 ms after the zombie's transaction began
+  s = t.stats(successor.now);
+  CHECK(s.durations[TxnOutcome::kFenced].buckets == Buckets{0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(s.durations[TxnOutcome::kFenced].sum == 71ms);
 }
 
 TEST_CASE("transaction tracker: without a known timeout a silent transaction ends unknown") {
