@@ -6,6 +6,11 @@
 //   kproxy bound listener kafka 127.0.0.1:41234          a listener's bootstrap port
 //   kproxy bound broker kafka/node-1 127.0.0.1:41235     the port standing for one broker
 //   kproxy bound admin api 127.0.0.1:41236               the admin API
+//
+// Under `log: { format: json }` each line is a JSON object instead, so that a log pipeline that
+// reads standard output and standard error together still sees one object per line:
+//
+//   {"kproxy":"bound","kind":"listener","label":"kafka","address":"127.0.0.1:41234"}
 #pragma once
 
 #include <string>
@@ -13,8 +18,12 @@
 
 namespace kproxy::proxy {
 
-/// "kproxy bound KIND LABEL ADDRESS" (the format above), without the newline.
-std::string bound_line(std::string_view kind, std::string_view label, std::string_view address);
+/// "kproxy bound KIND LABEL ADDRESS", or the JSON object when `json` (the formats above),
+/// without the newline.
+std::string bound_line(std::string_view kind, std::string_view label, std::string_view address, bool json = false);
+
+/// Whether report_bound writes JSON objects (follows log.format; configure_logging sets it).
+void set_bound_report_json(bool json);
 
 /// Writes bound_line(...) and a newline to standard output and flushes it. Thread-safe.
 void report_bound(std::string_view kind, std::string_view label, std::string_view address);

@@ -1,5 +1,7 @@
 #include "proxy/util/logging.h"
 
+#include "proxy/util/bound_report.h"
+
 #include <mutex>
 
 #include <spdlog/pattern_formatter.h>
@@ -57,6 +59,7 @@ void configure_logging(const config::LogConfig& log) {
     spdlog::set_default_logger(logger);
   }
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  set_bound_report_json(log.format == config::LogConfig::Format::kJson);
   if (log.format == config::LogConfig::Format::kJson) {
     formatter->add_flag<JsonMessageFlag>('*').set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","thread":%t,"msg":"%*"})");
   } else {

@@ -25,6 +25,7 @@ import base64
 import hashlib
 import hmac
 import itertools
+import json
 import os
 import re
 import signal as signals
@@ -119,10 +120,21 @@ class Kproxy:
 
     def bound_addresses(self) -> Dict[Tuple[str, str], str]:
         """What this run of kproxy reported binding: {(KIND, LABEL): "HOST:PORT"} from its
-        "kproxy bound KIND LABEL HOST:PORT" lines (proxy/util/bound_report.h)."""
-        text = self.log_text()[self._log_offset:]
-        return {(m.group(1), m.group(2)): m.group(3)
-                for m in re.finditer(r"^kproxy bound (\S+) (\S+) (\S+)$", text, re.M)}
+        "kproxy bound KIND LABEL HOST:PORT" lines, or their JSON form under JSON logs
+        (proxy/util/bound_report.h)."""
+        out = {}
+        for line in self.log_text()[self._log_offset:].splitlines():
+            if line.startswith("kproxy bound "):
+                parts = line.split()
+                if len(parts) == 5:
+                    out[(parts[2], parts[3])] = parts[4]
+            elif line.startswith('{"kproxy":"bound"'):  # under log: { format: json }
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written
+                out[(r["kind"], r["label"])] = r["address"]
+        return out
 
     def wait_bound(self, kind: str, label: str, timeout: float = 10.0) -> str:
         """The address kproxy reported for (kind, label), waiting up to `timeout` for the line."""
