@@ -91,7 +91,7 @@ def test_load_direct_to_sink(sink):
 
 def test_load_through_kproxy_sees_no_mismatch(sink):
     _, port = sink
-    with Kproxy(f"127.0.0.1:{port}", name="bench-smoke", workers=1, log_level="warn") as kp:
+    with Kproxy(f"127.0.0.1:{port}", name="bench-smoke", workers=1, log_level="warn", broker_ports="block") as kp:
         # Metadata through kproxy names kproxy's own port for node 0: the rewrite works on the sink.
         for size in ("1KiB", "200KiB"):
             r = load(kp.port, "--mode", "saturate", "--connections", "3", "--depth", "4", "--size", size, "--warmup", "0.1",

@@ -198,7 +198,7 @@ def test_broker_port_taken_for_a_moment_is_opened_when_named_again(kafka):
     parallel EOS run: 'cannot open port ... address already in use', then 120 s of refused
     connections)."""
     node = kafka.nodes[0].node_id
-    with Kproxy(kafka.bootstrap(), name="port-taken", log_level="info") as kp:
+    with Kproxy(kafka.bootstrap(), name="port-taken", log_level="info", broker_ports="block") as kp:  # the port before it opens
         port = kp.broker_port(node)
         blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:

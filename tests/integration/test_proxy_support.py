@@ -4,7 +4,7 @@ SASL v0 raw tokens, bad input). No tests live here.
 
     with Kproxy(kafka.bootstrap(), name="fwd") as kp:
         kp.bootstrap                   # "127.0.0.1:<port>" for clients (the kernel's pick: see below)
-        kp.broker_port(1)              # kproxy port standing for broker node 1 (base + node id)
+        kp.broker_port(1)              # kproxy port standing for broker node 1 (reported by kproxy)
         kp.log_text()                  # everything kproxy logged
 
 `listener_yaml` adds keys to the listener (indented by 4, e.g. "    upstream_tls:\n      ca: /ca.pem\n").
@@ -12,9 +12,10 @@ SASL v0 raw tokens, bad input). No tests live here.
 The listener listens on port 0 unless `port=` is given: the kernel picks a free port and kproxy
 reports it ("kproxy bound listener NAME HOST:PORT" on its standard output, issue #30 item 7), so
 nothing is probed and nothing can take the port between a probe and the bind. `kp.port` is known
-once start() returns; restart() keeps it. Broker ports stay a reserved block (base + node id), as
-many tests connect to a broker's port by its node id; `broker_ports="kernel"` lets the kernel pick
-those too (then broker_port(node) waits for kproxy to report it).
+once start() returns; restart() keeps it. Broker ports are the kernel's too (`broker_ports: 0`):
+kp.broker_port(node) is what kproxy reported for the node (waiting for the line, which comes as a
+response first names the broker). `broker_ports="block"` (and `port_range=True`) reserve a block
+instead (base + node id), for a test that needs a broker's port before any response names it.
 
 The binary is $KPROXY_BIN, else build/proxy/kproxy, else the newest build-*/proxy/kproxy.
 """
@@ -73,7 +74,7 @@ class Kproxy:
                  max_node_id: int = 8, port_range: bool = False, drain_timeout: str = "10s", log_level: str = "debug",
                  log_format: str = "text", limits: Optional[Dict[str, str]] = None, extra_yaml: str = "",
                  all_upstreams: bool = False, listener_yaml: str = "", env: Optional[Dict[str, str]] = None,
-                 binary: Optional[str] = None, port: Optional[int] = None, broker_ports: str = "block"):
+                 binary: Optional[str] = None, port: Optional[int] = None, broker_ports: Optional[str] = None):
         # all_upstreams: give kproxy every bootstrap address ("a:1,b:2"; tried in turn when one is
         # unreachable) instead of only the first.
         self.upstream = upstream if all_upstreams else upstream.split(",")[0]
@@ -82,7 +83,9 @@ class Kproxy:
         self.name = name
         self.port = port or 0  # 0: the kernel picks at start (read back from kproxy's report)
         self.fixed_port = port is not None
-        self.kernel_broker_ports = broker_ports == "kernel"
+        # broker_ports: "kernel" (the default; "block" with port_range) or "block" (base + node id
+        # from a reserved block, for a test that needs a broker's port before any response names it).
+        self.kernel_broker_ports = (broker_ports or ("block" if port_range else "kernel")) == "kernel"
         self.base = 0 if self.kernel_broker_ports else free_port_block(max_node_id + 1)
         self.port_range = port_range
         self._log_offset = 0  # where the current run's log starts (restart appends)
