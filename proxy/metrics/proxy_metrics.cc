@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <span>
 #include <sstream>
 
 #include <prometheus/text_serializer.h>
@@ -55,6 +56,24 @@ ClientMetric sample(std::vector<ClientMetric::Label> labels, double value, Metri
   m.label = std::move(labels);
   if (type == MetricType::Counter) m.counter.value = value;
   else m.gauge.value = value;
+  return m;
+}
+
+/// A histogram sample from per-bucket (not cumulative) counts, one per bound, then any more as
+/// the +Inf overflow; the count is their total.
+ClientMetric histogram_sample(std::vector<ClientMetric::Label> labels, std::span<const uint64_t> per_bucket, std::span<const double> bounds,
+                              double sum_seconds) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < bounds.size(); ++b) {
+    cumulative += b < per_bucket.size() ? per_bucket[b] : 0;
+    m.histogram.bucket.push_back({cumulative, bounds[b]});
+  }
+  for (size_t b = bounds.size(); b < per_bucket.size(); ++b) cumulative += per_bucket[b];
+  m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = sum_seconds;
   return m;
 }
 
@@ -439,19 +458,7 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
     }
     uint64_t count = 0;
     for (uint64_t b : buckets) count += b;
-    if (count) {
-      ClientMetric m;
-      m.label = {{"api", api}};
-      m.histogram.sample_count = count;
-      m.histogram.sample_sum = static_cast<double>(sum_ns) / 1e9;
-      uint64_t cumulative = 0;
-      for (size_t b = 0; b < kLatencyBuckets.size(); ++b) {
-        cumulative += buckets[b];
-        m.histogram.bucket.push_back({cumulative, kLatencyBuckets[b]});
-      }
-      m.histogram.bucket.push_back({count, std::numeric_limits<double>::infinity()});
-      duration.metric.push_back(std::move(m));
-    }
+    if (count) duration.metric.push_back(histogram_sample({{"api", api}}, buckets, kLatencyBuckets, static_cast<double>(sum_ns) / 1e9));
     for (size_t d = 0; d < 2; ++d) {
       std::array<uint64_t, kResidenceBuckets.size() + 1> rb{};
       uint64_t rsum = 0;
@@ -462,17 +469,8 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
       uint64_t rcount = 0;
       for (uint64_t b : rb) rcount += b;
       if (!rcount) continue;
-      ClientMetric m;
-      m.label = {{"api", api}, {"direction", d == 0 ? "request" : "response"}};
-      m.histogram.sample_count = rcount;
-      m.histogram.sample_sum = static_cast<double>(rsum) / 1e9;
-      uint64_t cumulative = 0;
-      for (size_t b = 0; b < kResidenceBuckets.size(); ++b) {
-        cumulative += rb[b];
-        m.histogram.bucket.push_back({cumulative, kResidenceBuckets[b]});
-      }
-      m.histogram.bucket.push_back({rcount, std::numeric_limits<double>::infinity()});
-      residence.metric.push_back(std::move(m));
+      residence.metric.push_back(histogram_sample({{"api", api}, {"direction", d == 0 ? "request" : "response"}}, rb, kResidenceBuckets,
+                                                  static_cast<double>(rsum) / 1e9));
     }
     for (size_t r = 0; r < static_cast<size_t>(UndecodedReason::kCount); ++r) {
       uint64_t n = 0;
@@ -558,18 +556,9 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
     if (g.read_histogram) {
       auto f = family(g.name, g.help, MetricType::Histogram);
       for (auto& reading : g.read_histogram()) {
-        ClientMetric m;
-        for (size_t i = 0; i < g.labels.size() && i < reading.labels.size(); ++i) m.label.push_back({g.labels[i], reading.labels[i]});
-        uint64_t cumulative = 0;
-        for (size_t b = 0; b < g.bounds.size(); ++b) {
-          cumulative += b < reading.buckets.size() ? reading.buckets[b] : 0;
-          m.histogram.bucket.push_back({cumulative, g.bounds[b]});
-        }
-        for (size_t b = g.bounds.size(); b < reading.buckets.size(); ++b) cumulative += reading.buckets[b];
-        m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
-        m.histogram.sample_count = cumulative;
-        m.histogram.sample_sum = reading.sum;
-        f.metric.push_back(std::move(m));
+        std::vector<ClientMetric::Label> labels;
+        for (size_t i = 0; i < g.labels.size() && i < reading.labels.size(); ++i) labels.push_back({g.labels[i], reading.labels[i]});
+        f.metric.push_back(histogram_sample(std::move(labels), reading.buckets, g.bounds, reading.sum));
       }
       out.push_back(std::move(f));
       continue;
