@@ -80,6 +80,9 @@ struct ListenerConfig {
   std::optional<ServerTlsConfig> tls;
   /// kproxy speaks TLS to the bootstrap servers and every broker of this cluster.
   std::optional<UpstreamTlsConfig> upstream_tls;
+  /// `proxy_protocol: v2`: every connection to this listener's ports starts with a PROXY
+  /// protocol v2 header from a load balancer (proxy/net/proxy_header.h); one without is refused.
+  bool proxy_protocol = false;
 };
 
 struct AdminConfig {
@@ -151,6 +154,8 @@ struct Limits {
   /// How long a client on a TLS listener may take to finish its handshake before it is closed
   /// (a client that connects and stalls would otherwise hold a connection slot for good).
   std::chrono::milliseconds tls_handshake_timeout{10000};
+  /// On a `proxy_protocol: v2` listener, the PROXY header must arrive within this of the accept.
+  std::chrono::milliseconds proxy_header_timeout{5000};
   /// Fault rules installed at once (the config's `faults:` and the admin API's together): each
   /// costs memory and is matched against every request of its APIs. PUT of a new rule past it is
   /// refused (400).

@@ -347,8 +347,8 @@ class Loader {
   void load_limits(const YAML::Node& n, Limits& limits) {
     if (!check_map(n, "limits",
                    {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections", "connect_timeout",
-                    "tls_handshake_timeout", "max_fault_rules", "max_streamed_request_bytes", "request_stall_timeout",
-                    "unanswered_request_timeout"}))
+                    "tls_handshake_timeout", "proxy_header_timeout", "max_fault_rules", "max_streamed_request_bytes",
+                    "request_stall_timeout", "unanswered_request_timeout"}))
       return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
@@ -411,6 +411,12 @@ class Loader {
         error(v, "limits.tls_handshake_timeout: must be more than 0 (a client gets that long to finish its TLS handshake)");
       else if (d) limits.tls_handshake_timeout = *d;
     }
+    if (auto v = n["proxy_header_timeout"]) {
+      auto d = duration(v, "limits.proxy_header_timeout");
+      if (d && d->count() == 0)
+        error(v, "limits.proxy_header_timeout: must be more than 0 (a load balancer gets that long to send its PROXY header)");
+      else if (d) limits.proxy_header_timeout = *d;
+    }
   }
 
   void load_listeners(const YAML::Node& n, Config& c) {
@@ -424,7 +430,7 @@ class Loader {
       std::string path = "listeners[" + std::to_string(i) + "]";
       if (!check_map(item, path,
                      {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "tls",
-                      "upstream_tls"})) {
+                      "upstream_tls", "proxy_protocol"})) {
         continue;
       }
       ListenerConfig l;
@@ -499,6 +505,13 @@ class Loader {
       }
       if (auto v = item["tls"]) l.tls = server_tls(v, path + ".tls");
       if (auto v = item["upstream_tls"]) l.upstream_tls = upstream_tls(v, path + ".upstream_tls");
+      if (auto v = item["proxy_protocol"]) {
+        if (auto s = scalar(v, path + ".proxy_protocol")) {
+          if (*s == "v2") l.proxy_protocol = true;
+          else if (*s != "off")
+            error(v, path + ".proxy_protocol: '" + *s + "' is not v2 or off (version 1, the text form, is not taken: use send-proxy-v2)");
+        }
+      }
       max_ports_.resize(i + 1, kDefaultMaxBrokerPorts);
       max_ports_[i] = l.broker_ports.max_ports;
       c.listeners.push_back(std::move(l));

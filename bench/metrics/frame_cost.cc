@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   pm.set_listener_names({"bench"});
   tap::TapHub hub;
   metrics::FrameMetrics observer(pm, hub, {"bench"});
-  proxy::ConnectionInfo info{1, "bench", 0, nullptr};
+  proxy::ConnectionInfo info{1, "bench", 0, nullptr, {}};
   const int hv = codec::response_header_version(0, 12);
 
   codec::ResponseHeader parsed;

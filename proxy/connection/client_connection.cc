@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/net/proxy_header.h"
 #include "proxy/net/self_connection.h"
 #include "proxy/tls/tls_session.h"
 #include "proxy/util/log_throttle.h"
@@ -20,6 +21,10 @@ struct ClientConnection::RareState {
   CloseReason reason;  ///< why the timer closes the connection
   uint32_t streamed_charge = 0;
   CloseReason drain_reason;
+  /// A proxy_protocol listener: the PROXY header being read, and the client's TLS session,
+  /// installed once the header is through (the header comes before the TLS bytes).
+  std::unique_ptr<ProxyHeaderReader> proxy_header;
+  std::unique_ptr<tls::TlsSession> client_tls_after_header;
 };
 
 ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener,
@@ -28,7 +33,7 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
       upstream_(env.loop(), *this, *this), requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
       pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
-                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr}, *this, metrics_) {}
+                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_) {}
 
 ClientConnection::~ClientConnection() {
   release_streamed_charge();
@@ -43,18 +48,29 @@ void ClientConnection::enter(ConnectionState next) {
 
 void ClientConnection::start(const config::HostPort& upstream) {
   opened_at_ = std::chrono::steady_clock::now();
-  peer_ = client_.peer_address();
+  peer() = client_.peer_address();
   client_.set_connected();
   metrics_.opened();
   uv_tcp_nodelay(client_.handle(), 1);
-  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer_, listener_->label(), listener_->port,
+  spdlog::info("conn={} accepted from {} on {} port {}, upstream {}", id_, peer(), listener_->label(), listener_->port,
                upstream.to_string());
   // TLS contexts as of now: a reload with renewed certificates applies to later connections.
   // The upstream session verifies the broker's certificate against the host it is reached by:
   // the bootstrap host, or the host the broker advertises.
   tls::ListenerTls tls = env_.listener_tls(listener_->listener_index);
+  if (listener_->proxy_protocol) {
+    // Nothing of the client's is read before the load balancer's header (config/README.md
+    // "PROXY protocol"); its deadline is the connection's wait deadline until then.
+    rare_state().proxy_header = std::make_unique<ProxyHeaderReader>();
+    arm_wait_deadline(opened_at_ + config_->limits.proxy_header_timeout,
+                      {CloseCategory::kClientProtocolError, "no PROXY protocol header within " +
+                                                                std::to_string(config_->limits.proxy_header_timeout.count()) +
+                                                                " ms (limits.proxy_header_timeout)"});
+  }
   if (tls.clients) {
-    client_.use_tls(std::make_unique<tls::TlsSession>(*tls.clients, ""));
+    auto session = std::make_unique<tls::TlsSession>(*tls.clients, "");
+    if (listener_->proxy_protocol) rare_->client_tls_after_header = std::move(session);
+    else client_.use_tls(std::move(session));
     tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
       on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
                                         " ms (limits.tls_handshake_timeout)");
@@ -64,7 +80,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
   if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
   if (ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
     if (SelfConnectionDetector::instance().accepted(key)) {
-      refuse_self_connection("connection from " + peer_ + ", which is one of kproxy's own upstream sockets");
+      refuse_self_connection("connection from " + peer() + ", which is one of kproxy's own upstream sockets");
       return;
     }
     client_endpoint_ = key;
@@ -106,7 +122,7 @@ void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
   spdlog::info("conn={} {}: {} [{}] (client {}, {} requests, {} awaiting the broker, {} bytes in, {} bytes out, open {} ms)", id_, how,
-               reason.detail, close_label(reason.category), peer_, requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
+               reason.detail, close_label(reason.category), peer(), requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
                metrics_.bytes_out(), lived.count());
   metrics_.closed(reason.category);
 }
@@ -145,8 +161,46 @@ void ClientConnection::finish_drain_if_idle() {
   finish(std::move(rare_->drain_reason));
 }
 
+void ClientConnection::on_proxy_header_bytes(codec::Bytes data) {
+  RareState& r = *rare_;
+  switch (r.proxy_header->feed(data)) {
+    case ProxyHeaderReader::State::kNeedMore: return;
+    case ProxyHeaderReader::State::kRefused: {
+      metrics::count(metrics::ProxyEvent::kProxyHeaderRefused);
+      static LogThrottle throttle(std::chrono::seconds(10));
+      uint64_t suppressed = 0;
+      if (throttle.allow(&suppressed)) {
+        spdlog::warn(
+            "listener={} conn={} from {}: {} (listeners[].proxy_protocol is v2: every connection must come through the load "
+            "balancer){}",
+            listener_->label(), id_, peer(), r.proxy_header->reason(),
+            suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+      }
+      close({CloseCategory::kClientProtocolError, "PROXY protocol: " + r.proxy_header->reason()});
+      return;
+    }
+    case ProxyHeaderReader::State::kDone: break;
+  }
+  r.timer.cancel();
+  const ProxyHeader& h = r.proxy_header->header();
+  if (!h.local && !h.source.empty()) {
+    spdlog::info("conn={} client {} through {} (PROXY protocol v2{})", id_, h.source, peer(),
+                 h.authority ? ", authority " + *h.authority : std::string());
+    peer() = h.source;  // logs and the tap name the client, not the load balancer
+  }
+  codec::Bytes rest = r.proxy_header->rest();
+  std::vector<uint8_t> after(rest.begin(), rest.end());  // the reader goes before they are read
+  r.proxy_header.reset();
+  if (r.client_tls_after_header) client_.use_tls(std::move(r.client_tls_after_header));
+  client_.replay(after);
+}
+
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   if (closing()) return;
+  if (&s == &client_ && rare_ && rare_->proxy_header) {
+    on_proxy_header_bytes(data);
+    return;
+  }
   // Views into `data` queued with append_borrowed must be written or copied before it is reused.
   struct NothingBorrowedAfter {
     ClientConnection& c;
@@ -405,7 +459,7 @@ void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& rea
   }
   metrics::count(metrics::ProxyEvent::kTlsFailure);
   if (&s == &client_) {
-    close({CloseCategory::kTls, "TLS with client " + peer_ + " failed: " + reason});
+    close({CloseCategory::kTls, "TLS with client " + peer() + " failed: " + reason});
     return;
   }
   metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
@@ -417,7 +471,7 @@ void ClientConnection::on_stream_tls_established(TcpStream& s) {
   if (client && tls_handshake_deadline_) tls_handshake_deadline_->cancel();
   else upstream_.handshake_done();
   std::string sni = s.tls()->requested_server_name();
-  spdlog::debug("conn={} TLS with {}: {}{}", id_, client ? "client " + peer_ : "broker " + upstream_peer(), s.tls()->protocol_and_cipher(),
+  spdlog::debug("conn={} TLS with {}: {}{}", id_, client ? "client " + peer() : "broker " + upstream_peer(), s.tls()->protocol_and_cipher(),
                 sni.empty() ? "" : ", SNI " + sni);
 }
 

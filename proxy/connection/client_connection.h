@@ -112,6 +112,8 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// Gives back what the streamed request charged to the streamed-request budget.
   void release_streamed_charge();
   struct RareState;
+  /// A proxy_protocol listener's first bytes: the PROXY header, then what follows it.
+  void on_proxy_header_bytes(codec::Bytes data);
   /// rare_, made on first use.
   RareState& rare_state();
   /// Arms the wait deadline to close with `reason` at `at`.
@@ -126,7 +128,9 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   std::shared_ptr<const ListenerSpec> listener_;  ///< shared with its Listener (ConnectionInfo views its name)
   std::shared_ptr<const config::Config> config_;
   uint64_t id_;
-  std::string peer_;
+  /// "ip:port" of the client: the socket's peer, or the client a PROXY header named. Kept in the
+  /// pipeline's ConnectionInfo, where the tap reads it.
+  std::string& peer() { return pipeline_.connection_info().client_address; }
   /// "127.0.0.1:9093 (10.0.0.5:9093)": the broker as configured or advertised, and where it resolved.
   std::string upstream_peer();
   TcpStream client_;

@@ -15,7 +15,8 @@ struct ListenerSpec {
   std::string name;           ///< the listener's name from the config
   std::string host;           ///< address to bind
   uint16_t port = 0;
-  int32_t node_id = -1;  ///< -1: the bootstrap port; else the broker this port stands for
+  int32_t node_id = -1;         ///< -1: the bootstrap port; else the broker this port stands for
+  bool proxy_protocol = false;  ///< every connection starts with a PROXY v2 header (listeners[].proxy_protocol)
 
   bool is_broker_port() const { return node_id >= 0; }
   /// "kafka" or "kafka/node-3", for logs.

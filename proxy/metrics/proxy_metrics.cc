@@ -135,6 +135,9 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"memory_trims",
      "Times a worker gave freed memory back to the system (malloc_trim once its last connection closed, or after a burst "
      "of closes)."},
+    {"proxy_header_refusals",
+     "Connections to a proxy_protocol: v2 listener refused: no valid PROXY protocol v2 header (a direct client, version 1, "
+     "a malformed or oversized header), or none within limits.proxy_header_timeout."},
 }};
 }  // namespace
 

@@ -119,6 +119,7 @@ enum class ProxyEvent : uint8_t {
   kRequestStreamRefused,  ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
   kWaitDeadline,          ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
   kMemoryTrim,            ///< a worker gave freed memory back to the system (proxy/runtime/memory_return.h)
+  kProxyHeaderRefused,    ///< a connection to a proxy_protocol listener without a valid PROXY v2 header (proxy/net/proxy_header.h)
   kCount,
 };
 /// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.

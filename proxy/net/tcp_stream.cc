@@ -324,6 +324,16 @@ void TcpStream::use_tls(std::unique_ptr<tls::TlsSession> session) {
   move_tls_output();
 }
 
+void TcpStream::replay(codec::Bytes bytes) {
+  if (bytes.empty() || closing()) return;
+  if (!tls_) {
+    events_.on_stream_read(*this, bytes);
+    return;
+  }
+  uv_buf_t buf = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(bytes.data())), static_cast<unsigned>(bytes.size()));
+  read_tls(static_cast<ssize_t>(bytes.size()), &buf);
+}
+
 size_t TcpStream::tls_held_bytes() const { return tls_ ? tls_->held_plaintext() : 0; }
 
 void TcpStream::move_tls_output() {

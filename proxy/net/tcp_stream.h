@@ -127,6 +127,10 @@ class TcpStream {
   void use_tls(std::unique_ptr<tls::TlsSession> session);
   /// The TLS session, nullptr on a plaintext stream.
   const tls::TlsSession* tls() const { return tls_.get(); }
+  /// Bytes the owner read itself before this stream took over (what followed a PROXY header):
+  /// they go the way bytes read from the socket go (through the TLS session, if any, to
+  /// on_stream_read). `bytes` need only live during the call.
+  void replay(codec::Bytes bytes);
 
  private:
   /// A run of outbound bytes: owned (copied or moved in) or borrowed from the caller.

@@ -61,6 +61,8 @@ struct ConnectionInfo {
   size_t listener_index = 0;
   /// Null until the client announced its software (on the heap: an idle pair holds no strings).
   std::unique_ptr<ClientSoftware> client_software;
+  /// "ip:port" of the client (the one a PROXY header named, behind a load balancer); "" in tests.
+  std::string client_address;
 
   std::string_view client_software_name() const { return client_software ? std::string_view(client_software->name) : std::string_view(); }
   std::string_view client_software_version() const {

@@ -97,6 +97,8 @@ class Pipeline {
   Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info, PipelineOutput& output,
            metrics::ConnectionMetrics& metrics);
   ~Pipeline();
+  /// What the stages see of the connection (the owner sets its client address).
+  ConnectionInfo& connection_info() { return info_; }
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 

@@ -86,7 +86,7 @@ std::string Proxy::start() {
     // worker then listens on a duplicate of the one socket (proxy/runtime/listener.h).
     BoundSocket bound = bind_tcp_socket(l.listen.host, l.listen.port);
     if (!bound.socket) return "listener '" + l.name + "': " + bound.error;
-    ListenerSpec spec{li, l.name, l.listen.host, bound.port, -1};
+    ListenerSpec spec{li, l.name, l.listen.host, bound.port, -1, l.proxy_protocol};
     for (auto& w : workers_) {
       std::string error = w->open_listener(spec, bound.socket.get());
       if (!error.empty()) return "listener '" + l.name + "': " + error;
@@ -139,8 +139,10 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   for (size_t i = 0; i < next->listeners.size(); ++i) {
     const auto& a = current->listeners[i];
     const auto& b = next->listeners[i];
-    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || !(a.broker_ports == b.broker_ports)) {
-      return "listener '" + a.name + "' changed its name, listen address, advertise host or broker ports: restart kproxy to apply";
+    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || !(a.broker_ports == b.broker_ports) ||
+        a.proxy_protocol != b.proxy_protocol) {
+      return "listener '" + a.name +
+             "' changed its name, listen address, advertise host, broker ports or proxy_protocol: restart kproxy to apply";
     }
   }
   if (next->worker_count() != workers_.size()) return "the worker count changed: restart kproxy to apply";
@@ -214,7 +216,7 @@ tls::ListenerTls Proxy::listener_tls(size_t listener_index) const {
 void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node_id, uint16_t port) {
   auto cfg = config();
   const auto& l = cfg->listeners[listener_index];
-  ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id};
+  ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id, l.proxy_protocol};
   auto route = directories_[listener_index]->route_for_port(port);
   // A draining worker has closed its listeners and must not open new ones (its loop would never end).
   if (caller.draining()) return;

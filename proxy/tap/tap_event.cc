@@ -62,6 +62,8 @@ nlohmann::json header_fields(int64_t connection, std::string_view client_id, boo
                       {"api_key", api_key},
                       {"version", version},
                       {"correlation_id", correlation_id}};
+  // The client's address: the one a PROXY header named when a load balancer is in front.
+  if (!info.client_address.empty()) j["client_address"] = info.client_address;
   if (!info.client_software_name().empty()) {
     j["client_software"] = {{"name", info.client_software->name}, {"version", info.client_software->version}};
   }

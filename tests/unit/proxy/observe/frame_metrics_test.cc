@@ -25,7 +25,7 @@ struct Fixture {
   metrics::ProxyMetrics metrics;
   tap::TapHub hub;
   metrics::FrameMetrics frames{metrics, hub, {"internal", "external"}};
-  proxy::ConnectionInfo connection{7, "external", 1, nullptr};
+  proxy::ConnectionInfo connection{7, "external", 1, nullptr, {}};
 
   template <class M>
   void respond(const M& body, int16_t version) {

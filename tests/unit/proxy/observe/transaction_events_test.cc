@@ -80,7 +80,7 @@ TEST_CASE("transaction events: records counted from v2 batch headers; what canno
 }
 
 TEST_CASE("transaction events: which requests are part of a transaction, and their fields") {
-  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr};
+  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
   CHECK(txn_api(static_cast<int16_t>(codec::ApiKey::kEndTxn)) == TxnApi::kEndTxn);
   CHECK(!txn_api(static_cast<int16_t>(codec::ApiKey::kFetch)));
 
@@ -144,7 +144,7 @@ TEST_CASE("transaction events: which requests are part of a transaction, and the
 }
 
 TEST_CASE("transaction events: a response's first error, its producer id and the rule that injected it") {
-  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr};
+  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
   codec::InitProducerIdResponse init;
   init.producer_id = 42;
   init.producer_epoch = 3;

@@ -22,7 +22,7 @@ TEST_CASE("transaction metrics: the frame observer feeds the tracker, and the me
   tap::TapHub hub;
   auto frames = std::make_shared<metrics::FrameMetrics>(m, hub, std::vector<std::string>{"kafka"});
   export_transaction_metrics(m, std::shared_ptr<TransactionTracker>(frames, &frames->transactions()));
-  proxy::ConnectionInfo conn{4, "kafka", 0, nullptr};
+  proxy::ConnectionInfo conn{4, "kafka", 0, nullptr, {}};
 
   auto exchange = [&](const auto& request, int16_t version, int32_t correlation, const auto& response) {
     codec::RequestHeader header;

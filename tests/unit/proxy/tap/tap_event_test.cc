@@ -65,7 +65,7 @@ TEST_CASE("tap: record contents only when tap.records is on; SASL stays redacted
   partition.records = codec::Bytes(records.data(), records.size());
   codec::RequestHeader h;
   auto frame = kproxy::testing::encoded_request_frame(produce, 12, 77, "tap-test", h);
-  proxy::ConnectionInfo info{1, "kafka", 0, nullptr};
+  proxy::ConnectionInfo info{1, "kafka", 0, nullptr, {}};
   proxy::RequestContext ctx(h, frame, info);
 
   TapLimits off;

@@ -42,7 +42,7 @@ Outcome run(proxy::FaultStage& stage, const std::vector<uint8_t>& frame, bool ex
   codec::RequestHeader header;
   codec::Bytes body(frame.data() + 4, frame.size() - 4);
   REQUIRE(codec::read_request_header(body, header, nullptr));
-  proxy::ConnectionInfo info{1, "l", 0, nullptr};
+  proxy::ConnectionInfo info{1, "l", 0, nullptr, {}};
   proxy::RequestContext ctx(header, codec::Bytes(frame.data(), frame.size()), info, expects_response);
   stage.on_request(ctx);
   return Outcome{ctx.answered(), ctx.closing(), ctx.actions()};
@@ -147,7 +147,7 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
   uv_loop_t loop;
   uv_loop_init(&loop);
   {
-    proxy::Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr}, out, with.metrics);
+    proxy::Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr, {}}, out, with.metrics);
     auto request = raw_request_frame(kListGroups, 0, 7);
     REQUIRE(p.on_request_frame(codec::Bytes(request.data(), request.size())));
     // ListGroups v0 response: correlation id, ErrorCode 0, no groups.
