@@ -21,6 +21,8 @@
 //   workers: 4                       # default: number of cores
 //   drain_timeout: 30s
 //   log: { format: text, level: info }
+//   tracing: { endpoint: http://127.0.0.1:4318/v1/traces, service_name: kproxy, max_queue_spans: 2048,
+//              max_spans_per_transaction: 128, batch: { max_spans: 512, interval: 1s }, timeout: 5s }
 //   api_versions: [...]              # kept as YAML for the ApiVersions stage
 //   faults: [...]                    # kept as YAML for the fault-rule stage
 #pragma once
@@ -169,6 +171,25 @@ struct LogConfig {
   std::string level = "info";
 };
 
+/// tracing: OpenTelemetry traces of transactions, exported with OTLP/HTTP (JSON) to a collector
+/// (docs/transactions.md "Traces"). Absent: no tracing, and nothing of it costs anything.
+struct TracingConfig {
+  std::string endpoint;  ///< as written: http://host[:port][/path]
+  std::string host;      ///< parsed from `endpoint`
+  uint16_t port = 80;
+  std::string path = "/v1/traces";  ///< the endpoint's path; /v1/traces when it gives none
+  std::string service_name = "kproxy";
+  /// Spans waiting for the exporter thread at most; a transaction whose spans do not fit is
+  /// dropped whole (kproxy_trace_spans_dropped_total{reason="queue_full"}), never waited for.
+  size_t max_queue_spans = 2048;
+  /// Child spans (requests) kept per transaction; past it a request with an error or an EndTxn
+  /// takes the place of the latest plain one, others are counted on the root span.
+  size_t max_spans_per_transaction = 128;
+  size_t batch_max_spans = 512;                    ///< spans per POST at most
+  std::chrono::milliseconds batch_interval{1000};  ///< a partial batch waits this long at most
+  std::chrono::milliseconds timeout{5000};         ///< one POST (connect, send, answer); also the flush at stop
+};
+
 /// A config section a later pipeline stage interprets, kept as YAML text plus its position.
 struct PassThroughSection {
   std::string yaml;  ///< the section re-emitted as YAML; "" when absent
@@ -185,6 +206,7 @@ struct Config {
   unsigned workers = 0;  ///< 0 = number of cores
   std::chrono::milliseconds drain_timeout{30000};
   LogConfig log;
+  std::optional<TracingConfig> tracing;
   PassThroughSection api_versions;
   PassThroughSection faults;
 

@@ -76,6 +76,42 @@ size_t invalid_utf8_at(std::string_view text) {
   return std::string_view::npos;
 }
 
+// "http://host[:port][/path]" into `t` (host, port, path); false with `why` when it is not one.
+bool parse_http_endpoint(std::string_view url, TracingConfig& t, std::string& why) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.starts_with("https://")) {
+    why = "https is not supported (kproxy's exporter speaks plain HTTP: send to a collector on this host or network)";
+    return false;
+  }
+  if (!url.starts_with(kScheme)) {
+    why = "not an http:// URL (e.g. http://127.0.0.1:4318/v1/traces)";
+    return false;
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  if (authority.find('@') != std::string_view::npos || path.find_first_of("?# ") != std::string_view::npos) {
+    why = "user info, a query, a fragment or a space are not supported";
+    return false;
+  }
+  std::string host_port(authority);
+  // No port: HTTP's 80.
+  bool has_port = !authority.empty() && (authority.back() != ']' && authority.find(':') != std::string_view::npos);
+  if (!has_port) host_port += ":80";
+  std::string error;
+  auto hp = parse_host_port(host_port, &error);
+  if (!hp || hp->host.empty()) {
+    why = hp ? "no host" : error;
+    return false;
+  }
+  t.endpoint = std::string(url);
+  t.host = hp->host;
+  t.port = hp->port;
+  t.path = path.empty() || path == "/" ? std::string("/v1/traces") : std::string(path);
+  return true;
+}
+
 // Walks one YAML document, collecting errors with positions.
 class Loader {
  public:
@@ -250,7 +286,8 @@ class Loader {
   }
 
   void load_root(const YAML::Node& root, Config& c) {
-    check_map(root, "", {"listeners", "admin", "metrics", "tap", "limits", "workers", "drain_timeout", "log", "api_versions", "faults"});
+    check_map(root, "",
+              {"listeners", "admin", "metrics", "tap", "limits", "workers", "drain_timeout", "log", "tracing", "api_versions", "faults"});
     if (auto n = root["listeners"]) {
       load_listeners(n, c);
     } else {
@@ -307,6 +344,7 @@ class Loader {
         else if (text) error(l, "log.level: '" + *text + "' is not one of trace, debug, info, warn, error, critical, off");
       }
     }
+    if (auto n = root["tracing"]) load_tracing(n, c);
     for (const auto& kv : root) {
       auto key = kv.first.as<std::string>("");
       if (key == "api_versions") pass_through(kv.first, kv.second, key, c.api_versions);
@@ -342,6 +380,53 @@ class Loader {
       return std::nullopt;
     }
     return b;
+  }
+
+  // tracing: the OTLP/HTTP endpoint and the exporter's bounds.
+  void load_tracing(const YAML::Node& n, Config& c) {
+    if (!check_map(n, "tracing", {"endpoint", "service_name", "max_queue_spans", "max_spans_per_transaction", "batch", "timeout"})) return;
+    TracingConfig t;
+    if (auto v = n["endpoint"]) {
+      auto text = scalar(v, "tracing.endpoint");
+      std::string why;
+      if (text && !parse_http_endpoint(*text, t, why)) error(v, "tracing.endpoint: '" + *text + "': " + why);
+    } else {
+      error(n, "tracing.endpoint: missing (the collector's OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces)");
+    }
+    if (auto v = n["service_name"]) {
+      auto text = scalar(v, "tracing.service_name");
+      if (text && text->empty()) error(v, "tracing.service_name: must not be empty");
+      else if (text) t.service_name = *text;
+    }
+    if (auto v = n["max_queue_spans"]) {
+      if (auto k = bounded_count(v, "tracing.max_queue_spans", 2, 1000000)) t.max_queue_spans = *k;
+    }
+    if (auto v = n["max_spans_per_transaction"]) {
+      if (auto k = bounded_count(v, "tracing.max_spans_per_transaction", 1, 100000)) t.max_spans_per_transaction = *k;
+    }
+    if (auto b = n["batch"]; b && check_map(b, "tracing.batch", {"max_spans", "interval"})) {
+      if (auto v = b["max_spans"]) {
+        if (auto k = bounded_count(v, "tracing.batch.max_spans", 1, 100000)) t.batch_max_spans = *k;
+      }
+      if (auto v = b["interval"]) {
+        auto d = duration(v, "tracing.batch.interval");
+        if (d && d->count() == 0) error(v, "tracing.batch.interval: must be more than 0");
+        else if (d) t.batch_interval = *d;
+      }
+    }
+    if (auto v = n["timeout"]) {
+      auto d = duration(v, "tracing.timeout");
+      if (d && d->count() == 0) error(v, "tracing.timeout: must be more than 0");
+      else if (d) t.timeout = *d;
+    }
+    // A transaction's spans (its requests and its root span) go into the queue together.
+    if (t.max_spans_per_transaction + 1 > t.max_queue_spans) {
+      auto at = n["max_spans_per_transaction"] ? n["max_spans_per_transaction"] : n;
+      error(at, "tracing.max_spans_per_transaction: " + std::to_string(t.max_spans_per_transaction) +
+                    " and the root span do not fit in tracing.max_queue_spans (" + std::to_string(t.max_queue_spans) +
+                    "): no transaction that long could ever be exported");
+    }
+    c.tracing = std::move(t);
   }
 
   void load_limits(const YAML::Node& n, Limits& limits) {

@@ -11,6 +11,7 @@
 #include "proxy/admin/transaction_routes.h"
 #include "proxy/observe/frame_metrics.h"
 #include "proxy/observe/transaction_metrics.h"
+#include "proxy/observe/transaction_traces.h"
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
 #include "proxy/util/bound_report.h"
@@ -57,10 +58,15 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
     // The metrics and the routes hold the tracker (and so the observer) alive while they read it.
     transactions_ = std::shared_ptr<observe::TransactionTracker>(observer, &observer->transactions());
     observe::export_transaction_metrics(metrics::ProxyMetrics::instance(), transactions_);
+    if (config->tracing) traces_ = observe::start_transaction_tracing(transactions_, *config->tracing, metrics::ProxyMetrics::instance());
     proxy::set_frame_observer(std::move(observer));
   } else {
     transactions_ = std::make_shared<observe::TransactionTracker>();  // frames off: nothing is tracked
     proxy::set_frame_observer(nullptr);
+    if (config->tracing)
+      spdlog::warn(
+          "tracing: no traces while per-frame metrics are off (metrics.frames: false or KPROXY_FRAME_METRICS=off): "
+          "transactions are rebuilt from the frames");
   }
   chaos_admin_ =
       std::make_unique<ChaosAdmin>(proxy_.live_rules(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
@@ -117,6 +123,7 @@ std::string AdminRuntime::start() {
 void AdminRuntime::stop() {
   tap::TapHub::instance().close_all();
   if (server_) server_->stop();
+  if (traces_) traces_->stop();  // sends what is queued, within tracing.timeout
 }
 
 }  // namespace kproxy::admin

@@ -9,7 +9,8 @@
 // The bearer token comes from the config (admin.token_file or admin.token_env, resolved by the
 // loader), else from the environment variable KPROXY_ADMIN_TOKEN, else there is none.
 // metrics.frames: false (or KPROXY_FRAME_METRICS=off, which overrides the config both ways) leaves
-// the observer out: per-frame metrics and tap off.
+// the observer out: per-frame metrics and tap off. A `tracing:` section starts the exporter of the
+// transactions' traces (it needs the observer); stop() flushes it.
 #pragma once
 
 #include <functional>
@@ -19,6 +20,7 @@
 #include "proxy/admin/admin_server.h"
 #include "proxy/admin/health.h"
 #include "proxy/admin/listener_routes.h"
+#include "proxy/observe/trace_exporter.h"
 #include "proxy/observe/transaction_tracker.h"
 #include "proxy/runtime/proxy.h"
 
@@ -51,6 +53,8 @@ class AdminRuntime {
   std::unique_ptr<Health> health_;
   /// The frame observer's transaction tracker (an empty one when frame metrics are off).
   std::shared_ptr<observe::TransactionTracker> transactions_;
+  /// tracing: the exporter of the transactions' traces (null without a `tracing:` section).
+  std::shared_ptr<observe::TraceExporter> traces_;
   std::unique_ptr<AdminServer> server_;
 };
 

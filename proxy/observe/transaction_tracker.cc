@@ -78,6 +78,12 @@ void TransactionTracker::set_event_hook(EventHook hook, std::function<bool()> wa
   event_wanted_ = std::move(wanted);
 }
 
+void TransactionTracker::set_trace_hook(TraceHook hook, size_t max_requests) {
+  std::lock_guard lock(mutex_);
+  trace_hook_ = std::move(hook);
+  max_trace_requests_ = trace_hook_ ? max_requests : 0;
+}
+
 void TransactionTracker::set_ended_hook(EndedHook hook) {
   std::lock_guard lock(mutex_);
   ended_hook_ = std::move(hook);
@@ -112,6 +118,8 @@ TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnReq
     t.producer_epoch = r.producer_epoch >= 0 ? r.producer_epoch : s.producer_epoch;
     t.begin = now;
     s.open = std::move(t);
+    s.spans.clear();
+    s.spans_dropped = 0;
     if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kBegin, *s.open, current_connection_, r.api, {}, {}, nullptr});
   }
   TransactionRecord& t = *s.open;
@@ -135,6 +143,9 @@ void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_poin
     ++stats_.abort_causes[{cause, t.cause && !t.cause->injected_by.empty()}];
   }
   if (ended_hook_) ended_hook_(t);
+  if (trace_hook_) trace_hook_(t, std::move(s.spans), s.spans_dropped);
+  s.spans.clear();
+  s.spans_dropped = 0;
   if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kEnd, t, current_connection_, ending_api_, {}, {}, nullptr});
   s.ended.push_back(std::move(t));
   s.open.reset();
@@ -150,6 +161,28 @@ void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnRe
   if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
   if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
   else ++t.errors_dropped;
+}
+
+void TransactionTracker::note_span(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& resp, TxnClock::time_point now) {
+  if (max_trace_requests_ == 0 || !s.open) return;
+  const TxnRequest& r = p.request;
+  TxnRequestSpan span{r.api,           r.api_version,    p.sent,     now,
+                      resp.error_code, resp.injected_by, connection, static_cast<uint32_t>(r.partitions.size()),
+                      r.records};
+  if (s.spans.size() < max_trace_requests_) {
+    s.spans.push_back(std::move(span));
+    return;
+  }
+  ++s.spans_dropped;
+  // Full: an error or an EndTxn (what a trace is read for) takes the place of the latest request
+  // that has neither; anything else is only counted.
+  if (span.error_code == 0 && span.api != TxnApi::kEndTxn) return;
+  for (auto it = s.spans.rbegin(); it != s.spans.rend(); ++it) {
+    if (it->error_code != 0 || it->api == TxnApi::kEndTxn) continue;
+    s.spans.erase(std::next(it).base());
+    s.spans.push_back(std::move(span));
+    return;
+  }
 }
 
 bool TransactionTracker::stale(const IdState& s, const TxnRequest& r) {
@@ -253,6 +286,8 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   switch (r.api) {
     case TxnApi::kInitProducerId: {
       if (response.error_code != 0) return;
+      // One that ends the open transaction (a new instance, or a bump) is part of its trace.
+      note_span(s, connection, p, response, now);
       // A producer that starts with this id (no producer id in its request) fences the one before
       // it (KIP-98); one that sends its own id and epoch bumps its epoch (KIP-360). Either way the
       // coordinator aborts what the id had open.
@@ -276,6 +311,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
           // started, or on a path kproxy does not observe): record it so the counts stay whole.
           open_transaction(s, r, p.sent);
         }
+        note_span(s, connection, p, response, now);
         end(s, r.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted, now);
         if (response.producer_epoch >= 0) {  // transaction.version 2: a new epoch per transaction (KIP-890)
           s.producer_id = response.producer_id;
@@ -283,6 +319,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
         }
         return;
       }
+      note_span(s, connection, p, response, now);
       note_error(s, r, response, now);
       if (is_fencing(response.error_code)) {
         ++stats_.fencing_events;
@@ -291,6 +328,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
       }
       return;
     default:
+      note_span(s, connection, p, response, now);
       if (response.error_code == 0) return;
       note_error(s, r, response, now);
       if (is_fencing(response.error_code) && s.open) {

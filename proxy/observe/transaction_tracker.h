@@ -154,6 +154,23 @@ struct TransactionStats {
   std::chrono::nanoseconds oldest_open_age{0};
 };
 
+/// One answered request of a transaction: a child span of its trace (docs/transactions.md
+/// "Traces"). Kept only while tracing is on (TransactionTracker::set_trace_hook).
+struct TxnRequestSpan {
+  TxnApi api = TxnApi::kProduce;
+  int16_t api_version = 0;
+  TxnClock::time_point sent, answered;
+  int16_t error_code = 0;
+  std::string injected_by;  ///< the fault rule that injected the error or answered, or ""
+  uint64_t connection = 0;
+  uint32_t partitions = 0;  ///< AddPartitionsToTxn, Produce, TxnOffsetCommit
+  uint64_t records = 0;     ///< Produce
+};
+
+/// A transaction that just ended, with its requests (in the order they were answered) and how
+/// many of them did not fit under the bound. Called under the tracker's lock: keep it short.
+using TraceHook = std::function<void(const TransactionRecord&, std::vector<TxnRequestSpan>&& requests, uint32_t requests_dropped)>;
+
 /// A transaction that just ended (for the duration histogram and the tap).
 using EndedHook = std::function<void(const TransactionRecord&)>;
 
@@ -206,6 +223,10 @@ class TransactionTracker {
   /// Called (under the tracker's lock) for every step of every transaction; `wanted` is asked
   /// first (cheaply: is anyone listening?) so that no event is built for nobody.
   void set_event_hook(EventHook hook, std::function<bool()> wanted);
+  /// Tracing: from now on each transaction's answered requests are kept (at most
+  /// `max_requests`; past it one with an error or an EndTxn takes the place of the latest plain
+  /// one) and handed to `hook` when it ends. Without it nothing of this is kept.
+  void set_trace_hook(TraceHook hook, size_t max_requests);
 
  private:
   struct IdState {
@@ -213,6 +234,8 @@ class TransactionTracker {
     int16_t producer_epoch = -1;
     int32_t timeout_ms = -1;
     std::optional<TransactionRecord> open;
+    std::vector<TxnRequestSpan> spans;  ///< the open transaction's answered requests (tracing only)
+    uint32_t spans_dropped = 0;
     std::deque<TransactionRecord> ended;
     TxnClock::time_point last_activity;
   };
@@ -225,6 +248,8 @@ class TransactionTracker {
   TransactionRecord& open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now);
   void end(IdState& s, TxnOutcome outcome, TxnClock::time_point now);
   void note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now);
+  /// Tracing: the answered request `p` as a child span of the open transaction.
+  void note_span(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& resp, TxnClock::time_point now);
   /// What a request (of the id's current producer) tells before its answer: the timeout it
   /// announces, the transaction it begins or adds to.
   void track_request(IdState& s, uint64_t connection, const TxnRequest& r, TxnClock::time_point now);
@@ -244,6 +269,8 @@ class TransactionTracker {
   EndedHook ended_hook_;
   EventHook event_hook_;
   std::function<bool()> event_wanted_;
+  TraceHook trace_hook_;
+  size_t max_trace_requests_ = 0;
   bool emitting() const { return event_hook_ && (!event_wanted_ || event_wanted_()); }
   /// Where the request being handled arrived (for events).
   uint64_t current_connection_ = 0;

@@ -9,7 +9,10 @@
 
 #include <unistd.h>
 
+#include "tests/unit/support/text.h"
+
 using namespace kproxy::config;
+using kproxy::testing::contains;
 
 namespace {
 

@@ -474,3 +474,140 @@ TEST_CASE("transaction tracker: the event hook sees each step, and nothing while
   CHECK(steps == std::vector<std::string>{"partitions_added:1@1", "offsets_added:g@1", "error:120@2", "end:aborted@1", "begin@1",
                                           "partitions_added:1@1"});
 }
+
+namespace {
+
+/// What the trace hook received for one transaction.
+struct Traced {
+  std::string outcome;
+  std::vector<TxnRequestSpan> requests;
+  uint32_t dropped = 0;
+};
+
+}  // namespace
+
+TEST_CASE("transaction tracker: the trace hook gets each transaction's answered requests, with errors and the rule that injected them") {
+  TransactionTracker t;
+  std::vector<Traced> traced;
+  t.set_trace_hook(
+      [&](const TransactionRecord& r, std::vector<TxnRequestSpan>&& requests, uint32_t dropped) {
+        traced.push_back({std::string(txn_outcome_name(r.outcome)), std::move(requests), dropped});
+      },
+      16);
+  Client c{t, "traced"};
+  c.init(4, 0);  // before the transaction: not part of it
+  auto begun = c.now;
+  c.add_partitions(4, 0, {{"out", 0}, {"out", 1}});
+  c.produce(4, 0, {{"out", 0}}, 7);
+  c.end_txn(4, 0, true, error(ErrorCode::kConcurrentTransactions, "busy-endtxn"));
+  c.end_txn(4, 0, true);
+  REQUIRE(traced.size() == 1);
+  CHECK(traced[0].outcome == "committed");
+  CHECK(traced[0].dropped == 0);
+  const auto& r = traced[0].requests;
+  REQUIRE(r.size() == 4);
+  CHECK(r[0].api == TxnApi::kAddPartitionsToTxn);
+  CHECK(r[0].partitions == 2);
+  CHECK(r[0].sent == begun);  // the transaction's begin is its first request's
+  CHECK(r[0].answered == begun + 1ms);
+  CHECK(r[0].connection == 1);
+  CHECK(r[1].api == TxnApi::kProduce);
+  CHECK(r[1].records == 7);
+  CHECK(r[1].connection == 2);
+  CHECK(r[2].api == TxnApi::kEndTxn);
+  CHECK(r[2].api_version == 3);
+  CHECK(r[2].error_code == code(ErrorCode::kConcurrentTransactions));
+  CHECK(r[2].injected_by == "busy-endtxn");
+  CHECK(r[3].api == TxnApi::kEndTxn);
+  CHECK(r[3].error_code == 0);
+  CHECK(r[3].injected_by.empty());
+
+  // The next transaction starts with no requests of the last one.
+  c.add_partitions(4, 0, {{"out", 0}});
+  c.end_txn(4, 0, false);
+  REQUIRE(traced.size() == 2);
+  CHECK(traced[1].outcome == "aborted");
+  CHECK(traced[1].requests.size() == 2);
+}
+
+TEST_CASE("transaction tracker: the trace of a fenced and of a timed-out transaction") {
+  TransactionTracker t;
+  std::vector<Traced> traced;
+  t.set_trace_hook(
+      [&](const TransactionRecord& r, std::vector<TxnRequestSpan>&& requests, uint32_t dropped) {
+        traced.push_back({std::string(txn_outcome_name(r.outcome)), std::move(requests), dropped});
+      },
+      16);
+  SUBCASE("fenced by an error: the failing request is the last span") {
+    Client c{t, "fenced"};
+    c.init(5, 0);
+    c.add_partitions(5, 0, {{"out", 0}});
+    c.produce(5, 0, {{"out", 0}}, 3, error(ErrorCode::kProducerFenced, "fence"));
+    REQUIRE(traced.size() == 1);
+    CHECK(traced[0].outcome == "fenced");
+    REQUIRE(traced[0].requests.size() == 2);
+    CHECK(traced[0].requests[1].api == TxnApi::kProduce);
+    CHECK(traced[0].requests[1].injected_by == "fence");
+  }
+  SUBCASE("fenced by a new instance: its InitProducerId is in the trace") {
+    Client c{t, "taken"};
+    c.init(6, 0);
+    c.add_partitions(6, 0, {{"out", 0}});
+    c.init(7, 0);
+    REQUIRE(traced.size() == 1);
+    CHECK(traced[0].outcome == "fenced");
+    REQUIRE(traced[0].requests.size() == 2);
+    CHECK(traced[0].requests[1].api == TxnApi::kInitProducerId);
+  }
+  SUBCASE("timed out: ended by a sweep, with what it had") {
+    Client c{t, "hanging"};
+    c.init(8, 0, /*timeout_ms=*/1000);
+    c.add_partitions(8, 0, {{"out", 0}});
+    t.sweep(c.now + 2s);
+    REQUIRE(traced.size() == 1);
+    CHECK(traced[0].outcome == "timed_out");
+    CHECK(traced[0].requests.size() == 1);
+  }
+}
+
+TEST_CASE("transaction tracker: requests past the per-transaction bound are counted; an error or an EndTxn still gets in") {
+  TransactionTracker t;
+  std::vector<Traced> traced;
+  t.set_trace_hook(
+      [&](const TransactionRecord& r, std::vector<TxnRequestSpan>&& requests, uint32_t dropped) {
+        traced.push_back({std::string(txn_outcome_name(r.outcome)), std::move(requests), dropped});
+      },
+      3);
+  Client c{t, "long"};
+  c.init(9, 0);
+  c.add_partitions(9, 0, {{"out", 0}});
+  for (int i = 0; i < 5; ++i) c.produce(9, 0, {{"out", 0}}, 1);
+  c.produce(9, 0, {{"out", 0}}, 1, error(ErrorCode::kNotEnoughReplicas, "slow-isr"));
+  c.end_txn(9, 0, false);
+  REQUIRE(traced.size() == 1);
+  const auto& r = traced[0].requests;
+  REQUIRE(r.size() == 3);         // the bound holds
+  CHECK(traced[0].dropped == 5);  // 8 answered requests, 3 kept
+  CHECK(r[0].api == TxnApi::kAddPartitionsToTxn);
+  CHECK(r[1].injected_by == "slow-isr");
+  CHECK(r[2].api == TxnApi::kEndTxn);
+}
+
+TEST_CASE("transaction tracker: without a trace hook no requests are kept") {
+  TransactionTracker t;
+  Client c{t, "untraced"};
+  c.init(10, 0);
+  c.add_partitions(10, 0, {{"out", 0}});
+  c.end_txn(10, 0, true);
+  // Setting a hook later sees only what comes after it.
+  std::vector<Traced> traced;
+  t.set_trace_hook(
+      [&](const TransactionRecord& r, std::vector<TxnRequestSpan>&& requests, uint32_t dropped) {
+        traced.push_back({std::string(txn_outcome_name(r.outcome)), std::move(requests), dropped});
+      },
+      8);
+  c.add_partitions(10, 0, {{"out", 0}});
+  c.end_txn(10, 0, true);
+  REQUIRE(traced.size() == 1);
+  CHECK(traced[0].requests.size() == 2);
+}
