@@ -407,7 +407,8 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
     errors, error_aborts, transactions}.
 
     As TxnProducer's options of the same names: `spread_partitions` sends transaction t's records
-    to the partitions (t-1) % P .. of 1 + (t-1) % P of them (P = the topic's partition count);
+    to the partitions (t-1) % P .. of 1 + (t-1) % P of them (P = the topic's partition count),
+    round-robin in ascending order with partition 0 last;
     `abort_on_error` aborts a transaction whose send or commit failed with an abortable error
     (a delivery error, or a commit error that requires an abort) and goes on with the next.
     `transactions` lists each one: {n, outcome, cause ("client" for abort_every, else the
@@ -435,7 +436,8 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
     history: List[Dict] = []
     for t in range(1, transactions + 1):
         n = records - nxt if t == transactions else per_txn
-        targets = [(t - 1 + j) % partition_count for j in range((t - 1) % partition_count + 1)] if spread_partitions else []
+        targets = sorted(((t - 1 + j) % partition_count for j in range((t - 1) % partition_count + 1)),
+                         key=lambda x: (x == 0, x)) if spread_partitions else []
         sent_to: set = set()
         abort = bool(abort_every and t % abort_every == 0)
         cause: Optional[str] = None
@@ -450,8 +452,14 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
                     sent_to.add(extra["partition"])
                 p.produce(topic, key=key.encode(), value=f"{key}|{t}|".encode(), on_delivery=on_delivery, **extra)
                 p.poll(0)
-            if p.flush(timeout):
-                raise ClientError("librdkafka transactional flush timed out")
+            # Wait for every delivery report (flush), but with abort_on_error not past the first
+            # failed record: once the transaction has failed, librdkafka may hold the rest (a
+            # sequence gap waits for an epoch bump) until the abort purges them.
+            deadline = time.monotonic() + timeout
+            while len(p) and not (abort_on_error and txn_errors):
+                if time.monotonic() > deadline:
+                    raise ClientError("librdkafka transactional flush timed out")
+                p.poll(0.05)
             if txn_errors and abort_on_error:
                 # The first error a broker sent; when every record was failed by librdkafka itself
                 # (_PURGE_QUEUE: the transaction had already failed), the transaction's own error,
@@ -479,12 +487,12 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
             cause = txn_errors[0] if txn_errors else err.name()
         nxt += n
         if cause is not None:
-            p.abort_transaction(timeout)
+            _rd_abort(ck, p, timeout)
             out["records_aborted"] += n
             out["transactions_aborted"] += 1
             error_aborts[cause] = error_aborts.get(cause, 0) + 1
         elif abort:
-            p.abort_transaction(timeout)
+            _rd_abort(ck, p, timeout)
             out["records_aborted"] += n
             out["transactions_aborted"] += 1
             cause = "client"
@@ -497,3 +505,18 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
     out["error_aborts"] = error_aborts
     out["transactions"] = history
     return out
+
+
+def _rd_abort(ck, p, timeout: float) -> None:
+    """abort_transaction, polling between tries: the abort purges the records still queued and
+    waits until their delivery reports were served, which needs poll() (librdkafka: "the event
+    queue must be polled ... prior to calling abort"; a timed-out abort may be called again)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            p.abort_transaction(min(1.0, max(0.1, deadline - time.monotonic())))
+            return
+        except ck.KafkaException as e:
+            if e.args[0].code() != ck.KafkaError._TIMED_OUT or time.monotonic() > deadline:
+                raise
+            p.poll(0.1)

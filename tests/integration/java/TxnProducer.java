@@ -14,8 +14,10 @@
 // For the transaction observatory check (test_transaction_observatory_eos.py):
 //   --spread-partitions true   transaction t writes to explicit partitions: the 1 + (t-1) % P
 //                              partitions (t-1) % P, (t-1+1) % P, ... (P = the topic's partition
-//                              count), records round-robin over them, so the partitions differ
-//                              from one transaction to the next
+//                              count), records round-robin over them in ascending order with
+//                              partition 0 last (so the AddPartitionsToTxn naming 0 is the
+//                              transaction's last), so the partitions differ from one transaction
+//                              to the next
 //   --abort-on-error true      an error inside a transaction (a failed send, flush or commit
 //                              that is not fatal) makes the producer abort that transaction and
 //                              go on with the next one, instead of stopping
@@ -100,6 +102,8 @@ public class TxnProducer {
                 List<Integer> targets = new ArrayList<>();
                 if (spread) {
                     for (int j = 0; j <= (t - 1) % partitionCount; j++) targets.add((t - 1 + j) % partitionCount);
+                    // Partition 0 last: the AddPartitionsToTxn that names it is the transaction's last.
+                    targets.sort((x, y) -> Boolean.compare(x == 0, y == 0) != 0 ? Boolean.compare(x == 0, y == 0) : Integer.compare(x, y));
                 }
                 TreeSet<Integer> sentTo = new TreeSet<>();
                 producer.beginTransaction();
