@@ -41,14 +41,16 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     os.setpgid(0, 0)
 
 
-def spawn(args: List[str], log_path: Path, stdout=None, pin: Optional[str] = None) -> subprocess.Popen:
-    """Starts a child in its own process group; stderr (and stdout unless given) go to log_path."""
+def spawn(args: List[str], log_path: Path, stdout=None, pin: Optional[str] = None,
+          env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+    """Starts a child in its own process group; stderr (and stdout unless given) go to log_path.
+    `env`: variables set for the child on top of this process's environment."""
     if pin:
         args = ["taskset", "-c", pin] + args
     log_path.parent.mkdir(parents=True, exist_ok=True)
     err = open(log_path, "ab")
     p = subprocess.Popen(args, stdout=stdout if stdout is not None else err, stderr=err,
-                         preexec_fn=_die_with_parent, cwd=ROOT)
+                         preexec_fn=_die_with_parent, cwd=ROOT, env=dict(os.environ, **env) if env else None)
     err.close()
     _children.append(p)
     return p
@@ -226,8 +228,9 @@ def haproxy_config(path: Path, listen_port: int, upstream: str, threads: int, bi
 
 
 def start_proxy(kind: str, bins: Dict[str, Path], logs: Path, upstream: str, workers: int,
-                pin: Optional[str] = None):
-    """Starts kproxy or haproxy in front of `upstream`. Returns (process, listen port, broker base)."""
+                pin: Optional[str] = None, env: Optional[Dict[str, str]] = None):
+    """Starts kproxy or haproxy in front of `upstream`. Returns (process, listen port, broker base).
+    `env`: extra environment for kproxy (KPROXY_FRAME_METRICS=off: the observatory off)."""
     port = free_port_block(1)
     base = 0
     if kind == "kproxy":
@@ -235,7 +238,7 @@ def start_proxy(kind: str, bins: Dict[str, Path], logs: Path, upstream: str, wor
         admin = free_port_block(1)
         cfg = logs / "kproxy.yaml"
         kproxy_config(cfg, port, upstream, base, workers, admin)
-        p = spawn([str(bins["kproxy"]), "--config", str(cfg)], logs / "kproxy.log", pin=pin)
+        p = spawn([str(bins["kproxy"]), "--config", str(cfg)], logs / "kproxy.log", pin=pin, env=env)
         p.admin_port = admin
     elif kind == "haproxy":
         cfg = logs / "haproxy.cfg"

@@ -18,6 +18,15 @@
 //             side closes (a `close` fault rule) is opened again. Every answer is still decoded
 //             and matched to its request; mismatches and undecodable answers are failures.
 //
+// --transactional (saturate, rate): each connection is a transactional producer (transaction
+// version 1, as librdkafka): after ApiVersions it calls InitProducerId for its own
+// transactional.id ("kproxy-load-txn-<connection>"), then loops AddPartitionsToTxn (its
+// partition), --txn-produces Produce requests whose record batch is transactional (the producer
+// id and epoch it was given, the transactional attribute, a sequence), and EndTxn (commit). Like
+// a real client it begins the next transaction only when the EndTxn is answered. This gives a
+// proxy's transaction tracker (docs/transactions.md) its real work; the figures still count
+// the Produce requests and their record-batch bytes only.
+//
 // Every response's correlation id is checked against the oldest request in flight on its
 // connection (mismatches are counted and must be zero); every ProduceResponse is decoded and
 // its error codes checked. A run is bounded in time (--max-seconds as a last resort) and ends by
@@ -40,6 +49,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -90,7 +100,9 @@ struct Options {
   std::string source;     // --source: local address the connections are made from ("" = the kernel's pick)
   uint64_t requests = 0;  // saturate: stop after this many Produce requests (0: --duration decides)
   std::string mix = "produce:60,metadata:15,find_coordinator:10,init_producer_id:10,api_versions:5";  // soak
-  uint64_t seed = 1;  // soak: the API mix of connection i comes from seed + i
+  uint64_t seed = 1;           // soak: the API mix of connection i comes from seed + i
+  bool transactional = false;  // --transactional
+  int txn_produces = 20;       // Produce requests per transaction
 };
 
 // ---- RecordBatch v2 --------------------------------------------------------------------------
@@ -111,8 +123,9 @@ uint32_t crc32c(const uint8_t* p, size_t n) {
 }
 
 /// A valid RecordBatch (magic 2, one record, no key, no compression) of exactly `size` bytes
-/// when size >= 69 (smaller sizes get the smallest batch).
-std::vector<uint8_t> record_batch(size_t size) {
+/// when size >= 69 (smaller sizes get the smallest batch). With a producer id: an idempotent
+/// batch of that producer (sequence 0), transactional when `transactional`.
+std::vector<uint8_t> record_batch(size_t size, int64_t producer_id = -1, int16_t producer_epoch = -1, bool transactional = false) {
   constexpr size_t kBatchHeader = 61;
   size_t value = 0;
   for (int i = 0; i < 8; ++i) {  // fixed point: the varints' widths depend on the value length
@@ -131,14 +144,14 @@ std::vector<uint8_t> record_batch(size_t size) {
   w.int8(2);    // magic
   w.uint32(0);  // crc, patched
   size_t crc_from = out.size();
-  w.int16(0);       // attributes
-  w.int32(0);       // lastOffsetDelta
-  w.int64(now_ms);  // baseTimestamp
-  w.int64(now_ms);  // maxTimestamp
-  w.int64(-1);      // producerId
-  w.int16(-1);      // producerEpoch
-  w.int32(-1);      // baseSequence
-  w.int32(1);       // records
+  w.int16(transactional ? 0x10 : 0);   // attributes: bit 4 = transactional
+  w.int32(0);                          // lastOffsetDelta
+  w.int64(now_ms);                     // baseTimestamp
+  w.int64(now_ms);                     // maxTimestamp
+  w.int64(producer_id);                // producerId
+  w.int16(producer_epoch);             // producerEpoch
+  w.int32(producer_id >= 0 ? 0 : -1);  // baseSequence
+  w.int32(1);                          // records
   size_t rec = 5 + varint_size(static_cast<int32_t>(value)) + value;
   w.varint(static_cast<int32_t>(rec));
   w.int8(0);     // attributes
@@ -178,9 +191,10 @@ double cpu_seconds(const std::string& which) {
 
 // ---- connections -----------------------------------------------------------------------------
 
-enum class Kind : uint8_t { kApiVersions, kMetadata, kProduce, kFindCoordinator, kInitProducerId };
-constexpr size_t kKinds = 5;
-constexpr std::array<const char*, kKinds> kKindNames = {"api_versions", "metadata", "produce", "find_coordinator", "init_producer_id"};
+enum class Kind : uint8_t { kApiVersions, kMetadata, kProduce, kFindCoordinator, kInitProducerId, kAddPartitionsToTxn, kEndTxn };
+constexpr size_t kKinds = 7;
+constexpr std::array<const char*, kKinds> kKindNames = {
+    "api_versions", "metadata", "produce", "find_coordinator", "init_producer_id", "add_partitions_to_txn", "end_txn"};
 
 struct Pending {
   int32_t correlation_id;
@@ -202,6 +216,13 @@ struct Conn {
   bool ready = false, closing = false, connected = false;
   bool reopened = false;  // soak: a replacement for a connection the far side closed
   std::mt19937_64 rng;    // soak: the API mix
+  // --transactional: this connection's producer, its Produce frame, where it is in a transaction
+  std::string transactional_id;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  std::vector<uint8_t> txn_frame;
+  int txn_pos = 0;          // Produce requests sent in the current transaction
+  bool txn_ending = false;  // EndTxn sent, not yet answered: the next transaction waits
 
   size_t inflight() const { return pending.size() - head; }
   void push(const Pending& p) { pending.push_back(p); }
@@ -240,6 +261,10 @@ class Load {
   static void after_connect(uv_connect_t* req, int status);
   void send_owned(Conn* c, Kind kind, int16_t api_key, int16_t version, const Message& body);
   void on_conn_ready(Conn* c);
+  void after_handshake(Conn* c);
+  void build_txn_frame(Conn* c);
+  void send_add_partitions(Conn* c);
+  void send_end_txn(Conn* c);
   void all_ready();
 
   // traffic
@@ -276,6 +301,7 @@ class Load {
   uint32_t mix_total_ = 0;
   std::array<uint64_t, kKinds> kind_sent_{}, kind_answered_{}, kind_errors_{};
   uint64_t peer_closes_ = 0;
+  uint64_t txn_committed_ = 0;                  // --transactional: EndTxn answered without error
   std::vector<std::unique_ptr<Conn>> retired_;  // closed connections, kept until the loop ends
   std::string first_error_;
   std::vector<uint64_t> samples_ns_;  // latencies of requests sent inside the window (rate mode)
@@ -293,35 +319,76 @@ class Load {
   bool ready_printed_ = false;
 };
 
+/// One Produce request frame (correlation id 0) carrying `batch` to one partition.
+std::vector<uint8_t> produce_frame(const Options& o, int partition, const std::vector<uint8_t>& batch,
+                                   std::optional<std::string_view> transactional_id = std::nullopt) {
+  ProduceRequest req;
+  req.transactional_id = transactional_id;
+  req.acks = static_cast<int16_t>(o.acks);
+  req.timeout_ms = 30000;
+  ProduceRequest::TopicProduceData t;
+  t.name = o.topic;
+  ProduceRequest::PartitionProduceData pd;
+  pd.index = partition;
+  pd.records = Bytes(batch.data(), batch.size());
+  t.partition_data.push_back(pd);
+  req.topic_data.push_back(t);
+  RequestHeader h;
+  h.api_key = ProduceRequest::kApiKey;
+  h.api_version = o.produce_version;
+  h.correlation_id = 0;
+  h.client_id = kClientId;
+  h.header_version = request_header_version(h.api_key, h.api_version);
+  std::vector<uint8_t> frame;
+  Writer w(frame);
+  w.int32(0);
+  write_request_header(w, h);
+  req.write(w, o.produce_version);
+  w.patch_int32(0, static_cast<int32_t>(frame.size() - kFrameSizePrefix));
+  return frame;
+}
+
 void Load::build_templates() {
   std::vector<uint8_t> batch = record_batch(o_.size);
-  static std::vector<uint8_t> batch_keep;
-  batch_keep = batch;
-  for (int p = 0; p < o_.partitions; ++p) {
-    ProduceRequest req;
-    req.acks = static_cast<int16_t>(o_.acks);
-    req.timeout_ms = 30000;
-    ProduceRequest::TopicProduceData t;
-    t.name = o_.topic;
-    ProduceRequest::PartitionProduceData pd;
-    pd.index = p;
-    pd.records = Bytes(batch_keep.data(), batch_keep.size());
-    t.partition_data.push_back(pd);
-    req.topic_data.push_back(t);
-    RequestHeader h;
-    h.api_key = ProduceRequest::kApiKey;
-    h.api_version = o_.produce_version;
-    h.correlation_id = 0;
-    h.client_id = kClientId;
-    h.header_version = request_header_version(h.api_key, h.api_version);
-    std::vector<uint8_t> frame;
-    Writer w(frame);
-    w.int32(0);
-    write_request_header(w, h);
-    req.write(w, o_.produce_version);
-    w.patch_int32(0, static_cast<int32_t>(frame.size() - kFrameSizePrefix));
-    templates_.push_back(std::move(frame));
+  for (int p = 0; p < o_.partitions; ++p) templates_.push_back(produce_frame(o_, p, batch));
+}
+
+void Load::build_txn_frame(Conn* c) {
+  std::vector<uint8_t> batch = record_batch(o_.size, c->producer_id, c->producer_epoch, true);
+  c->txn_frame = produce_frame(o_, c->index % o_.partitions, batch, c->transactional_id);
+}
+
+void Load::after_handshake(Conn* c) {
+  if (!o_.transactional || c->producer_id >= 0) {
+    on_conn_ready(c);
+    return;
   }
+  InitProducerIdRequest ip;
+  ip.transactional_id = c->transactional_id;
+  ip.transaction_timeout_ms = 60000;
+  send_owned(c, Kind::kInitProducerId, InitProducerIdRequest::kApiKey, 4, ip);
+}
+
+void Load::send_add_partitions(Conn* c) {
+  AddPartitionsToTxnRequest req;
+  req.v3_and_below_transactional_id = c->transactional_id;
+  req.v3_and_below_producer_id = c->producer_id;
+  req.v3_and_below_producer_epoch = c->producer_epoch;
+  AddPartitionsToTxnRequest::AddPartitionsToTxnTopic t;
+  t.name = o_.topic;
+  t.partitions = {c->index % o_.partitions};
+  req.v3_and_below_topics.push_back(std::move(t));
+  send_owned(c, Kind::kAddPartitionsToTxn, AddPartitionsToTxnRequest::kApiKey, 3, req);
+}
+
+void Load::send_end_txn(Conn* c) {
+  EndTxnRequest req;
+  req.transactional_id = c->transactional_id;
+  req.producer_id = c->producer_id;
+  req.producer_epoch = c->producer_epoch;
+  req.committed = true;
+  c->txn_ending = true;
+  send_owned(c, Kind::kEndTxn, EndTxnRequest::kApiKey, 3, req);
 }
 
 void Load::open_next_connections() {
@@ -334,6 +401,7 @@ void Load::open_connection(int index) {
   c->load = this;
   c->index = index;
   c->rng.seed(o_.seed + static_cast<uint64_t>(index));
+  if (o_.transactional) c->transactional_id = "kproxy-load-txn-" + std::to_string(index);
   uv_tcp_init(&loop_, &c->tcp);
   c->tcp.data = c.get();
   c->connect_req.data = c.get();
@@ -469,11 +537,20 @@ void Load::on_rate_tick() {
 }
 
 void Load::send_produce(Conn* c, int count) {
-  const std::vector<uint8_t>& frame = templates_[static_cast<size_t>(c->index % o_.partitions)];
+  const std::vector<uint8_t>& frame = o_.transactional ? c->txn_frame : templates_[static_cast<size_t>(c->index % o_.partitions)];
   if (o_.requests > 0)
     count = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(count), o_.requests - std::min(sent_, o_.requests)));
   while (count > 0) {
     int n = std::min(count, kMaxBatch);
+    if (o_.transactional) {
+      if (c->txn_ending) {  // the next transaction begins when the EndTxn is answered
+        if (o_.mode == Mode::kRate) backlog_skips_ += static_cast<uint64_t>(count);
+        return;
+      }
+      if (c->txn_pos == 0) send_add_partitions(c);
+      if (c->closing) return;
+      n = std::min(n, o_.txn_produces - c->txn_pos);
+    }
     count -= n;
     auto* b = new WriteBatch;
     b->headers.resize(static_cast<size_t>(n));
@@ -501,6 +578,11 @@ void Load::send_produce(Conn* c, int count) {
       delete b;
       conn_failed(c, std::string("write: ") + uv_strerror(rc));
       return;
+    }
+    if (o_.transactional && (c->txn_pos += n) >= o_.txn_produces) {
+      c->txn_pos = 0;
+      send_end_txn(c);
+      if (c->closing) return;
     }
   }
 }
@@ -541,6 +623,20 @@ void Load::after_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   }
 }
 
+/// Decodes a response body (after its header) into `m`; false when it does not decode.
+template <class M>
+bool decode_response(Bytes message, int16_t version, M& m, std::string* error) {
+  ResponseHeader rh;
+  if (!read_response_header(message, response_header_version(M::kApiKey, version), rh, nullptr)) {
+    *error = std::string(M::kName) + ": bad response header";
+    return false;
+  }
+  Reader r(message.subspan(rh.size));
+  m.read(r, version);
+  if (!r.ok()) *error = r.error();
+  return r.ok();
+}
+
 bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
   Bytes message = frame.subspan(kFrameSizePrefix);
   if (c->inflight() == 0) {
@@ -561,9 +657,52 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
   if (o_.mode == Mode::kSoak && c->ready) return on_soak_response(c, p.kind, message);
   switch (p.kind) {
     case Kind::kFindCoordinator:
-    case Kind::kInitProducerId:
       ++unexpected_;  // only soak sends these
       return true;
+    case Kind::kInitProducerId: {
+      InitProducerIdResponse m;
+      std::string error;
+      if (!o_.transactional || !decode_response(message, 4, m, &error) || m.error_code != 0 || m.producer_id < 0) {
+        ++decode_errors_;
+        conn_failed(c, o_.transactional ? "InitProducerId failed: " + (error.empty() ? "error " + std::to_string(m.error_code) : error)
+                                        : std::string("an InitProducerId answer nobody asked for"));
+        return false;
+      }
+      c->producer_id = m.producer_id;
+      c->producer_epoch = m.producer_epoch;
+      build_txn_frame(c);
+      on_conn_ready(c);
+      return true;
+    }
+    case Kind::kAddPartitionsToTxn:
+    case Kind::kEndTxn: {
+      std::string error;
+      int16_t code = 0;
+      bool decoded = false;
+      if (p.kind == Kind::kEndTxn) {
+        EndTxnResponse m;
+        decoded = decode_response(message, 3, m, &error);
+        code = m.error_code;
+        c->txn_ending = false;
+      } else {
+        AddPartitionsToTxnResponse m;
+        decoded = decode_response(message, 3, m, &error);
+        for (const auto& t : m.results_by_topic_v3_and_below)
+          for (const auto& r : t.results_by_partition)
+            if (code == 0) code = r.partition_error_code;
+      }
+      if (!decoded) {
+        ++decode_errors_;
+        if (first_error_.empty()) first_error_ = std::string(kKindNames[static_cast<size_t>(p.kind)]) + ": " + error;
+      } else if (code != 0) {
+        ++produce_errors_;
+        if (first_error_.empty())
+          first_error_ = std::string(kKindNames[static_cast<size_t>(p.kind)]) + " error code " + std::to_string(code);
+      } else if (p.kind == Kind::kEndTxn) {
+        ++txn_committed_;
+      }
+      return true;
+    }
     case Kind::kProduce: {
       ++answered_;
       if (in_window_) {
@@ -612,7 +751,7 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
         md.topics->push_back(t);
         send_owned(c, Kind::kMetadata, MetadataRequest::kApiKey, 12, md);
       } else {
-        on_conn_ready(c);
+        after_handshake(c);
       }
       return true;
     }
@@ -633,7 +772,7 @@ bool Load::on_response(Conn* c, Bytes frame, uint64_t now) {
         ++decode_errors_;
         if (first_error_.empty()) first_error_ = "Metadata names broker " + broker + ", expected " + o_.expect_broker;
       }
-      on_conn_ready(c);
+      after_handshake(c);
       return true;
     }
   }
@@ -683,25 +822,24 @@ void Load::send_mix(Conn* c, int count) {
         send_owned(c, kind, ApiVersionsRequest::kApiKey, 3, av);
         break;
       }
+      case Kind::kAddPartitionsToTxn: {  // of a producer id nobody was given: the answer is counted, whatever it says
+        AddPartitionsToTxnRequest req;
+        req.v3_and_below_transactional_id = "kproxy-soak";
+        req.v3_and_below_producer_id = 0;
+        req.v3_and_below_topics.push_back({o_.topic, {0}, {}});
+        send_owned(c, kind, AddPartitionsToTxnRequest::kApiKey, 3, req);
+        break;
+      }
+      case Kind::kEndTxn: {
+        EndTxnRequest req;
+        req.transactional_id = "kproxy-soak";
+        req.committed = false;
+        send_owned(c, kind, EndTxnRequest::kApiKey, 3, req);
+        break;
+      }
     }
   }
 }
-
-namespace {
-/// Decodes a response body (after its header) into `m`; false when it does not decode.
-template <class M>
-bool decode_response(Bytes message, int16_t version, M& m, std::string* error) {
-  ResponseHeader rh;
-  if (!read_response_header(message, response_header_version(M::kApiKey, version), rh, nullptr)) {
-    *error = std::string(M::kName) + ": bad response header";
-    return false;
-  }
-  Reader r(message.subspan(rh.size));
-  m.read(r, version);
-  if (!r.ok()) *error = r.error();
-  return r.ok();
-}
-}  // namespace
 
 bool Load::on_soak_response(Conn* c, Kind kind, Bytes message) {
   ++answered_;
@@ -752,6 +890,20 @@ bool Load::on_soak_response(Conn* c, Kind kind, Bytes message) {
       decoded = decode_api_versions_response(message.subspan(4), 3, m) >= 0;
       if (!decoded) error = "ApiVersionsResponse does not decode";
       else code = m.error_code;
+      break;
+    }
+    case Kind::kAddPartitionsToTxn: {
+      AddPartitionsToTxnResponse m;
+      decoded = decode_response(message, 3, m, &error);
+      for (const auto& t : m.results_by_topic_v3_and_below)
+        for (const auto& r : t.results_by_partition)
+          if (code == 0) code = r.partition_error_code;
+      break;
+    }
+    case Kind::kEndTxn: {
+      EndTxnResponse m;
+      decoded = decode_response(message, 3, m, &error);
+      if (decoded) code = m.error_code;
       break;
     }
   }
@@ -887,6 +1039,11 @@ void Load::report() {
   j["lost"] = lost_;
   j["backlog_skips"] = backlog_skips_;
   j["brokers_seen"] = brokers_seen_;
+  if (o_.transactional) {
+    j["transactional"] = true;
+    j["txn_produces"] = o_.txn_produces;
+    j["transactions_committed"] = txn_committed_;
+  }
   if (!first_error_.empty()) j["first_error"] = first_error_;
   j["window_seconds"] = secs;
   if (o_.mode == Mode::kSaturate && secs > 0) {
@@ -1013,7 +1170,8 @@ void usage(FILE* out) {
       "                   [--metadata] [--expect-broker HOST:PORT] [--connect-concurrency N]\n"
       "                   [--watch-pid PID|PID/TID]... [--max-seconds S] [--requests N] [--source IP]\n"
       "                   [--mix API:WEIGHT,...] [--seed N]   (soak; APIs: produce, metadata,\n"
-      "                    find_coordinator, init_producer_id, api_versions)\n",
+      "                    find_coordinator, init_producer_id, api_versions, add_partitions_to_txn, end_txn)\n"
+      "                   [--transactional [--txn-produces N]]   (saturate, rate: transactional producers)\n",
       out);
 }
 
@@ -1072,6 +1230,8 @@ int main(int argc, char** argv) {
       else if (a == "--source") o.source = value();
       else if (a == "--mix") o.mix = value();
       else if (a == "--seed") o.seed = std::stoull(value());
+      else if (a == "--transactional") o.transactional = true;
+      else if (a == "--txn-produces") o.txn_produces = std::max(1, std::stoi(value()));
       else if (a == "-h" || a == "--help") {
         usage(stdout);
         return 0;
@@ -1088,6 +1248,10 @@ int main(int argc, char** argv) {
   }
   if (o.produce_version < ProduceRequest::kMinVersion || o.produce_version > 12) {
     std::fprintf(stderr, "kproxy-load: --produce-version must be 3..12 (v13 names topics by id)\n");
+    return 2;
+  }
+  if (o.transactional && (o.mode == Mode::kSoak || o.mode == Mode::kIdle || o.acks == 0)) {
+    std::fprintf(stderr, "kproxy-load: --transactional is for saturate and rate modes with acks != 0\n");
     return 2;
   }
   if ((o.mode == Mode::kSaturate || o.mode == Mode::kSoak) && o.acks == 0) {

@@ -6,8 +6,10 @@
 // It speaks just enough Kafka for a producer: ApiVersions (advertising the codec's version ranges
 // of the APIs below), Metadata (one broker, node 0 = itself at its own host:port, every topic asked
 // for has --partitions partitions led by node 0, so a proxy's broker-address rewrite has something
-// to rewrite), Produce (success for every partition; acks=0 gets no response), InitProducerId and
-// FindCoordinator (node 0). Records are never looked at. Any other API closes the connection.
+// to rewrite), Produce (success for every partition; acks=0 gets no response), InitProducerId,
+// FindCoordinator (node 0), and AddPartitionsToTxn and EndTxn (success; for the transactional
+// load of kproxy-load --transactional: no transaction state is kept). Records are never looked at.
+// Any other API closes the connection.
 //
 // It prints "listening on HOST:PORT" on stdout once it accepts (port 0 picks a free port) and a
 // line of counts on stderr when it exits (SIGTERM/SIGINT, or --max-seconds).
@@ -47,9 +49,10 @@ constexpr size_t kOutLowWater = 1u << 20;
 constexpr int16_t kUnsupportedVersion = 35;
 
 /// The APIs the sink answers.
-constexpr int16_t kAnswered[] = {static_cast<int16_t>(ApiKey::kProduce), static_cast<int16_t>(ApiKey::kMetadata),
+constexpr int16_t kAnswered[] = {static_cast<int16_t>(ApiKey::kProduce),         static_cast<int16_t>(ApiKey::kMetadata),
                                  static_cast<int16_t>(ApiKey::kFindCoordinator), static_cast<int16_t>(ApiKey::kApiVersions),
-                                 static_cast<int16_t>(ApiKey::kInitProducerId)};
+                                 static_cast<int16_t>(ApiKey::kInitProducerId),  static_cast<int16_t>(ApiKey::kAddPartitionsToTxn),
+                                 static_cast<int16_t>(ApiKey::kEndTxn)};
 
 struct Options {
   std::string host = "127.0.0.1";
@@ -278,6 +281,8 @@ class Worker {
       case ApiKey::kProduce: return answer_produce(c, h, r);
       case ApiKey::kInitProducerId: return answer_init_producer_id(c, h, r);
       case ApiKey::kFindCoordinator: return answer_find_coordinator(c, h, r);
+      case ApiKey::kAddPartitionsToTxn: return answer_add_partitions_to_txn(c, h, r);
+      case ApiKey::kEndTxn: return answer_end_txn(c, h, r);
       default: return refuse(c);
     }
   }
@@ -404,6 +409,43 @@ class Worker {
       resp.port = port_;
     } else {
       for (auto key : req.coordinator_keys) resp.coordinators.push_back({key, 0, host, port_, 0, std::nullopt, {}});
+    }
+    respond(c, h, h.api_version, resp);
+    return true;
+  }
+
+  bool answer_add_partitions_to_txn(Conn* c, const RequestHeader& h, Reader& r) {
+    AddPartitionsToTxnRequest req;
+    req.read(r, h.api_version);
+    if (!r.ok()) return refuse(c);
+    AddPartitionsToTxnResponse resp;
+    auto results = [](const std::vector<AddPartitionsToTxnRequest::AddPartitionsToTxnTopic>& topics) {
+      std::vector<AddPartitionsToTxnResponse::AddPartitionsToTxnTopicResult> out;
+      for (const auto& t : topics) {
+        AddPartitionsToTxnResponse::AddPartitionsToTxnTopicResult tr;
+        tr.name = t.name;
+        for (int32_t p : t.partitions) tr.results_by_partition.push_back({p, 0, {}});
+        out.push_back(std::move(tr));
+      }
+      return out;
+    };
+    if (h.api_version <= 3) {
+      resp.results_by_topic_v3_and_below = results(req.v3_and_below_topics);
+    } else {
+      for (const auto& x : req.transactions) resp.results_by_transaction.push_back({x.transactional_id, results(x.topics), {}});
+    }
+    respond(c, h, h.api_version, resp);
+    return true;
+  }
+
+  bool answer_end_txn(Conn* c, const RequestHeader& h, Reader& r) {
+    EndTxnRequest req;
+    req.read(r, h.api_version);
+    if (!r.ok()) return refuse(c);
+    EndTxnResponse resp;
+    if (h.api_version >= 5) {  // transaction.version 2: the epoch the next transaction uses
+      resp.producer_id = req.producer_id;
+      resp.producer_epoch = static_cast<int16_t>(req.producer_epoch + 1);
     }
     respond(c, h, h.api_version, resp);
     return true;

@@ -52,9 +52,13 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
     metrics::ProxyMetrics::instance().enable_traffic_labels(config->metrics.topic_labels, config->metrics.client_id_labels,
                                                             config->metrics.max_label_values);
   }
+  // KPROXY_TRANSACTIONS=off: the frame metrics without the transaction tracker (bench/proxy
+  // measures what the tracker costs with it).
+  bool track_transactions = true;
+  if (const char* knob = std::getenv("KPROXY_TRANSACTIONS"); knob && *knob) track_transactions = std::string_view(knob) != "off";
   if (frames) {
-    auto observer =
-        std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors);
+    auto observer = std::make_shared<metrics::FrameMetrics>(metrics::ProxyMetrics::instance(), tap::TapHub::instance(), names, count_errors,
+                                                            track_transactions);
     // The metrics and the routes hold the tracker (and so the observer) alive while they read it.
     transactions_ = std::shared_ptr<observe::TransactionTracker>(observer, &observer->transactions());
     observe::export_transaction_metrics(metrics::ProxyMetrics::instance(), transactions_);

@@ -24,8 +24,10 @@ constexpr size_t kMaxRemembered = 10000;
 
 }  // namespace
 
-FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors)
-    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors) {
+FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors,
+                           bool track_transactions)
+    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors),
+      track_transactions_(track_transactions) {
   for (size_t i = 0; i < proxy::kStageCount; ++i) stage_ids_[i] = metrics_.stage_id(proxy::stage_name(static_cast<proxy::StageId>(i)));
   // Transaction lifecycle events go to the tap's ?transactions subscribers, built only while
   // someone follows the tap.
@@ -68,7 +70,7 @@ void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& t
 void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   const auto& h = ctx.header();
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
-  if (observe::txn_api(h.api_key)) {
+  if (track_transactions_ && observe::txn_api(h.api_key)) {
     // Only the transaction APIs and transactional Produce are decoded (a non-transactional Produce
     // costs a peek at its first field).
     if (auto r = observe::txn_request(ctx))
@@ -90,7 +92,7 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   size_t listener = ctx.connection().listener_index;
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
-  if (observe::txn_api(api) && transactions_.awaiting_responses()) {
+  if (track_transactions_ && observe::txn_api(api) && transactions_.awaiting_responses()) {
     if (auto correlation = observe::response_correlation_id(ctx.frame()))
       transactions_.on_response(ctx.connection().id, *correlation, observe::txn_response(ctx), observe::TxnClock::now());
   }

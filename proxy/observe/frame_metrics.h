@@ -32,8 +32,11 @@ namespace kproxy::metrics {
 class FrameMetrics final : public proxy::FrameObserver {
  public:
   /// `count_errors` false skips decoding responses for their error codes (cost attribution in
-  /// bench/metrics: KPROXY_FRAME_METRICS=no-errors).
-  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors = true);
+  /// bench/metrics: KPROXY_FRAME_METRICS=no-errors); `track_transactions` false leaves the
+  /// transaction APIs and transactional Produce undecoded, the tracker empty (cost attribution in
+  /// bench/proxy: KPROXY_TRANSACTIONS=off).
+  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors = true,
+               bool track_transactions = true);
 
   // proxy::FrameObserver
   void on_request(const proxy::RequestContext& ctx) override;
@@ -51,6 +54,7 @@ class FrameMetrics final : public proxy::FrameObserver {
   tap::TapHub& hub_;
   std::vector<std::string> listener_names_;
   bool count_errors_;
+  bool track_transactions_;
   std::array<int, proxy::kStageCount> stage_ids_{};  ///< ProxyMetrics' id of each stage's label
   observe::TransactionTracker transactions_;
 };

@@ -260,13 +260,14 @@ TxnResponse txn_response(const proxy::ResponseContext& ctx) {
       break;
     }
   }
+  // The first error, but not OPERATION_NOT_ATTEMPTED when there is another: an
+  // AddPartitionsToTxn refused for one partition says so for the others (all or nothing).
+  auto note = [&out](int16_t code) {
+    constexpr auto kNotAttempted = static_cast<int16_t>(codec::ErrorCode::kOperationNotAttempted);
+    if (code != 0 && (out.error_code == 0 || (out.error_code == kNotAttempted && code != kNotAttempted))) out.error_code = code;
+  };
   if (const codec::ResponseScan* scan = ctx.dirty() ? nullptr : ctx.scan()) {
-    for (size_t i = 0; i < scan->error_count; ++i) {
-      if (scan->errors[i].code != 0) {
-        out.error_code = scan->errors[i].code;
-        break;
-      }
-    }
+    for (size_t i = 0; i < scan->error_count; ++i) note(scan->errors[i].code);
   }
   auto api = txn_api(ctx.api_key());
   bool need_body = api == TxnApi::kInitProducerId || (api == TxnApi::kEndTxn && ctx.api_version() >= 5) || ctx.dirty() || !ctx.scan();
@@ -274,9 +275,7 @@ TxnResponse txn_response(const proxy::ResponseContext& ctx) {
   auto m = ctx.message();
   if (!m) return out;
   if (out.error_code == 0) {
-    m->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) {
-      if (out.error_code == 0 && code != 0) out.error_code = code;
-    });
+    m->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) { note(code); });
   }
   if (api == TxnApi::kInitProducerId) {
     const auto& a = static_cast<const codec::InitProducerIdResponse&>(*m);

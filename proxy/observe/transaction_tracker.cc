@@ -12,17 +12,35 @@ using codec::ErrorCode;
 
 bool is(int16_t code, ErrorCode e) { return code == static_cast<int16_t>(e); }
 
-/// Errors a client retries without ending the transaction (Kafka's TransactionManager).
-bool is_retry(int16_t code) {
-  return is(code, ErrorCode::kConcurrentTransactions) || is(code, ErrorCode::kNotCoordinator) ||
-         is(code, ErrorCode::kCoordinatorLoadInProgress) || is(code, ErrorCode::kCoordinatorNotAvailable);
-}
-
 /// Errors that tell a producer it is fenced: another instance took its transactional.id, or the
 /// coordinator bumped the epoch (a timeout abort).
 bool is_fencing(int16_t code) { return is(code, ErrorCode::kProducerFenced) || is(code, ErrorCode::kInvalidProducerEpoch); }
 
 }  // namespace
+
+bool is_retried_error(int16_t code) {
+  switch (static_cast<ErrorCode>(code)) {
+    // The coordinator's (Kafka's TransactionManager retries them).
+    case ErrorCode::kConcurrentTransactions:
+    case ErrorCode::kNotCoordinator:
+    case ErrorCode::kCoordinatorLoadInProgress:
+    case ErrorCode::kCoordinatorNotAvailable:
+    // A partition's (the Sender retries a batch until its delivery timeout; AddPartitionsToTxn
+    // is retried on UNKNOWN_TOPIC_OR_PARTITION).
+    case ErrorCode::kCorruptMessage:
+    case ErrorCode::kUnknownTopicOrPartition:
+    case ErrorCode::kLeaderNotAvailable:
+    case ErrorCode::kNotLeaderOrFollower:
+    case ErrorCode::kRequestTimedOut:
+    case ErrorCode::kNetworkException:
+    case ErrorCode::kNotEnoughReplicas:
+    case ErrorCode::kNotEnoughReplicasAfterAppend:
+    case ErrorCode::kKafkaStorageError:
+    case ErrorCode::kFencedLeaderEpoch:
+    case ErrorCode::kUnknownLeaderEpoch: return true;
+    default: return false;
+  }
+}
 
 std::string_view txn_api_name(TxnApi api) {
   switch (api) {
@@ -137,6 +155,7 @@ void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_poin
   t.end = now;
   ++stats_.ended[outcome];
   stats_.durations[outcome].observe(t.duration(now));
+  if (outcome == TxnOutcome::kAborted && !t.cause && t.unresolved_retry) t.cause = t.unresolved_retry;  // it gave up retrying
   if (outcome == TxnOutcome::kAborted || outcome == TxnOutcome::kFenced) {
     // Without an error: the application aborted, or (fenced) a new producer instance took the id.
     std::string cause = t.cause ? codec::error_name(t.cause->error_code) : outcome == TxnOutcome::kFenced ? "new_producer" : "client";
@@ -156,8 +175,12 @@ void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnRe
   if (!s.open) return;
   TransactionRecord& t = *s.open;
   TxnError e{r.api, resp.error_code, resp.injected_by, now};
-  if (is_retry(resp.error_code)) ++t.retries;
-  else if (!t.cause) t.cause = e;
+  if (is_retried_error(resp.error_code)) {
+    ++t.retries;
+    t.unresolved_retry = e;
+  } else if (!t.cause) {
+    t.cause = e;
+  }
   if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
   if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
   else ++t.errors_dropped;
@@ -281,7 +304,11 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
     note_stale_error(s, r, response, now);
     return;
   }
-  if (s.open) s.open->last_activity = now;
+  if (s.open) {
+    s.open->last_activity = now;
+    // The request that got a retried error went through at last.
+    if (response.error_code == 0 && s.open->unresolved_retry && s.open->unresolved_retry->api == r.api) s.open->unresolved_retry.reset();
+  }
 
   switch (r.api) {
     case TxnApi::kInitProducerId: {
@@ -327,16 +354,29 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
         end(s, timed_out ? TxnOutcome::kTimedOut : TxnOutcome::kFenced, now);
       }
       return;
-    default:
+    default: {
       note_span(s, connection, p, response, now);
-      if (response.error_code == 0) return;
+      // Transaction.version 1: AddPartitionsToTxn v0-3 (the client's, all or nothing) and
+      // AddOffsetsToTxn put the transaction at the coordinator.
+      bool registers = (r.api == TxnApi::kAddPartitionsToTxn && r.api_version <= 3) || r.api == TxnApi::kAddOffsetsToTxn;
+      if (response.error_code == 0) {
+        if (registers && s.open) s.open->known_to_coordinator = true;
+        return;
+      }
       note_error(s, r, response, now);
       if (is_fencing(response.error_code) && s.open) {
         ++stats_.fencing_events;
         bool timed_out = s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);
         end(s, timed_out ? TxnOutcome::kTimedOut : TxnOutcome::kFenced, now);
+      } else if (registers && s.open && !s.open->known_to_coordinator && !is_retried_error(response.error_code)) {
+        // Refused before the coordinator had anything of it: the client can only abort, and
+        // does so without EndTxn (Java's TransactionManager sends none for a transaction that
+        // never started at the coordinator). Ended here, or the client's next transaction
+        // would be taken for more of this one.
+        end(s, TxnOutcome::kAborted, now);
       }
       return;
+    }
   }
 }
 

@@ -105,13 +105,24 @@ struct TransactionRecord {
   std::set<TopicPartition> partitions;
   std::set<std::string> groups;
   uint64_t records = 0, bytes = 0;
-  uint32_t retries = 0;          ///< CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+  /// Errors the clients retry: CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+  /// COORDINATOR_NOT_AVAILABLE, and the retriable errors of Produce and AddPartitionsToTxn
+  /// (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...; is_retried_error())
+  uint32_t retries = 0;
   std::vector<TxnError> errors;  ///< in order, at most kMaxErrors (errors_dropped counts the rest)
   uint32_t errors_dropped = 0;
   uint32_t partitions_dropped = 0;
-  /// Why it was aborted or fenced: the first error that was not a retry, or none (the client
+  /// Why it was aborted or fenced: the first error that was not a retry; else a retried error
+  /// whose request never succeeded afterwards (the client gave up on it); or none (the client
   /// aborted on its own).
   std::optional<TxnError> cause;
+  /// The last retried error whose API has not been answered without error since (a candidate
+  /// cause: the client may give up retrying and abort).
+  std::optional<TxnError> unresolved_retry;
+  /// Transaction.version 1: an AddPartitionsToTxn or AddOffsetsToTxn of it was answered without
+  /// error, so the coordinator has it open. Until then, a refused one ends it: the client can
+  /// only abort, and does so without EndTxn (there is nothing to end at the coordinator).
+  bool known_to_coordinator = false;
   /// Fenced by a new producer instance (its InitProducerId for the id): the producer id and epoch
   /// the coordinator gave that one; -1 when not (or when kproxy learned of the fencing only from
   /// an error, without seeing the new instance).
@@ -122,6 +133,12 @@ struct TransactionRecord {
   static constexpr size_t kMaxPartitions = 4096;
   std::chrono::nanoseconds duration(TxnClock::time_point now) const { return (outcome == TxnOutcome::kOpen ? now : end) - begin; }
 };
+
+/// An error a transactional client retries (the request is sent again; the transaction goes on):
+/// the coordinator's CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and
+/// COORDINATOR_NOT_AVAILABLE, and the retriable errors of Produce and AddPartitionsToTxn (Kafka's
+/// RetriableException codes: NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...).
+bool is_retried_error(int16_t code);
 
 /// Upper bounds of the transaction duration histogram (kproxy_transaction_duration_seconds), in
 /// milliseconds: 5 ms to 2 min (a producer's default transaction.timeout.ms is 1 min).

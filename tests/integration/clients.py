@@ -400,9 +400,19 @@ def rd_partition_leaders(bootstrap: str, topic: str, conf: Optional[Dict] = None
 
 def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, key_prefix: str = "rdtx-",
                    abort_every: int = 0, transactional_id: Optional[str] = None,
-                   conf: Optional[Dict] = None, timeout: float = 60.0) -> Dict:
+                   conf: Optional[Dict] = None, timeout: float = 60.0, spread_partitions: bool = False,
+                   abort_on_error: bool = False) -> Dict:
     """librdkafka transactional producer, same record layout as TxnProducer.java.
-    Returns {records_committed, records_aborted, transactions_committed, transactions_aborted}."""
+    Returns {records_committed, records_aborted, transactions_committed, transactions_aborted,
+    errors, error_aborts, transactions}.
+
+    As TxnProducer's options of the same names: `spread_partitions` sends transaction t's records
+    to the partitions (t-1) % P .. of 1 + (t-1) % P of them (P = the topic's partition count),
+    round-robin in ascending order with partition 0 last;
+    `abort_on_error` aborts a transaction whose send or commit failed with an abortable error
+    (a delivery error, or a commit error that requires an abort) and goes on with the next.
+    `transactions` lists each one: {n, outcome, cause ("client" for abort_every, else the
+    librdkafka error's name), partitions (those its records were sent to), records}."""
     ck = _ck()
     c = {"bootstrap.servers": bootstrap, "transactional.id": transactional_id or f"kproxy-rd-txn-{time.monotonic_ns()}",
          "linger.ms": 5, "client.id": "kproxy-rd-txn-producer", "transaction.timeout.ms": 60000}
@@ -410,32 +420,103 @@ def rd_txn_produce(bootstrap: str, topic: str, records: int, transactions: int, 
     p = ck.Producer(c)
     timeout = slowness.scaled(timeout)
     errors: List[str] = []
+    txn_errors: List[str] = []  # the delivery errors of the current transaction (error names)
 
     def on_delivery(err, _msg):
         if err is not None:
             errors.append(str(err))
+            txn_errors.append(err.name())
 
     p.init_transactions(timeout)
+    partition_count = len(p.list_topics(topic, timeout=timeout).topics[topic].partitions) if spread_partitions else 0
     per_txn = records // transactions
     nxt = 0
     out = {"records_committed": 0, "records_aborted": 0, "transactions_committed": 0, "transactions_aborted": 0}
+    error_aborts: Dict[str, int] = {}
+    history: List[Dict] = []
     for t in range(1, transactions + 1):
         n = records - nxt if t == transactions else per_txn
+        targets = sorted(((t - 1 + j) % partition_count for j in range((t - 1) % partition_count + 1)),
+                         key=lambda x: (x == 0, x)) if spread_partitions else []
+        sent_to: set = set()
+        abort = bool(abort_every and t % abort_every == 0)
+        cause: Optional[str] = None
+        del txn_errors[:]
         p.begin_transaction()
-        for _ in range(n):
-            key = f"{key_prefix}{nxt}"
-            p.produce(topic, key=key.encode(), value=f"{key}|{t}|".encode(), on_delivery=on_delivery)
-            p.poll(0)
-            nxt += 1
-        if p.flush(timeout):
-            raise ClientError("librdkafka transactional flush timed out")
-        if abort_every and t % abort_every == 0:
-            p.abort_transaction(timeout)
+        try:
+            for i in range(n):
+                key = f"{key_prefix}{nxt + i}"
+                extra = {}
+                if targets:
+                    extra["partition"] = targets[i % len(targets)]
+                    sent_to.add(extra["partition"])
+                p.produce(topic, key=key.encode(), value=f"{key}|{t}|".encode(), on_delivery=on_delivery, **extra)
+                p.poll(0)
+            # Wait for every delivery report (flush), but with abort_on_error not past the first
+            # failed record: once the transaction has failed, librdkafka may hold the rest (a
+            # sequence gap waits for an epoch bump) until the abort purges them.
+            deadline = time.monotonic() + timeout
+            while len(p) and not (abort_on_error and txn_errors):
+                if time.monotonic() > deadline:
+                    raise ClientError("librdkafka transactional flush timed out")
+                p.poll(0.05)
+            if txn_errors and abort_on_error:
+                # The first error a broker sent; when every record was failed by librdkafka itself
+                # (_PURGE_QUEUE: the transaction had already failed), the transaction's own error,
+                # which a commit attempt returns.
+                cause = next((e for e in txn_errors if not e.startswith("_")), None)
+                if cause is None:
+                    try:
+                        p.commit_transaction(timeout)
+                    except ck.KafkaException as e:
+                        cause = e.args[0].name()
+                    else:
+                        raise ClientError(f"librdkafka committed a transaction whose records failed: {txn_errors}")
+            elif not abort:
+                while True:
+                    try:
+                        p.commit_transaction(timeout)
+                        break
+                    except ck.KafkaException as e:
+                        if not e.args[0].retriable():
+                            raise
+        except ck.KafkaException as e:
+            err = e.args[0]
+            if not abort_on_error or err.fatal():
+                raise
+            cause = txn_errors[0] if txn_errors else err.name()
+        nxt += n
+        if cause is not None:
+            _rd_abort(ck, p, timeout)
             out["records_aborted"] += n
             out["transactions_aborted"] += 1
+            error_aborts[cause] = error_aborts.get(cause, 0) + 1
+        elif abort:
+            _rd_abort(ck, p, timeout)
+            out["records_aborted"] += n
+            out["transactions_aborted"] += 1
+            cause = "client"
         else:
-            p.commit_transaction(timeout)
             out["records_committed"] += n
             out["transactions_committed"] += 1
+        history.append({"n": t, "outcome": "committed" if cause is None else "aborted", "cause": cause,
+                        "partitions": sorted(sent_to), "records": n})
     out["errors"] = errors
+    out["error_aborts"] = error_aborts
+    out["transactions"] = history
     return out
+
+
+def _rd_abort(ck, p, timeout: float) -> None:
+    """abort_transaction, polling between tries: the abort purges the records still queued and
+    waits until their delivery reports were served, which needs poll() (librdkafka: "the event
+    queue must be polled ... prior to calling abort"; a timed-out abort may be called again)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            p.abort_transaction(min(1.0, max(0.1, deadline - time.monotonic())))
+            return
+        except ck.KafkaException as e:
+            if e.args[0].code() != ck.KafkaError._TIMED_OUT or time.monotonic() > deadline:
+                raise
+            p.poll(0.1)

@@ -106,6 +106,25 @@ def test_load_through_kproxy_sees_no_mismatch(sink):
         assert r["ready"] == 50
 
 
+def test_transactional_load_through_kproxy_is_tracked(sink):
+    """kproxy-load --transactional (bench/proxy/run's part "txn"): InitProducerId, AddPartitionsToTxn,
+    transactional Produce and EndTxn answered by the sink, no mismatch; kproxy's transaction tracker
+    counts exactly the transactions the load generator committed (issue #32)."""
+    from test_chaos_support import ChaosKproxy
+    _, port = sink
+    with ChaosKproxy(f"127.0.0.1:{port}", name="bench-smoke-txn", workers=1, log_level="warn") as kp:
+        r = load(kp.port, "--mode", "saturate", "--transactional", "--txn-produces", "5", "--connections", "3", "--depth", "4",
+                 "--size", "1KiB", "--warmup", "0.1", "--duration", "0.5")
+        assert_clean(r)
+        assert r["transactional"] and r["transactions_committed"] >= 10, r
+        assert kp.metric("kproxy_transactions_total", outcome="committed") == r["transactions_committed"]
+        assert kp.metric("kproxy_transactions_total", outcome="aborted") == 0
+        status, history = kp.admin("GET", "/transactions/kproxy-load-txn-0")
+        assert status == 200, history
+        ended = [t for t in history["transactions"] if t["outcome"] == "committed"]
+        assert ended and all(t["records"] == 5 and t["partitions"] == [{"topic": "bench", "partition": 0}] for t in ended), ended
+
+
 def admin_bench_build() -> Path:
     """A build with kproxy, the bench/proxy tools and kproxy-admin-mhd: build/, else the newest build-*/."""
     for d in [REPO_ROOT / "build"] + sorted(REPO_ROOT.glob("build-*"), key=lambda p: p.stat().st_mtime, reverse=True):

@@ -11,8 +11,23 @@
 // records do not count as committed and a read_committed consumer must never see them.
 // Prints one JSON summary line on stdout; exit code 0 only if nothing failed.
 //
+// For the transaction observatory check (test_transaction_observatory_eos.py):
+//   --spread-partitions true   transaction t writes to explicit partitions: the 1 + (t-1) % P
+//                              partitions (t-1) % P, (t-1+1) % P, ... (P = the topic's partition
+//                              count), records round-robin over them in ascending order with
+//                              partition 0 last (so the AddPartitionsToTxn naming 0 is the
+//                              transaction's last), so the partitions differ from one transaction
+//                              to the next
+//   --abort-on-error true      an error inside a transaction (a failed send, flush or commit
+//                              that is not fatal) makes the producer abort that transaction and
+//                              go on with the next one, instead of stopping
+//   --report-transactions true the summary lists every transaction: {"n", "outcome", "cause"
+//                              ("client" for --abort-every, else the root exception's class),
+//                              "partitions" (those its records were sent to), "records"}
+//
 // Options: --bootstrap --topic --records --transactions --transactional-id --key-prefix
 //          --value-bytes --abort-every --timeout-ms (per transaction / init)
+//          --spread-partitions --abort-on-error --report-transactions
 //          --security-protocol --sasl-mechanism (PLAIN|SCRAM-SHA-256|SCRAM-SHA-512)
 //          --sasl-user --sasl-password  --property key=value (repeatable, any producer config)
 import java.util.ArrayList;
@@ -21,6 +36,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
@@ -28,6 +45,11 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.OutOfOrderSequenceException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.TransactionalIdAuthorizationException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class TxnProducer {
@@ -42,6 +64,9 @@ public class TxnProducer {
         int valueBytes = Integer.parseInt(Args.opt(a, "value-bytes", "0"));
         int abortEvery = Integer.parseInt(Args.opt(a, "abort-every", "0"));
         long timeoutMs = Long.parseLong(Args.opt(a, "timeout-ms", "60000"));
+        boolean spread = Boolean.parseBoolean(Args.opt(a, "spread-partitions", "false"));
+        boolean abortOnError = Boolean.parseBoolean(Args.opt(a, "abort-on-error", "false"));
+        boolean report = Boolean.parseBoolean(Args.opt(a, "report-transactions", "false"));
         if (txns < 1 || records < 0) Args.die("--transactions must be >= 1 and --records >= 0");
 
         Properties p = new Properties();
@@ -62,36 +87,76 @@ public class TxnProducer {
         long t0 = System.nanoTime();
         int committedTxns = 0, abortedTxns = 0, committedRecords = 0, abortedRecords = 0;
         Map<Integer, Integer> perPartition = new TreeMap<>();
+        Map<String, Integer> errorAborts = new TreeMap<>();
+        List<String> history = new ArrayList<>();
         String error = null;
         int perTxn = records / txns;
         int next = 0;
         try (KafkaProducer<String, String> producer =
                  new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
             producer.initTransactions();
+            int partitionCount = spread ? producer.partitionsFor(topic).size() : 0;
             for (int t = 1; t <= txns; t++) {
                 int n = (t == txns) ? records - next : perTxn;
                 boolean abort = abortEvery > 0 && t % abortEvery == 0;
+                List<Integer> targets = new ArrayList<>();
+                if (spread) {
+                    for (int j = 0; j <= (t - 1) % partitionCount; j++) targets.add((t - 1 + j) % partitionCount);
+                    // Partition 0 last: the AddPartitionsToTxn that names it is the transaction's last.
+                    targets.sort((x, y) -> Boolean.compare(x == 0, y == 0) != 0 ? Boolean.compare(x == 0, y == 0) : Integer.compare(x, y));
+                }
+                TreeSet<Integer> sentTo = new TreeSet<>();
                 producer.beginTransaction();
-                List<Future<RecordMetadata>> sent = new ArrayList<>(n);
-                for (int i = 0; i < n; i++, next++) {
-                    String key = keyPrefix + next;
-                    sent.add(producer.send(new ProducerRecord<>(topic, key, key + "|" + t + "|" + padding)));
-                }
-                producer.flush();
                 Map<Integer, Integer> txnPartitions = new HashMap<>();
-                for (Future<RecordMetadata> f : sent) {
-                    RecordMetadata md = f.get(timeoutMs, TimeUnit.MILLISECONDS);
-                    txnPartitions.merge(md.partition(), 1, Integer::sum);
+                String cause = null;
+                int first = next;
+                try {
+                    List<Future<RecordMetadata>> sent = new ArrayList<>(n);
+                    for (int i = 0; i < n; i++) {
+                        String key = keyPrefix + (first + i);
+                        String value = key + "|" + t + "|" + padding;
+                        if (spread) {
+                            int partition = targets.get(i % targets.size());
+                            sentTo.add(partition);
+                            sent.add(producer.send(new ProducerRecord<>(topic, partition, key, value)));
+                        } else {
+                            sent.add(producer.send(new ProducerRecord<>(topic, key, value)));
+                        }
+                    }
+                    producer.flush();
+                    for (Future<RecordMetadata> f : sent) {
+                        RecordMetadata md = f.get(timeoutMs, TimeUnit.MILLISECONDS);
+                        txnPartitions.merge(md.partition(), 1, Integer::sum);
+                        sentTo.add(md.partition());
+                    }
+                    if (!abort) producer.commitTransaction();
+                } catch (Exception e) {
+                    Throwable root = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                    if (!abortOnError || fatal(root)) throw e;
+                    while (root.getCause() != null && root instanceof KafkaException
+                           && root.getClass() == KafkaException.class) root = root.getCause();
+                    cause = root.getClass().getSimpleName();
                 }
-                if (abort) {
+                next = first + n;
+                if (cause != null) {
+                    // The transaction failed: abort it (an abortable error) and go on.
                     producer.abortTransaction();
                     abortedTxns++;
                     abortedRecords += n;
+                    errorAborts.merge(cause, 1, Integer::sum);
+                } else if (abort) {
+                    producer.abortTransaction();
+                    abortedTxns++;
+                    abortedRecords += n;
+                    cause = "client";
                 } else {
-                    producer.commitTransaction();
                     committedTxns++;
                     committedRecords += n;
                     txnPartitions.forEach((k, v) -> perPartition.merge(k, v, Integer::sum));
+                }
+                if (report) {
+                    history.add("{\"n\":" + t + ",\"outcome\":" + Json.q(cause == null ? "committed" : "aborted")
+                                + ",\"cause\":" + Json.q(cause) + ",\"partitions\":" + sentTo + ",\"records\":" + n + "}");
                 }
             }
         } catch (Exception e) {
@@ -109,11 +174,19 @@ public class TxnProducer {
         js.append(",\"transactions_aborted\":").append(abortedTxns);
         js.append(",\"key_prefix\":").append(Json.q(keyPrefix));
         js.append(",\"partitions\":").append(Json.partitionMap(perPartition));
+        js.append(",\"error_aborts\":").append(Json.countMap(errorAborts));
+        if (report) js.append(",\"transactions\":[").append(String.join(",", history)).append("]");
         js.append(",\"elapsed_ms\":").append(elapsedMs);
         js.append(",\"error\":").append(error == null ? "null" : Json.q(error));
         js.append("}");
         System.out.println(js);
         System.out.flush();
         System.exit(error == null ? 0 : 1);
+    }
+
+    /** Errors after which a transactional producer cannot go on (KafkaProducer's javadoc). */
+    private static boolean fatal(Throwable e) {
+        return e instanceof ProducerFencedException || e instanceof OutOfOrderSequenceException
+            || e instanceof TransactionalIdAuthorizationException || e instanceof UnsupportedVersionException;
     }
 }

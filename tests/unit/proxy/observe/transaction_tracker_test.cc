@@ -47,10 +47,11 @@ struct Client {
     resp.producer_epoch = epoch;
     exchange(1, std::move(r), resp);
   }
-  void add_partitions(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts) {
+  void add_partitions(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts, TxnResponse resp = {}) {
     TxnRequest r = request(TxnApi::kAddPartitionsToTxn, pid, epoch);
     r.partitions = std::move(parts);
-    exchange(1, std::move(r));
+    r.api_version = 3;
+    exchange(1, std::move(r), resp);
   }
   void produce(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts, uint64_t records, TxnResponse resp = {}) {
     TxnRequest r = request(TxnApi::kProduce, pid, epoch);
@@ -160,6 +161,80 @@ TEST_CASE("transaction tracker: the cause of an abort is the first error that is
   auto s = t.stats(c.now);
   CHECK(s.ended[TxnOutcome::kAborted] == 1);
   CHECK(s.abort_causes[{"TRANSACTION_ABORTABLE", true}] == 1);
+}
+
+TEST_CASE("transaction tracker: a retried Produce error is no cause once the Produce went through; the client's abort is its own") {
+  TransactionTracker t;
+  Client c{t, "retried"};
+  c.init(5, 0);
+  c.add_partitions(5, 0, {{"out", 0}});
+  c.produce(5, 0, {{"out", 0}}, 1, error(ErrorCode::kNotEnoughReplicas, "isr"));
+  c.produce(5, 0, {{"out", 0}}, 1);  // the retry went through
+  c.end_txn(5, 0, false);
+  // Next transaction: the client gave up retrying (delivery timeout) and aborted.
+  c.add_partitions(5, 0, {{"out", 1}});
+  c.produce(5, 0, {{"out", 1}}, 1, error(ErrorCode::kNotLeaderOrFollower));
+  c.produce(5, 0, {{"out", 1}}, 1, error(ErrorCode::kNotEnoughReplicas, "isr"));
+  c.end_txn(5, 0, false);
+
+  auto h = t.history("retried");
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].outcome == TxnOutcome::kAborted);
+  CHECK(h[0].retries == 1);
+  CHECK(!h[0].cause);
+  CHECK(h[1].outcome == TxnOutcome::kAborted);
+  CHECK(h[1].retries == 2);
+  REQUIRE(h[1].cause);
+  CHECK(h[1].cause->error_code == code(ErrorCode::kNotEnoughReplicas));
+  CHECK(h[1].cause->injected_by == "isr");
+  auto s = t.stats(c.now);
+  CHECK(s.abort_causes[{"client", false}] == 1);
+  CHECK(s.abort_causes[{"NOT_ENOUGH_REPLICAS", true}] == 1);
+}
+
+TEST_CASE("transaction tracker: transaction.version 1, an AddPartitionsToTxn refused before anything was added ends the transaction") {
+  TransactionTracker t;
+  Client c{t, "refused"};
+  c.init(6, 0);
+  // Refused at once: the client aborts without EndTxn (nothing at the coordinator to end).
+  c.add_partitions(6, 0, {{"out", 0}}, error(ErrorCode::kConcurrentTransactions, "busy"));  // a retry first
+  CHECK(t.stats(c.now).open == 1);
+  c.add_partitions(6, 0, {{"out", 0}}, error(ErrorCode::kTopicAuthorizationFailed, "acl"));
+  CHECK(t.stats(c.now).open == 0);
+  // The next transaction is a new one, with its own partitions.
+  c.add_partitions(6, 0, {{"out", 1}});
+  c.produce(6, 0, {{"out", 1}}, 3);
+  c.end_txn(6, 0, true);
+  // Refused after a partition was added: the coordinator has it, the client ends it with EndTxn.
+  c.add_partitions(6, 0, {{"out", 2}});
+  c.add_partitions(6, 0, {{"out", 0}}, error(ErrorCode::kTopicAuthorizationFailed, "acl"));
+  CHECK(t.stats(c.now).open == 1);
+  c.end_txn(6, 0, false);
+
+  auto h = t.history("refused");
+  REQUIRE(h.size() == 3);
+  CHECK(h[0].outcome == TxnOutcome::kAborted);
+  CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 0}});
+  CHECK(h[0].retries == 1);
+  REQUIRE(h[0].cause);
+  CHECK(h[0].cause->error_code == code(ErrorCode::kTopicAuthorizationFailed));
+  CHECK(h[0].cause->injected_by == "acl");
+  CHECK(h[1].outcome == TxnOutcome::kCommitted);
+  CHECK(h[1].partitions == std::set<TopicPartition>{{"out", 1}});
+  CHECK(h[1].records == 3);
+  CHECK(h[2].outcome == TxnOutcome::kAborted);
+  CHECK(h[2].partitions == std::set<TopicPartition>{{"out", 0}, {"out", 2}});
+  REQUIRE(h[2].cause);
+  CHECK(h[2].cause->api == TxnApi::kAddPartitionsToTxn);
+  auto s = t.stats(c.now);
+  CHECK(s.ended[TxnOutcome::kAborted] == 2);
+  CHECK(s.ended[TxnOutcome::kCommitted] == 1);
+  CHECK(s.abort_causes[{"TOPIC_AUTHORIZATION_FAILED", true}] == 2);
+  // A late EndTxn(abort) for the first one (librdkafka sends it; the coordinator refuses it) ends nothing.
+  c.add_partitions(6, 0, {{"out", 0}}, error(ErrorCode::kTopicAuthorizationFailed, "acl"));
+  c.end_txn(6, 0, false, error(ErrorCode::kInvalidTxnState));
+  CHECK(t.stats(c.now).ended[TxnOutcome::kAborted] == 3);
+  CHECK(t.stats(c.now).open == 0);
 }
 
 TEST_CASE("transaction tracker: CONCURRENT_TRANSACTIONS on EndTxn is a retry; the commit that follows counts once") {
