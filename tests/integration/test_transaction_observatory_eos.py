@@ -12,15 +12,18 @@ Three transactional producers write through one kproxy to the real 3-node Kafka 
 
 Each writes TXNS transactions of RECORDS records under its own transactional.id; transaction t
 writes to 1 + (t-1) % 3 partitions (so the partitions differ between transactions; partition 0
-last) and every
-ABORT_EVERY-th one is aborted by the application. Each runs under its own copy (rules scoped by
-its client id) of a seeded-probability fault mix: retriable coordinator errors
-(CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) on the transaction
-APIs, NOT_ENOUGH_REPLICAS (retried) on Produce, and abortable errors that make the client abort
-the transaction it is in and go on: INVALID_RECORD answered on Produce (with some probability, and
-on the 4th Produce for certain), and for java-tv1 TOPIC_AUTHORIZATION_FAILED on AddPartitionsToTxn (not for librdkafka: after that error it still sends
+last) and every ABORT_EVERY-th one is aborted by the application. Each runs under its own copy
+(rules scoped by its client id) of a seeded-probability fault mix: retriable coordinator errors
+(CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR) on the transaction APIs,
+NOT_ENOUGH_REPLICAS (retried) on Produce, and abortable errors that make the client abort the
+transaction it is in and go on: INVALID_RECORD answered on Produce (with some probability, and on
+the 4th Produce for certain), and for java-tv1 TOPIC_AUTHORIZATION_FAILED on an
+AddPartitionsToTxn naming partition 0 (not for librdkafka: after that error it still sends
 EndTxn(abort), which the coordinator, with no transaction open, answers INVALID_TXN_STATE, fatal
-for the producer).
+for the producer). Under librdkafka an injected INVALID_RECORD also costs the next transaction:
+the broker never got that batch, so the next one's sequence skips and the broker answers
+OUT_OF_ORDER_SEQUENCE_NUMBER; that abort's cause is the broker's error, and the check holds it to
+that (the client reports the same).
 
 Then, per path:
 - kproxy_transactions_total deltas == the client's own committed / aborted counts == the
