@@ -163,16 +163,6 @@ std::optional<FrameLine> parse_frame_line(std::string_view line, std::string* er
   return out;
 }
 
-std::string to_hex(const uint8_t* data, size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s(size * 2, '0');
-  for (size_t i = 0; i < size; ++i) {
-    s[2 * i] = kDigits[data[i] >> 4];
-    s[2 * i + 1] = kDigits[data[i] & 15];
-  }
-  return s;
-}
-
 bool from_hex(std::string_view hex, std::vector<uint8_t>& out) {
   auto nibble = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codec/hex.h"
+
 namespace kproxy::codec::tool {
 
 struct FrameLine {
@@ -30,7 +32,7 @@ struct FrameLine {
 std::optional<FrameLine> parse_frame_line(std::string_view line, std::string* error);
 
 /// Lower-case hex of `bytes`.
-std::string to_hex(const uint8_t* data, size_t size);
+using codec::to_hex;
 inline std::string to_hex(const std::vector<uint8_t>& b) { return to_hex(b.data(), b.size()); }
 
 /// Parses hex (either case, even length). Returns false on anything else.

@@ -110,7 +110,7 @@ void ClientConnection::refuse_self_connection(std::string detail) {
     spdlog::error(
         "listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
         "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
-        listener_->label(), detail, suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+        listener_->label(), detail, LogThrottle::suppressed_note(suppressed));
   }
   close({CloseCategory::kSelfConnection, "kproxy connected to itself: " + detail});
 }
@@ -173,8 +173,7 @@ void ClientConnection::on_proxy_header_bytes(codec::Bytes data) {
         spdlog::warn(
             "listener={} conn={} from {}: {} (listeners[].proxy_protocol is v2: every connection must come through the load "
             "balancer){}",
-            listener_->label(), id_, peer(), r.proxy_header->reason(),
-            suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+            listener_->label(), id_, peer(), r.proxy_header->reason(), LogThrottle::suppressed_note(suppressed));
       }
       close({CloseCategory::kClientProtocolError, "PROXY protocol: " + r.proxy_header->reason()});
       return;

@@ -66,16 +66,6 @@ bool all_zero(const SpanId& id) {
 
 }  // namespace
 
-std::string to_hex(const uint8_t* bytes, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(n * 2, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[bytes[i] >> 4];
-    out[2 * i + 1] = kDigits[bytes[i] & 0xf];
-  }
-  return out;
-}
-
 std::string encode_otlp_json(const std::vector<Span>& spans, std::string_view service_name) {
   nlohmann::json out_spans = nlohmann::json::array();
   for (const Span& s : spans) {

@@ -30,6 +30,8 @@
 #include <variant>
 #include <vector>
 
+#include "codec/hex.h"
+
 namespace kproxy::observe {
 
 using TraceId = std::array<uint8_t, 16>;
@@ -54,8 +56,8 @@ struct Span {
   std::vector<SpanAttribute> attributes;
 };
 
-/// Lower-case hex of `bytes`.
-std::string to_hex(const uint8_t* bytes, size_t n);
+/// Lower-case hex of `bytes` (codec/hex.h).
+using codec::to_hex;
 
 /// The OTLP/HTTP JSON body (ExportTraceServiceRequest, protobuf JSON mapping) of `spans`: one
 /// resourceSpans with service.name = `service_name`, one scopeSpans (scope "kproxy").

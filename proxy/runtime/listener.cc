@@ -77,7 +77,7 @@ void Listener::on_connection(uv_stream_t* server, int status) {
       spdlog::error(
           "listener={} accept failed, the connection was dropped: {}{}{}", self->spec_->label(), uv_strerror(status),
           status == UV_EMFILE || status == UV_ENFILE ? " (raise the open-file limit, RLIMIT_NOFILE, or lower limits.max_connections)" : "",
-          suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : "");
+          LogThrottle::suppressed_note(suppressed));
     }
     return;
   }

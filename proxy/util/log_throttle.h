@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace kproxy::proxy {
 
@@ -31,6 +32,11 @@ class LogThrottle {
     uint64_t n = skipped_.exchange(0, std::memory_order_relaxed);
     if (suppressed) *suppressed = n;
     return true;
+  }
+
+  /// " (N more since the last such line)" for a line logged after `suppressed` were not; "" for 0.
+  static std::string suppressed_note(uint64_t suppressed) {
+    return suppressed ? " (" + std::to_string(suppressed) + " more since the last such line)" : std::string();
   }
 
  private:
