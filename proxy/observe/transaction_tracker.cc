@@ -171,19 +171,52 @@ void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_poin
   while (s.ended.size() > limits_.history_per_id) s.ended.pop_front();
 }
 
-void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now) {
-  if (!s.open) return;
-  TransactionRecord& t = *s.open;
-  TxnError e{r.api, resp.error_code, resp.injected_by, now};
-  if (is_retried_error(resp.error_code)) {
+void TransactionTracker::count_error(TransactionRecord& t, TxnError e) {
+  if (is_retried_error(e.error_code)) {
     ++t.retries;
     t.unresolved_retry = e;
   } else if (!t.cause) {
     t.cause = e;
   }
-  if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
   if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
   else ++t.errors_dropped;
+}
+
+void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now) {
+  TxnError e{r.api, resp.error_code, resp.injected_by, now};
+  if (!s.open) {
+    // After a refusal: kept until it is known whose it is.
+    if (s.after_refusal && s.after_refusal->errors.size() < TransactionRecord::kMaxErrors) s.after_refusal->errors.push_back(std::move(e));
+    return;
+  }
+  TransactionRecord& t = *s.open;
+  if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
+  count_error(t, std::move(e));
+}
+
+void TransactionTracker::take_after_refusal(IdState& s, TransactionRecord& t, uint64_t connection, TxnApi api) {
+  if (!s.after_refusal) return;
+  IdState::AfterRefusal a = std::move(*s.after_refusal);
+  s.after_refusal.reset();
+  if (!a.partitions.empty()) t.transaction_version = 1;  // they came in AddPartitionsToTxn
+  std::vector<TopicPartition> added;
+  for (const auto& p : a.partitions) {
+    if (t.partitions.count(p)) continue;
+    if (t.partitions.size() >= TransactionRecord::kMaxPartitions) {
+      ++t.partitions_dropped;
+      continue;
+    }
+    t.partitions.insert(p);
+    added.push_back(p);
+  }
+  // Their retried errors are no candidate cause: the client went on (to a record, an offset
+  // commit or its EndTxn), so the request went through.
+  std::optional<TxnError> unresolved = t.unresolved_retry;
+  for (auto& e : a.errors) count_error(t, std::move(e));
+  t.unresolved_retry = std::move(unresolved);
+  if (t.outcome != TxnOutcome::kOpen) return;  // folded into the ended one: its events are out
+  t.begin = std::min(t.begin, a.since);
+  if (!added.empty() && emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kPartitions, t, connection, api, std::move(added), {}, nullptr});
 }
 
 void TransactionTracker::note_span(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& resp, TxnClock::time_point now) {
@@ -247,11 +280,19 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
   switch (request.api) {
     case TxnApi::kInitProducerId:
       if (request.transaction_timeout_ms > 0) s.timeout_ms = request.transaction_timeout_ms;
+      s.after_refusal.reset();
       break;
     case TxnApi::kAddPartitionsToTxn:
     case TxnApi::kProduce:
     case TxnApi::kTxnOffsetCommit: {
+      if (request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal) {
+        // Whose it is shows later (IdState::AfterRefusal).
+        for (const auto& p : request.partitions)
+          if (s.after_refusal->partitions.size() < TransactionRecord::kMaxPartitions) s.after_refusal->partitions.insert(p);
+        break;
+      }
       TransactionRecord& t = open_transaction(s, request, now);
+      take_after_refusal(s, t, connection, request.api);
       if (request.api == TxnApi::kAddPartitionsToTxn) t.transaction_version = 1;
       std::vector<TopicPartition> added;
       if (request.api != TxnApi::kTxnOffsetCommit) {
@@ -275,6 +316,7 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
     }
     case TxnApi::kAddOffsetsToTxn: {
       TransactionRecord& t = open_transaction(s, request, now);
+      take_after_refusal(s, t, connection, request.api);
       if (t.groups.insert(request.group_id).second && emitting())
         event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, request.group_id, nullptr});
       break;
@@ -332,11 +374,20 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
       return;
     }
     case TxnApi::kEndTxn:
+      if (!s.open && s.after_refusal && !r.commit && !is_retried_error(response.error_code) && !is_fencing(response.error_code)) {
+        // The refused transaction's own EndTxn(abort), answered (IdState::AfterRefusal): what
+        // came since is that one's; it was counted when it was refused.
+        if (response.error_code != 0) note_error(s, r, response, now);
+        if (!s.ended.empty() && s.ended.back().outcome == TxnOutcome::kAborted) take_after_refusal(s, s.ended.back(), connection, r.api);
+        s.after_refusal.reset();
+        return;
+      }
       if (response.error_code == 0) {
         if (!s.open && r.commit) {
           // A commit of a transaction whose start kproxy did not see (it began before kproxy
           // started, or on a path kproxy does not observe): record it so the counts stay whole.
           open_transaction(s, r, p.sent);
+          take_after_refusal(s, *s.open, connection, r.api);
         }
         note_span(s, connection, p, response, now);
         end(s, r.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted, now);
@@ -372,8 +423,10 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
         // Refused before the coordinator had anything of it: the client can only abort, and
         // does so without EndTxn (Java's TransactionManager sends none for a transaction that
         // never started at the coordinator). Ended here, or the client's next transaction
-        // would be taken for more of this one.
+        // would be taken for more of this one; what follows may still be this one's abort
+        // (IdState::AfterRefusal).
         end(s, TxnOutcome::kAborted, now);
+        s.after_refusal = IdState::AfterRefusal{now, {}, {}};
       }
       return;
     }

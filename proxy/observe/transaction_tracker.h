@@ -255,6 +255,18 @@ class TransactionTracker {
     uint32_t spans_dropped = 0;
     std::deque<TransactionRecord> ended;
     TxnClock::time_point last_activity;
+    /// Transaction.version 1, after a refusal ended the open transaction (refused before the
+    /// coordinator had any of it): the AddPartitionsToTxn requests since then, whose transaction
+    /// is not known yet. The Java client either aborts without EndTxn and begins its next
+    /// transaction with them, or adds the partitions it still had waiting and ends the refused
+    /// one with EndTxn(abort). A record or an offset commit tells the first (they open the next
+    /// transaction), an EndTxn(abort) the second (they are folded into the refused one).
+    struct AfterRefusal {
+      TxnClock::time_point since;
+      std::set<TopicPartition> partitions;
+      std::vector<TxnError> errors;
+    };
+    std::optional<AfterRefusal> after_refusal;
   };
   struct Pending {
     TxnRequest request;
@@ -265,6 +277,11 @@ class TransactionTracker {
   TransactionRecord& open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now);
   void end(IdState& s, TxnOutcome outcome, TxnClock::time_point now);
   void note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now);
+  /// Counts `e` in `t`: a retry, or its cause if it has none; kept in its errors (bounded).
+  static void count_error(TransactionRecord& t, TxnError e);
+  /// Gives what was seen after a refusal (IdState::AfterRefusal) to `t`: the next transaction,
+  /// or the refused one when the client ends that with EndTxn(abort).
+  void take_after_refusal(IdState& s, TransactionRecord& t, uint64_t connection, TxnApi api);
   /// Tracing: the answered request `p` as a child span of the open transaction.
   void note_span(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& resp, TxnClock::time_point now);
   /// What a request (of the id's current producer) tells before its answer: the timeout it

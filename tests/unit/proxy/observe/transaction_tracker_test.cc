@@ -237,6 +237,52 @@ TEST_CASE("transaction tracker: transaction.version 1, an AddPartitionsToTxn ref
   CHECK(t.stats(c.now).open == 0);
 }
 
+TEST_CASE("transaction tracker: after a refusal, AddPartitionsToTxn then EndTxn(abort) is the refused transaction's own abort") {
+  TransactionTracker t;
+  Client c{t, "tail"};
+  c.init(8, 0);
+  // Partitions 0 and 2 refused before the coordinator had any; partition 1 was still waiting:
+  // the Java client adds it while it aborts (a retry first), then ends the refused one.
+  c.add_partitions(8, 0, {{"out", 0}, {"out", 2}}, error(ErrorCode::kTopicAuthorizationFailed, "acl"));
+  CHECK(t.stats(c.now).ended[TxnOutcome::kAborted] == 1);
+  c.add_partitions(8, 0, {{"out", 1}}, error(ErrorCode::kCoordinatorLoadInProgress, "loading"));
+  c.add_partitions(8, 0, {{"out", 1}});
+  CHECK(t.stats(c.now).open == 0);
+  c.end_txn(8, 0, false);
+  // The refused one's next transaction, begun with an AddPartitionsToTxn after the refusal: a
+  // record shows it is a new one.
+  c.add_partitions(8, 0, {{"out", 0}}, error(ErrorCode::kTopicAuthorizationFailed, "acl"));
+  c.add_partitions(8, 0, {{"out", 2}}, error(ErrorCode::kConcurrentTransactions, "busy"));
+  c.add_partitions(8, 0, {{"out", 2}});
+  CHECK(t.stats(c.now).open == 0);
+  c.produce(8, 0, {{"out", 2}}, 5);
+  CHECK(t.stats(c.now).open == 1);
+  c.end_txn(8, 0, true);
+
+  auto h = t.history("tail");
+  REQUIRE(h.size() == 3);
+  CHECK(h[0].outcome == TxnOutcome::kAborted);
+  CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 0}, {"out", 1}, {"out", 2}});
+  REQUIRE(h[0].cause);
+  CHECK(h[0].cause->error_code == code(ErrorCode::kTopicAuthorizationFailed));
+  CHECK(h[0].retries == 1);
+  CHECK(h[0].errors.size() == 2);
+  CHECK(h[1].outcome == TxnOutcome::kAborted);
+  CHECK(h[1].partitions == std::set<TopicPartition>{{"out", 0}});
+  CHECK(h[2].outcome == TxnOutcome::kCommitted);
+  CHECK(h[2].partitions == std::set<TopicPartition>{{"out", 2}});
+  CHECK(h[2].records == 5);
+  CHECK(h[2].retries == 1);
+  CHECK(h[2].transaction_version == 1);
+  CHECK_FALSE(h[2].cause);
+  CHECK(h[2].begin < h[2].last_activity);
+  auto s = t.stats(c.now);
+  CHECK(s.ended[TxnOutcome::kAborted] == 2);
+  CHECK(s.ended[TxnOutcome::kCommitted] == 1);
+  CHECK(s.abort_causes[{"TOPIC_AUTHORIZATION_FAILED", true}] == 2);
+  CHECK(s.abort_causes.count({"client", false}) == 0);
+}
+
 TEST_CASE("transaction tracker: CONCURRENT_TRANSACTIONS on EndTxn is a retry; the commit that follows counts once") {
   TransactionTracker t;
   Client c{t, "busy"};
