@@ -12,7 +12,6 @@
 #include "codec/generated/messages/add_partitions_to_txn.h"
 #include "codec/generated/messages/end_txn.h"
 #include "codec/generated/messages/init_producer_id.h"
-#include "codec/generated/messages/produce.h"
 #include "codec/generated/messages/txn_offset_commit.h"
 #include "codec/message_support.h"
 #include "codec/reader.h"
@@ -41,22 +40,66 @@ std::string topic_of(const codec::Uuid& id) {
   return codec::json_uuid(id);
 }
 
-/// Produce's TransactionalId (its first field, v3+), without decoding the rest; nullopt when null.
-std::optional<std::string_view> produce_transactional_id(codec::Bytes body, int16_t version) {
-  if (version < 3) return std::nullopt;
-  codec::Reader r(body);
-  r.set_message("ProduceRequest", version);
-  r.set_field("TransactionalId");
-  auto id = r.nullable_string(version >= 9);
-  if (!r.ok()) return std::nullopt;
-  return id;
+void skip_tagged_fields(codec::Reader& in) {
+  for (uint32_t n = codec::read_tag_count(in), i = 0; i < n && in.ok(); ++i) {
+    uint32_t tag = 0, size = 0;
+    if (codec::read_tag_header(in, tag, size)) in.skip(size);
+  }
+}
+
+/// The producer id and epoch of a record set's first batch header (KIP-98: RecordBatch v2 has
+/// the producer id at byte 43 and the epoch at byte 51); false when it is too short for one.
+bool batch_producer(codec::Bytes records, int64_t& producer_id, int16_t& producer_epoch) {
+  if (records.size() < 53) return false;
+  const uint8_t* b = records.data();
+  uint64_t pid = 0;
+  for (int i = 0; i < 8; ++i) pid = pid << 8 | b[43 + i];
+  producer_id = static_cast<int64_t>(pid);
+  producer_epoch = static_cast<int16_t>(b[51] << 8 | b[52]);
+  return true;
+}
+
+/// A transactional Produce (v3+) as the tracker reads it, walked field by field without decoding
+/// the request into a message (a Produce is the most frequent frame of a transaction, and most
+/// Produce requests are not transactional: those cost the read of the first field). Layout per
+/// Kafka's ProduceRequest.json: TransactionalId, Acks, TimeoutMs, TopicData[Name (v0-12) or
+/// TopicId (v13+), PartitionData[Index, Records]], compact and with tagged fields from v9.
+/// False when it is not transactional or does not read.
+bool read_transactional_produce(codec::Bytes body, int16_t version, TxnRequest& r) {
+  if (version < 3) return false;
+  const bool flexible = version >= 9;
+  codec::Reader in(body);
+  in.set_message("ProduceRequest", version);
+  auto id = in.nullable_string(flexible);
+  if (!in.ok() || !id || id->empty()) return false;
+  r.transactional_id = *id;
+  in.skip(sizeof(int16_t) + sizeof(int32_t));  // Acks, TimeoutMs
+  const int32_t topics = in.array_length(flexible);
+  for (int32_t i = 0; i < topics && in.ok(); ++i) {
+    std::string topic = version >= 13 ? topic_of(in.uuid()) : std::string(in.string(flexible));
+    const int32_t partitions = in.array_length(flexible);
+    for (int32_t j = 0; j < partitions && in.ok(); ++j) {
+      const int32_t index = in.int32();
+      auto records = in.nullable_bytes(flexible);
+      if (flexible) skip_tagged_fields(in);
+      if (!in.ok()) break;
+      r.partitions.push_back({topic, index});
+      if (!records) continue;
+      r.bytes += records->size();
+      r.records += count_records(*records).records;
+      if (r.producer_id < 0) batch_producer(*records, r.producer_id, r.producer_epoch);
+    }
+    if (flexible) skip_tagged_fields(in);
+  }
+  if (flexible) skip_tagged_fields(in);
+  return in.ok();
 }
 
 void fill_client(TxnRequest& r, const proxy::RequestContext& ctx) {
   r.api_version = ctx.header().api_version;
-  r.listener = std::string(ctx.connection().listener);
-  if (ctx.header().client_id) r.client_id = std::string(*ctx.header().client_id);
-  if (ctx.connection().client_software) r.client_software = std::string(ctx.connection().client_software_name());
+  r.listener = ctx.connection().listener;
+  if (ctx.header().client_id) r.client_id = *ctx.header().client_id;
+  if (ctx.connection().client_software) r.client_software = ctx.connection().client_software_name();
 }
 
 }  // namespace
@@ -155,20 +198,22 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
   const auto& h = ctx.header();
   auto api = txn_api(h.api_key);
   if (!api || h.header_version < 0) return std::nullopt;
-  if (*api == TxnApi::kProduce) {
-    auto id = produce_transactional_id(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version);
-    if (!id || id->empty()) return std::nullopt;  // not transactional: no decode
-  }
-  auto m = ctx.message();
-  if (!m) return std::nullopt;
   TxnRequest r;
   r.api = *api;
+  if (*api == TxnApi::kProduce) {
+    if (!read_transactional_produce(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version, r)) return std::nullopt;
+    fill_client(r, ctx);
+    return r;
+  }
+  // The message's strings are views into the frame, which outlives the request's use.
+  auto m = ctx.message();
+  if (!m) return std::nullopt;
   fill_client(r, ctx);
   switch (*api) {
     case TxnApi::kInitProducerId: {
       const auto& q = static_cast<const codec::InitProducerIdRequest&>(*m);
       if (!q.transactional_id || q.transactional_id->empty()) return std::nullopt;  // an idempotent producer
-      r.transactional_id = std::string(*q.transactional_id);
+      r.transactional_id = *q.transactional_id;
       r.transaction_timeout_ms = q.transaction_timeout_ms;
       r.producer_id = q.producer_id;
       r.producer_epoch = q.producer_epoch;
@@ -177,7 +222,7 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
     case TxnApi::kAddPartitionsToTxn: {
       const auto& q = static_cast<const codec::AddPartitionsToTxnRequest&>(*m);
       if (h.api_version <= 3) {
-        r.transactional_id = std::string(q.v3_and_below_transactional_id);
+        r.transactional_id = q.v3_and_below_transactional_id;
         r.producer_id = q.v3_and_below_producer_id;
         r.producer_epoch = q.v3_and_below_producer_epoch;
         for (const auto& t : q.v3_and_below_topics)
@@ -187,7 +232,7 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
         // tracks; a verification (verify_only) adds nothing to a transaction.
         if (q.transactions.size() != 1 || q.transactions[0].verify_only) return std::nullopt;
         const auto& x = q.transactions[0];
-        r.transactional_id = std::string(x.transactional_id);
+        r.transactional_id = x.transactional_id;
         r.producer_id = x.producer_id;
         r.producer_epoch = x.producer_epoch;
         for (const auto& t : x.topics)
@@ -197,50 +242,28 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
     }
     case TxnApi::kAddOffsetsToTxn: {
       const auto& q = static_cast<const codec::AddOffsetsToTxnRequest&>(*m);
-      r.transactional_id = std::string(q.transactional_id);
+      r.transactional_id = q.transactional_id;
       r.producer_id = q.producer_id;
       r.producer_epoch = q.producer_epoch;
-      r.group_id = std::string(q.group_id);
+      r.group_id = q.group_id;
       break;
     }
     case TxnApi::kTxnOffsetCommit: {
       const auto& q = static_cast<const codec::TxnOffsetCommitRequest&>(*m);
-      r.transactional_id = std::string(q.transactional_id);
+      r.transactional_id = q.transactional_id;
       r.producer_id = q.producer_id;
       r.producer_epoch = q.producer_epoch;
-      r.group_id = std::string(q.group_id);
+      r.group_id = q.group_id;
       for (const auto& t : q.topics) {
         std::string topic = h.api_version >= 6 ? topic_of(t.topic_id) : std::string(t.name);
         for (const auto& p : t.partitions) r.partitions.push_back({topic, p.partition_index});
       }
       break;
     }
-    case TxnApi::kProduce: {
-      const auto& q = static_cast<const codec::ProduceRequest&>(*m);
-      r.transactional_id = std::string(*q.transactional_id);
-      for (const auto& t : q.topic_data) {
-        std::string topic = h.api_version >= 13 ? topic_of(t.topic_id) : std::string(t.name);
-        for (const auto& p : t.partition_data) {
-          r.partitions.push_back({topic, p.index});
-          if (p.records) {
-            r.bytes += p.records->size();
-            r.records += count_records(*p.records).records;
-            if (r.producer_id < 0 && p.records->size() >= 53) {
-              // The batch header carries the producer id (byte 43) and epoch (byte 51).
-              const uint8_t* b = p.records->data();
-              uint64_t pid = 0;
-              for (int i = 0; i < 8; ++i) pid = pid << 8 | b[43 + i];
-              r.producer_id = static_cast<int64_t>(pid);
-              r.producer_epoch = static_cast<int16_t>(b[51] << 8 | b[52]);
-            }
-          }
-        }
-      }
-      break;
-    }
+    case TxnApi::kProduce: break;  // read above
     case TxnApi::kEndTxn: {
       const auto& q = static_cast<const codec::EndTxnRequest&>(*m);
-      r.transactional_id = std::string(q.transactional_id);
+      r.transactional_id = q.transactional_id;
       r.producer_id = q.producer_id;
       r.producer_epoch = q.producer_epoch;
       r.commit = q.committed;

@@ -107,7 +107,7 @@ void TransactionTracker::set_ended_hook(EndedHook hook) {
   ended_hook_ = std::move(hook);
 }
 
-TransactionTracker::IdState* TransactionTracker::state_for(const std::string& id, TxnClock::time_point now) {
+TransactionTracker::IdState* TransactionTracker::state_for(std::string_view id, TxnClock::time_point now) {
   auto it = ids_.find(id);
   if (it != ids_.end()) return &it->second;
   if (ids_.size() >= limits_.max_ids) {
@@ -121,9 +121,13 @@ TransactionTracker::IdState* TransactionTracker::state_for(const std::string& id
       ++stats_.untracked;
       return nullptr;
     }
+    // Its requests still awaiting answers go with it (Pending::state points into ids_).
+    const IdState* gone = &victim->second;
+    std::erase_if(pending_, [gone](const auto& p) { return p.second.state == gone; });
+    pending_count_.store(pending_.size(), std::memory_order_relaxed);
     ids_.erase(victim);
   }
-  IdState& s = ids_[id];
+  IdState& s = ids_.try_emplace(std::string(id)).first->second;
   s.last_activity = now;
   return &s;
 }
@@ -131,7 +135,7 @@ TransactionTracker::IdState* TransactionTracker::state_for(const std::string& id
 TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now) {
   if (!s.open) {
     TransactionRecord t;
-    t.transactional_id = r.transactional_id;
+    t.transactional_id.assign(r.transactional_id);
     t.producer_id = r.producer_id >= 0 ? r.producer_id : s.producer_id;
     t.producer_epoch = r.producer_epoch >= 0 ? r.producer_epoch : s.producer_epoch;
     t.begin = now;
@@ -142,9 +146,10 @@ TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnReq
   }
   TransactionRecord& t = *s.open;
   t.last_activity = now;
-  if (!r.listener.empty()) t.listener = r.listener;
-  if (!r.client_id.empty()) t.client_id = r.client_id;
-  if (!r.client_software.empty()) t.client_software = r.client_software;
+  // Compared before assigned: the same client sends most of a transaction's requests.
+  if (!r.listener.empty() && t.listener != r.listener) t.listener.assign(r.listener);
+  if (!r.client_id.empty() && t.client_id != r.client_id) t.client_id.assign(r.client_id);
+  if (!r.client_software.empty() && t.client_software != r.client_software) t.client_software.assign(r.client_software);
   return t;
 }
 
@@ -182,15 +187,15 @@ void TransactionTracker::count_error(TransactionRecord& t, TxnError e) {
   else ++t.errors_dropped;
 }
 
-void TransactionTracker::note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now) {
-  TxnError e{r.api, resp.error_code, resp.injected_by, now};
+void TransactionTracker::note_error(IdState& s, TxnApi api, const TxnResponse& resp, TxnClock::time_point now) {
+  TxnError e{api, resp.error_code, resp.injected_by, now};
   if (!s.open) {
     // After a refusal: kept until it is known whose it is.
     if (s.after_refusal && s.after_refusal->errors.size() < TransactionRecord::kMaxErrors) s.after_refusal->errors.push_back(std::move(e));
     return;
   }
   TransactionRecord& t = *s.open;
-  if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
+  if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, api, {}, {}, &e});
   count_error(t, std::move(e));
 }
 
@@ -221,10 +226,7 @@ void TransactionTracker::take_after_refusal(IdState& s, TransactionRecord& t, ui
 
 void TransactionTracker::note_span(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& resp, TxnClock::time_point now) {
   if (max_trace_requests_ == 0 || !s.open) return;
-  const TxnRequest& r = p.request;
-  TxnRequestSpan span{r.api,           r.api_version,    p.sent,     now,
-                      resp.error_code, resp.injected_by, connection, static_cast<uint32_t>(r.partitions.size()),
-                      r.records};
+  TxnRequestSpan span{p.api, p.api_version, p.sent, now, resp.error_code, resp.injected_by, connection, p.partitions, p.records};
   if (s.spans.size() < max_trace_requests_) {
     s.spans.push_back(std::move(span));
     return;
@@ -241,26 +243,26 @@ void TransactionTracker::note_span(IdState& s, uint64_t connection, const Pendin
   }
 }
 
-bool TransactionTracker::stale(const IdState& s, const TxnRequest& r) {
-  if (r.producer_id < 0 || s.producer_id < 0) return false;
-  if (r.producer_id != s.producer_id) return true;
-  return r.producer_epoch >= 0 && s.producer_epoch >= 0 && r.producer_epoch < s.producer_epoch;
+bool TransactionTracker::stale(const IdState& s, int64_t producer_id, int16_t producer_epoch) {
+  if (producer_id < 0 || s.producer_id < 0) return false;
+  if (producer_id != s.producer_id) return true;
+  return producer_epoch >= 0 && s.producer_epoch >= 0 && producer_epoch < s.producer_epoch;
 }
 
-void TransactionTracker::note_stale_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now) {
+void TransactionTracker::note_stale_error(IdState& s, const Pending& p, const TxnResponse& resp, TxnClock::time_point now) {
   if (resp.error_code == 0) return;
   for (auto t = s.ended.rbegin(); t != s.ended.rend(); ++t) {
-    if (t->producer_id != r.producer_id || t->producer_epoch != r.producer_epoch) continue;
+    if (t->producer_id != p.producer_id || t->producer_epoch != p.producer_epoch) continue;
     if (t->outcome != TxnOutcome::kFenced && t->outcome != TxnOutcome::kTimedOut) return;
-    TxnError e{r.api, resp.error_code, resp.injected_by, now};
-    if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, *t, current_connection_, r.api, {}, {}, &e});
+    TxnError e{p.api, resp.error_code, resp.injected_by, now};
+    if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, *t, current_connection_, p.api, {}, {}, &e});
     if (t->errors.size() < TransactionRecord::kMaxErrors) t->errors.push_back(std::move(e));
     else ++t->errors_dropped;
     return;
   }
 }
 
-void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id, TxnRequest request, TxnClock::time_point now) {
+void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id, const TxnRequest& request, TxnClock::time_point now) {
   if (request.transactional_id.empty()) return;
   std::lock_guard lock(mutex_);
   current_connection_ = connection;
@@ -270,9 +272,22 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
   s->last_activity = now;
   // A zombie's request is not part of the id's transaction: only its answer is kept (the error
   // that tells it it was fenced goes into its own, ended, transaction).
-  bool zombie = request.api != TxnApi::kInitProducerId && stale(*s, request);
+  bool zombie = request.api != TxnApi::kInitProducerId && stale(*s, request.producer_id, request.producer_epoch);
   if (!zombie) track_request(*s, connection, request, now);
-  pending_[{connection, correlation_id}] = Pending{std::move(request), now};
+  Pending p{s,
+            request.api,
+            request.api_version,
+            request.commit,
+            request.producer_epoch,
+            request.producer_id,
+            static_cast<uint32_t>(request.partitions.size()),
+            request.records,
+            now,
+            nullptr};
+  if (request.api == TxnApi::kEndTxn)
+    p.client = std::make_unique<TxnClient>(TxnClient{std::string(request.transactional_id), std::string(request.listener),
+                                                     std::string(request.client_id), std::string(request.client_software)});
+  pending_[{connection, correlation_id}] = std::move(p);
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
 }
 
@@ -308,8 +323,8 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
       }
       if (!added.empty() && emitting())
         event_hook_(TxnEvent{TxnEvent::Kind::kPartitions, t, connection, request.api, std::move(added), {}, nullptr});
-      if (!request.group_id.empty() && t.groups.insert(request.group_id).second && emitting())
-        event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, request.group_id, nullptr});
+      if (!request.group_id.empty() && t.groups.emplace(request.group_id).second && emitting())
+        event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, std::string(request.group_id), nullptr});
       t.records += request.records;
       t.bytes += request.bytes;
       break;
@@ -317,8 +332,8 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
     case TxnApi::kAddOffsetsToTxn: {
       TransactionRecord& t = open_transaction(s, request, now);
       take_after_refusal(s, t, connection, request.api);
-      if (t.groups.insert(request.group_id).second && emitting())
-        event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, request.group_id, nullptr});
+      if (t.groups.emplace(request.group_id).second && emitting())
+        event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, std::string(request.group_id), nullptr});
       break;
     }
     case TxnApi::kEndTxn:
@@ -332,18 +347,16 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   auto it = pending_.find({connection, correlation_id});
   if (it == pending_.end()) return;
   current_connection_ = connection;
-  ending_api_ = it->second.request.api;
+  ending_api_ = it->second.api;
   Pending p = std::move(it->second);
   pending_.erase(it);
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
-  const TxnRequest& r = p.request;
-  auto found = ids_.find(r.transactional_id);
-  if (found == ids_.end()) return;  // forgotten to make room
-  IdState& s = found->second;
+  const Pending& r = p;
+  IdState& s = *p.state;
   s.last_activity = now;
   // Stale now even if it was not when sent: a new instance took the id while it was in flight.
-  if (r.api != TxnApi::kInitProducerId && stale(s, r)) {
-    note_stale_error(s, r, response, now);
+  if (r.api != TxnApi::kInitProducerId && stale(s, r.producer_id, r.producer_epoch)) {
+    note_stale_error(s, p, response, now);
     return;
   }
   if (s.open) {
@@ -377,7 +390,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
       if (!s.open && s.after_refusal && !r.commit && !is_retried_error(response.error_code) && !is_fencing(response.error_code)) {
         // The refused transaction's own EndTxn(abort), answered (IdState::AfterRefusal): what
         // came since is that one's; it was counted when it was refused.
-        if (response.error_code != 0) note_error(s, r, response, now);
+        if (response.error_code != 0) note_error(s, r.api, response, now);
         if (!s.ended.empty() && s.ended.back().outcome == TxnOutcome::kAborted) take_after_refusal(s, s.ended.back(), connection, r.api);
         s.after_refusal.reset();
         return;
@@ -386,7 +399,17 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
         if (!s.open && r.commit) {
           // A commit of a transaction whose start kproxy did not see (it began before kproxy
           // started, or on a path kproxy does not observe): record it so the counts stay whole.
-          open_transaction(s, r, p.sent);
+          TxnRequest as_seen;
+          as_seen.api = r.api;
+          as_seen.producer_id = r.producer_id;
+          as_seen.producer_epoch = r.producer_epoch;
+          if (p.client) {
+            as_seen.transactional_id = p.client->transactional_id;
+            as_seen.listener = p.client->listener;
+            as_seen.client_id = p.client->client_id;
+            as_seen.client_software = p.client->client_software;
+          }
+          open_transaction(s, as_seen, p.sent);
           take_after_refusal(s, *s.open, connection, r.api);
         }
         note_span(s, connection, p, response, now);
@@ -398,7 +421,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
         return;
       }
       note_span(s, connection, p, response, now);
-      note_error(s, r, response, now);
+      note_error(s, r.api, response, now);
       if (is_fencing(response.error_code)) {
         ++stats_.fencing_events;
         bool timed_out = s.open && s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);
@@ -414,7 +437,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
         if (registers && s.open) s.open->known_to_coordinator = true;
         return;
       }
-      note_error(s, r, response, now);
+      note_error(s, r.api, response, now);
       if (is_fencing(response.error_code) && s.open) {
         ++stats_.fencing_events;
         bool timed_out = s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);

@@ -27,10 +27,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -60,19 +62,26 @@ struct TopicPartition {
   auto operator<=>(const TopicPartition&) const = default;
 };
 
-/// A request of a transaction API, as the frame observer read it.
+/// Who sent a request: what a transaction records of its client.
+struct TxnClient {
+  std::string transactional_id, listener, client_id, client_software;
+};
+
+/// A request of a transaction API, as the frame observer read it. The strings are views into
+/// the frame and its connection: valid for the on_request call only (the tracker copies what
+/// it keeps).
 struct TxnRequest {
   TxnApi api = TxnApi::kProduce;
   int16_t api_version = 0;
-  std::string transactional_id;
+  std::string_view transactional_id;
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
   std::vector<TopicPartition> partitions;  ///< AddPartitionsToTxn, Produce, TxnOffsetCommit
-  std::string group_id;                    ///< AddOffsetsToTxn, TxnOffsetCommit
+  std::string_view group_id;               ///< AddOffsetsToTxn, TxnOffsetCommit
   bool commit = false;                     ///< EndTxn
   int32_t transaction_timeout_ms = -1;     ///< InitProducerId
   uint64_t records = 0, bytes = 0;         ///< Produce: records and record-batch bytes
-  std::string listener, client_id, client_software;
+  std::string_view listener, client_id, client_software;
 };
 
 /// Its response: the first non-zero error code (0 when none), the producer id and epoch the
@@ -217,7 +226,7 @@ class TransactionTracker {
   TransactionTracker() : TransactionTracker(Limits{}) {}
   explicit TransactionTracker(Limits limits) : limits_(limits) {}
 
-  void on_request(uint64_t connection, int32_t correlation_id, TxnRequest request, TxnClock::time_point now);
+  void on_request(uint64_t connection, int32_t correlation_id, const TxnRequest& request, TxnClock::time_point now);
   /// No-op for a (connection, correlation id) without a tracked request.
   void on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now);
   /// Forgets the connection's requests still awaiting a response.
@@ -268,15 +277,30 @@ class TransactionTracker {
     };
     std::optional<AfterRefusal> after_refusal;
   };
+  /// A tracked request awaiting its answer: what the answer is read with. Lean, since every
+  /// transactional Produce makes one.
   struct Pending {
-    TxnRequest request;
+    IdState* state = nullptr;  ///< its id's (ids are forgotten only with their pending requests)
+    TxnApi api = TxnApi::kProduce;
+    int16_t api_version = 0;
+    bool commit = false;  ///< EndTxn
+    int16_t producer_epoch = -1;
+    int64_t producer_id = -1;
+    uint32_t partitions = 0;
+    uint64_t records = 0;
     TxnClock::time_point sent;
+    /// EndTxn only: the request's client, for a commit whose transaction kproxy never saw begin.
+    std::unique_ptr<TxnClient> client;
+  };
+  struct IdHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
   };
 
-  IdState* state_for(const std::string& id, TxnClock::time_point now);
+  IdState* state_for(std::string_view id, TxnClock::time_point now);
   TransactionRecord& open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now);
   void end(IdState& s, TxnOutcome outcome, TxnClock::time_point now);
-  void note_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now);
+  void note_error(IdState& s, TxnApi api, const TxnResponse& resp, TxnClock::time_point now);
   /// Counts `e` in `t`: a retry, or its cause if it has none; kept in its errors (bounded).
   static void count_error(TransactionRecord& t, TxnError e);
   /// Gives what was seen after a refusal (IdState::AfterRefusal) to `t`: the next transaction,
@@ -289,14 +313,14 @@ class TransactionTracker {
   void track_request(IdState& s, uint64_t connection, const TxnRequest& r, TxnClock::time_point now);
   /// A request of a producer the id no longer has: another producer id, or an older epoch of
   /// this one (a zombie: fenced by a new instance, or left behind by an epoch bump).
-  static bool stale(const IdState& s, const TxnRequest& r);
+  static bool stale(const IdState& s, int64_t producer_id, int16_t producer_epoch);
   /// A zombie's error: kept in the ended transaction of its producer id and epoch (the fenced
   /// one), counted nowhere else.
-  void note_stale_error(IdState& s, const TxnRequest& r, const TxnResponse& resp, TxnClock::time_point now);
+  void note_stale_error(IdState& s, const Pending& p, const TxnResponse& resp, TxnClock::time_point now);
 
   Limits limits_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, IdState> ids_;
+  std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;
   std::map<std::pair<uint64_t, int32_t>, Pending> pending_;
   std::atomic<size_t> pending_count_{0};  ///< pending_.size(), readable without the lock
   TransactionStats stats_;

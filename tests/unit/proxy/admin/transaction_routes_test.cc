@@ -23,7 +23,7 @@ json get(uint16_t port, const std::string& path, int expect_status) {
   return json::parse(raw.substr(raw.find("\r\n\r\n") + 4));
 }
 
-TxnRequest request(TxnApi api, const std::string& id) {
+TxnRequest request(TxnApi api, std::string_view id) {
   TxnRequest r;
   r.api = api;
   r.transactional_id = id;

@@ -2,14 +2,18 @@
 // their fields, the records of a batch, and the response's error, producer id and injecting rule.
 #include "proxy/observe/transaction_events.h"
 
+#include <deque>
+
 #include <doctest/doctest.h>
 
+#include "codec/frame_reader.h"
 #include "codec/generated/error_code.h"
 #include "codec/generated/messages/add_partitions_to_txn.h"
 #include "codec/generated/messages/end_txn.h"
 #include "codec/generated/messages/init_producer_id.h"
 #include "codec/generated/messages/metadata.h"
 #include "codec/generated/messages/produce.h"
+#include "codec/message_support.h"
 #include "codec/writer.h"
 
 #include <nlohmann/json.hpp>
@@ -45,10 +49,13 @@ std::vector<uint8_t> batch(int32_t count, int64_t pid = 77, int16_t epoch = 2, s
   return out;
 }
 
+/// The frames the requests were read from: a TxnRequest's strings are views into its frame.
+std::deque<std::vector<uint8_t>> frames;
+
 template <class M>
 std::optional<TxnRequest> request_of(const M& body, int16_t version, proxy::ConnectionInfo& conn) {
   codec::RequestHeader header;
-  auto frame = encoded_request_frame(body, version, 11, "txn-app", header);
+  auto& frame = frames.emplace_back(encoded_request_frame(body, version, 11, "txn-app", header));
   proxy::RequestContext ctx(header, frame, conn);
   return txn_request(ctx);
 }
@@ -141,6 +148,62 @@ TEST_CASE("transaction events: which requests are part of a transaction, and the
   CHECK(r->producer_id == 77);
   CHECK(r->producer_epoch == 2);
   CHECK(r->partitions == std::vector<TopicPartition>{{"out", 1}});
+}
+
+TEST_CASE("transaction events: a transactional Produce read without decoding, every version, tagged fields and cut bodies") {
+  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
+  auto first = batch(4, 91, 7);
+  auto second = batch(6, 91, 7);
+  static const uint8_t extra[] = {1, 2, 3};
+  for (int16_t v = 3; v <= 13; ++v) {
+    CAPTURE(v);
+    codec::ProduceRequest produce;
+    produce.transactional_id = "payments";
+    produce.acks = -1;
+    produce.timeout_ms = 30000;
+    std::vector<TopicPartition> want;
+    for (int t = 0; t < 2; ++t) {
+      auto& data = produce.topic_data.emplace_back();
+      data.name = t == 0 ? "orders-with-a-long-topic-name" : "audit";
+      data.topic_id = codec::Uuid{static_cast<uint8_t>(t + 1)};
+      std::string topic = v >= 13 ? codec::json_uuid(data.topic_id) : std::string(data.name);
+      for (int32_t p = 0; p < 3; ++p) {
+        auto& part = data.partition_data.emplace_back();
+        part.index = p * 10 + t;
+        if (p == 0) part.records = codec::Bytes(first.data(), first.size());
+        if (p == 1) part.records = codec::Bytes(second.data(), second.size());
+        // p == 2: null records
+        if (v >= 9) part.unknown_tagged_fields.push_back({7, codec::Bytes(extra, sizeof extra)});
+        want.push_back({topic, part.index});
+      }
+      if (v >= 9) data.unknown_tagged_fields.push_back({9, codec::Bytes(extra, sizeof extra)});
+    }
+    if (v >= 9) produce.unknown_tagged_fields.push_back({11, codec::Bytes(extra, 1)});
+    auto r = request_of(produce, v, conn);
+    REQUIRE(r);
+    CHECK(r->transactional_id == "payments");
+    CHECK(r->partitions == want);
+    CHECK(r->records == 2 * (4 + 6));
+    CHECK(r->bytes == 2 * (first.size() + second.size()));
+    CHECK(r->producer_id == 91);
+    CHECK(r->producer_epoch == 7);
+    CHECK(r->client_id == "txn-app");
+
+    // Every cut of the body: read or refused, never past its end (ASan watches).
+    auto& whole = frames.back();
+    codec::RequestHeader header;
+    REQUIRE(codec::read_request_header(codec::Bytes(whole.data() + codec::kFrameSizePrefix, whole.size() - codec::kFrameSizePrefix), header,
+                                       nullptr));
+    const size_t body_at = codec::kFrameSizePrefix + header.size;
+    size_t refused = 0;
+    for (size_t cut = body_at; cut < whole.size(); ++cut) {
+      std::vector<uint8_t> shorter(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(cut));
+      codec::RequestHeader h = header;
+      proxy::RequestContext ctx(h, shorter, conn);
+      if (!txn_request(ctx)) ++refused;
+    }
+    CHECK(refused == whole.size() - body_at);
+  }
 }
 
 TEST_CASE("transaction events: a response's first error, its producer id and the rule that injected it") {
