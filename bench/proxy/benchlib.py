@@ -289,6 +289,37 @@ def scrape(port: int, timeout: float = 5.0) -> str:
         return ""
 
 
+def histogram_quantile(before: str, after: str, name: str, labels: dict, q: float):
+    """Quantile `q` of a Prometheus histogram's growth between two scrapes of /metrics (the
+    buckets of the series whose labels include `labels`, summed), interpolated linearly inside
+    the bucket as Prometheus' histogram_quantile does; None when nothing was observed."""
+    import re
+
+    def buckets(text: str) -> dict:
+        out = {}
+        for m in re.finditer(r"^" + re.escape(name) + r"_bucket\{([^}]*)\}\s+(\S+)$", text, re.M):
+            got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if any(got.get(k) != v for k, v in labels.items()):
+                continue
+            le = float("inf") if got["le"] == "+Inf" else float(got["le"])
+            out[le] = out.get(le, 0.0) + float(m.group(2))
+        return out
+
+    b, a = buckets(before), buckets(after)
+    grown = sorted((le, n - b.get(le, 0.0)) for le, n in a.items())
+    if not grown or grown[-1][1] <= 0:
+        return None
+    rank = q * grown[-1][1]
+    lower, below = 0.0, 0.0
+    for le, n in grown:
+        if n >= rank:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * ((rank - below) / (n - below) if n > below else 0.0)
+        lower, below = le, n
+    return lower
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
