@@ -41,6 +41,10 @@ std::string topic_of(const codec::Uuid& id) {
 }
 
 void skip_tagged_fields(codec::Reader& in) {
+  if (in.remaining() > 0 && in.data()[in.offset()] == 0) {  // none: the usual case
+    in.skip(1);
+    return;
+  }
   for (uint32_t n = codec::read_tag_count(in), i = 0; i < n && in.ok(); ++i) {
     uint32_t tag = 0, size = 0;
     if (codec::read_tag_header(in, tag, size)) in.skip(size);
