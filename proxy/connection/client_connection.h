@@ -114,6 +114,13 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   struct RareState;
   /// A proxy_protocol listener's first bytes: the PROXY header, then what follows it.
   void on_proxy_header_bytes(codec::Bytes data);
+  /// An SNI listener's first bytes (after any PROXY header): the ClientHello, then what follows.
+  void on_client_hello_bytes(codec::Bytes data);
+  /// The ClientHello is read (or cannot be, or timed out): serves, refuses or closes as the
+  /// listener's `sni:` says (proxy/connection/sni_route.h); `received` is every client byte so far.
+  void route_by_client_hello(std::vector<uint8_t> received);
+  /// Closes the connection if its ClientHello is not whole by sni.client_hello_timeout.
+  void arm_client_hello_deadline();
   /// rare_, made on first use.
   RareState& rare_state();
   /// Arms the wait deadline to close with `reason` at `at`.
