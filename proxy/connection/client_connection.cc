@@ -241,11 +241,36 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
     else route.outcome = SniOutcome::kUnknownNode;
   }
   count_sni_outcome(route.outcome);
-  std::string name = shown_server_name(r.client_hello->hello());
+  // "SNI 'kafka.example.org'", "SNI no server name", or for a hello that was never read whole
+  // "SNI: ClientHello not whole within 2000 ms (sni.client_hello_timeout)".
+  const bool read = r.client_hello->state() == tls::ClientHelloReader::State::kDone;
+  std::string name = read ? "SNI " + shown_server_name(r.client_hello->hello()) : "SNI: ClientHello";
   if (route.outcome == SniOutcome::kBootstrap || route.outcome == SniOutcome::kBroker) {
-    spdlog::debug("conn={} SNI {}: {} at {}", id_, name, broker ? "broker node " + std::to_string(route.node_id) : "bootstrap",
+    spdlog::debug("conn={} {}: {} at {}", id_, name, broker ? "broker node " + std::to_string(route.node_id) : "bootstrap",
                   target.to_string());
-  } else {
+  }
+  std::string what;
+  switch (route.outcome) {
+    case SniOutcome::kBootstrap:
+    case SniOutcome::kBroker: break;
+    case SniOutcome::kUnknownNode:
+      what = "names broker node " + std::to_string(route.node_id) + ", which no response named yet: served as the bootstrap";
+      break;
+    case SniOutcome::kUnknownNameRefused: what = "matches no configured name: refused (sni.unknown: refuse)"; break;
+    case SniOutcome::kUnknownNameBootstrap: what = "matches no configured name: served as the bootstrap (sni.unknown: bootstrap)"; break;
+    case SniOutcome::kNoNameRefused:
+      what = "is no host name (a client connecting by IP address sends none, RFC 6066): refused (sni.unknown: refuse)";
+      break;
+    case SniOutcome::kNoNameBootstrap:
+      what = "is no host name (a client connecting by IP address sends none, RFC 6066): served as the bootstrap (sni.unknown: bootstrap)";
+      break;
+    case SniOutcome::kTimeout:
+      what = "not whole within " + std::to_string(sni.client_hello_timeout.count()) + " ms (sni.client_hello_timeout)";
+      break;
+    default: what = "cannot be read: " + r.client_hello->error(); break;
+  }
+  std::string decision = name + " " + what + "; configured: " + configured_names(sni) + " [" + sni_outcome_name(route.outcome) + "]";
+  if (!what.empty()) {
     // The decision an operator looks for when a client went nowhere: the name received and the
     // names configured, side by side (one line per second per kind of decision at most).
     constexpr auto kEvery = std::chrono::seconds(1);
@@ -255,38 +280,18 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
     static_assert(static_cast<size_t>(SniOutcome::kCount) == 11, "one throttle per outcome");
     uint64_t suppressed = 0;
     if (throttles[static_cast<size_t>(route.outcome)].allow(&suppressed)) {
-      std::string what;
-      switch (route.outcome) {
-        case SniOutcome::kUnknownNode:
-          what = "names broker node " + std::to_string(route.node_id) + ", which no response named yet: served as the bootstrap";
-          break;
-        case SniOutcome::kUnknownNameRefused: what = "matches no configured name: refused (sni.unknown: refuse)"; break;
-        case SniOutcome::kUnknownNameBootstrap:
-          what = "matches no configured name: served as the bootstrap (sni.unknown: bootstrap)";
-          break;
-        case SniOutcome::kNoNameRefused:
-          what = "is no host name (a client connecting by IP address sends none, RFC 6066): refused (sni.unknown: refuse)";
-          break;
-        case SniOutcome::kNoNameBootstrap:
-          what =
-              "is no host name (a client connecting by IP address sends none, RFC 6066): served as the bootstrap (sni.unknown: "
-              "bootstrap)";
-          break;
-        default: what = std::string("cannot be read: ") + r.client_hello->error(); break;
-      }
-      spdlog::warn("listener={} conn={} from {}: SNI {} {}; configured: {} [{}]{}", listener_->label(), id_, peer(), name, what,
-                   configured_names(sni), sni_outcome_name(route.outcome), LogThrottle::suppressed_note(suppressed));
+      spdlog::warn("listener={} conn={} from {}: {}{}", listener_->label(), id_, peer(), decision,
+                   LogThrottle::suppressed_note(suppressed));
     }
   }
   if (!route.serve()) {
     r.timer.cancel();
     r.client_hello.reset();
-    std::string why = "SNI " + name + " [" + sni_outcome_name(route.outcome) + "]; configured: " + configured_names(sni);
     if (route.refuse()) {
       client_.append(codec::Bytes(kUnrecognizedNameAlert, sizeof(kUnrecognizedNameAlert)));
-      finish({CloseCategory::kClientProtocolError, "refused with TLS alert unrecognized_name: " + why});
+      finish({CloseCategory::kClientProtocolError, "refused with TLS alert unrecognized_name: " + decision});
     } else {
-      close({CloseCategory::kClientProtocolError, why});
+      close({CloseCategory::kClientProtocolError, decision});
     }
     return;
   }

@@ -40,6 +40,7 @@ const char* sni_outcome_name(SniOutcome outcome) {
   return "?";
 }
 
+void export_sni_outcomes() { outcome_counts(); }
 void count_sni_outcome(SniOutcome outcome) { outcome_counts().add(static_cast<size_t>(outcome)); }
 uint64_t sni_outcomes(SniOutcome outcome) { return outcome_counts().value(static_cast<size_t>(outcome)); }
 

@@ -43,6 +43,8 @@ enum class SniOutcome : uint8_t {
 const char* sni_outcome_name(SniOutcome outcome);
 /// Counts one connection in kproxy_proxy_sni_connections_total{outcome}.
 void count_sni_outcome(SniOutcome outcome);
+/// Exports every series of kproxy_proxy_sni_connections_total at 0 (a start with an SNI listener).
+void export_sni_outcomes();
 /// The count so far of `outcome` (process-wide; for tests).
 uint64_t sni_outcomes(SniOutcome outcome);
 

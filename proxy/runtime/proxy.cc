@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/chaos/config_sections.h"
+#include "proxy/connection/sni_route.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/bound_socket.h"
 #include "proxy/net/owned_descriptor.h"
@@ -58,7 +59,10 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
     const auto& listener = config_->listeners[i];
     directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims, i, listener.name, listener.listen.host));
     std::optional<config::BrokerHostPattern> broker_names;
-    if (listener.sni) broker_names = listener.sni->broker;
+    if (listener.sni) {
+      broker_names = listener.sni->broker;
+      export_sni_outcomes();  // every outcome scraped from the start, at 0
+    }
     rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise, std::move(broker_names)));
   }
 }
