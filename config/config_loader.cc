@@ -837,7 +837,7 @@ class Loader {
 
   ServerTlsConfig server_tls(const YAML::Node& n, const std::string& path) {
     ServerTlsConfig t;
-    if (!check_map(n, path, {"cert", "key", "client_ca", "client_auth", "min_version"})) return t;
+    if (!check_map(n, path, {"cert", "key", "client_ca", "client_auth", "min_version", "certificates"})) return t;
     if (auto v = n["cert"]) t.cert = tls_file(v, path + ".cert");
     else error(n, path + ".cert: missing (the PEM certificate kproxy presents to clients)");
     if (auto v = n["key"]) t.key = tls_file(v, path + ".key");
@@ -858,6 +858,19 @@ class Loader {
     }
     if (auto v = n["min_version"]) {
       if (auto ver = tls_version(v, path + ".min_version")) t.min_version = *ver;
+    }
+    if (auto v = n["certificates"]) {
+      if (!v.IsSequence()) error(v, path + ".certificates: expected a list of {cert, key}");
+      for (size_t i = 0; v.IsSequence() && i < v.size(); ++i) {
+        std::string at = path + ".certificates[" + std::to_string(i) + "]";
+        if (!check_map(v[i], at, {"cert", "key"})) continue;
+        CertificateFiles files;
+        if (auto c = v[i]["cert"]) files.cert = tls_file(c, at + ".cert");
+        else error(v[i], at + ".cert: missing");
+        if (auto k = v[i]["key"]) files.key = tls_file(k, at + ".key");
+        else error(v[i], at + ".key: missing");
+        t.certificates.push_back(std::move(files));
+      }
     }
     return t;
   }

@@ -60,9 +60,10 @@ def hosts_file(tmp_path, kafka_cluster):
     return path
 
 
-def gateway(cluster, pki, *, unknown="refuse", hello_timeout="2s", max_hello="16KiB", name="gw") -> ChaosKproxy:
+def gateway(cluster, pki, *, unknown="refuse", hello_timeout="2s", max_hello="16KiB", name="gw", tls_yaml=None) -> ChaosKproxy:
     port = ports.free_port()
-    sni = (f"    tls:\n      cert: {pki.gateway.cert}\n      key: {pki.gateway.key}\n"
+    tls = tls_yaml or f"    tls:\n      cert: {pki.gateway.cert}\n      key: {pki.gateway.key}\n"
+    sni = (tls +
            f"    sni:\n      bootstrap: {BOOTSTRAP}\n      broker: \"{PATTERN}\"\n      unknown: {unknown}\n"
            f"      client_hello_timeout: {hello_timeout}\n      max_client_hello_bytes: {max_hello}\n")
     return ChaosKproxy(cluster.bootstrap(), name=name, port=port, broker_ports="none", advertise=BOOTSTRAP,
@@ -370,3 +371,27 @@ def test_a_reload_gives_new_connections_the_renewed_certificate(kafka_cluster, s
         old.close()
         assert kp.stop() == 0
 
+
+
+def test_a_certificate_per_name_chosen_by_sni(kafka_cluster, sni_pki, hosts_file, topic_name):
+    """tls.cert for the bootstrap name, tls.certificates one per broker name: each client gets the
+    certificate of the name it asked for, and librdkafka (verifying host names) goes through."""
+    kafka_cluster.create_topic(topic_name, partitions=3, replication_factor=3)
+    boot_id = sni_pki.issue("sni-bootstrap", f"DNS:{BOOTSTRAP}")
+    tls = f"    tls:\n      cert: {boot_id.cert}\n      key: {boot_id.key}\n      certificates:\n"
+    for n in kafka_cluster.nodes:
+        ident = sni_pki.issue(f"sni-broker-{n.node_id}", f"DNS:broker-{n.node_id}.{DOMAIN}")
+        tls += f"        - {{cert: {ident.cert}, key: {ident.key}}}\n"
+    with gateway(kafka_cluster, sni_pki, name="gw-per-name", tls_yaml=tls) as kp:
+        for name in [BOOTSTRAP] + [f"broker-{n.node_id}.{DOMAIN}" for n in kafka_cluster.nodes]:
+            with _served(kp, sni_pki, name) as s:  # the default context checks the host name
+                sans = [v for k, v in s.getpeercert()["subjectAltName"] if k == "DNS"]
+                assert sans == [name], (name, sans)
+        boot = f"{BOOTSTRAP}:{kp.port}"
+        conf = {"security.protocol": "SSL", "ssl.ca.location": str(sni_pki.ca), "ssl.endpoint.identification.algorithm": "https"}
+        prod = rd_in_namespace(hosts_file, "rd_produce", bootstrap=boot, topic=topic_name, count=300, key_prefix="pn-", conf=conf)
+        assert prod["errors"] == [] and prod["delivered"] == 300, prod
+        cons = rd_in_namespace(hosts_file, "rd_consume", bootstrap=boot, topic=topic_name, expect=300, key_prefix="pn-", conf=conf)
+        assert (cons["count"], cons["duplicates"]) == (300, 0), cons
+        assert f"for the names it is valid for {sni_pki.dir}" in kp.log_text()
+        assert kp.stop() == 0

@@ -708,3 +708,23 @@ TEST_CASE("an SNI pattern or bootstrap name that is an IP address is a warning (
   CHECK(contains(r.warnings[1].reason, "sni.broker: '10.0.1.$(nodeId)' gives node 0 the name '10.0.1.0'"));
   CHECK(contains(r.warnings[1].reason, "RFC 6066"));
 }
+
+TEST_CASE("tls.certificates: more certificates, each with its key and position") {
+  auto c = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:9092\n    upstream: b:9093\n    broker_ports: 9100\n    tls:\n"
+      "      cert: /c.pem\n      key: /k.pem\n      certificates:\n        - {cert: /east.pem, key: /east.key}\n"
+      "        - {cert: /west.pem, key: /west.key}\n",
+      "test.yaml");
+  REQUIRE_MESSAGE(c.ok(), c.error_text());
+  const auto& t = *c.config->listeners[0].tls;
+  REQUIRE(t.certificates.size() == 2);
+  CHECK(t.certificates[1].cert.path == "/west.pem");
+  CHECK(t.certificates[1].key.key_path == "listeners[0].tls.certificates[1].key");
+  CHECK(t.certificates[0].cert.line == 10);
+  auto missing = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:9092\n    upstream: b:9093\n    broker_ports: 9100\n    tls:\n"
+      "      cert: /c.pem\n      key: /k.pem\n      certificates:\n        - {cert: /east.pem}\n",
+      "test.yaml");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(contains(missing.error_text(), "listeners[0].tls.certificates[0].key: missing"));
+}
