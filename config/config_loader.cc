@@ -710,15 +710,17 @@ class Loader {
       }
       if (auto v = item["tls"]) l.tls = server_tls(v, path + ".tls");
       if (auto v = item["upstream_tls"]) l.upstream_tls = upstream_tls(v, path + ".upstream_tls");
-      if (l.sni && !l.tls) {
-        error(item["sni"], path + ".sni: needs tls: on the listener (the server name is read from the client's TLS ClientHello)");
-      }
       if (auto v = item["proxy_protocol"]) {
         if (auto s = scalar(v, path + ".proxy_protocol")) {
           if (*s == "v2") l.proxy_protocol = true;
           else if (*s != "off")
             error(v, path + ".proxy_protocol: '" + *s + "' is not v2 or off (version 1, the text form, is not taken: use send-proxy-v2)");
         }
+      }
+      if (l.sni && !l.tls && !l.proxy_protocol) {
+        error(item["sni"], path +
+                               ".sni: needs tls: on the listener (the server name is read from the client's TLS ClientHello), or "
+                               "proxy_protocol: v2 when TLS ends at the load balancer (its header's authority names the host)");
       }
       max_ports_.resize(i + 1, kDefaultMaxBrokerPorts);
       max_ports_[i] = l.broker_ports.max_ports;

@@ -30,6 +30,7 @@ struct ClientConnection::RareState {
   /// connected once it says where to, with the bootstrap server chosen at accept and the
   /// listener's upstream TLS context as of then.
   std::unique_ptr<tls::ClientHelloReader> client_hello;
+  bool route_by_authority = false;  ///< an SNI listener without TLS: the PROXY header's authority routes
   config::HostPort bootstrap;
   std::shared_ptr<const tls::TlsContext> upstream_tls;
 };
@@ -67,9 +68,11 @@ void ClientConnection::start(const config::HostPort& upstream) {
   tls::ListenerTls tls = env_.listener_tls(listener_->listener_index);
   const auto& sni = config_->listeners[listener_->listener_index].sni;
   if (sni) {
-    // The upstream waits for the ClientHello's server name (config/README.md "SNI listeners").
+    // The upstream waits for the ClientHello's server name (config/README.md "SNI listeners"),
+    // or without TLS here (it ended at the load balancer) for the PROXY header's authority TLV.
     RareState& r = rare_state();
-    r.client_hello = std::make_unique<tls::ClientHelloReader>(sni->max_client_hello_bytes);
+    if (tls.clients) r.client_hello = std::make_unique<tls::ClientHelloReader>(sni->max_client_hello_bytes);
+    else r.route_by_authority = true;
     r.bootstrap = upstream;
     r.upstream_tls = tls.upstream;
   }
@@ -82,7 +85,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
                                                                 std::to_string(config_->limits.proxy_header_timeout.count()) +
                                                                 " ms (limits.proxy_header_timeout)"});
   }
-  if (sni && !listener_->proxy_protocol) arm_client_hello_deadline();
+  if (sni && tls.clients && !listener_->proxy_protocol) arm_client_hello_deadline();
   if (tls.clients) {
     auto session = std::make_unique<tls::TlsSession>(*tls.clients, "");
     if (listener_->proxy_protocol || sni) rare_->client_tls_pending = std::move(session);
@@ -205,7 +208,19 @@ void ClientConnection::on_proxy_header_bytes(codec::Bytes data) {
   }
   codec::Bytes rest = r.proxy_header->rest();
   std::vector<uint8_t> after(rest.begin(), rest.end());  // the reader goes before they are read
+  std::optional<std::string> authority = h.authority;    // `h` goes with the reader
   r.proxy_header.reset();
+  if (r.route_by_authority) {
+    // TLS ended at the load balancer: the name its client asked for comes in the header.
+    r.route_by_authority = false;
+    tls::ClientHelloInfo asked{authority.value_or(""), authority.has_value(), std::nullopt};
+    route_to(route_by_name(*config_->listeners[listener_->listener_index].sni,
+                           authority ? tls::normalize_server_name(*authority) : std::nullopt),
+             "PROXY authority " + shown_server_name(asked), "");
+    if (closing()) return;
+    client_.replay(after);
+    return;
+  }
   if (r.client_hello) arm_client_hello_deadline();  // the ClientHello follows the header
   else if (r.client_tls_pending) client_.use_tls(std::move(r.client_tls_pending));
   client_.replay(after);
@@ -231,8 +246,22 @@ void ClientConnection::on_client_hello_bytes(codec::Bytes data) {
 
 void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
   RareState& r = *rare_;
+  // "SNI 'kafka.example.org'", "SNI no server name", or for a hello that was never read whole
+  // "SNI: ClientHello not whole within 2000 ms (sni.client_hello_timeout)".
+  const bool read = r.client_hello->state() == tls::ClientHelloReader::State::kDone;
+  std::string name = read ? "SNI " + shown_server_name(r.client_hello->hello()) : "SNI: ClientHello";
+  SniRoute route = route_by_server_name(*config_->listeners[listener_->listener_index].sni, *r.client_hello);
+  std::string error = r.client_hello->error();
+  r.client_hello.reset();
+  route_to(route, name, error);
+  if (closing()) return;
+  client_.replay(received);
+}
+
+void ClientConnection::route_to(SniRoute route, const std::string& name, const std::string& error) {
+  RareState& r = *rare_;
+  r.timer.cancel();
   const config::SniConfig& sni = *config_->listeners[listener_->listener_index].sni;
-  SniRoute route = route_by_server_name(sni, *r.client_hello);
   config::HostPort target = r.bootstrap;
   std::optional<config::HostPort> broker;
   if (route.outcome == SniOutcome::kBroker) {
@@ -241,10 +270,6 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
     else route.outcome = SniOutcome::kUnknownNode;
   }
   count_sni_outcome(route.outcome);
-  // "SNI 'kafka.example.org'", "SNI no server name", or for a hello that was never read whole
-  // "SNI: ClientHello not whole within 2000 ms (sni.client_hello_timeout)".
-  const bool read = r.client_hello->state() == tls::ClientHelloReader::State::kDone;
-  std::string name = read ? "SNI " + shown_server_name(r.client_hello->hello()) : "SNI: ClientHello";
   if (route.outcome == SniOutcome::kBootstrap || route.outcome == SniOutcome::kBroker) {
     spdlog::debug("conn={} {}: {} at {}", id_, name, broker ? "broker node " + std::to_string(route.node_id) : "bootstrap",
                   target.to_string());
@@ -267,7 +292,7 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
     case SniOutcome::kTimeout:
       what = "not whole within " + std::to_string(sni.client_hello_timeout.count()) + " ms (sni.client_hello_timeout)";
       break;
-    default: what = "cannot be read: " + r.client_hello->error(); break;
+    default: what = "cannot be read: " + error; break;
   }
   std::string decision = name + " " + what + "; configured: " + configured_names(sni) + " [" + sni_outcome_name(route.outcome) + "]";
   if (!what.empty()) {
@@ -285,9 +310,7 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
     }
   }
   if (!route.serve()) {
-    r.timer.cancel();
-    r.client_hello.reset();
-    if (route.refuse()) {
+    if (route.refuse() && r.client_tls_pending) {  // a TLS client hears why; without TLS here, a close
       client_.append(codec::Bytes(kUnrecognizedNameAlert, sizeof(kUnrecognizedNameAlert)));
       finish({CloseCategory::kClientProtocolError, "refused with TLS alert unrecognized_name: " + decision});
     } else {
@@ -295,13 +318,10 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
     }
     return;
   }
-  r.timer.cancel();
-  r.client_hello.reset();
   if (r.client_tls_pending) client_.use_tls(std::move(r.client_tls_pending));
   // The SNI kproxy sends the broker is the host it connects to, as on any TLS listener.
   if (r.upstream_tls) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*r.upstream_tls, target.host));
   upstream_.connect(target, config_->limits.connect_timeout);
-  client_.replay(received);
 }
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {

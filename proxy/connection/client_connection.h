@@ -25,6 +25,7 @@
 #include "proxy/connection/connection_environment.h"
 #include "proxy/connection/connection_state.h"
 #include "proxy/connection/listener_spec.h"
+#include "proxy/connection/sni_route.h"
 #include "proxy/metrics/connection_metrics.h"
 #include "proxy/net/close_reason.h"
 #include "proxy/net/deadline_timer.h"
@@ -119,6 +120,9 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// The ClientHello is read (or cannot be, or timed out): serves, refuses or closes as the
   /// listener's `sni:` says (proxy/connection/sni_route.h); `received` is every client byte so far.
   void route_by_client_hello(std::vector<uint8_t> received);
+  /// Serves (TLS session installed, upstream connected to the route's target), refuses or closes
+  /// as `route` says, logged with `name` (what the client asked for) and counted.
+  void route_to(SniRoute route, const std::string& name, const std::string& error);
   /// Closes the connection if its ClientHello is not whole by sni.client_hello_timeout.
   void arm_client_hello_deadline();
   /// rare_, made on first use.

@@ -66,8 +66,11 @@ SniRoute route_by_server_name(const config::SniConfig& sni, const tls::ClientHel
     case State::kNeedMore: return {SniOutcome::kTimeout};
     case State::kDone: break;
   }
+  return route_by_name(sni, reader.server_name());  // normalised: lower case, no trailing dot
+}
+
+SniRoute route_by_name(const config::SniConfig& sni, const std::optional<std::string>& name) {
   const bool refuse = sni.unknown == config::UnknownServerName::kRefuse;
-  const auto& name = reader.server_name();  // normalised: lower case, no trailing dot
   // An address literal is no host name (RFC 6066 section 3): as if none was sent.
   if (!name || tls::is_ip_literal(*name)) return {refuse ? SniOutcome::kNoNameRefused : SniOutcome::kNoNameBootstrap};
   if (*name == sni.bootstrap) return {SniOutcome::kBootstrap};

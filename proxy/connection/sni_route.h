@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "config/sni_config.h"
@@ -58,6 +59,10 @@ struct SniRoute {
 
 /// The route of a reader whose state is kDone, kNotTls, kTooLarge or kMalformed.
 SniRoute route_by_server_name(const config::SniConfig& sni, const tls::ClientHelloReader& reader);
+/// The route of a name already normalised (tls::normalize_server_name; nullopt: none or not a
+/// host name): the SNI's, or a PROXY v2 header's authority TLV when TLS ended at the load
+/// balancer (PP2_TYPE_AUTHORITY, config/README.md "SNI listeners").
+SniRoute route_by_name(const config::SniConfig& sni, const std::optional<std::string>& name);
 
 /// The name the client sent as a log shows it: quoted, at most 64 characters, non-printable as
 /// '?', or "no server name".

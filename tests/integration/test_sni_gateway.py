@@ -395,3 +395,78 @@ def test_a_certificate_per_name_chosen_by_sni(kafka_cluster, sni_pki, hosts_file
         assert (cons["count"], cons["duplicates"]) == (300, 0), cons
         assert f"for the names it is valid for {sni_pki.dir}" in kp.log_text()
         assert kp.stop() == 0
+
+
+# ---- TLS ended at a load balancer: the PROXY header's authority routes -------------------------
+
+def _haproxy_tls(tmp_path, pki, front, kproxy_port):
+    """HAProxy ending TLS on `front` (the wildcard certificate) and sending PROXY v2 with the
+    authority TLV (the SNI its client sent) to kproxy."""
+    pem = tmp_path / "haproxy.pem"
+    pem.write_bytes(pki.gateway.cert.read_bytes() + pki.gateway.key.read_bytes())
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(
+        "global\n  maxconn 200\n"
+        "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n"
+        f"frontend fe\n  bind 127.0.0.1:{front} ssl crt {pem}\n  default_backend be\n"
+        f"backend be\n  server kproxy 127.0.0.1:{kproxy_port} send-proxy-v2 proxy-v2-options authority\n")
+    proc = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + slowness.scaled(10)
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", front), timeout=0.5).close()
+            return proc
+        except OSError:
+            assert proc.poll() is None, "haproxy exited"
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise AssertionError("haproxy did not listen")
+
+
+def test_the_proxy_authority_routes_when_tls_ends_at_haproxy(kafka_cluster, sni_pki, hosts_file, topic_name, tmp_path):
+    """A `proxy_protocol: v2` SNI listener without `tls:` behind HAProxy, which ends TLS and sends
+    the client's SNI as the authority TLV (PP2_TYPE_AUTHORITY): librdkafka bootstraps and reaches
+    every broker through HAProxy's one port, which is the port advertised (not kproxy's)."""
+    kafka_cluster.create_topic(topic_name, partitions=3, replication_factor=3)
+    front = ports.free_port()
+    listener = (f"    proxy_protocol: v2\n    sni:\n      bootstrap: {BOOTSTRAP}\n      broker: \"{PATTERN}\"\n"
+                f"      advertised_port: {front}\n")
+    kp = ChaosKproxy(kafka_cluster.bootstrap(), name="gw-authority", port=ports.free_port(), broker_ports="none",
+                     advertise=BOOTSTRAP, listener_yaml=listener, log_level="debug")
+    with kp:
+        haproxy = _haproxy_tls(tmp_path, sni_pki, front, kp.port)
+        try:
+            c0 = sni_counts(kp)
+            boot = f"{BOOTSTRAP}:{front}"
+            conf = {"security.protocol": "SSL", "ssl.ca.location": str(sni_pki.ca)}
+            brokers = rd_in_namespace(hosts_file, "brokers", conf={"bootstrap.servers": boot, **conf})
+            assert brokers == sorted(f"broker-{n.node_id}.{DOMAIN}:{front}" for n in kafka_cluster.nodes)
+            prod = rd_in_namespace(hosts_file, "rd_produce", bootstrap=boot, topic=topic_name, count=300, key_prefix="pa-", conf=conf)
+            assert prod["errors"] == [] and prod["delivered"] == 300, prod
+            cons = rd_in_namespace(hosts_file, "rd_consume", bootstrap=boot, topic=topic_name, expect=300, key_prefix="pa-", conf=conf)
+            assert (cons["count"], cons["duplicates"]) == (300, 0), cons
+            log = kp.log_text()
+            assert f"PROXY authority '{BOOTSTRAP}': bootstrap at" in log
+            for n in kafka_cluster.nodes:
+                if f"PROXY authority 'broker-{n.node_id}.{DOMAIN}': broker node {n.node_id}" in log:
+                    break
+            else:
+                raise AssertionError(log[-3000:])
+            counts = sni_counts(kp)
+            assert counts["broker"] > c0["broker"] and counts["bootstrap"] > c0["bootstrap"], counts
+            # An unknown name through HAProxy: refused by kproxy (closed: the TLS is HAProxy's), counted.
+            ctx = _tls_context(sni_pki)
+            ctx.check_hostname = False
+            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", front), timeout=10), server_hostname="nope.example.org") as s:
+                s.sendall(request(18, 0, 3, b""))
+                try:
+                    assert connection_closed(s, 10)
+                except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+                    pass  # HAProxy ended its TLS when kproxy closed: closed all the same
+            _wait_count(kp, "unknown_name_refused", c0["unknown_name_refused"] + 1)
+            kp.wait_for_log(r"PROXY authority 'nope\.example\.org' matches no configured name: refused")
+        finally:
+            haproxy.terminate()
+            haproxy.wait(10)
+        assert kp.stop() == 0

@@ -728,3 +728,13 @@ TEST_CASE("tls.certificates: more certificates, each with its key and position")
   REQUIRE_FALSE(missing.ok());
   CHECK(contains(missing.error_text(), "listeners[0].tls.certificates[0].key: missing"));
 }
+
+TEST_CASE("an SNI listener without tls routes by the PROXY header's authority (TLS ended at the load balancer)") {
+  auto r = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:9092\n    upstream: b:9093\n    proxy_protocol: v2\n"
+      "    sni: {bootstrap: k.example.com, broker: \"b-$(nodeId).example.com\"}\n",
+      "test.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  CHECK(r.config->listeners[0].sni.has_value());
+  CHECK_FALSE(r.config->listeners[0].tls.has_value());
+}

@@ -114,3 +114,14 @@ TEST_CASE("every outcome has its own counter series") {
   CHECK(proxy::sni_outcomes(SniOutcome::kBroker) == other);
   CHECK(std::string(proxy::sni_outcome_name(SniOutcome::kNoNameRefused)) == "no_name_refused");
 }
+
+TEST_CASE("a name from elsewhere (a PROXY header's authority) routes the same way") {
+  auto refuse = sni_config(config::UnknownServerName::kRefuse);
+  CHECK(proxy::route_by_name(refuse, std::string("kafka.example.com")).outcome == SniOutcome::kBootstrap);
+  auto broker = proxy::route_by_name(refuse, proxy::tls::normalize_server_name("BROKER-3.kafka.example.com."));
+  CHECK(broker.outcome == SniOutcome::kBroker);
+  CHECK(broker.node_id == 3);
+  CHECK(proxy::route_by_name(refuse, std::nullopt).outcome == SniOutcome::kNoNameRefused);
+  CHECK(proxy::route_by_name(refuse, proxy::tls::normalize_server_name("not a name")).outcome == SniOutcome::kNoNameRefused);
+  CHECK(proxy::route_by_name(refuse, std::string("x.example.com")).outcome == SniOutcome::kUnknownNameRefused);
+}
