@@ -186,7 +186,7 @@ TEST_CASE("unreadable file") {
 }
 
 TEST_CASE("the example configs are valid") {
-  for (const char* name : {"sidecar.yaml", "chaos.yaml", "two-clusters.yaml", "tls.yaml"}) {
+  for (const char* name : {"sidecar.yaml", "chaos.yaml", "two-clusters.yaml", "tls.yaml", "sni-gateway.yaml"}) {
     auto r = load_config_file(std::string(KPROXY_SOURCE_DIR) + "/config/examples/" + name);
     CHECK_MESSAGE(r.ok(), name, ": ", r.error_text());
   }
