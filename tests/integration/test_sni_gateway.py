@@ -470,3 +470,45 @@ def test_the_proxy_authority_routes_when_tls_ends_at_haproxy(kafka_cluster, sni_
             haproxy.terminate()
             haproxy.wait(10)
         assert kp.stop() == 0
+
+
+def test_sni_after_a_proxy_header_when_tls_passes_through_haproxy(kafka_cluster, sni_pki, hosts_file, topic_name, tmp_path):
+    """HAProxy in TCP mode (TLS passes through) sends PROXY v2 first: kproxy reads the header, then
+    the ClientHello after it, and routes by its SNI; the broker port advertised is HAProxy's."""
+    kafka_cluster.create_topic(topic_name, partitions=3, replication_factor=3)
+    front = ports.free_port()
+    listener = (f"    proxy_protocol: v2\n    tls:\n      cert: {sni_pki.gateway.cert}\n      key: {sni_pki.gateway.key}\n"
+                f"    sni:\n      bootstrap: {BOOTSTRAP}\n      broker: \"{PATTERN}\"\n      advertised_port: {front}\n")
+    kp = ChaosKproxy(kafka_cluster.bootstrap(), name="gw-pp-tls", port=ports.free_port(), broker_ports="none",
+                     advertise=BOOTSTRAP, listener_yaml=listener, log_level="debug")
+    with kp:
+        cfg = tmp_path / "haproxy-tcp.cfg"
+        cfg.write_text(
+            "global\n  maxconn 200\n"
+            "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n"
+            f"frontend fe\n  bind 127.0.0.1:{front}\n  default_backend be\n"
+            f"backend be\n  server kproxy 127.0.0.1:{kp.port} send-proxy-v2\n")
+        haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + slowness.scaled(10)
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", front), timeout=0.5).close()
+                    break
+                except OSError:
+                    assert haproxy.poll() is None and time.monotonic() < deadline, "haproxy did not listen"
+                    time.sleep(0.05)
+            boot = f"{BOOTSTRAP}:{front}"
+            conf = {"security.protocol": "SSL", "ssl.ca.location": str(sni_pki.ca)}
+            prod = rd_in_namespace(hosts_file, "rd_produce", bootstrap=boot, topic=topic_name, count=300, key_prefix="pt-", conf=conf)
+            assert prod["errors"] == [] and prod["delivered"] == 300, prod
+            cons = rd_in_namespace(hosts_file, "rd_consume", bootstrap=boot, topic=topic_name, expect=300, key_prefix="pt-", conf=conf)
+            assert (cons["count"], cons["duplicates"]) == (300, 0), cons
+            log = kp.log_text()
+            assert "(PROXY protocol v2)" in log
+            assert f"SNI '{BOOTSTRAP}': bootstrap at" in log
+            assert re.search(rf"SNI 'broker-\d+\.{re.escape(DOMAIN)}': broker node \d+ at", log), log[-3000:]
+        finally:
+            haproxy.terminate()
+            haproxy.wait(10)
+        assert kp.stop() == 0
