@@ -13,6 +13,7 @@
 //       max_broker_ports: 256        # brokers given a port at most; more are refused
 //       tls: {...}                   # TLS for clients (config/tls_config.h)
 //       upstream_tls: {...}          # TLS to the brokers (config/tls_config.h)
+//       sni: {...}                   # one TLS port for every broker, by server name (config/sni_config.h)
 //   admin: { listen: 127.0.0.1:9644, token_file: /run/secrets/kproxy-admin-token }  # or token_env: NAME
 //   metrics: { frames: on, topic_labels: false, client_id_labels: false, max_label_values: 100 }
 //   tap: { records: false, max_record_bytes: 256, max_records: 100 }
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "config/host_port.h"
+#include "config/sni_config.h"
 #include "config/tls_config.h"
 
 namespace kproxy::config {
@@ -48,6 +50,7 @@ struct BrokerPorts {
     kNodeIdOffset,  ///< port = base + node id (stable across restarts and proxies)
     kInOrder,       ///< the next free port of [first, last], in order of discovery
     kKernel,        ///< `broker_ports: 0`: a port the kernel picks when the broker is first named
+    kSni,           ///< an SNI listener (`sni:`): every broker at the one advertised port `base`, told apart by name
   };
   Scheme scheme = Scheme::kNodeIdOffset;
   uint16_t base = 0;   ///< kNodeIdOffset
@@ -85,6 +88,9 @@ struct ListenerConfig {
   /// `proxy_protocol: v2`: every connection to this listener's ports starts with a PROXY
   /// protocol v2 header from a load balancer (proxy/net/proxy_header.h); one without is refused.
   bool proxy_protocol = false;
+  /// `sni:`: one TLS port for the bootstrap and every broker, chosen by the ClientHello's server
+  /// name (config/sni_config.h); broker_ports is then Scheme::kSni.
+  std::optional<SniConfig> sni;
 };
 
 struct AdminConfig {

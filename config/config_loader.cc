@@ -1,6 +1,7 @@
 #include "config/config_loader.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -363,6 +364,114 @@ class Loader {
     out.line = key.Mark().line + 1;
   }
 
+  // listeners[].sni (config/sni_config.h). Names are matched lower case, without a trailing dot.
+  std::optional<SniConfig> sni_section(const YAML::Node& n, const std::string& path, const std::string& listener_name,
+                                       const std::optional<HostPort>& listen) {
+    if (!check_map(n, path, {"bootstrap", "broker", "advertised_port", "unknown", "client_hello_timeout", "max_client_hello_bytes"}))
+      return std::nullopt;
+    SniConfig sni;
+    bool ok = true;
+    auto host_name = [&](const YAML::Node& v, const std::string& key) -> std::optional<std::string> {
+      auto text = scalar(v, key);
+      if (!text) return std::nullopt;
+      std::string name = replace_listener_placeholder(*text, listener_name);
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+      if (!name.empty() && name.back() == '.') name.pop_back();
+      // Placeholders keep their spelling (only host name letters are matched without case).
+      for (size_t at; (at = name.find("$(nodeid)")) != std::string::npos;) name.replace(at, 9, "$(nodeId)");
+      bool valid = !name.empty() && name.size() <= 253 && name.front() != '.' && name.find("..") == std::string::npos;
+      for (char ch : name) {
+        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' || ch == '_' || ch == '$' || ch == '(' || ch == ')'))
+          valid = false;
+      }
+      if (!valid) {
+        error(v, key + ": '" + *text + "' is not a DNS host name");
+        return std::nullopt;
+      }
+      return name;
+    };
+    if (auto v = n["bootstrap"]) {
+      if (auto name = host_name(v, path + ".bootstrap")) {
+        sni.bootstrap = *name;
+        if (sni.bootstrap.find("$(") != std::string::npos) {
+          error(v, path + ".bootstrap: '" + sni.bootstrap + "' has a placeholder (only $(listener) is replaced here)");
+          ok = false;
+        } else if (is_address_literal(sni.bootstrap)) {
+          warn(v.Mark(), path + ".bootstrap: '" + sni.bootstrap +
+                             "' is an IP address: a client connecting by IP address sends no SNI (RFC 6066 section 3), so it reaches "
+                             "the unknown-name policy, never this name");
+        }
+      } else {
+        ok = false;
+      }
+    } else {
+      error(n, path + ".bootstrap: missing (the host name clients bootstrap with)");
+      ok = false;
+    }
+    if (auto v = n["broker"]) {
+      if (auto name = host_name(v, path + ".broker")) {
+        std::string why;
+        if (auto pattern = BrokerHostPattern::make(*name, &why)) {
+          sni.broker = *pattern;
+          // Any node id renders to an address literal if these do ("10.0.0.$(nodeId)").
+          for (int32_t id : {0, 1, 255}) {
+            if (is_address_literal(pattern->render(id))) {
+              warn(v.Mark(), path + ".broker: '" + pattern->text() + "' gives node " + std::to_string(id) + " the name '" +
+                                 pattern->render(id) +
+                                 "', an IP address: clients connecting by IP address send no SNI (RFC 6066 section 3), so they "
+                                 "would never reach that broker");
+              break;
+            }
+          }
+          if (!sni.bootstrap.empty() && pattern->match(sni.bootstrap)) {
+            error(v, path + ".broker: '" + pattern->text() + "' matches the bootstrap name '" + sni.bootstrap + "'");
+            ok = false;
+          }
+        } else {
+          error(v, path + ".broker: " + why);
+          ok = false;
+        }
+      } else {
+        ok = false;
+      }
+    } else {
+      error(n, path + ".broker: missing (the broker host name pattern, e.g. broker-$(nodeId).kafka.example.com)");
+      ok = false;
+    }
+    if (auto v = n["advertised_port"]) {
+      if (auto p = port(v, path + ".advertised_port")) sni.advertised_port = *p;
+      else ok = false;
+    } else if (listen && listen->port != 0) {
+      sni.advertised_port = listen->port;
+    } else if (listen) {
+      error(n, path + ".advertised_port: missing (required when the listen port is 0: clients are told this port for every broker)");
+      ok = false;
+    }
+    if (auto v = n["unknown"]) {
+      if (auto s = scalar(v, path + ".unknown")) {
+        if (*s == "refuse") sni.unknown = UnknownServerName::kRefuse;
+        else if (*s == "bootstrap") sni.unknown = UnknownServerName::kBootstrap;
+        else {
+          error(v, path + ".unknown: '" + *s + "' is not refuse or bootstrap");
+          ok = false;
+        }
+      }
+    }
+    if (auto v = n["client_hello_timeout"]) {
+      auto d = duration(v, path + ".client_hello_timeout");
+      if (d && d->count() <= 0) error(v, path + ".client_hello_timeout: must be more than 0");
+      else if (d) sni.client_hello_timeout = *d;
+    }
+    if (auto v = n["max_client_hello_bytes"]) {
+      if (auto b = byte_size(v, path + ".max_client_hello_bytes")) {
+        if (*b < 512 || *b > 1024 * 1024) error(v, path + ".max_client_hello_bytes: must be from 512 bytes to 1MiB");
+        else sni.max_client_hello_bytes = *b;
+      }
+    }
+    if (!ok) return std::nullopt;
+    return sni;
+  }
+
   std::optional<std::chrono::milliseconds> duration(const YAML::Node& n, const std::string& path) {
     auto text = scalar(n, path);
     if (!text) return std::nullopt;
@@ -515,7 +624,7 @@ class Loader {
       std::string path = "listeners[" + std::to_string(i) + "]";
       if (!check_map(item, path,
                      {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "tls",
-                      "upstream_tls", "proxy_protocol"})) {
+                      "upstream_tls", "proxy_protocol", "sni"})) {
         continue;
       }
       ListenerConfig l;
@@ -550,12 +659,15 @@ class Loader {
       } else {
         error(item, path + ".upstream: missing");
       }
+      if (auto v = item["sni"]) l.sni = sni_section(v, path + ".sni", l.name, listen);
       if (auto v = item["advertise"]) {
         if (auto s = scalar(v, path + ".advertise")) {
           l.advertise = *s;
           if (is_wildcard_host(l.advertise))
             error(v, path + ".advertise: '" + l.advertise + "' cannot be handed to clients: name a host they can reach");
         }
+      } else if (l.sni) {
+        l.advertise = l.sni->bootstrap;  // brokers are advertised by the sni.broker pattern
       } else if (listen) {
         if (is_wildcard_host(listen->host)) {
           error(item, path + ".advertise: missing (required when listen is a wildcard address: clients need a host to connect to)");
@@ -565,7 +677,15 @@ class Loader {
       }
       auto ports = item["broker_ports"];
       auto range = item["broker_port_range"];
-      if (ports && range) {
+      if (item["sni"]) {
+        if (ports || range) {
+          error(ports ? ports : range, path +
+                                           ": an SNI listener serves every broker on its one port (sni.advertised_port): remove "
+                                           "broker_ports / broker_port_range");
+        }
+        l.broker_ports.scheme = BrokerPorts::Scheme::kSni;
+        if (l.sni) l.broker_ports.base = l.sni->advertised_port;
+      } else if (ports && range) {
         error(range, path + ": give either broker_ports (base + node id) or broker_port_range (assigned in order), not both");
       } else if (ports && ports.IsScalar() && ports.Scalar() == "0") {
         l.broker_ports.scheme = BrokerPorts::Scheme::kKernel;  // each broker a port the kernel picks
@@ -596,6 +716,11 @@ class Loader {
           else if (*s != "off")
             error(v, path + ".proxy_protocol: '" + *s + "' is not v2 or off (version 1, the text form, is not taken: use send-proxy-v2)");
         }
+      }
+      if (l.sni && !l.tls && !l.proxy_protocol) {
+        error(item["sni"], path +
+                               ".sni: needs tls: on the listener (the server name is read from the client's TLS ClientHello), or "
+                               "proxy_protocol: v2 when TLS ends at the load balancer (its header's authority names the host)");
       }
       max_ports_.resize(i + 1, kDefaultMaxBrokerPorts);
       max_ports_[i] = l.broker_ports.max_ports;
@@ -714,7 +839,7 @@ class Loader {
 
   ServerTlsConfig server_tls(const YAML::Node& n, const std::string& path) {
     ServerTlsConfig t;
-    if (!check_map(n, path, {"cert", "key", "client_ca", "client_auth", "min_version"})) return t;
+    if (!check_map(n, path, {"cert", "key", "client_ca", "client_auth", "min_version", "certificates"})) return t;
     if (auto v = n["cert"]) t.cert = tls_file(v, path + ".cert");
     else error(n, path + ".cert: missing (the PEM certificate kproxy presents to clients)");
     if (auto v = n["key"]) t.key = tls_file(v, path + ".key");
@@ -735,6 +860,19 @@ class Loader {
     }
     if (auto v = n["min_version"]) {
       if (auto ver = tls_version(v, path + ".min_version")) t.min_version = *ver;
+    }
+    if (auto v = n["certificates"]) {
+      if (!v.IsSequence()) error(v, path + ".certificates: expected a list of {cert, key}");
+      for (size_t i = 0; v.IsSequence() && i < v.size(); ++i) {
+        std::string at = path + ".certificates[" + std::to_string(i) + "]";
+        if (!check_map(v[i], at, {"cert", "key"})) continue;
+        CertificateFiles files;
+        if (auto c = v[i]["cert"]) files.cert = tls_file(c, at + ".cert");
+        else error(v[i], at + ".cert: missing");
+        if (auto k = v[i]["key"]) files.key = tls_file(k, at + ".key");
+        else error(v[i], at + ".key: missing");
+        t.certificates.push_back(std::move(files));
+      }
     }
     return t;
   }

@@ -12,6 +12,8 @@
 //         client_ca: /etc/kproxy/clients-ca.pem   # optional: verify client certificates
 //         client_auth: required       # required (default with client_ca) | requested | none
 //         min_version: "1.2"          # "1.2" (default) or "1.3"
+//         certificates:               # optional: more certificates, each presented to a client
+//           - { cert: /etc/kproxy/b.pem, key: /etc/kproxy/b.key }  # whose SNI it is valid for
 //       upstream_tls:                 # kproxy speaks TLS to every broker of the cluster
 //         ca: /etc/kproxy/cluster-ca.pem          # default: the system trust store
 //         cert: /etc/kproxy/client.pem            # optional client certificate (mTLS)...
@@ -22,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kproxy::config {
 
@@ -44,10 +47,19 @@ enum class ClientAuth : uint8_t {
   kRequired,   ///< the handshake fails without a valid client certificate
 };
 
+/// One entry of `listeners[].tls.certificates`.
+struct CertificateFiles {
+  TlsFile cert;
+  TlsFile key;
+};
+
 /// `listeners[].tls`: kproxy is the TLS server for clients.
 struct ServerTlsConfig {
-  TlsFile cert;       ///< certificate chain, leaf first (required)
-  TlsFile key;        ///< private key of the leaf (required)
+  TlsFile cert;  ///< certificate chain, leaf first (required)
+  TlsFile key;   ///< private key of the leaf (required)
+  /// More certificates: a client whose SNI one of them is valid for (its DNS names, wildcards
+  /// included, RFC 6125) gets the first such; any other client gets `cert`.
+  std::vector<CertificateFiles> certificates;
   TlsFile client_ca;  ///< CAs client certificates must chain to (optional)
   ClientAuth client_auth = ClientAuth::kNone;
   TlsVersion min_version = TlsVersion::kTls12;

@@ -11,6 +11,7 @@ const char* scheme_name(config::BrokerPorts::Scheme scheme) {
     case config::BrokerPorts::Scheme::kNodeIdOffset: return "node_id_offset";
     case config::BrokerPorts::Scheme::kInOrder: return "in_order";
     case config::BrokerPorts::Scheme::kKernel: return "kernel";
+    case config::BrokerPorts::Scheme::kSni: return "sni";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 #include "proxy/cluster/broker_address_rewrite.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "codec/frame_reader.h"
 #include "codec/generated/api_keys.h"
@@ -29,9 +30,16 @@ std::string shown(std::string_view host) {
 // One rewrite of one response: decodes it as M, lets `visit` replace addresses, re-encodes.
 class Rewriting {
  public:
-  Rewriting(BrokerDirectory& directory, const std::string& advertise, std::vector<BrokerAddressRewrite::NewBrokerPort>& added,
-            std::string& error)
-      : directory_(directory), advertise_(advertise), added_(added), error_(error) {}
+  Rewriting(BrokerDirectory& directory, const std::string& advertise, const std::optional<config::BrokerHostPattern>& broker_names,
+            std::vector<BrokerAddressRewrite::NewBrokerPort>& added, std::string& error)
+      : directory_(directory), advertise_(advertise), broker_names_(broker_names), added_(added), error_(error) {}
+
+  // The host clients are told for `node_id`: the advertise host, or on an SNI listener the
+  // node's name from the broker pattern (kept until the response is re-encoded).
+  std::string_view host_for(int32_t node_id) {
+    if (!broker_names_) return advertise_;
+    return rendered_.emplace_back(broker_names_->render(node_id));
+  }
 
   // Replaces a broker's host and port with its kproxy address. False when it has none.
   template <class Port>
@@ -65,8 +73,9 @@ class Rewriting {
     // for that listener once per response.
     if (learned.new_port && std::none_of(added_.begin(), added_.end(), [&](const auto& a) { return a.node_id == node_id; }))
       added_.push_back({node_id, learned.proxy_port});
-    if (host != advertise_ || static_cast<int32_t>(port) != learned.proxy_port) {
-      host = advertise_;
+    std::string_view target = host_for(node_id);
+    if (host != target || static_cast<int32_t>(port) != learned.proxy_port) {
+      host = target;
       port = static_cast<Port>(learned.proxy_port);
       changed_ = true;
     }
@@ -77,7 +86,7 @@ class Rewriting {
   void replace_controller(std::string_view& host, uint16_t& port) {
     for (const auto& route : directory_.routes()) {
       if (route.real.host == host && route.real.port == port) {
-        host = advertise_;
+        host = host_for(route.node_id);
         port = route.proxy_port;
         changed_ = true;
         return;
@@ -126,6 +135,8 @@ class Rewriting {
  private:
   BrokerDirectory& directory_;
   const std::string& advertise_;
+  const std::optional<config::BrokerHostPattern>& broker_names_;
+  std::deque<std::string> rendered_;  ///< host names written into this response (views into them are encoded)
   std::vector<BrokerAddressRewrite::NewBrokerPort>& added_;
   std::string& error_;
   bool changed_ = false;
@@ -171,7 +182,7 @@ bool scanned_without_node_endpoints(int16_t api_key, int16_t v, int header_versi
 BrokerAddressRewrite::Outcome BrokerAddressRewrite::rewrite(int16_t api_key, int16_t v, int header_version, codec::Bytes frame,
                                                             std::vector<uint8_t>& out, std::vector<NewBrokerPort>& added,
                                                             std::string& error, std::optional<codec::ResponseScan>* scanned) const {
-  Rewriting rw(directory_, advertise_, added, error);
+  Rewriting rw(directory_, advertise_, broker_names_, added, error);
   switch (static_cast<ApiKey>(api_key)) {
     case ApiKey::kMetadata:
       return rw.run<codec::MetadataResponse>(v, header_version, frame, out, [&](auto& m) { return rw.replace_all(m.brokers); });

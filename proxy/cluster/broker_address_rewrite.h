@@ -10,6 +10,8 @@
 //   DescribeQuorum v2+  Nodes[].Listeners[].{Host,Port}: controller endpoints kproxy does not
 //                       proxy; a known broker address becomes its kproxy port, any other is
 //                       masked as advertise-host:0 (unreachable, never the real address).
+// On an SNI listener every broker's host becomes its name from the listener's broker pattern
+// (broker-3.kafka.example.com) and its port the one advertised port (config/sni_config.h).
 // Each real address is recorded in the listener's BrokerDirectory, which gives the node its
 // kproxy port. A response without addresses (e.g. a Produce without NodeEndpoints) is left alone
 // and forwarded as its original bytes.
@@ -34,8 +36,11 @@ namespace kproxy::proxy {
 
 class BrokerAddressRewrite {
  public:
-  /// `advertise`: the host clients are told to connect to.
-  BrokerAddressRewrite(BrokerDirectory& directory, std::string advertise) : directory_(directory), advertise_(std::move(advertise)) {}
+  /// `advertise`: the host clients are told to connect to. `broker_names`: on an SNI listener
+  /// (config/sni_config.h), each broker's host name instead (advertise then names only what is
+  /// masked: a controller endpoint that is no broker).
+  BrokerAddressRewrite(BrokerDirectory& directory, std::string advertise, std::optional<config::BrokerHostPattern> broker_names = {})
+      : directory_(directory), advertise_(std::move(advertise)), broker_names_(std::move(broker_names)) {}
 
   /// True for the APIs whose responses can name brokers.
   static bool applies_to(int16_t api_key);
@@ -65,6 +70,7 @@ class BrokerAddressRewrite {
  private:
   BrokerDirectory& directory_;
   std::string advertise_;
+  std::optional<config::BrokerHostPattern> broker_names_;
 };
 
 }  // namespace kproxy::proxy

@@ -107,12 +107,19 @@ BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_vie
       it->second.real.host = std::string(host);
       it->second.real.port = static_cast<uint16_t>(port);
     }
-    return {it->second.proxy_port, !port_state_[node_id].listening, {}};
+    // An SNI listener opens no port per broker: its one port serves every node.
+    return {it->second.proxy_port, ports_.scheme != config::BrokerPorts::Scheme::kSni && !port_state_[node_id].listening, {}};
   }
   if (node_id < 0) return {0, false, {}};
   if (by_node_.size() >= ports_.max_ports) {
     return refuse(node_id, BrokerPortRefusal::kOverLimit,
                   "this listener already gives max_broker_ports = " + std::to_string(ports_.max_ports) + " brokers a port");
+  }
+  if (ports_.scheme == config::BrokerPorts::Scheme::kSni) {
+    // Every broker at the listener's one advertised port, told apart by its host name
+    // (config/sni_config.h): no port to claim, none to open.
+    by_node_.emplace(node_id, BrokerRoute{node_id, config::HostPort{std::string(host), static_cast<uint16_t>(port)}, ports_.base});
+    return {ports_.base, false, {}};
   }
   uint16_t proxy_port = 0;
   if (ports_.scheme == config::BrokerPorts::Scheme::kNodeIdOffset) {
@@ -173,13 +180,20 @@ std::optional<BrokerRoute> BrokerDirectory::route_for_port(uint16_t proxy_port) 
   return by_node_.at(it->second);
 }
 
+std::optional<BrokerRoute> BrokerDirectory::route_for_node(int32_t node_id) const {
+  std::lock_guard lock(mutex_);
+  auto it = by_node_.find(node_id);
+  if (it == by_node_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::vector<BrokerRoute> BrokerDirectory::routes() const {
   std::lock_guard lock(mutex_);
   std::vector<BrokerRoute> out;
   for (const auto& [id, route] : by_node_) {
     out.push_back(route);
     auto state = port_state_.find(id);
-    out.back().listening = state != port_state_.end() && state->second.listening;
+    out.back().listening = ports_.scheme == config::BrokerPorts::Scheme::kSni || (state != port_state_.end() && state->second.listening);
   }
   return out;
 }

@@ -8,6 +8,9 @@
 // real address learnt last for that node. Shared by all workers (a mutex; touched only when a
 // response names brokers and when a broker-port connection is accepted, never per frame).
 //
+// An SNI listener (Scheme::kSni, config/sni_config.h) gives every node the listener's one
+// advertised port and opens nothing: connections find their broker by name (route_for_node).
+//
 // Under `broker_ports: 0` (Scheme::kKernel) a new node's port is the kernel's pick: learn() binds
 // a socket on the listener's host, port 0, and keeps it until the runtime listens on it
 // (take_reserved_socket), so the port handed to clients is already held by kproxy.
@@ -120,6 +123,9 @@ class BrokerDirectory {
 
   /// The route of the broker behind kproxy port `proxy_port`, if any.
   std::optional<BrokerRoute> route_for_port(uint16_t proxy_port) const;
+
+  /// The route of broker `node_id`, if a response named it (an SNI listener's lookup by name).
+  std::optional<BrokerRoute> route_for_node(int32_t node_id) const;
 
   /// Every node learnt so far, by node id.
   std::vector<BrokerRoute> routes() const;

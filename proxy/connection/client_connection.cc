@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "proxy/connection/sni_route.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/proxy_header.h"
 #include "proxy/net/self_connection.h"
@@ -21,10 +22,17 @@ struct ClientConnection::RareState {
   CloseReason reason;  ///< why the timer closes the connection
   uint32_t streamed_charge = 0;
   CloseReason drain_reason;
-  /// A proxy_protocol listener: the PROXY header being read, and the client's TLS session,
-  /// installed once the header is through (the header comes before the TLS bytes).
+  /// A proxy_protocol listener: the PROXY header being read. The client's TLS session is
+  /// installed once the header (and on an SNI listener the ClientHello) is through.
   std::unique_ptr<ProxyHeaderReader> proxy_header;
-  std::unique_ptr<tls::TlsSession> client_tls_after_header;
+  std::unique_ptr<tls::TlsSession> client_tls_pending;
+  /// An SNI listener: the ClientHello being read (proxy/connection/sni_route.h); the upstream is
+  /// connected once it says where to, with the bootstrap server chosen at accept and the
+  /// listener's upstream TLS context as of then.
+  std::unique_ptr<tls::ClientHelloReader> client_hello;
+  bool route_by_authority = false;  ///< an SNI listener without TLS: the PROXY header's authority routes
+  config::HostPort bootstrap;
+  std::shared_ptr<const tls::TlsContext> upstream_tls;
 };
 
 ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener,
@@ -58,6 +66,16 @@ void ClientConnection::start(const config::HostPort& upstream) {
   // The upstream session verifies the broker's certificate against the host it is reached by:
   // the bootstrap host, or the host the broker advertises.
   tls::ListenerTls tls = env_.listener_tls(listener_->listener_index);
+  const auto& sni = config_->listeners[listener_->listener_index].sni;
+  if (sni) {
+    // The upstream waits for the ClientHello's server name (config/README.md "SNI listeners"),
+    // or without TLS here (it ended at the load balancer) for the PROXY header's authority TLV.
+    RareState& r = rare_state();
+    if (tls.clients) r.client_hello = std::make_unique<tls::ClientHelloReader>(sni->max_client_hello_bytes);
+    else r.route_by_authority = true;
+    r.bootstrap = upstream;
+    r.upstream_tls = tls.upstream;
+  }
   if (listener_->proxy_protocol) {
     // Nothing of the client's is read before the load balancer's header (config/README.md
     // "PROXY protocol"); its deadline is the connection's wait deadline until then.
@@ -67,9 +85,10 @@ void ClientConnection::start(const config::HostPort& upstream) {
                                                                 std::to_string(config_->limits.proxy_header_timeout.count()) +
                                                                 " ms (limits.proxy_header_timeout)"});
   }
+  if (sni && tls.clients && !listener_->proxy_protocol) arm_client_hello_deadline();
   if (tls.clients) {
     auto session = std::make_unique<tls::TlsSession>(*tls.clients, "");
-    if (listener_->proxy_protocol) rare_->client_tls_after_header = std::move(session);
+    if (listener_->proxy_protocol || sni) rare_->client_tls_pending = std::move(session);
     else client_.use_tls(std::move(session));
     tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
       on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
@@ -77,7 +96,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
     });
     tls_handshake_deadline_->arm(opened_at_ + config_->limits.tls_handshake_timeout);
   }
-  if (tls.upstream) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
+  if (tls.upstream && !sni) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
   if (ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
     if (SelfConnectionDetector::instance().accepted(key)) {
       refuse_self_connection("connection from " + peer() + ", which is one of kproxy's own upstream sockets");
@@ -86,7 +105,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
     client_endpoint_ = key;
   }
   client_.start_reading();
-  upstream_.connect(upstream, config_->limits.connect_timeout);
+  if (!sni) upstream_.connect(upstream, config_->limits.connect_timeout);
 }
 
 ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) {
@@ -189,15 +208,130 @@ void ClientConnection::on_proxy_header_bytes(codec::Bytes data) {
   }
   codec::Bytes rest = r.proxy_header->rest();
   std::vector<uint8_t> after(rest.begin(), rest.end());  // the reader goes before they are read
+  std::optional<std::string> authority = h.authority;    // `h` goes with the reader
   r.proxy_header.reset();
-  if (r.client_tls_after_header) client_.use_tls(std::move(r.client_tls_after_header));
+  if (r.route_by_authority) {
+    // TLS ended at the load balancer: the name its client asked for comes in the header.
+    r.route_by_authority = false;
+    tls::ClientHelloInfo asked{authority.value_or(""), authority.has_value(), std::nullopt};
+    route_to(route_by_name(*config_->listeners[listener_->listener_index].sni,
+                           authority ? tls::normalize_server_name(*authority) : std::nullopt),
+             "PROXY authority " + shown_server_name(asked), "");
+    if (closing()) return;
+    client_.replay(after);
+    return;
+  }
+  if (r.client_hello) arm_client_hello_deadline();  // the ClientHello follows the header
+  else if (r.client_tls_pending) client_.use_tls(std::move(r.client_tls_pending));
   client_.replay(after);
+}
+
+void ClientConnection::arm_client_hello_deadline() {
+  auto timeout = config_->listeners[listener_->listener_index].sni->client_hello_timeout;
+  arm_wait_deadline(opened_at_ + timeout,
+                    {CloseCategory::kClientProtocolError,
+                     "SNI: no whole TLS ClientHello within " + std::to_string(timeout.count()) + " ms (sni.client_hello_timeout)"});
+}
+
+void ClientConnection::on_client_hello_bytes(codec::Bytes data) {
+  RareState& r = *rare_;
+  size_t held_before = r.client_hello->bytes().size();
+  if (r.client_hello->feed(data) == tls::ClientHelloReader::State::kNeedMore) return;
+  // What the reader did not keep (past its cap, in the read that finished the hello) follows it.
+  size_t taken = r.client_hello->bytes().size() - held_before;
+  std::vector<uint8_t> received = r.client_hello->bytes();
+  received.insert(received.end(), data.begin() + static_cast<std::ptrdiff_t>(std::min(taken, data.size())), data.end());
+  route_by_client_hello(std::move(received));
+}
+
+void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
+  RareState& r = *rare_;
+  // "SNI 'kafka.example.org'", "SNI no server name", or for a hello that was never read whole
+  // "SNI: ClientHello not whole within 2000 ms (sni.client_hello_timeout)".
+  const bool read = r.client_hello->state() == tls::ClientHelloReader::State::kDone;
+  std::string name = read ? "SNI " + shown_server_name(r.client_hello->hello()) : "SNI: ClientHello";
+  SniRoute route = route_by_server_name(*config_->listeners[listener_->listener_index].sni, *r.client_hello);
+  std::string error = r.client_hello->error();
+  r.client_hello.reset();
+  route_to(route, name, error);
+  if (closing()) return;
+  client_.replay(received);
+}
+
+void ClientConnection::route_to(SniRoute route, const std::string& name, const std::string& error) {
+  RareState& r = *rare_;
+  r.timer.cancel();
+  const config::SniConfig& sni = *config_->listeners[listener_->listener_index].sni;
+  config::HostPort target = r.bootstrap;
+  std::optional<config::HostPort> broker;
+  if (route.outcome == SniOutcome::kBroker) {
+    broker = env_.broker_address(listener_->listener_index, route.node_id);
+    if (broker) target = *broker;
+    else route.outcome = SniOutcome::kUnknownNode;
+  }
+  count_sni_outcome(route.outcome);
+  if (route.outcome == SniOutcome::kBootstrap || route.outcome == SniOutcome::kBroker) {
+    spdlog::debug("conn={} {}: {} at {}", id_, name, broker ? "broker node " + std::to_string(route.node_id) : "bootstrap",
+                  target.to_string());
+  }
+  std::string what;
+  switch (route.outcome) {
+    case SniOutcome::kBootstrap:
+    case SniOutcome::kBroker: break;
+    case SniOutcome::kUnknownNode:
+      what = "names broker node " + std::to_string(route.node_id) + ", which no response named yet: served as the bootstrap";
+      break;
+    case SniOutcome::kUnknownNameRefused: what = "matches no configured name: refused (sni.unknown: refuse)"; break;
+    case SniOutcome::kUnknownNameBootstrap: what = "matches no configured name: served as the bootstrap (sni.unknown: bootstrap)"; break;
+    case SniOutcome::kNoNameRefused:
+      what = "is no host name (a client connecting by IP address sends none, RFC 6066): refused (sni.unknown: refuse)";
+      break;
+    case SniOutcome::kNoNameBootstrap:
+      what = "is no host name (a client connecting by IP address sends none, RFC 6066): served as the bootstrap (sni.unknown: bootstrap)";
+      break;
+    case SniOutcome::kTimeout:
+      what = "not whole within " + std::to_string(sni.client_hello_timeout.count()) + " ms (sni.client_hello_timeout)";
+      break;
+    default: what = "cannot be read: " + error; break;
+  }
+  std::string decision = name + " " + what + "; configured: " + configured_names(sni) + " [" + sni_outcome_name(route.outcome) + "]";
+  if (!what.empty()) {
+    // The decision an operator looks for when a client went nowhere: the name received and the
+    // names configured, side by side (one line per second per kind of decision at most).
+    constexpr auto kEvery = std::chrono::seconds(1);
+    static LogThrottle throttles[static_cast<size_t>(SniOutcome::kCount)] = {
+        LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery),
+        LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery)};
+    static_assert(static_cast<size_t>(SniOutcome::kCount) == 11, "one throttle per outcome");
+    uint64_t suppressed = 0;
+    if (throttles[static_cast<size_t>(route.outcome)].allow(&suppressed)) {
+      spdlog::warn("listener={} conn={} from {}: {}{}", listener_->label(), id_, peer(), decision,
+                   LogThrottle::suppressed_note(suppressed));
+    }
+  }
+  if (!route.serve()) {
+    if (route.refuse() && r.client_tls_pending) {  // a TLS client hears why; without TLS here, a close
+      client_.append(codec::Bytes(kUnrecognizedNameAlert, sizeof(kUnrecognizedNameAlert)));
+      finish({CloseCategory::kClientProtocolError, "refused with TLS alert unrecognized_name: " + decision});
+    } else {
+      close({CloseCategory::kClientProtocolError, decision});
+    }
+    return;
+  }
+  if (r.client_tls_pending) client_.use_tls(std::move(r.client_tls_pending));
+  // The SNI kproxy sends the broker is the host it connects to, as on any TLS listener.
+  if (r.upstream_tls) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*r.upstream_tls, target.host));
+  upstream_.connect(target, config_->limits.connect_timeout);
 }
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   if (closing()) return;
   if (&s == &client_ && rare_ && rare_->proxy_header) {
     on_proxy_header_bytes(data);
+    return;
+  }
+  if (&s == &client_ && rare_ && rare_->client_hello) {
+    on_client_hello_bytes(data);
     return;
   }
   // Views into `data` queued with append_borrowed must be written or copied before it is reused.
@@ -313,6 +447,10 @@ ClientConnection::RareState& ClientConnection::rare_state() {
   if (!rare_) {
     rare_ = std::make_unique<RareState>(env_.loop(), [this] {
       if (closing()) return;
+      if (rare_->client_hello && !rare_->proxy_header) {
+        route_by_client_hello({});  // never whole: the timeout outcome, logged and counted
+        return;
+      }
       metrics::count(metrics::ProxyEvent::kWaitDeadline);
       close(std::move(rare_->reason));
     });

@@ -25,6 +25,7 @@
 #include "proxy/connection/connection_environment.h"
 #include "proxy/connection/connection_state.h"
 #include "proxy/connection/listener_spec.h"
+#include "proxy/connection/sni_route.h"
 #include "proxy/metrics/connection_metrics.h"
 #include "proxy/net/close_reason.h"
 #include "proxy/net/deadline_timer.h"
@@ -114,6 +115,16 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   struct RareState;
   /// A proxy_protocol listener's first bytes: the PROXY header, then what follows it.
   void on_proxy_header_bytes(codec::Bytes data);
+  /// An SNI listener's first bytes (after any PROXY header): the ClientHello, then what follows.
+  void on_client_hello_bytes(codec::Bytes data);
+  /// The ClientHello is read (or cannot be, or timed out): serves, refuses or closes as the
+  /// listener's `sni:` says (proxy/connection/sni_route.h); `received` is every client byte so far.
+  void route_by_client_hello(std::vector<uint8_t> received);
+  /// Serves (TLS session installed, upstream connected to the route's target), refuses or closes
+  /// as `route` says, logged with `name` (what the client asked for) and counted.
+  void route_to(SniRoute route, const std::string& name, const std::string& error);
+  /// Closes the connection if its ClientHello is not whole by sni.client_hello_timeout.
+  void arm_client_hello_deadline();
   /// rare_, made on first use.
   RareState& rare_state();
   /// Arms the wait deadline to close with `reason` at `at`.

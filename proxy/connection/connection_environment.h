@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include <uv.h>
 
@@ -40,6 +41,9 @@ class ConnectionEnvironment {
   virtual const BrokerAddressRewrite& rewrite(size_t listener_index) = 0;
   /// The TLS contexts of listener `listener_index` as of now (a reload applies to later connections).
   virtual tls::ListenerTls listener_tls(size_t listener_index) = 0;
+  /// Where broker `node_id` of listener `listener_index` really is, if a response named it (an
+  /// SNI listener's connection for that broker's name connects there).
+  virtual std::optional<config::HostPort> broker_address(size_t listener_index, int32_t node_id) = 0;
   /// A response named broker `node_id`, reached at `port`, that has no port yet: open it.
   virtual void open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) = 0;
   /// A connect to bootstrap server `target` failed: later connections try the next one.

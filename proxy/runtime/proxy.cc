@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/chaos/config_sections.h"
+#include "proxy/connection/sni_route.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/bound_socket.h"
 #include "proxy/net/owned_descriptor.h"
@@ -57,7 +58,12 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
   for (size_t i = 0; i < config_->listeners.size(); ++i) {
     const auto& listener = config_->listeners[i];
     directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims, i, listener.name, listener.listen.host));
-    rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise));
+    std::optional<config::BrokerHostPattern> broker_names;
+    if (listener.sni) {
+      broker_names = listener.sni->broker;
+      export_sni_outcomes();  // every outcome scraped from the start, at 0
+    }
+    rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise, std::move(broker_names)));
   }
 }
 
@@ -105,6 +111,14 @@ std::string Proxy::start() {
         broker_ports = "ports " + std::to_string(l.broker_ports.first) + "-" + std::to_string(l.broker_ports.last) + " in order";
         break;
       case config::BrokerPorts::Scheme::kKernel: broker_ports = "ports the kernel picks (reported as they open)"; break;
+      case config::BrokerPorts::Scheme::kSni: break;
+    }
+    if (l.sni) {
+      // config/README.md "SNI listeners": where kproxy binds, what it advertises, what it routes by.
+      spdlog::info("listener={} SNI listener on {}: bootstrap name {}, brokers advertised as {}:{}, unknown or missing names {}", l.name,
+                   address, l.sni->bootstrap, l.sni->broker.text(), l.sni->advertised_port,
+                   l.sni->unknown == config::UnknownServerName::kRefuse ? "refused (TLS alert unrecognized_name)" : "served as bootstrap");
+      continue;
     }
     spdlog::info("listener={} listening on {} (upstream {}, brokers advertised as {} {})", l.name, address, bootstrap, l.advertise,
                  broker_ports);
@@ -140,9 +154,9 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
     const auto& a = current->listeners[i];
     const auto& b = next->listeners[i];
     if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || !(a.broker_ports == b.broker_ports) ||
-        a.proxy_protocol != b.proxy_protocol) {
+        a.proxy_protocol != b.proxy_protocol || a.sni != b.sni) {
       return "listener '" + a.name +
-             "' changed its name, listen address, advertise host, broker ports or proxy_protocol: restart kproxy to apply";
+             "' changed its name, listen address, advertise host, broker ports, proxy_protocol or sni: restart kproxy to apply";
     }
   }
   if (next->worker_count() != workers_.size()) return "the worker count changed: restart kproxy to apply";

@@ -235,6 +235,11 @@ codec::FrameMemoryBudget& Worker::streamed_budget() { return proxy_.streamed_bud
 chaos::LiveRules& Worker::live_rules() { return proxy_.live_rules(); }
 const BrokerAddressRewrite& Worker::rewrite(size_t listener_index) { return proxy_.rewrite(listener_index); }
 tls::ListenerTls Worker::listener_tls(size_t listener_index) { return proxy_.listener_tls(listener_index); }
+std::optional<config::HostPort> Worker::broker_address(size_t listener_index, int32_t node_id) {
+  auto route = proxy_.directory(listener_index).route_for_node(node_id);
+  if (!route) return std::nullopt;
+  return route->real;
+}
 void Worker::open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) {
   proxy_.open_broker_port(*this, listener_index, node_id, port);
 }

@@ -75,6 +75,7 @@ class Worker final : public ConnectionEnvironment {
   chaos::LiveRules& live_rules() override;
   const BrokerAddressRewrite& rewrite(size_t listener_index) override;
   tls::ListenerTls listener_tls(size_t listener_index) override;
+  std::optional<config::HostPort> broker_address(size_t listener_index, int32_t node_id) override;
   void open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) override;
   void bootstrap_unreachable(size_t listener_index, const config::HostPort& target) override;
   void release_connection_slot() override;

@@ -1,8 +1,8 @@
 #include "proxy/tls/client_hello.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
+
+#include "config/sni_config.h"
 
 namespace kproxy::proxy::tls {
 
@@ -119,13 +119,7 @@ std::optional<std::string> normalize_server_name(std::string_view raw) {
   return out;
 }
 
-bool is_ip_literal(std::string_view name) {
-  if (name.size() >= 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
-  if (name.empty() || name.size() >= 64) return false;
-  std::string text(name);
-  unsigned char buf[16];
-  return inet_pton(AF_INET, text.c_str(), buf) == 1 || inet_pton(AF_INET6, text.c_str(), buf) == 1;
-}
+bool is_ip_literal(std::string_view name) { return config::is_address_literal(name); }
 
 const char* ClientHelloReader::state_name(State state) {
   switch (state) {

@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "proxy/tls/tls_failure.h"
 
@@ -79,7 +80,32 @@ bool load_trusted_cas(SSL_CTX* ctx, const std::string& source, const config::Tls
 
 }  // namespace
 
-TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+TlsContext::~TlsContext() {
+  SSL_CTX_free(ctx_);
+  for (SSL_CTX* c : by_name_) SSL_CTX_free(c);
+}
+
+SSL_CTX* TlsContext::certificate_for(const char* server_name) const {
+  if (server_name == nullptr) return nullptr;
+  for (SSL_CTX* c : by_name_) {
+    X509* cert = SSL_CTX_get0_certificate(c);
+    if (cert != nullptr && X509_check_host(cert, server_name, std::strlen(server_name), 0, nullptr) == 1) return c;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// The servername callback (RFC 6066 section 3): the certificate of tls.certificates valid for the
+// name the client asked for, if any; the main one otherwise. Never refuses: which names a
+// listener serves is the SNI listener's decision (proxy/connection/sni_route.h), made earlier.
+int choose_certificate(SSL* ssl, int* /*alert*/, void* arg) {
+  const auto* self = static_cast<const TlsContext*>(arg);
+  if (SSL_CTX* chosen = self->certificate_for(SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name))) SSL_set_SSL_CTX(ssl, chosen);
+  return SSL_TLSEXT_ERR_OK;
+}
+
+}  // namespace
 
 std::shared_ptr<const TlsContext> TlsContext::for_upstream(const config::UpstreamTlsConfig& config, const std::string& source,
                                                            std::string* error) {
@@ -130,6 +156,21 @@ std::shared_ptr<const TlsContext> TlsContext::for_clients(const config::ServerTl
   ctx->summary_ = version_label(config.min_version);
   if (!load_identity(raw, source, config.cert, config.key, error)) return nullptr;
   ctx->summary_ += ", certificate " + config.cert.path;
+  for (const auto& more : config.certificates) {
+    SSL_CTX* sub = SSL_CTX_new(TLS_server_method());
+    if (sub == nullptr) {
+      *error = "cannot create an OpenSSL context: " + openssl_reason();
+      return nullptr;
+    }
+    ctx->by_name_.push_back(sub);  // freed with ctx, whatever happens next
+    SSL_CTX_set_session_id_context(sub, kSessionContext, sizeof(kSessionContext) - 1);
+    if (!load_identity(sub, source, more.cert, more.key, error)) return nullptr;
+    ctx->summary_ += ", for the names it is valid for " + more.cert.path;
+  }
+  if (!ctx->by_name_.empty()) {
+    SSL_CTX_set_tlsext_servername_callback(raw, choose_certificate);
+    SSL_CTX_set_tlsext_servername_arg(raw, ctx.get());
+  }
   if (config.client_ca.given()) {
     if (!load_trusted_cas(raw, source, config.client_ca, error)) return nullptr;
     if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(config.client_ca.path.c_str())) SSL_CTX_set_client_CA_list(raw, names);

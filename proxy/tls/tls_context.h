@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <openssl/ssl.h>
 
@@ -32,6 +33,9 @@ class TlsContext {
   TlsContext& operator=(const TlsContext&) = delete;
 
   SSL_CTX* native() const { return ctx_; }
+  /// Server role with tls.certificates: the first of them valid for `server_name` (X509_check_host:
+  /// DNS names, wildcards included), else nullptr (the main certificate serves).
+  SSL_CTX* certificate_for(const char* server_name) const;
   Role role() const { return role_; }
   /// Client role: check the certificate against the host connected to.
   bool verify_hostname() const { return verify_hostname_; }
@@ -44,6 +48,9 @@ class TlsContext {
   SSL_CTX* ctx_;
   Role role_;
   bool verify_hostname_ = false;
+  /// tls.certificates, in order: contexts holding only their identity, switched to by the
+  /// servername callback (SSL_set_SSL_CTX) once the ClientHello's SNI is known.
+  std::vector<SSL_CTX*> by_name_;
   std::string summary_;
 };
 

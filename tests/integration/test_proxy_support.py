@@ -85,8 +85,9 @@ class Kproxy:
         self.fixed_port = port is not None
         # broker_ports: "kernel" (the default; "block" with port_range) or "block" (base + node id
         # from a reserved block, for a test that needs a broker's port before any response names it).
+        # "none": no broker port line at all (an SNI listener serves every broker on its one port).
         self.kernel_broker_ports = (broker_ports or ("block" if port_range else "kernel")) == "kernel"
-        self.base = 0 if self.kernel_broker_ports else free_port_block(max_node_id + 1)
+        self.base = 0 if self.kernel_broker_ports or broker_ports == "none" else free_port_block(max_node_id + 1)
         self.port_range = port_range
         self._log_offset = 0  # where the current run's log starts (restart appends)
         limits_yaml = ""
@@ -94,6 +95,8 @@ class Kproxy:
             limits_yaml = "limits:\n" + "".join(f"  {k}: {v}\n" for k, v in limits.items())
         ports_yaml = (f"    broker_port_range: {self.base}-{self.base + max_node_id}\n" if port_range and not self.kernel_broker_ports
                       else f"    broker_ports: {self.base}\n")
+        if broker_ports == "none":
+            ports_yaml = ""
         self.config_text = (
             "listeners:\n"
             f"  - name: {name}\n"

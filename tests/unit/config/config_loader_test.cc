@@ -186,7 +186,7 @@ TEST_CASE("unreadable file") {
 }
 
 TEST_CASE("the example configs are valid") {
-  for (const char* name : {"sidecar.yaml", "chaos.yaml", "two-clusters.yaml", "tls.yaml"}) {
+  for (const char* name : {"sidecar.yaml", "chaos.yaml", "two-clusters.yaml", "tls.yaml", "sni-gateway.yaml"}) {
     auto r = load_config_file(std::string(KPROXY_SOURCE_DIR) + "/config/examples/" + name);
     CHECK_MESSAGE(r.ok(), name, ": ", r.error_text());
   }
@@ -619,4 +619,122 @@ TEST_CASE("a value or key that is not UTF-8 is refused with its position (found 
   // Overlong forms and surrogates are not UTF-8 either.
   CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xe0\x80\xaf\" }\n").ok());
   CHECK_FALSE(load(std::string(kMinimal) + "faults:\n  - { name: \"\xed\xa0\x80\" }\n").ok());
+}
+
+namespace {
+
+std::string sni_listener(const std::string& sni, const std::string& extra = "") {
+  return "listeners:\n"
+         "  - name: gw\n"
+         "    listen: 0.0.0.0:9092\n"
+         "    upstream: broker-1:9093\n"
+         "    tls: {cert: /etc/kproxy/wildcard.pem, key: /etc/kproxy/wildcard.key}\n" +
+         extra + "    sni:\n" + sni;
+}
+
+}  // namespace
+
+TEST_CASE("an SNI listener: names lower-cased, $(listener) replaced, defaults, one port for every broker") {
+  auto r = load_config_string(sni_listener("      bootstrap: Kafka.Example.COM.\n"
+                                           "      broker: Broker-$(nodeId).$(listener).Example.com\n"),
+                              "test.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const auto& l = r.config->listeners[0];
+  REQUIRE(l.sni.has_value());
+  CHECK(l.sni->bootstrap == "kafka.example.com");
+  CHECK(l.sni->broker.render(2) == "broker-2.gw.example.com");
+  CHECK(l.sni->advertised_port == 9092);  // the listen port unless told
+  CHECK(l.sni->unknown == UnknownServerName::kRefuse);
+  CHECK(l.sni->client_hello_timeout == std::chrono::seconds(5));
+  CHECK(l.sni->max_client_hello_bytes == 16 * 1024);
+  CHECK(l.broker_ports.scheme == BrokerPorts::Scheme::kSni);
+  CHECK(l.broker_ports.base == 9092);
+  CHECK(l.advertise == "kafka.example.com");  // no advertise needed on a wildcard listen
+  CHECK(r.warnings.empty());
+}
+
+TEST_CASE("an SNI listener's advertised port, policy and ClientHello limits") {
+  auto r = load_config_string(sni_listener("      bootstrap: kafka.example.com\n"
+                                           "      broker: b-$(nodeId).kafka.example.com\n"
+                                           "      advertised_port: 443\n"
+                                           "      unknown: bootstrap\n"
+                                           "      client_hello_timeout: 750ms\n"
+                                           "      max_client_hello_bytes: 4KiB\n"),
+                              "test.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const auto& sni = *r.config->listeners[0].sni;
+  CHECK(sni.advertised_port == 443);
+  CHECK(r.config->listeners[0].broker_ports.base == 443);
+  CHECK(sni.unknown == UnknownServerName::kBootstrap);
+  CHECK(sni.client_hello_timeout == std::chrono::milliseconds(750));
+  CHECK(sni.max_client_hello_bytes == 4096);
+}
+
+TEST_CASE("SNI listener mistakes are errors that say what to do") {
+  auto err = [](const std::string& yaml) { return first_error(yaml).reason; };
+  CHECK(contains(err(sni_listener("      bootstrap: kafka.example.com\n      broker: broker.kafka.example.com\n")), "no $(nodeId)"));
+  CHECK(contains(err(sni_listener("      broker: b-$(nodeId).example.com\n")), "sni.bootstrap: missing"));
+  CHECK(contains(err(sni_listener("      bootstrap: kafka.example.com\n      broker: b-$(nodeId).example.com\n      unknown: drop\n")),
+                 "not refuse or bootstrap"));
+  CHECK(
+      contains(err(sni_listener("      bootstrap: kafka.example.com\n      broker: b-$(nodeId).example.com\n", "    broker_ports: 9100\n")),
+               "remove broker_ports"));
+  CHECK(contains(err(sni_listener("      bootstrap: kafka example\n      broker: b-$(nodeId).example.com\n")), "not a DNS host name"));
+  CHECK(contains(err(sni_listener("      bootstrap: kafka.example.com\n      broker: b-$(nodeId).example.com\n      color: red\n")),
+                 "unknown key"));
+  // No tls: the server name is in a TLS ClientHello.
+  auto no_tls = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:9092\n    upstream: b:9093\n    sni: {bootstrap: k.example.com, broker: "
+      "\"b-$(nodeId).example.com\"}\n",
+      "test.yaml");
+  REQUIRE_FALSE(no_tls.ok());
+  CHECK(contains(no_tls.error_text(), "sni: needs tls"));
+  // Port 0 (the kernel's pick) cannot be advertised.
+  auto port0 = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:0\n    upstream: b:9093\n    tls: {cert: /c.pem, key: /k.pem}\n"
+      "    sni: {bootstrap: k.example.com, broker: \"b-$(nodeId).example.com\"}\n",
+      "test.yaml");
+  REQUIRE_FALSE(port0.ok());
+  CHECK(contains(port0.error_text(), "advertised_port: missing"));
+}
+
+TEST_CASE("an SNI pattern or bootstrap name that is an IP address is a warning (clients send no SNI for one)") {
+  auto r = load_config_string(sni_listener("      bootstrap: 10.0.0.10\n"
+                                           "      broker: 10.0.1.$(nodeId)\n"),
+                              "test.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  REQUIRE(r.warnings.size() == 2);
+  CHECK(contains(r.warnings[0].reason, "sni.bootstrap: '10.0.0.10' is an IP address"));
+  CHECK(contains(r.warnings[1].reason, "sni.broker: '10.0.1.$(nodeId)' gives node 0 the name '10.0.1.0'"));
+  CHECK(contains(r.warnings[1].reason, "RFC 6066"));
+}
+
+TEST_CASE("tls.certificates: more certificates, each with its key and position") {
+  auto c = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:9092\n    upstream: b:9093\n    broker_ports: 9100\n    tls:\n"
+      "      cert: /c.pem\n      key: /k.pem\n      certificates:\n        - {cert: /east.pem, key: /east.key}\n"
+      "        - {cert: /west.pem, key: /west.key}\n",
+      "test.yaml");
+  REQUIRE_MESSAGE(c.ok(), c.error_text());
+  const auto& t = *c.config->listeners[0].tls;
+  REQUIRE(t.certificates.size() == 2);
+  CHECK(t.certificates[1].cert.path == "/west.pem");
+  CHECK(t.certificates[1].key.key_path == "listeners[0].tls.certificates[1].key");
+  CHECK(t.certificates[0].cert.line == 10);
+  auto missing = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:9092\n    upstream: b:9093\n    broker_ports: 9100\n    tls:\n"
+      "      cert: /c.pem\n      key: /k.pem\n      certificates:\n        - {cert: /east.pem}\n",
+      "test.yaml");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(contains(missing.error_text(), "listeners[0].tls.certificates[0].key: missing"));
+}
+
+TEST_CASE("an SNI listener without tls routes by the PROXY header's authority (TLS ended at the load balancer)") {
+  auto r = load_config_string(
+      "listeners:\n  - name: gw\n    listen: 127.0.0.1:9092\n    upstream: b:9093\n    proxy_protocol: v2\n"
+      "    sni: {bootstrap: k.example.com, broker: \"b-$(nodeId).example.com\"}\n",
+      "test.yaml");
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  CHECK(r.config->listeners[0].sni.has_value());
+  CHECK_FALSE(r.config->listeners[0].tls.has_value());
 }

@@ -316,3 +316,108 @@ TEST_CASE("Produce and Fetch without NodeEndpoints are scanned, not decoded; the
   REQUIRE(scanned);
   CHECK(scanned->error_count == 1);
 }
+
+namespace {
+
+/// An SNI listener's rewrite: every broker at its pattern's name and the one advertised port 443.
+struct SniFixture : Fixture {
+  static config::BrokerPorts sni_ports() {
+    config::BrokerPorts p;
+    p.scheme = config::BrokerPorts::Scheme::kSni;
+    p.base = 443;
+    return p;
+  }
+  BrokerDirectory sni_directory{sni_ports()};
+  BrokerAddressRewrite sni_rewrite{sni_directory, "kafka.example.com",
+                                   *config::BrokerHostPattern::make("broker-$(nodeId).kafka.example.com", nullptr)};
+
+  template <class M>
+  BrokerAddressRewrite::Outcome run_sni(const M& body, int16_t version) {
+    auto frame = response_frame(body, version);
+    out.clear();
+    added.clear();
+    return sni_rewrite.rewrite(M::kApiKey, version, codec::response_header_version(M::kApiKey, version), frame, out, added, error);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SNI listener: Metadata, FindCoordinator, DescribeCluster and NodeEndpoints name broker-N at the advertised port") {
+  SniFixture f;
+  codec::MetadataResponse m;
+  m.brokers.resize(2);
+  m.brokers[0].node_id = 1;
+  m.brokers[0].host = "10.0.0.1";
+  m.brokers[0].port = 9092;
+  m.brokers[1].node_id = 300;
+  m.brokers[1].host = "10.0.0.3";
+  m.brokers[1].port = 9094;
+  REQUIRE(f.run_sni(m, 12) == BrokerAddressRewrite::Outcome::kRewritten);
+  auto got = decode<codec::MetadataResponse>(f.out, 12);
+  CHECK(got.brokers[0].host == "broker-1.kafka.example.com");
+  CHECK(got.brokers[0].port == 443);
+  CHECK(got.brokers[1].host == "broker-300.kafka.example.com");
+  CHECK(got.brokers[1].port == 443);
+  CHECK(f.added.empty());  // no port to open
+  // The directory knows where node 300 really is, by node id.
+  REQUIRE(f.sni_directory.route_for_node(300).has_value());
+  CHECK(f.sni_directory.route_for_node(300)->real == config::HostPort{"10.0.0.3", 9094});
+  CHECK_FALSE(f.sni_directory.route_for_node(2).has_value());
+
+  codec::FindCoordinatorResponse fc;
+  fc.coordinators.resize(1);
+  fc.coordinators[0].key = "group";
+  fc.coordinators[0].node_id = 300;
+  fc.coordinators[0].host = "10.0.0.3";
+  fc.coordinators[0].port = 9094;
+  REQUIRE(f.run_sni(fc, 4) == BrokerAddressRewrite::Outcome::kRewritten);
+  auto gfc = decode<codec::FindCoordinatorResponse>(f.out, 4);
+  CHECK(gfc.coordinators[0].host == "broker-300.kafka.example.com");
+  CHECK(gfc.coordinators[0].port == 443);
+
+  codec::DescribeClusterResponse dc;
+  dc.brokers.resize(1);
+  dc.brokers[0].broker_id = 1;
+  dc.brokers[0].host = "10.0.0.1";
+  dc.brokers[0].port = 9092;
+  REQUIRE(f.run_sni(dc, 0) == BrokerAddressRewrite::Outcome::kRewritten);
+  CHECK(decode<codec::DescribeClusterResponse>(f.out, 0).brokers[0].host == "broker-1.kafka.example.com");
+
+  codec::ProduceResponse p;
+  one_endpoint(p.node_endpoints, 1, "10.0.0.1");
+  REQUIRE(f.run_sni(p, 10) == BrokerAddressRewrite::Outcome::kRewritten);
+  auto gp = decode<codec::ProduceResponse>(f.out, 10);
+  CHECK(gp.node_endpoints[0].host == "broker-1.kafka.example.com");
+  CHECK(gp.node_endpoints[0].port == 443);
+
+  // A broker that moved: the directory follows it, the name clients are told stays.
+  m.brokers[0].host = "10.0.0.9";
+  REQUIRE(f.run_sni(m, 12) == BrokerAddressRewrite::Outcome::kRewritten);
+  CHECK(decode<codec::MetadataResponse>(f.out, 12).brokers[0].host == "broker-1.kafka.example.com");
+  CHECK(f.sni_directory.route_for_node(1)->real == config::HostPort{"10.0.0.9", 9092});
+  CHECK(f.added.empty());
+}
+
+TEST_CASE("SNI listener: DescribeQuorum names a known broker by its name, masks the rest as the bootstrap name:0") {
+  SniFixture f;
+  codec::MetadataResponse m;
+  m.brokers.resize(1);
+  m.brokers[0].node_id = 1;
+  m.brokers[0].host = "10.0.0.1";
+  m.brokers[0].port = 9092;
+  REQUIRE(f.run_sni(m, 12) == BrokerAddressRewrite::Outcome::kRewritten);
+  codec::DescribeQuorumResponse q;
+  q.nodes.resize(1);
+  q.nodes[0].node_id = 1;
+  q.nodes[0].listeners.resize(2);
+  q.nodes[0].listeners[0].host = "10.0.0.1";
+  q.nodes[0].listeners[0].port = 9092;
+  q.nodes[0].listeners[1].host = "10.0.0.1";
+  q.nodes[0].listeners[1].port = 9093;
+  REQUIRE(f.run_sni(q, 2) == BrokerAddressRewrite::Outcome::kRewritten);
+  auto got = decode<codec::DescribeQuorumResponse>(f.out, 2);
+  CHECK(got.nodes[0].listeners[0].host == "broker-1.kafka.example.com");
+  CHECK(got.nodes[0].listeners[0].port == 443);
+  CHECK(got.nodes[0].listeners[1].host == "kafka.example.com");
+  CHECK(got.nodes[0].listeners[1].port == 0);
+}

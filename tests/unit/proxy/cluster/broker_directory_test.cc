@@ -192,3 +192,22 @@ TEST_CASE("broker_ports: 0 on an address that cannot be bound refuses the node w
   CHECK(a.refused == "no port could be bound: listen address 'not-an-ip' is not an IP address");
   CHECK(refused(proxy::BrokerPortRefusal::kNoPort) == before + 1);
 }
+
+TEST_CASE("an SNI listener: every node at the one advertised port, nothing to open, found by node id") {
+  config::BrokerPorts ports;
+  ports.scheme = config::BrokerPorts::Scheme::kSni;
+  ports.base = 443;
+  BrokerDirectory d(ports);
+  auto a = d.learn(1, "10.0.0.1", 9092);
+  auto b = d.learn(2, "10.0.0.2", 9092);
+  CHECK(a.proxy_port == 443);
+  CHECK(b.proxy_port == 443);
+  CHECK_FALSE(a.new_port);
+  CHECK_FALSE(d.learn(1, "10.0.0.1", 9092).new_port);  // asked again: still nothing to open
+  CHECK(d.route_for_node(2)->real == config::HostPort{"10.0.0.2", 9092});
+  CHECK_FALSE(d.route_for_node(3).has_value());
+  CHECK_FALSE(d.route_for_port(443).has_value());  // no port stands for one broker
+  auto routes = d.routes();
+  REQUIRE(routes.size() == 2);
+  CHECK(routes[0].listening);  // served by the listener's port
+}

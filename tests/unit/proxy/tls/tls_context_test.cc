@@ -91,3 +91,76 @@ TEST_CASE("a server context asking for client certificates") {
   CHECK(SSL_CTX_get_verify_mode(ctx->native()) == (SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT));
   CHECK(ctx->summary().find("client certificates required") != std::string::npos);
 }
+
+namespace {
+
+/// The CN of the certificate a server built on `server_ctx` presents to a client asking for
+/// `server_name`: a real handshake over a BIO pair.
+std::string presented_cn(SSL_CTX* server_ctx, const char* server_name) {
+  SSL_CTX* client_ctx = SSL_CTX_new(TLS_client_method());
+  SSL* client = SSL_new(client_ctx);
+  SSL* server = SSL_new(server_ctx);
+  BIO *client_bio = nullptr, *server_bio = nullptr;
+  REQUIRE(BIO_new_bio_pair(&client_bio, 0, &server_bio, 0) == 1);
+  SSL_set_bio(client, client_bio, client_bio);
+  SSL_set_bio(server, server_bio, server_bio);
+  if (server_name) SSL_set_tlsext_host_name(client, server_name);
+  SSL_set_connect_state(client);
+  SSL_set_accept_state(server);
+  for (int i = 0; i < 20 && (!SSL_is_init_finished(client) || !SSL_is_init_finished(server)); ++i) {
+    SSL_do_handshake(client);
+    SSL_do_handshake(server);
+  }
+  std::string cn;
+  if (X509* cert = SSL_get1_peer_certificate(client)) {
+    char buf[256] = {};
+    X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf, sizeof(buf));
+    cn = buf;
+    X509_free(cert);
+  }
+  SSL_free(client);
+  SSL_free(server);
+  SSL_CTX_free(client_ctx);
+  return cn;
+}
+
+}  // namespace
+
+TEST_CASE("tls.certificates: the first certificate valid for the client's SNI is presented, else tls.cert") {
+  testing::TestPki pki;
+  auto main = pki.issue("main", "DNS:kafka.example.com");
+  auto east = pki.issue("east", "DNS:*.east.example.com");
+  auto special = pki.issue("special", "DNS:special.example.com,DNS:*.east.example.com");
+  config::ServerTlsConfig c;
+  c.cert = file(main.cert, "cert", 1);
+  c.key = file(main.key, "key", 2);
+  c.certificates.push_back({file(east.cert, "certificates[0].cert", 3), file(east.key, "certificates[0].key", 4)});
+  c.certificates.push_back({file(special.cert, "certificates[1].cert", 5), file(special.key, "certificates[1].key", 6)});
+  std::string error;
+  auto ctx = TlsContext::for_clients(c, "kproxy.yaml", &error);
+  REQUIRE_MESSAGE(ctx, error);
+  CHECK(ctx->certificate_for("broker-1.east.example.com") != nullptr);
+  CHECK(ctx->certificate_for("kafka.example.com") == nullptr);
+  CHECK(ctx->certificate_for(nullptr) == nullptr);
+  CHECK(presented_cn(ctx->native(), "broker-1.east.example.com") == "east");  // the first that fits
+  CHECK(presented_cn(ctx->native(), "SPECIAL.example.com") == "special");     // names match without case
+  CHECK(presented_cn(ctx->native(), "kafka.example.com") == "main");
+  CHECK(presented_cn(ctx->native(), "a.b.east.example.com") == "main");  // a wildcard covers one label
+  CHECK(presented_cn(ctx->native(), nullptr) == "main");
+  CHECK(ctx->summary().find("for the names it is valid for " + special.cert) != std::string::npos);
+}
+
+TEST_CASE("tls.certificates: a key that does not fit its certificate is an error naming the entry") {
+  testing::TestPki pki;
+  auto main = pki.issue("main", "DNS:kafka.example.com");
+  auto other = pki.issue("other", "DNS:other.example.com");
+  config::ServerTlsConfig c;
+  c.cert = file(main.cert, "cert", 1);
+  c.key = file(main.key, "key", 2);
+  c.certificates.push_back(
+      {file(other.cert, "listeners[0].tls.certificates[0].cert", 3), file(main.key, "listeners[0].tls.certificates[0].key", 4)});
+  std::string error;
+  CHECK_FALSE(TlsContext::for_clients(c, "kproxy.yaml", &error));
+  CHECK(error.find("listeners[0].tls.certificates[0].key") != std::string::npos);
+  CHECK(error.find("does not belong to the certificate") != std::string::npos);
+}

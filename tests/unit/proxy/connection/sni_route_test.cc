@@ -1,0 +1,127 @@
+#include "proxy/connection/sni_route.h"
+
+#include <openssl/ssl.h>
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace kproxy;
+using proxy::SniOutcome;
+using proxy::tls::ClientHelloReader;
+
+namespace {
+
+/// A real ClientHello from an OpenSSL client session into a memory BIO; `server_name` empty: no SNI.
+std::vector<uint8_t> client_hello(const std::string& server_name) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL* ssl = SSL_new(ctx);
+  BIO* in = BIO_new(BIO_s_mem());
+  BIO* out = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl, in, out);
+  if (!server_name.empty()) SSL_set_tlsext_host_name(ssl, server_name.c_str());
+  SSL_set_connect_state(ssl);
+  SSL_do_handshake(ssl);
+  std::vector<uint8_t> bytes(static_cast<size_t>(BIO_ctrl_pending(out)));
+  BIO_read(out, bytes.data(), static_cast<int>(bytes.size()));
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  return bytes;
+}
+
+config::SniConfig sni_config(config::UnknownServerName unknown) {
+  config::SniConfig c;
+  c.bootstrap = "kafka.example.com";
+  c.broker = *config::BrokerHostPattern::make("broker-$(nodeId).kafka.example.com", nullptr);
+  c.advertised_port = 443;
+  c.unknown = unknown;
+  return c;
+}
+
+proxy::SniRoute route_of(const config::SniConfig& sni, const std::vector<uint8_t>& bytes) {
+  ClientHelloReader reader;
+  reader.feed(bytes);
+  return proxy::route_by_server_name(sni, reader);
+}
+
+}  // namespace
+
+TEST_CASE("the bootstrap name and broker names, any case, a trailing dot removed") {
+  auto sni = sni_config(config::UnknownServerName::kRefuse);
+  CHECK(route_of(sni, client_hello("kafka.example.com")).outcome == SniOutcome::kBootstrap);
+  CHECK(route_of(sni, client_hello("KAFKA.Example.com.")).outcome == SniOutcome::kBootstrap);
+  auto broker = route_of(sni, client_hello("Broker-2.kafka.example.com"));
+  CHECK(broker.outcome == SniOutcome::kBroker);
+  CHECK(broker.node_id == 2);
+  CHECK(broker.serve());
+  CHECK_FALSE(broker.refuse());
+}
+
+TEST_CASE("unknown and missing names follow sni.unknown") {
+  auto refuse = sni_config(config::UnknownServerName::kRefuse);
+  auto bootstrap = sni_config(config::UnknownServerName::kBootstrap);
+  auto other = client_hello("other.example.com");
+  auto none = client_hello("");
+  CHECK(route_of(refuse, other).outcome == SniOutcome::kUnknownNameRefused);
+  CHECK(route_of(refuse, other).refuse());
+  CHECK(route_of(bootstrap, other).outcome == SniOutcome::kUnknownNameBootstrap);
+  CHECK(route_of(bootstrap, other).serve());
+  CHECK(route_of(refuse, none).outcome == SniOutcome::kNoNameRefused);
+  CHECK(route_of(bootstrap, none).outcome == SniOutcome::kNoNameBootstrap);
+  // An address literal sent as a name (a non-conforming client) counts as none.
+  CHECK(route_of(refuse, client_hello("127.0.0.1")).outcome == SniOutcome::kNoNameRefused);
+  // A name of the pattern's shape that is not a node id form render() writes.
+  CHECK(route_of(refuse, client_hello("broker-01.kafka.example.com")).outcome == SniOutcome::kUnknownNameRefused);
+}
+
+TEST_CASE("what cannot be read is closed, never served, whatever the policy") {
+  auto sni = sni_config(config::UnknownServerName::kBootstrap);
+  std::vector<uint8_t> kafka_request = {0, 0, 0, 20, 0, 18, 0, 3};
+  auto not_tls = route_of(sni, kafka_request);
+  CHECK(not_tls.outcome == SniOutcome::kNotTls);
+  CHECK_FALSE(not_tls.serve());
+  CHECK_FALSE(not_tls.refuse());
+
+  ClientHelloReader small(64);
+  small.feed(client_hello("kafka.example.com"));
+  CHECK(proxy::route_by_server_name(sni, small).outcome == SniOutcome::kTooLarge);
+
+  ClientHelloReader unfinished;
+  auto hello = client_hello("kafka.example.com");
+  unfinished.feed(kproxy::codec::Bytes(hello.data(), 10));
+  CHECK(proxy::route_by_server_name(sni, unfinished).outcome == SniOutcome::kTimeout);
+}
+
+TEST_CASE("the log shows the name received, capped and printable, and the configured names") {
+  proxy::tls::ClientHelloInfo none;
+  CHECK(proxy::shown_server_name(none) == "no server name");
+  proxy::tls::ClientHelloInfo long_name;
+  long_name.has_server_name = true;
+  long_name.raw_server_name = std::string(200, 'a') + "\x01";
+  std::string shown = proxy::shown_server_name(long_name);
+  CHECK(shown.size() == 64 + 5);
+  CHECK(shown.substr(shown.size() - 4) == "...'");
+  CHECK(proxy::configured_names(sni_config(config::UnknownServerName::kRefuse)) ==
+        "bootstrap 'kafka.example.com', brokers 'broker-$(nodeId).kafka.example.com'");
+}
+
+TEST_CASE("every outcome has its own counter series") {
+  uint64_t before = proxy::sni_outcomes(SniOutcome::kTimeout);
+  uint64_t other = proxy::sni_outcomes(SniOutcome::kBroker);
+  proxy::count_sni_outcome(SniOutcome::kTimeout);
+  CHECK(proxy::sni_outcomes(SniOutcome::kTimeout) == before + 1);
+  CHECK(proxy::sni_outcomes(SniOutcome::kBroker) == other);
+  CHECK(std::string(proxy::sni_outcome_name(SniOutcome::kNoNameRefused)) == "no_name_refused");
+}
+
+TEST_CASE("a name from elsewhere (a PROXY header's authority) routes the same way") {
+  auto refuse = sni_config(config::UnknownServerName::kRefuse);
+  CHECK(proxy::route_by_name(refuse, std::string("kafka.example.com")).outcome == SniOutcome::kBootstrap);
+  auto broker = proxy::route_by_name(refuse, proxy::tls::normalize_server_name("BROKER-3.kafka.example.com."));
+  CHECK(broker.outcome == SniOutcome::kBroker);
+  CHECK(broker.node_id == 3);
+  CHECK(proxy::route_by_name(refuse, std::nullopt).outcome == SniOutcome::kNoNameRefused);
+  CHECK(proxy::route_by_name(refuse, proxy::tls::normalize_server_name("not a name")).outcome == SniOutcome::kNoNameRefused);
+  CHECK(proxy::route_by_name(refuse, std::string("x.example.com")).outcome == SniOutcome::kUnknownNameRefused);
+}
