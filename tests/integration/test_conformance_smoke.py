@@ -44,7 +44,10 @@ VERIFIER_CLASSES = {"exact", "exact, gave up as documented", "duplicates", "loss
 # Checked by hand (conformance/README.md "Smoke test"): (client, scenario) -> class, both protocols.
 HAND_CHECKED = {
     ("java-4.4", "06-concurrent-transactions-endtxn"): "exact",
-    ("java-4.4", "15-not-enough-replicas"): "exact",
+    # Either: timing decides whether a later batch overtakes the refused one (then the client
+    # retries OUT_OF_ORDER_SEQUENCE_NUMBER until its transaction times out and gives up, nothing
+    # lost): conformance/drivers/java-4.4/FINDINGS.md.
+    ("java-4.4", "15-not-enough-replicas"): ("exact", "exact, gave up as documented"),
     ("java-4.4", "09-producer-fenced-endtxn"): "exact, gave up as documented",
     ("confluent-kafka-python", "09-producer-fenced-endtxn"): "exact, gave up as documented",
 }
@@ -153,5 +156,6 @@ def test_conformance_smoke(tmp_path):
         for p in (1, 2):
             if (client, scenario, p) in by_key:
                 c = by_key[(client, scenario, p)]
-                assert c["class"] == cls, ((client, scenario, p), c["class"], c.get("account"), c.get("verifier"), c["dir"])
+                assert c["class"] in ((cls,) if isinstance(cls, str) else cls), ((client, scenario, p), c["class"], c.get("account"),
+                                                                                  c.get("verifier"), c["dir"])
     assert took < 300, f"the smoke run took {took:.0f}s"
