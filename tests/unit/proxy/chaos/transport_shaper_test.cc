@@ -84,8 +84,14 @@ TEST_CASE("the bandwidth limit spreads bytes at the configured rate") {
   uv_loop_init(&loop);
   Recorder rec;
   {
+    std::vector<Clock::time_point> written;  // when each piece was written
     TransportShaper shaper(
-        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
+        &loop,
+        [&](kproxy::codec::Bytes b) {
+          rec.writes.emplace_back(b.begin(), b.end());
+          written.push_back(Clock::now());
+        },
+        [&] { ++rec.flushes; });
     TransportToxic bw;
     bw.bytes_per_second = 10000;  // 200-byte pieces, 20 ms apart
     std::string payload(2000, 'x');
@@ -99,11 +105,13 @@ TEST_CASE("the bandwidth limit spreads bytes at the configured rate") {
     // 2000 bytes at 10 kB/s: the last piece starts 9 x 20 ms after the first.
     CHECK(took >= std::chrono::milliseconds(180));
     CHECK(took < std::chrono::milliseconds(1500));
-    // The link stays busy: the next send waits for the previous one's time on the wire.
+    // The link stays busy: the next send waits for the previous one's time on the wire, 2000
+    // bytes = 200 ms from the first piece (on a slow machine that time may have passed already;
+    // then it goes at once).
     shaper.send(bytes_of(std::string(200, 'y')), &bw);
-    CHECK(rec.writes.size() == 10);
     run_until_idle(&loop, shaper);
-    CHECK(rec.writes.size() == 11);
+    REQUIRE(rec.writes.size() == 11);
+    CHECK(written[10] - t0 >= std::chrono::milliseconds(200));
   }
   close_loop(&loop);
 }
