@@ -2,8 +2,22 @@
 
 #include <doctest/doctest.h>
 
+#include <malloc.h>
+
 #include <string>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/allocator_interface.h>
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/allocator_interface.h>
+#define KPROXY_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define KPROXY_TEST_ASAN 1
+#endif
 
 #include "tests/unit/proxy/tls/test_pki.h"
 #include "tests/unit/support/text.h"
@@ -16,6 +30,15 @@ using proxy::tls::TlsSession;
 namespace {
 
 using kproxy::testing::bytes_of;
+
+// Bytes in use on the heap now (the sanitizer's allocator under ASan, glibc's otherwise).
+size_t live_heap_bytes() {
+#if defined(KPROXY_TEST_ASAN)
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  return mallinfo2().uordblks;
+#endif
+}
 
 config::TlsFile file(const std::string& path, const char* key) { return config::TlsFile{path, key, 1, 1}; }
 
@@ -303,4 +326,52 @@ TEST_CASE("ciphertext cut anywhere, down to single bytes, decrypts to the same b
     CHECK(server_got == big);
     CHECK(server.output_size() == 0);
   }
+}
+
+TEST_CASE("an idle session gives back its buffers and OpenSSL's record buffers, and carries bytes after") {
+  kproxy::testing::TestPki pki;
+  auto server_id = pki.issue("broker", "DNS:localhost,IP:127.0.0.1");
+  auto server_ctx = server_context(server_id);
+  auto client_ctx = client_context(pki.ca_file());
+  Wire w(*client_ctx, *server_ctx, "localhost");
+  w.pump();
+  REQUIRE(w.client.established());
+  // A request and its answer, as the ApiVersions round trip of an idle connection: the server's
+  // TLS 1.3 NewSessionTickets reach the client with the answer (post-handshake messages).
+  REQUIRE(w.client.send(bytes_of("request")) == TlsSession::Status::kOk);
+  REQUIRE(w.client.encrypt() == TlsSession::Status::kOk);
+  w.pump();
+  REQUIRE(w.server_got == "request");
+  REQUIRE(w.server.send(bytes_of("answer")) == TlsSession::Status::kOk);
+  REQUIRE(w.server.encrypt() == TlsSession::Status::kOk);
+  w.pump();
+  REQUIRE(w.client_got == "answer");
+  REQUIRE(w.client.output_size() == 0);
+  CHECK(w.client.buffer_capacity() > 0);  // the request's plaintext and ciphertext were held here
+
+  // OpenSSL kept the client's 16 KiB write record buffer, set up for the tickets and never
+  // written through: the release gives it back with the session's own vectors.
+  size_t before = live_heap_bytes();
+  w.client.release_idle_memory();
+  size_t after = live_heap_bytes();
+  CHECK(w.client.buffer_capacity() == 0);
+  INFO("client released " << (before - after) << " bytes");
+  CHECK(before > after);
+  CHECK(before - after >= (16u << 10));
+  // Once more: nothing left to give back.
+  before = live_heap_bytes();
+  w.client.release_idle_memory();
+  CHECK(live_heap_bytes() == before);
+  w.server.release_idle_memory();
+  CHECK(w.server.buffer_capacity() == 0);
+
+  // Both keep working: the buffers come back when bytes move.
+  REQUIRE(w.client.send(bytes_of("again")) == TlsSession::Status::kOk);
+  REQUIRE(w.client.encrypt() == TlsSession::Status::kOk);
+  w.pump();
+  CHECK(w.server_got == "requestagain");
+  REQUIRE(w.server.send(bytes_of("+")) == TlsSession::Status::kOk);
+  REQUIRE(w.server.encrypt() == TlsSession::Status::kOk);
+  w.pump();
+  CHECK(w.client_got == "answer+");
 }
