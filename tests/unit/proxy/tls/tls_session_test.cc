@@ -8,15 +8,15 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+#define KPROXY_TEST_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#include <sanitizer/allocator_interface.h>
 #define KPROXY_TEST_ASAN 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__)
-#define KPROXY_TEST_ASAN 1
+#if defined(KPROXY_TEST_ASAN)
+// The sanitizer runtime's heap counter (declared here: GCC's packages ship no header for it).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 #include "tests/unit/proxy/tls/test_pki.h"
@@ -336,8 +336,18 @@ TEST_CASE("an idle session gives back its buffers and OpenSSL's record buffers, 
   Wire w(*client_ctx, *server_ctx, "localhost");
   w.pump();
   REQUIRE(w.client.established());
-  // A request and its answer, as the ApiVersions round trip of an idle connection: the server's
-  // TLS 1.3 NewSessionTickets reach the client with the answer (post-handshake messages).
+  // The server's TLS 1.3 NewSessionTickets reached the client right after the handshake (post-
+  // handshake messages): OpenSSL set up both record buffers to read them and kept the write
+  // buffer, never written through since. The release gives it back.
+  size_t before = live_heap_bytes();
+  w.client.release_idle_memory();
+  size_t after = live_heap_bytes();
+  INFO("client released " << (before - after) << " bytes");
+  CHECK(before > after);
+  CHECK(before - after >= (16u << 10));
+
+  // A request and its answer, as the ApiVersions round trip of an idle connection: the session's
+  // own vectors grow, and go when idle.
   REQUIRE(w.client.send(bytes_of("request")) == TlsSession::Status::kOk);
   REQUIRE(w.client.encrypt() == TlsSession::Status::kOk);
   w.pump();
@@ -346,18 +356,9 @@ TEST_CASE("an idle session gives back its buffers and OpenSSL's record buffers, 
   REQUIRE(w.server.encrypt() == TlsSession::Status::kOk);
   w.pump();
   REQUIRE(w.client_got == "answer");
-  REQUIRE(w.client.output_size() == 0);
-  CHECK(w.client.buffer_capacity() > 0);  // the request's plaintext and ciphertext were held here
-
-  // OpenSSL kept the client's 16 KiB write record buffer, set up for the tickets and never
-  // written through: the release gives it back with the session's own vectors.
-  size_t before = live_heap_bytes();
+  CHECK(w.client.buffer_capacity() > 0);
   w.client.release_idle_memory();
-  size_t after = live_heap_bytes();
   CHECK(w.client.buffer_capacity() == 0);
-  INFO("client released " << (before - after) << " bytes");
-  CHECK(before > after);
-  CHECK(before - after >= (16u << 10));
   // Once more: nothing left to give back.
   before = live_heap_bytes();
   w.client.release_idle_memory();
