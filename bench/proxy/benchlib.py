@@ -260,6 +260,62 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+IDLE_SETTLE_S = 1.0  # after a batch is open: deferred frees, upstream connects
+
+
+def _open_idle(load_bin: Path, target: str, count: int, log_path: Path, source: Optional[str], pin: Optional[str]):
+    """Starts a kproxy-load --mode idle holding `count` connections; returns (process, its ready line)."""
+    cmd = [str(load_bin), "--target", target, "--mode", "idle", "--connections", str(count), "--hold", "300",
+           "--connect-concurrency", "100"]
+    if source:
+        cmd += ["--source", source]
+    p = spawn(cmd, log_path, stdout=subprocess.PIPE, pin=pin)
+    line = p.stdout.readline().decode().strip()
+    if not line.startswith("{"):
+        stop(p)
+        raise RuntimeError(f"idle load generator failed: see {log_path}")
+    return p, json.loads(line)
+
+
+def idle_pair_bytes(pid: int, load_bin: Path, target: str, count: int, log_dir: Path, name: str,
+                    source: Optional[str] = "127.0.0.2", pin: Optional[str] = None) -> dict:
+    """Resident memory a proxy spends per idle connection pair: the one procedure bench/proxy/run and
+    bench/tls/run share (their READMEs, "idle memory").
+
+    1. VmRSS of the proxy, no connection yet (rss_base).
+    2. A warm-up batch of max(10, count // 10) idle connections is opened and kept open (each did one
+       ApiVersions round trip, so its upstream connection and any TLS handshake are done), then
+       VmRSS again (rss_warm). What the first connections make once per process (a loop thread's
+       read buffer, OpenSSL's tables on the first handshake, a registry's first growth) lands here.
+    3. `count` more idle connections, then VmRSS (rss_idle).
+
+    bytes_per_pair = (rss_idle - rss_warm) / the connections of step 3 that are ready: the cost of
+    one more pair, whatever the count. Connections come from `source` (127.0.0.2 by default: on one
+    loopback address the kernel can hand a client socket the port of one of the proxy's upstream
+    sockets, which kproxy's self-connection check refuses)."""
+    warm_n = max(10, count // 10)
+    time.sleep(0.5)
+    base = rss_bytes(pid)
+    loaders = []
+    try:
+        p, warm = _open_idle(load_bin, target, warm_n, log_dir / f"idle-{name}-warm.log", source, pin)
+        loaders.append(p)
+        time.sleep(IDLE_SETTLE_S)
+        rss_warm = rss_bytes(pid)
+        p, ready = _open_idle(load_bin, target, count, log_dir / f"idle-{name}.log", source, pin)
+        loaders.append(p)
+        time.sleep(IDLE_SETTLE_S)
+        rss_idle = rss_bytes(pid)
+    finally:
+        for p in loaders:
+            stop(p)
+    out = {"rss_base": base, "rss_warm": rss_warm, "rss_idle": rss_idle, "idle_ready": ready["ready"],
+           "idle_failed": ready["failed"] + warm["failed"], "warm_ready": warm["ready"]}
+    if ready["ready"] > 0:
+        out["bytes_per_pair"] = (rss_idle - rss_warm) / ready["ready"]
+    return out
+
+
 def proxy_threads(pid: int, kind: str) -> List[int]:
     """The thread ids that carry a proxy's traffic: kproxy's worker threads (named kproxy-w<N>;
     libuv's resolver threads, started later from a worker, inherit its name, so per name the

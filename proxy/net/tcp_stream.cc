@@ -186,6 +186,7 @@ void TcpStream::drop_pending() {
   std::vector<Segment>().swap(pending_);  // an idle stream holds no memory
   pending_bytes_ = 0;
   borrowed_ = 0;
+  if (tls_ && writing_bytes_ == 0 && tls_->held_plaintext() == 0) tls_->release_idle_memory();  // nor its TLS session
 }
 
 bool TcpStream::flush() {
@@ -399,6 +400,9 @@ void TcpStream::read_tls(ssize_t nread, const uv_buf_t* buf) {
     if (closing()) return;
   }
   if (!flush()) return;
+  // A read that left nothing to send (a session ticket, a request still incomplete) also leaves
+  // the session idle: flush() did not drain a queue, so drop_pending() did not release it.
+  if (queued_bytes() == 0) tls_->release_idle_memory();
   if (status == tls::TlsSession::Status::kPeerClosed) {
     stop_reading();
     events_.on_stream_error(*this, UV_EOF, "read");

@@ -246,6 +246,14 @@ void TlsSession::take_output(const std::function<void(codec::Bytes)>& sink) {
   if (output_.capacity() > kKeptBioCapacity) std::vector<uint8_t>().swap(output_);
 }
 
+void TlsSession::release_idle_memory() {
+  if (output_.empty()) std::vector<uint8_t>().swap(output_);
+  if (held_.empty()) std::vector<uint8_t>().swap(held_);
+  // Frees the read and write record buffers unless a partial record or unsent bytes are in
+  // them, in which case it returns 0 and keeps them (SSL_free_buffers(3), OpenSSL 3.0).
+  if (established_ && !failed_) (void)SSL_free_buffers(ssl_);
+}
+
 bool TlsSession::take_just_established() {
   bool was = just_established_;
   just_established_ = false;

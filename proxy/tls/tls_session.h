@@ -67,6 +67,15 @@ class TlsSession {
   void take_output(const std::function<void(codec::Bytes)>& sink);
   /// Plaintext queued and not encrypted yet.
   size_t held_plaintext() const { return held_.size(); }
+  /// Called when the connection has nothing in flight: gives back the session's own buffers
+  /// (the output and held-plaintext vectors, when empty) and OpenSSL's record buffers. Needed
+  /// beside SSL_MODE_RELEASE_BUFFERS: OpenSSL 3.0 sets up both record buffers to process a
+  /// post-handshake message (a TLS 1.3 NewSessionTicket from a broker) and the write buffer,
+  /// never written through afterwards, stays (16.6 KB; bench/tls/README.md). Cheap when there
+  /// is nothing to give back; the next send or receive allocates again.
+  void release_idle_memory();
+  /// Bytes of the session's own buffers' capacity (output and held plaintext), for tests.
+  size_t buffer_capacity() const { return output_.capacity() + held_.capacity(); }
 
   bool is_client() const { return is_client_; }
   bool established() const { return established_; }
