@@ -5,7 +5,7 @@
 //
 //   main ──► ToxiproxyRuntime::start() ──► AdminServer(toxiproxy.listen) ──► toxiproxy routes ──► ProxyTable ──► ProxyHost
 //
-// The ProxyHost is the data plane; reserving_host() below is the one the daemon uses for now.
+// The data plane is a ToxicRelay (proxy/toxiproxy/toxic_relay.h): plain TCP, the toxics on raw bytes.
 #pragma once
 
 #include <cstdint>
@@ -15,22 +15,18 @@
 #include "config/config.h"
 #include "proxy/admin/admin_server.h"
 #include "proxy/toxiproxy/proxy_table.h"
+#include "proxy/toxiproxy/toxic_relay.h"
 
 namespace kproxy::toxiproxy {
 
-/// A ProxyHost that checks and holds each enabled proxy's listen address (bound, port 0 resolved,
-/// a taken address refused with 409, a malformed one with 400) but does not accept or forward
-/// connections yet: a client that connects is refused. "localhost" is read as 127.0.0.1.
-ProxyHost reserving_host();
-
 class ToxiproxyRuntime {
  public:
-  ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version, ProxyHost host);
+  ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version);
   ~ToxiproxyRuntime();  ///< stops
 
   /// Starts the API listener when the config has toxiproxy.listen. "" or the error.
   std::string start();
-  /// Stops the API listener, then closes every proxy. Idempotent.
+  /// Stops the API listener, closes every proxy and stops the relay. Idempotent.
   void stop();
   /// The port the API listens on (0: not started).
   uint16_t port() const { return server_ ? server_->port() : 0; }
@@ -40,6 +36,7 @@ class ToxiproxyRuntime {
  private:
   config::ToxiproxyConfig config_;
   std::string version_;
+  ToxicRelay relay_;  ///< outlives the table, whose destructor closes the proxies on it
   std::unique_ptr<ProxyTable> table_;
   std::unique_ptr<admin::AdminServer> server_;
 };

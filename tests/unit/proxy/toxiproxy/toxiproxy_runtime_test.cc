@@ -28,14 +28,14 @@ TEST_CASE("the Toxiproxy API listens on its own port when toxiproxy.listen is se
   config::ToxiproxyConfig config;
   config.listen = config::HostPort{"127.0.0.1", 0};
   config.max_proxies = 2;
-  ToxiproxyRuntime runtime(config, "kproxy test", reserving_host());
+  ToxiproxyRuntime runtime(config, "kproxy test");
   REQUIRE(runtime.start() == "");
   REQUIRE(runtime.port() != 0);
   auto version = testing::http_exchange(runtime.port(), "GET /version HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   CHECK(testing::http_status_of(version) == 200);
   CHECK(nlohmann::json::parse(body_of(version))["version"] == "kproxy test");
 
-  // The reserving host binds the address: port 0 becomes the kernel's pick, a taken one is a 409.
+  // The relay binds the address: port 0 becomes the kernel's pick, a taken one is a 409.
   auto created = post(runtime.port(), "/proxies", R"({"name": "a", "listen": "localhost:0", "upstream": "127.0.0.1:9"})");
   REQUIRE(testing::http_status_of(created) == 201);
   auto listen = nlohmann::json::parse(body_of(created))["listen"].get<std::string>();
@@ -55,7 +55,7 @@ TEST_CASE("the Toxiproxy API listens on its own port when toxiproxy.listen is se
 }
 
 TEST_CASE("without toxiproxy.listen nothing listens") {
-  ToxiproxyRuntime runtime(config::ToxiproxyConfig{}, "v", reserving_host());
+  ToxiproxyRuntime runtime(config::ToxiproxyConfig{}, "v");
   CHECK(runtime.start() == "");
   CHECK(runtime.port() == 0);
 }
