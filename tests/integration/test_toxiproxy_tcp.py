@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-import requests
+import json
+import urllib.error
+import urllib.request
 
 import kafka_harness as kh
 import slowness
@@ -202,27 +204,37 @@ def test_python_client_creates_a_tcp_proxy_and_its_toxics_act_on_raw_bytes(toxip
         echo.close()
 
 
+def _call(base: str, method: str, path: str, body=None):
+    """(status, JSON body or None) of one request to the Toxiproxy API."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=slowness.scaled(10)) as r:
+            text = r.read()
+            return r.status, (json.loads(text) if text else None)
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        return e.code, (json.loads(text) if text else None)
+
+
 def test_api_answers_in_toxiproxy_shapes_and_statuses(toxiproxy_kproxy):
     kp, api = toxiproxy_kproxy
     base = f"http://{api}"
-    r = requests.post(f"{base}/proxies", json={"name": "a", "upstream": "127.0.0.1:9", "listen": "127.0.0.1:0"}, timeout=10)
-    assert r.status_code == 201
-    assert set(r.json()) == {"name", "listen", "upstream", "enabled", "toxics"}
-    r = requests.post(f"{base}/proxies/a/toxics", json={"type": "slicer", "attributes": {"average_size": 10}}, timeout=10)
-    assert r.status_code == 200
-    assert r.json() == {"attributes": {"average_size": 10, "size_variation": 0, "delay": 0}, "name": "slicer_downstream",
-                        "type": "slicer", "stream": "downstream", "toxicity": 1.0}
-    r = requests.get(f"{base}/proxies/nope", timeout=10)
-    assert (r.status_code, r.json()) == (404, {"error": "proxy not found", "status": 404})
-    r = requests.post(f"{base}/proxies", json={"name": "b"}, timeout=10)
-    assert (r.status_code, r.json()) == (400, {"error": "missing required field: upstream", "status": 400})
-    r = requests.post(f"{base}/populate", json=[{"name": "b", "upstream": "127.0.0.1:9"}, {"name": "c", "upstream": "127.0.0.1:9"}],
-                      timeout=10)
-    assert r.status_code == 201
-    assert [p["name"] for p in r.json()["proxies"]] == ["b", "c"]
-    r = requests.post(f"{base}/proxies", json={"name": "d", "upstream": "127.0.0.1:9"}, timeout=10)  # max_proxies: 4
-    assert r.status_code == 201
-    r = requests.post(f"{base}/proxies", json={"name": "e", "upstream": "127.0.0.1:9"}, timeout=10)
-    assert r.status_code == 409 and "max_proxies" in r.json()["error"]
-    assert requests.delete(f"{base}/proxies/a/toxics/slicer_downstream", timeout=10).status_code == 204
-    assert requests.post(f"{base}/reset", timeout=10).status_code == 204
+    status, body = _call(base, "POST", "/proxies", {"name": "a", "upstream": "127.0.0.1:9", "listen": "127.0.0.1:0"})
+    assert status == 201
+    assert set(body) == {"name", "listen", "upstream", "enabled", "toxics"}
+    status, body = _call(base, "POST", "/proxies/a/toxics", {"type": "slicer", "attributes": {"average_size": 10}})
+    assert status == 200
+    assert body == {"attributes": {"average_size": 10, "size_variation": 0, "delay": 0}, "name": "slicer_downstream",
+                    "type": "slicer", "stream": "downstream", "toxicity": 1.0}
+    assert _call(base, "GET", "/proxies/nope") == (404, {"error": "proxy not found", "status": 404})
+    assert _call(base, "POST", "/proxies", {"name": "b"}) == (400, {"error": "missing required field: upstream", "status": 400})
+    status, body = _call(base, "POST", "/populate", [{"name": "b", "upstream": "127.0.0.1:9"}, {"name": "c", "upstream": "127.0.0.1:9"}])
+    assert status == 201
+    assert [p["name"] for p in body["proxies"]] == ["b", "c"]
+    assert _call(base, "POST", "/proxies", {"name": "d", "upstream": "127.0.0.1:9"})[0] == 201  # max_proxies: 4
+    status, body = _call(base, "POST", "/proxies", {"name": "e", "upstream": "127.0.0.1:9"})
+    assert status == 409 and "max_proxies" in body["error"]
+    assert _call(base, "DELETE", "/proxies/a/toxics/slicer_downstream") == (204, None)
+    assert _call(base, "POST", "/reset") == (204, None)
+    assert sorted(_call(base, "GET", "/proxies")[1]) == ["a", "b", "c", "d"]
