@@ -12,6 +12,7 @@ struct ProxyTable::Input {
   std::string listen;
   std::string upstream;
   bool enabled = true;
+  std::optional<bool> kafka;  ///< the extension field `kafka`, when given
 
   static std::optional<Input> read(const nlohmann::json& in, const Input& fallback, ApiError& error) {
     if (!in.is_object()) {
@@ -35,6 +36,13 @@ struct ProxyTable::Input {
         return std::nullopt;
       }
       out.enabled = it->get<bool>();
+    }
+    if (auto it = in.find("kafka"); it != in.end() && !it->is_null()) {
+      if (!it->is_boolean()) {
+        error = {400, "bad request body: kafka must be true or false"};
+        return std::nullopt;
+      }
+      out.kafka = it->get<bool>();
     }
     return out;
   }
@@ -92,6 +100,9 @@ nlohmann::ordered_json ProxyTable::to_json(const Entry& e) {
   out["listen"] = e.listen;
   out["upstream"] = e.upstream;
   out["enabled"] = e.enabled;
+  out["kafka"] = e.kafka;
+  out["kafka_reason"] = e.kafka_reason;
+  out["relay"] = "tcp";
   nlohmann::ordered_json toxics = nlohmann::ordered_json::array();
   for (const auto& t : e.toxics) toxics.push_back(t.to_json());
   out["toxics"] = std::move(toxics);
@@ -106,6 +117,31 @@ ProxyTable::Entry* ProxyTable::find(const std::string& name) {
 const ProxyTable::Entry* ProxyTable::find(const std::string& name) const {
   auto it = proxies_.find(name);
   return it == proxies_.end() ? nullptr : &it->second;
+}
+
+ProxyTable::Entry ProxyTable::entry(std::string name, std::string listen, std::string upstream, bool enabled) {
+  Entry e;
+  e.name = std::move(name);
+  e.listen = std::move(listen);
+  e.upstream = std::move(upstream);
+  e.enabled = enabled;
+  return e;
+}
+
+void ProxyTable::classify(Entry& e, std::optional<bool> forced) const {
+  if (forced) {
+    e.kafka = *forced;
+    e.kafka_reason = std::string("set by the request's kafka field (") + (*forced ? "true" : "false") + ")";
+    return;
+  }
+  if (!host_.probe_kafka) {
+    e.kafka = false;
+    e.kafka_reason = "not probed";
+    return;
+  }
+  std::string why = host_.probe_kafka(e.upstream);
+  e.kafka = why.empty();
+  e.kafka_reason = e.kafka ? "the upstream answered an ApiVersions request" : "the upstream did not answer ApiVersions: " + why;
 }
 
 bool ProxyTable::start(Entry& e, ApiError& error) {
@@ -144,12 +180,13 @@ ApiAnswer ProxyTable::create(std::string_view body) {
   Input defaults;
   auto input = Input::read(*json, defaults, error);
   if (!input || !input->complete("", error)) return error_answer(error);
+  Entry e = entry(input->name, input->listen.empty() ? kDefaultListen : input->listen, input->upstream, input->enabled);
+  classify(e, input->kafka);  // before the lock: the probe may wait for the upstream
   std::lock_guard lock(mutex_);
   if (find(input->name)) return error_answer({409, "proxy already exists"});
   if (proxies_.size() >= max_proxies_) {
     return error_answer({409, "too many proxies: toxiproxy.max_proxies is " + std::to_string(max_proxies_)});
   }
-  Entry e{input->name, input->listen.empty() ? kDefaultListen : input->listen, input->upstream, input->enabled, {}};
   if (!start(e, error)) return error_answer(error);
   auto& stored = proxies_[e.name] = std::move(e);
   return {201, to_json(stored)};
@@ -162,6 +199,7 @@ ApiAnswer ProxyTable::populate(std::string_view body) {
   if (!json->is_array()) return error_answer({400, "bad request body: a JSON array of proxies is expected"});
   // Every entry is checked before anything changes (Toxiproxy does the same).
   std::vector<Input> inputs;
+  std::vector<Entry> entries;  ///< what each input becomes, classified before the lock
   std::set<std::string> names;
   for (size_t i = 0; i < json->size(); ++i) {
     auto input = Input::read((*json)[i], Input{}, error);
@@ -170,6 +208,11 @@ ApiAnswer ProxyTable::populate(std::string_view body) {
     if (input->listen.empty()) input->listen = kDefaultListen;
     inputs.push_back(std::move(*input));
   }
+  for (const auto& in : inputs) {
+    Entry e = entry(in.name, in.listen, in.upstream, in.enabled);
+    classify(e, in.kafka);
+    entries.push_back(std::move(e));
+  }
   std::lock_guard lock(mutex_);
   size_t added = 0;
   for (const auto& in : inputs) added += find(in.name) ? 0 : 1;
@@ -177,16 +220,15 @@ ApiAnswer ProxyTable::populate(std::string_view body) {
     return error_answer({409, "too many proxies: toxiproxy.max_proxies is " + std::to_string(max_proxies_)});
   }
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const auto& in : inputs) {
-    if (Entry* existing = find(in.name)) {
-      if (existing->listen == in.listen && existing->upstream == in.upstream) {
+  for (auto& e : entries) {
+    if (Entry* existing = find(e.name)) {
+      if (existing->listen == e.listen && existing->upstream == e.upstream) {
         out.push_back(to_json(*existing));  // the same proxy: kept, toxics and all
         continue;
       }
       stop(*existing);
-      proxies_.erase(in.name);
+      proxies_.erase(e.name);
     }
-    Entry e{in.name, in.listen, in.upstream, in.enabled, {}};
     if (!start(e, error)) return error_answer(error);
     out.push_back(to_json(proxies_[e.name] = std::move(e)));
   }
@@ -208,11 +250,22 @@ ApiAnswer ProxyTable::update(const std::string& name, std::string_view body) {
   if (!e) return error_answer(kProxyNotFound);
   auto json = parse_body(body, error);
   if (!json) return error_answer(error);
-  Input current{e->name, e->listen, e->upstream, e->enabled};
+  Input current;
+  current.name = e->name;
+  current.listen = e->listen;
+  current.upstream = e->upstream;
+  current.enabled = e->enabled;
   auto input = Input::read(*json, current, error);
   if (!input) return error_answer(error);
   // The name is the proxy's key: a body that names another is not a rename (Toxiproxy ignores it too).
   const bool moved = input->listen != e->listen || input->upstream != e->upstream;
+  if (input->upstream != e->upstream || input->kafka) {
+    Entry probed = *e;
+    probed.upstream = input->upstream;
+    classify(probed, input->kafka);
+    e->kafka = probed.kafka;
+    e->kafka_reason = probed.kafka_reason;
+  }
   if (!moved && input->enabled == e->enabled) return {200, to_json(*e)};
   Entry before = *e;
   stop(*e);

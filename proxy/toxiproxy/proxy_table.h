@@ -10,6 +10,12 @@
 // host must not call back into the table). The table never listens itself: a host that fails to
 // open a proxy's address fails the request (nothing changed).
 //
+// Kafka or not (an extension): when a proxy is created or its upstream changes, the host's
+// probe_kafka sends the upstream an ApiVersions request; `"kafka": true|false` in the body
+// overrides it. GET shows the verdict and its reason as the extension fields `kafka` and
+// `kafka_reason`, and `relay` ("tcp": every proxy is relayed as plain TCP so far, Kafka-aware
+// forwarding is not built yet, docs/toxiproxy.md "Status").
+//
 // Toxiproxy's facts kept here (its README "HTTP API"): a new proxy is enabled unless the body
 // says `"enabled": false`; `listen` is rewritten to the address actually bound (port 0: the
 // kernel's pick); a disabled proxy keeps its fields but listens nowhere; POST /populate replaces
@@ -22,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +50,9 @@ struct ProxyHost {
   std::function<void(const std::string& name)> close;
   /// The proxy's toxics changed (applies to new data; toxicity is decided per new connection).
   std::function<void(const std::string& name, const std::vector<ToxicSpec>& toxics)> toxics;
+  /// Asks `upstream` whether it speaks Kafka (an ApiVersions request, proxy/admin/health.h
+  /// probe_kafka): "" when a Kafka answer came back, else what happened instead.
+  std::function<std::string(const std::string& upstream)> probe_kafka;
 };
 
 /// What an operation answers: an HTTP status and its JSON body (null: no body, 204).
@@ -85,7 +95,12 @@ class ProxyTable {
     std::string upstream;
     bool enabled = true;
     std::vector<ToxicSpec> toxics;  ///< upstream ones first, then downstream, each in order of addition
+    bool kafka = false;             ///< the upstream answered ApiVersions, or the body said `"kafka": true`
+    std::string kafka_reason;       ///< why `kafka` is what it is (GET shows it)
   };
+  static Entry entry(std::string name, std::string listen, std::string upstream, bool enabled);
+  /// `kafka` and `kafka_reason` of `e` from `forced` (the body's `kafka` field) or the probe.
+  void classify(Entry& e, std::optional<bool> forced) const;
   struct Input;  // one proxy as a request body gives it (proxy_table.cc)
 
   static nlohmann::ordered_json to_json(const Entry& e);

@@ -1,17 +1,33 @@
 #include "proxy/toxiproxy/toxiproxy_runtime.h"
 
+#include <chrono>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "config/host_port.h"
+#include "proxy/admin/health.h"
 #include "proxy/toxiproxy/toxiproxy_routes.h"
 #include "proxy/util/bound_report.h"
 
 namespace kproxy::toxiproxy {
 
+namespace {
+
+/// How long creating a proxy waits for its upstream's ApiVersions answer.
+constexpr std::chrono::milliseconds kProbeTimeout{1000};
+
+ProxyHost relay_host(ToxicRelay& relay) {
+  ProxyHost host = relay.host();
+  host.probe_kafka = [](const std::string& upstream) { return admin::probe_kafka(upstream, kProbeTimeout); };
+  return host;
+}
+
+}  // namespace
+
 ToxiproxyRuntime::ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version)
-    : config_(std::move(config)), version_(std::move(version)), table_(std::make_unique<ProxyTable>(relay_.host(), config_.max_proxies)) {}
+    : config_(std::move(config)), version_(std::move(version)),
+      table_(std::make_unique<ProxyTable>(relay_host(relay_), config_.max_proxies)) {}
 
 ToxiproxyRuntime::~ToxiproxyRuntime() { stop(); }
 

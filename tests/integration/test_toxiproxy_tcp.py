@@ -133,6 +133,11 @@ def test_python_client_creates_a_tcp_proxy_and_its_toxics_act_on_raw_bytes(toxip
 
         proxy = server.create(upstream=f"127.0.0.1:{echo.port}", name="echo", listen="127.0.0.1:0")
         assert proxy.enabled is True
+        # The echo server answers the ApiVersions probe with the request itself: not Kafka.
+        shown = consumer.get("/proxies/echo").json()
+        assert shown["kafka"] is False and "wrong correlation id" in shown["kafka_reason"], shown
+        assert len(echo.peers) == 1  # the probe
+        echo.peers.clear()
         assert proxy.listen.startswith("127.0.0.1:") and not proxy.listen.endswith(":0")
         with pytest.raises(toxiproxy.exceptions.ProxyExists):
             server.create(upstream=f"127.0.0.1:{echo.port}", name="echo")
@@ -222,7 +227,9 @@ def test_api_answers_in_toxiproxy_shapes_and_statuses(toxiproxy_kproxy):
     base = f"http://{api}"
     status, body = _call(base, "POST", "/proxies", {"name": "a", "upstream": "127.0.0.1:9", "listen": "127.0.0.1:0"})
     assert status == 201
-    assert set(body) == {"name", "listen", "upstream", "enabled", "toxics"}
+    # Toxiproxy's fields, and kproxy's extension fields (docs/toxiproxy.md).
+    assert set(body) == {"name", "listen", "upstream", "enabled", "toxics", "kafka", "kafka_reason", "relay"}
+    assert body["kafka"] is False and body["kafka_reason"].startswith("the upstream did not answer ApiVersions")
     status, body = _call(base, "POST", "/proxies/a/toxics", {"type": "slicer", "attributes": {"average_size": 10}})
     assert status == 200
     assert body == {"attributes": {"average_size": 10, "size_variation": 0, "delay": 0}, "name": "slicer_downstream",

@@ -200,3 +200,33 @@ TEST_CASE("errors carry Toxiproxy's body: error and status") {
   CHECK(a.status == 404);
   CHECK(a.body.dump() == R"({"error":"proxy not found","status":404})");
 }
+
+TEST_CASE("Kafka or not: the probe's verdict, or the body's kafka field, shown with its reason") {
+  FakeHost fake;
+  ProxyHost host = fake.host();
+  std::vector<std::string> probed;
+  host.probe_kafka = [&probed](const std::string& upstream) {
+    probed.push_back(upstream);
+    return upstream == "broker:9092" ? std::string() : std::string("answer with a wrong correlation id");
+  };
+  ProxyTable table(host);
+  auto kafka = table.create(R"({"name": "k", "upstream": "broker:9092"})");
+  CHECK(kafka.body["kafka"] == true);
+  CHECK(kafka.body["kafka_reason"] == "the upstream answered an ApiVersions request");
+  CHECK(kafka.body["relay"] == "tcp");
+  auto redis = table.create(R"({"name": "r", "upstream": "redis:6379"})");
+  CHECK(redis.body["kafka"] == false);
+  CHECK(redis.body["kafka_reason"] == "the upstream did not answer ApiVersions: answer with a wrong correlation id");
+  auto forced = table.create(R"({"name": "f", "upstream": "redis:6379", "kafka": true})");
+  CHECK(forced.body["kafka"] == true);
+  CHECK(forced.body["kafka_reason"].get<std::string>().find("kafka field") != std::string::npos);
+  CHECK(probed.size() == 2);  // the forced one was not probed
+  CHECK(table.create(R"({"name": "x", "upstream": "u:1", "kafka": "yes"})").status == 400);
+  // A new upstream is probed again.
+  CHECK(table.update("r", R"({"upstream": "broker:9092"})").body["kafka"] == true);
+  CHECK(table.update("r", R"({"kafka": false})").body["kafka"] == false);
+  CHECK(table.populate(R"([{"name": "p", "upstream": "broker:9092"}])").body["proxies"][0]["kafka"] == true);
+  // Without a probe: not probed.
+  ProxyTable bare(ProxyHost{});
+  CHECK(bare.create(R"({"name": "n", "upstream": "u:1"})").body["kafka_reason"] == "not probed");
+}
