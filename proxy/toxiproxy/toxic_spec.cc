@@ -1,5 +1,7 @@
 #include "proxy/toxiproxy/toxic_spec.h"
 
+#include "proxy/chaos/fault_rule.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -89,6 +91,17 @@ bool apply_attributes(ToxicSpec& toxic, const nlohmann::json& given, ApiError& e
   return false;
 }
 
+/// A Kafka toxic whose fault rule does not parse is a bad body (the parser's message says where).
+bool check_kafka_rule(const ToxicSpec& toxic, ApiError& error) {
+  if (!is_kafka_toxic(toxic.type)) return true;
+  std::string why;
+  if (!chaos::parse_fault_rule(kafka_toxic_rule(toxic, "toxic-check"), why)) {
+    error = {400, "bad request body: attributes: " + why};
+    return false;
+  }
+  return true;
+}
+
 bool read_toxicity(const nlohmann::json& body, double& toxicity, ApiError& error) {
   auto it = body.find("toxicity");
   if (it == body.end() || it->is_null()) return true;
@@ -152,6 +165,40 @@ bool is_kafka_toxic(std::string_view type) {
   return std::any_of(kafka_types().begin(), kafka_types().end(), [&](const KafkaAttributes& t) { return type == t.type; });
 }
 
+nlohmann::json kafka_toxic_rule(const ToxicSpec& toxic, const std::string& rule_name) {
+  if (!is_kafka_toxic(toxic.type)) return nullptr;
+  const auto& a = toxic.attributes;
+  nlohmann::json match = nlohmann::json::object();
+  for (const char* key : {"api", "client_id", "transactional_id", "topic"}) {
+    if (a.contains(key)) match[key] = nlohmann::json::parse(a[key].dump());
+  }
+  nlohmann::json action = nlohmann::json::object();
+  if (toxic.type == "kafka_error") {
+    action["error"] = a.contains("error") ? nlohmann::json::parse(a["error"].dump()) : nlohmann::json();
+  } else if (toxic.type == "kafka_delay") {
+    action["delay"] = a.contains("delay") ? nlohmann::json::parse(a["delay"].dump()) : nlohmann::json(0);
+    if (a.contains("jitter")) action["jitter"] = nlohmann::json::parse(a["jitter"].dump());
+    action["side"] = toxic.stream == Stream::kUpstream ? "request" : "response";
+  } else if (toxic.type == "kafka_drop_response") {
+    action["drop_response"] = true;
+  } else {
+    action["close"] = "before";
+  }
+  nlohmann::json trigger;
+  if (a.contains("trigger")) {
+    trigger = nlohmann::json::parse(a["trigger"].dump());
+  } else if (toxic.toxicity < 1.0) {
+    // kproxy's probabilities are seeded (docs/faults.md "Trigger"): the seed is the toxic's name,
+    // hashed (FNV-1a), so a suite that names its toxics gets the same hits on every run.
+    uint32_t seed = 2166136261u;
+    for (unsigned char c : toxic.name) seed = (seed ^ c) * 16777619u;
+    trigger = {{"probability", toxic.toxicity}, {"seed", seed & 0x7fffffff}};
+  } else {
+    trigger = {{"always", true}};
+  }
+  return {{"name", rule_name}, {"match", std::move(match)}, {"action", std::move(action)}, {"trigger", std::move(trigger)}};
+}
+
 std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
   nlohmann::json in;
   if (!parse_object(body, in, error)) return std::nullopt;
@@ -186,6 +233,7 @@ std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
   }
   if (!read_toxicity(in, toxic.toxicity, error)) return std::nullopt;
   if (!apply_attributes(toxic, in.contains("attributes") ? in["attributes"] : nlohmann::json(), error)) return std::nullopt;
+  if (!check_kafka_rule(toxic, error)) return std::nullopt;
   return toxic;
 }
 
@@ -195,6 +243,7 @@ bool update_toxic(ToxicSpec& toxic, std::string_view body, ApiError& error) {
   ToxicSpec next = toxic;
   if (!read_toxicity(in, next.toxicity, error)) return false;
   if (!apply_attributes(next, in.contains("attributes") ? in["attributes"] : nlohmann::json(), error)) return false;
+  if (!check_kafka_rule(next, error)) return false;
   toxic = std::move(next);
   return true;
 }

@@ -50,8 +50,19 @@ const std::vector<std::string>& toxic_types();
 /// True for kafka_error, kafka_delay, kafka_drop_response, kafka_close.
 bool is_kafka_toxic(std::string_view type);
 
+/// The kproxy fault rule (docs/faults.md) a Kafka toxic stands for, named `rule_name`:
+///   kafka_error          match {api, client_id, transactional_id, topic}, action {error}
+///   kafka_delay          action {delay, jitter, side: request (upstream) | response (downstream)}
+///   kafka_drop_response  action {drop_response: true}
+///   kafka_close          action {close: before}
+/// with the toxic's `trigger` (default always; a toxicity below 1 without a trigger becomes
+/// {probability: toxicity, seed: a hash of the name}: per request, not per connection as
+/// Toxiproxy's toxicity is). Null for a type that is not a Kafka toxic.
+nlohmann::json kafka_toxic_rule(const ToxicSpec& toxic, const std::string& rule_name);
+
 /// Reads a POST /proxies/{proxy}/toxics body. nullopt with `error` set when refused (400: bad
-/// body, unknown stream or type, bad attribute).
+/// body, unknown stream or type, bad attribute; a Kafka toxic whose fault rule kproxy's rule
+/// parser refuses, e.g. an unknown API or error name).
 std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error);
 
 /// Applies a PATCH (or POST) /proxies/{proxy}/toxics/{toxic} body to `toxic`: `attributes` and

@@ -95,6 +95,39 @@ TEST_CASE("Kafka toxics take their own attributes and refuse unknown ones") {
   CHECK_FALSE(parse_toxic(R"({"type": "kafka_close", "attributes": {"colour": "red"}})", error));
   CHECK(error.status == 400);
   CHECK(error.message.find("attributes.colour") != std::string::npos);
+  // What kproxy's rule parser refuses is a 400 too: an unknown API, an unknown error, no error.
+  CHECK_FALSE(parse_toxic(R"({"type": "kafka_error", "attributes": {"api": "NoSuchApi", "error": "NOT_CONTROLLER"}})", error));
+  CHECK(error.message.find("match.api") != std::string::npos);
+  CHECK_FALSE(parse_toxic(R"({"type": "kafka_error", "attributes": {"api": "Produce", "error": "NO_SUCH_ERROR"}})", error));
+  CHECK(error.message.find("action.error") != std::string::npos);
+  CHECK_FALSE(parse_toxic(R"({"type": "kafka_error", "attributes": {"api": "Produce"}})", error));
+  CHECK(parse_toxic(R"({"type": "kafka_delay", "attributes": {"api": "Fetch", "delay": "200ms"}})", error));
+  CHECK(parse_toxic(R"({"type": "kafka_drop_response", "attributes": {"api": "Produce"}})", error));
+  CHECK(parse_toxic(R"({"type": "kafka_close", "attributes": {"api": "Produce", "trigger": {"once": true}}})", error));
+}
+
+TEST_CASE("a Kafka toxic stands for a kproxy fault rule") {
+  ApiError error;
+  auto t = parse_toxic(R"({"type": "kafka_error", "toxicity": 0.25,
+                          "attributes": {"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER", "transactional_id": "orders-*"}})",
+                       error);
+  REQUIRE(t);
+  auto rule = kafka_toxic_rule(*t, "toxi-k-1");
+  CHECK(rule["name"] == "toxi-k-1");
+  CHECK(rule["match"]["api"] == "Produce");
+  CHECK(rule["match"]["transactional_id"] == "orders-*");
+  CHECK(rule["action"]["error"] == "NOT_LEADER_OR_FOLLOWER");
+  CHECK(rule["trigger"]["probability"] == 0.25);
+  auto delay = parse_toxic(R"({"type": "kafka_delay", "stream": "upstream", "attributes": {"api": "Fetch", "delay": 150}})", error);
+  REQUIRE(delay);
+  CHECK(kafka_toxic_rule(*delay, "d")["action"]["side"] == "request");
+  CHECK(kafka_toxic_rule(*delay, "d")["trigger"]["always"] == true);
+  auto close = parse_toxic(R"({"type": "kafka_close", "attributes": {"api": "Produce"}})", error);
+  REQUIRE(close);
+  CHECK(kafka_toxic_rule(*close, "c")["action"]["close"] == "before");
+  auto latency = parse_toxic(R"({"type": "latency"})", error);
+  REQUIRE(latency);
+  CHECK(kafka_toxic_rule(*latency, "l").is_null());
 }
 
 TEST_CASE("an update changes attributes and toxicity only, or nothing when refused") {
