@@ -253,3 +253,44 @@ TEST_CASE("an upstream that refuses closes the client; a stopped relay refuses n
   relay.stop();
   CHECK_FALSE(host.open("late", "127.0.0.1:0", "127.0.0.1:9", bound, error));
 }
+
+TEST_CASE("slicer cuts the data in pieces with a delay between them; slow_close delays passing a close on") {
+  EchoServer echo;
+  ToxicRelay relay;
+  REQUIRE(relay.start() == "");
+  auto host = relay.host();
+  std::string bound;
+  ApiError error;
+  REQUIRE(host.open("echo", "127.0.0.1:0", "127.0.0.1:" + std::to_string(echo.port()), bound, error));
+
+  SUBCASE("slicer: 1000 bytes in pieces of 100 +- 20, 20 ms apart, arrive whole and late") {
+    host.toxics("echo", {toxic("slicer", Stream::kDownstream, {{"average_size", 100}, {"size_variation", 20}, {"delay", 20000}})});
+    int fd = testing::loopback_connect(port_of(bound));
+    REQUIRE(fd >= 0);
+    std::string data;
+    for (int i = 0; i < 1000; ++i) data.push_back(static_cast<char>('a' + i % 26));
+    auto t0 = Clock::now();
+    REQUIRE(::send(fd, data.data(), data.size(), 0) == static_cast<ssize_t>(data.size()));
+    CHECK(read_n(fd, data.size(), 5) == data);
+    // At least 1000 / 120 = 8 pieces: at least 7 gaps of 20 ms.
+    CHECK(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count() >= 140);
+    ::close(fd);
+  }
+  SUBCASE("slow_close: the client's close reaches the other side 300 ms late") {
+    host.toxics("echo", {toxic("slow_close", Stream::kUpstream, {{"delay", 300}})});
+    int fd = testing::loopback_connect(port_of(bound));
+    REQUIRE(fd >= 0);
+    REQUIRE(::send(fd, "x", 1, 0) == 1);
+    REQUIRE(read_n(fd, 1, 5) == "x");
+    REQUIRE(eventually([&] { return relay.connections() == 1; }));
+    auto t0 = Clock::now();
+    ::shutdown(fd, SHUT_WR);
+    int why = -1;
+    CHECK(read_n(fd, 1, 5, &why).empty());  // the relay closes the link once the delay is over
+    CHECK(why == 0);
+    CHECK(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count() >= 290);
+    ::close(fd);
+  }
+  CHECK(eventually([&] { return relay.connections() == 0; }));
+  relay.stop();
+}
