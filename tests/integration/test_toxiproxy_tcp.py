@@ -1,5 +1,6 @@
-"""kproxy's Toxiproxy API (issue #34, docs/toxiproxy.md) driven by a real Toxiproxy client:
-toxiproxy-python (PyPI, pinned in scripts/setup, venv .cache/venv-toxiproxy), in front of a plain
+"""kproxy's Toxiproxy API (issue #34, docs/toxiproxy.md) driven by real Toxiproxy clients:
+toxiproxy-python (PyPI, pinned in scripts/setup, venv .cache/venv-toxiproxy) and
+toxiproxy-node-client (npm, pinned in scripts/setup, .cache/node-toxiproxy), in front of a plain
 TCP echo server the test starts. The proxy is created at run time through the API, bytes pass
 exactly, and the toxics act on the raw bytes: measured latency, a measured bandwidth cap, a reset
 (RST), data held by a timeout toxic; disabling the proxy refuses connections, enabling it again
@@ -8,6 +9,8 @@ serves them, deleting it frees the port. Every wait is bounded."""
 from __future__ import annotations
 
 import glob
+import os
+import subprocess
 import socket
 import sys
 import threading
@@ -245,3 +248,33 @@ def test_api_answers_in_toxiproxy_shapes_and_statuses(toxiproxy_kproxy):
     assert _call(base, "DELETE", "/proxies/a/toxics/slicer_downstream") == (204, None)
     assert _call(base, "POST", "/reset") == (204, None)
     assert sorted(_call(base, "GET", "/proxies")[1]) == ["a", "b", "c", "d"]
+
+
+NODE_MODULES = kh.REPO_ROOT / ".cache" / "node-toxiproxy" / "node_modules"
+NODE_DRIVER = Path(__file__).resolve().parent / "toxiproxy_node" / "driver.js"
+
+
+def test_node_client_creates_a_tcp_proxy_and_its_toxics_act_on_raw_bytes(toxiproxy_kproxy):
+    kp, api = toxiproxy_kproxy
+    if not (NODE_MODULES / "toxiproxy-node-client").exists():
+        pytest.fail(f"toxiproxy-node-client is not installed in {NODE_MODULES}: run scripts/setup")
+    echo = EchoServer()
+    try:
+        run = subprocess.run(["node", str(NODE_DRIVER), f"http://{api}", f"127.0.0.1:{echo.port}"], capture_output=True, text=True,
+                             timeout=slowness.scaled(60), env={**os.environ, "NODE_PATH": str(NODE_MODULES)})
+        assert run.returncode == 0, run.stdout + run.stderr
+        seen = json.loads(run.stdout.strip().splitlines()[-1])
+    finally:
+        echo.close()
+    assert "kproxy" in seen["version"]
+    assert seen["listen"].startswith("127.0.0.1:") and not seen["listen"].endswith(":0")
+    assert seen["plain"]["data"] == "hello"
+    assert seen["latency_name"] == "latency_downstream"
+    assert seen["latency"]["data"] == "slow" and seen["latency"]["ms"] >= 290, seen
+    assert seen["after_latency"]["data"] == "fast" and seen["after_latency"]["ms"] < slowness.scaled(250), seen
+    assert seen["reset"] == {"error": "ECONNRESET"}, seen
+    assert "400" in seen["bad_toxic"], seen
+    assert seen["disabled_enabled"] is False
+    assert seen["while_disabled"] == {"error": "ECONNREFUSED"}, seen
+    assert seen["reenabled"]["data"] == "again"
+    assert seen["proxies_after"] == []
