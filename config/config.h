@@ -15,6 +15,7 @@
 //       upstream_tls: {...}          # TLS to the brokers (config/tls_config.h)
 //       sni: {...}                   # one TLS port for every broker, by server name (config/sni_config.h)
 //   admin: { listen: 127.0.0.1:9644, token_file: /run/secrets/kproxy-admin-token }  # or token_env: NAME
+//   toxiproxy: { listen: 127.0.0.1:8474, max_proxies: 64 }  # Toxiproxy's HTTP API (docs/toxiproxy.md)
 //   metrics: { frames: on, topic_labels: false, client_id_labels: false, max_label_values: 100 }
 //   tap: { records: false, max_record_bytes: 256, max_records: 100 }
 //   limits: { max_request_frame_bytes: 100MiB, max_response_frame_bytes: 256MiB, max_buffered_frame_bytes: 512MiB,
@@ -101,6 +102,15 @@ struct AdminConfig {
   /// named by admin.token_env. Unset: $KPROXY_ADMIN_TOKEN if set (the older way), else no token.
   std::optional<std::string> token;
   std::string token_origin;  ///< "file /run/secrets/admin-token" or "env NAME" (for the startup log)
+};
+
+/// toxiproxy: a second HTTP listener that speaks Toxiproxy v2's API (docs/toxiproxy.md). Off unless
+/// `listen` is given.
+struct ToxiproxyConfig {
+  /// Where the Toxiproxy API listens (port 0: the kernel picks); unset = no Toxiproxy API.
+  std::optional<HostPort> listen;
+  /// Proxies that may exist at once; POST /proxies and /populate past it are refused.
+  uint32_t max_proxies = 64;
 };
 
 /// metrics: what the Prometheus metrics count (proxy/metrics/).
@@ -206,6 +216,7 @@ struct Config {
   std::string source;  ///< file the config came from (for messages)
   std::vector<ListenerConfig> listeners;
   AdminConfig admin;
+  ToxiproxyConfig toxiproxy;
   MetricsConfig metrics;
   TapConfig tap;
   Limits limits;

@@ -288,7 +288,8 @@ class Loader {
 
   void load_root(const YAML::Node& root, Config& c) {
     check_map(root, "",
-              {"listeners", "admin", "metrics", "tap", "limits", "workers", "drain_timeout", "log", "tracing", "api_versions", "faults"});
+              {"listeners", "admin", "toxiproxy", "metrics", "tap", "limits", "workers", "drain_timeout", "log", "tracing", "api_versions",
+               "faults"});
     if (auto n = root["listeners"]) {
       load_listeners(n, c);
     } else {
@@ -302,6 +303,18 @@ class Loader {
         }
       }
       load_admin_token(n, c.admin);
+    }
+    if (auto n = root["toxiproxy"]; n && check_map(n, "toxiproxy", {"listen", "max_proxies"})) {
+      if (auto l = n["listen"]) {
+        c.toxiproxy.listen = host_port(l, "toxiproxy.listen", /*allow_port_zero=*/true);
+        if (c.toxiproxy.listen && c.toxiproxy.listen->port != 0) {
+          claims_.push_back({c.toxiproxy.listen->port, c.toxiproxy.listen->port, "toxiproxy.listen", "the Toxiproxy API", l.Mark(), -1,
+                             ClaimKind::kAdmin});
+        }
+      }
+      if (auto v = n["max_proxies"]) {
+        if (auto k = bounded_count(v, "toxiproxy.max_proxies", 1, 1024)) c.toxiproxy.max_proxies = static_cast<uint32_t>(*k);
+      }
     }
     check_port_claims();
     if (auto n = root["metrics"]; n && check_map(n, "metrics", {"frames", "topic_labels", "client_id_labels", "max_label_values"})) {
@@ -921,7 +934,7 @@ class Loader {
     std::string key;    ///< "listeners[1].broker_port_range"
     std::string owner;  ///< "the broker ports of listener 'west'"
     YAML::Mark mark;
-    int listener = -1;  ///< -1: the admin API
+    int listener = -1;  ///< -1: the admin API or the Toxiproxy API
     ClaimKind kind = ClaimKind::kListen;
   };
 

@@ -10,6 +10,7 @@
 // The main thread loads the config, starts the workers and then runs a small control loop for
 // signals: SIGTERM/SIGINT drain (a second one shortens the deadline to zero), SIGHUP reloads the
 // config file (a bad file is refused and the running config stays).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include "proxy/runtime/memory_return.h"
 #include "proxy/runtime/proxy.h"
 #include "proxy/runtime/startup_check.h"
+#include "proxy/toxiproxy/toxiproxy_runtime.h"
 #include "proxy/util/logging.h"
 
 namespace {
@@ -166,6 +168,9 @@ int run(const std::string& path, const std::string& scenario_path) {
     return proxy.reload(kproxy::proxy::fitted_to_file_limit(reloaded.config));
   });
 
+  // toxiproxy: Toxiproxy's HTTP API (docs/toxiproxy.md), opened once the Kafka listeners run.
+  kproxy::toxiproxy::ToxiproxyRuntime toxiproxy(loaded.config->toxiproxy, std::string("kproxy ") + kVersion + " (Toxiproxy API v2)");
+
   // The admin API opens first: whoever sees a Kafka port open can call it already (a test that
   // waits for the Kafka port, then PUTs a fault rule). /readyz says "starting" until the Kafka
   // listeners are bound and every worker runs (README "Started").
@@ -178,8 +183,13 @@ int run(const std::string& path, const std::string& scenario_path) {
     spdlog::critical("cannot start: {}", error);
     status = 1;
     close_control_loop(control);
+  } else if (std::string toxiproxy_error = toxiproxy.start(); !toxiproxy_error.empty()) {
+    spdlog::critical("cannot start the Toxiproxy API: {}", toxiproxy_error);
+    status = 1;
+    proxy.drain(std::chrono::milliseconds(0));
   }
   uv_run(&control.loop, UV_RUN_DEFAULT);
+  toxiproxy.stop();
   admin.stop();
   proxy.join();
   if (uv_loop_close(&control.loop) != 0) spdlog::error("control loop did not close cleanly");

@@ -379,6 +379,36 @@ TEST_CASE("the admin API listens only where admin.listen says, never on an impli
   CHECK(first_error(std::string(kMinimal) + "admin: { listen: \"9644\" }\n").reason.find("admin.listen") != std::string::npos);
 }
 
+TEST_CASE("toxiproxy: off by default; listen and max_proxies checked like the rest (issue #34)") {
+  auto defaults = load_config_string(kMinimal, "test.yaml");
+  REQUIRE(defaults.ok());
+  CHECK_FALSE(defaults.config->toxiproxy.listen.has_value());
+  CHECK(defaults.config->toxiproxy.max_proxies == 64);
+  auto on = load_config_string(std::string(kMinimal) + "toxiproxy: { listen: 127.0.0.1:8474, max_proxies: 5 }\n", "test.yaml");
+  REQUIRE(on.ok());
+  REQUIRE(on.config->toxiproxy.listen.has_value());
+  CHECK(on.config->toxiproxy.listen->to_string() == "127.0.0.1:8474");
+  CHECK(on.config->toxiproxy.max_proxies == 5);
+  auto kernel = load_config_string(std::string(kMinimal) + "toxiproxy: { listen: 127.0.0.1:0 }\n", "test.yaml");
+  REQUIRE(kernel.ok());
+  CHECK(kernel.config->toxiproxy.listen->port == 0);
+
+  auto bad = first_error(std::string(kMinimal) + "toxiproxy: { listen: \"8474\" }\n");
+  CHECK(bad.line == 6);
+  CHECK(bad.reason.find("toxiproxy.listen") != std::string::npos);
+  CHECK(
+      first_error(std::string(kMinimal) + "toxiproxy: { listen: 127.0.0.1:8474, max_proxies: 0 }\n").reason.find("toxiproxy.max_proxies") !=
+      std::string::npos);
+  CHECK(first_error(std::string(kMinimal) + "toxiproxy: { lisen: 127.0.0.1:8474 }\n").reason.find("toxiproxy.lisen: unknown key") !=
+        std::string::npos);
+  // The same port as the admin API or a listener is refused, as between those two.
+  CHECK(first_error(std::string(kMinimal) + "admin: { listen: 127.0.0.1:8474 }\ntoxiproxy: { listen: 127.0.0.1:8474 }\n")
+            .reason.find("toxiproxy.listen: port 8474 overlaps admin.listen") != std::string::npos);
+  CHECK(
+      first_error(std::string(kMinimal) + "toxiproxy: { listen: 127.0.0.1:9092 }\n").reason.find("toxiproxy.listen: port 9092 overlaps") !=
+      std::string::npos);
+}
+
 TEST_CASE("limits.max_fault_rules: default 1000, a positive number") {
   auto defaults = load_config_string(kMinimal, "test.yaml");
   REQUIRE(defaults.ok());

@@ -1,0 +1,382 @@
+#include "proxy/toxiproxy/proxy_table.h"
+
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace kproxy::toxiproxy {
+
+/// One proxy as a request body gives it; a field not given keeps `fallback`'s value.
+struct ProxyTable::Input {
+  std::string name;
+  std::string listen;
+  std::string upstream;
+  bool enabled = true;
+  std::optional<bool> kafka;  ///< the extension field `kafka`, when given
+
+  static std::optional<Input> read(const nlohmann::json& in, const Input& fallback, ApiError& error) {
+    if (!in.is_object()) {
+      error = {400, "bad request body: a JSON object is expected"};
+      return std::nullopt;
+    }
+    Input out = fallback;
+    for (auto [key, field] :
+         {std::pair<const char*, std::string*>{"name", &out.name}, {"listen", &out.listen}, {"upstream", &out.upstream}}) {
+      auto it = in.find(key);
+      if (it == in.end() || it->is_null()) continue;
+      if (!it->is_string()) {
+        error = {400, std::string("bad request body: ") + key + " must be a string"};
+        return std::nullopt;
+      }
+      *field = it->get<std::string>();
+    }
+    if (auto it = in.find("enabled"); it != in.end() && !it->is_null()) {
+      if (!it->is_boolean()) {
+        error = {400, "bad request body: enabled must be true or false"};
+        return std::nullopt;
+      }
+      out.enabled = it->get<bool>();
+    }
+    if (auto it = in.find("kafka"); it != in.end() && !it->is_null()) {
+      if (!it->is_boolean()) {
+        error = {400, "bad request body: kafka must be true or false"};
+        return std::nullopt;
+      }
+      out.kafka = it->get<bool>();
+    }
+    return out;
+  }
+
+  /// Toxiproxy's required fields; `where` names the entry of a /populate list ("" otherwise).
+  bool complete(const std::string& where, ApiError& error) const {
+    if (name.empty()) {
+      error = {400, "missing required field: name" + where};
+      return false;
+    }
+    if (upstream.empty()) {
+      error = {400, "missing required field: upstream" + where};
+      return false;
+    }
+    return true;
+  }
+};
+
+namespace {
+
+/// Where a proxy listens when the body gives no `listen`: loopback, a port the kernel picks.
+constexpr const char* kDefaultListen = "127.0.0.1:0";
+
+std::optional<nlohmann::json> parse_body(std::string_view body, ApiError& error) {
+  auto in = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (in.is_discarded()) {
+    error = {400, "bad request body: not JSON"};
+    return std::nullopt;
+  }
+  return in;
+}
+
+const ApiError kProxyNotFound{404, "proxy not found"};
+const ApiError kToxicNotFound{404, "toxic not found"};
+
+}  // namespace
+
+ApiAnswer error_answer(const ApiError& error) {
+  nlohmann::ordered_json body;
+  body["error"] = error.message;
+  body["status"] = error.status;
+  return {error.status, std::move(body)};
+}
+
+ProxyTable::ProxyTable(ProxyHost host, uint32_t max_proxies) : host_(std::move(host)), max_proxies_(max_proxies) {}
+
+ProxyTable::~ProxyTable() {
+  std::lock_guard lock(mutex_);
+  for (auto& [name, e] : proxies_) stop(e);
+}
+
+nlohmann::ordered_json ProxyTable::to_json(const Entry& e) {
+  nlohmann::ordered_json out;
+  out["name"] = e.name;
+  out["listen"] = e.listen;
+  out["upstream"] = e.upstream;
+  out["enabled"] = e.enabled;
+  out["kafka"] = e.kafka;
+  out["kafka_reason"] = e.kafka_reason;
+  out["relay"] = "tcp";
+  nlohmann::ordered_json toxics = nlohmann::ordered_json::array();
+  for (const auto& t : e.toxics) toxics.push_back(t.to_json());
+  out["toxics"] = std::move(toxics);
+  return out;
+}
+
+ProxyTable::Entry* ProxyTable::find(const std::string& name) {
+  auto it = proxies_.find(name);
+  return it == proxies_.end() ? nullptr : &it->second;
+}
+
+const ProxyTable::Entry* ProxyTable::find(const std::string& name) const {
+  auto it = proxies_.find(name);
+  return it == proxies_.end() ? nullptr : &it->second;
+}
+
+ProxyTable::Entry ProxyTable::entry(std::string name, std::string listen, std::string upstream, bool enabled) {
+  Entry e;
+  e.name = std::move(name);
+  e.listen = std::move(listen);
+  e.upstream = std::move(upstream);
+  e.enabled = enabled;
+  return e;
+}
+
+void ProxyTable::classify(Entry& e, std::optional<bool> forced) const {
+  if (forced) {
+    e.kafka = *forced;
+    e.kafka_reason = std::string("set by the request's kafka field (") + (*forced ? "true" : "false") + ")";
+    return;
+  }
+  if (!host_.probe_kafka) {
+    e.kafka = false;
+    e.kafka_reason = "not probed";
+    return;
+  }
+  std::string why = host_.probe_kafka(e.upstream);
+  e.kafka = why.empty();
+  e.kafka_reason = e.kafka ? "the upstream answered an ApiVersions request" : "the upstream did not answer ApiVersions: " + why;
+}
+
+bool ProxyTable::start(Entry& e, ApiError& error) {
+  if (!e.enabled || !host_.open) return true;
+  std::string bound;
+  if (!host_.open(e.name, e.listen, e.upstream, bound, error)) return false;
+  e.listen = bound;
+  publish_toxics(e);
+  return true;
+}
+
+void ProxyTable::stop(Entry& e) {
+  if (e.enabled && host_.close) host_.close(e.name);
+}
+
+void ProxyTable::publish_toxics(const Entry& e) {
+  if (e.enabled && host_.toxics) host_.toxics(e.name, e.toxics);
+}
+
+size_t ProxyTable::size() const {
+  std::lock_guard lock(mutex_);
+  return proxies_.size();
+}
+
+ApiAnswer ProxyTable::list() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [name, e] : proxies_) out[name] = to_json(e);
+  return {200, std::move(out)};
+}
+
+ApiAnswer ProxyTable::create(std::string_view body) {
+  ApiError error;
+  auto json = parse_body(body, error);
+  if (!json) return error_answer(error);
+  Input defaults;
+  auto input = Input::read(*json, defaults, error);
+  if (!input || !input->complete("", error)) return error_answer(error);
+  Entry e = entry(input->name, input->listen.empty() ? kDefaultListen : input->listen, input->upstream, input->enabled);
+  classify(e, input->kafka);  // before the lock: the probe may wait for the upstream
+  std::lock_guard lock(mutex_);
+  if (find(input->name)) return error_answer({409, "proxy already exists"});
+  if (proxies_.size() >= max_proxies_) {
+    return error_answer({409, "too many proxies: toxiproxy.max_proxies is " + std::to_string(max_proxies_)});
+  }
+  if (!start(e, error)) return error_answer(error);
+  auto& stored = proxies_[e.name] = std::move(e);
+  return {201, to_json(stored)};
+}
+
+ApiAnswer ProxyTable::populate(std::string_view body) {
+  ApiError error;
+  auto json = parse_body(body, error);
+  if (!json) return error_answer(error);
+  if (!json->is_array()) return error_answer({400, "bad request body: a JSON array of proxies is expected"});
+  // Every entry is checked before anything changes (Toxiproxy does the same).
+  std::vector<Input> inputs;
+  std::vector<Entry> entries;  ///< what each input becomes, classified before the lock
+  std::set<std::string> names;
+  for (size_t i = 0; i < json->size(); ++i) {
+    auto input = Input::read((*json)[i], Input{}, error);
+    if (!input || !input->complete(" at proxy " + std::to_string(i + 1), error)) return error_answer(error);
+    if (!names.insert(input->name).second) return error_answer({400, "duplicate proxy name \"" + input->name + "\""});
+    if (input->listen.empty()) input->listen = kDefaultListen;
+    inputs.push_back(std::move(*input));
+  }
+  for (const auto& in : inputs) {
+    Entry e = entry(in.name, in.listen, in.upstream, in.enabled);
+    classify(e, in.kafka);
+    entries.push_back(std::move(e));
+  }
+  std::lock_guard lock(mutex_);
+  size_t added = 0;
+  for (const auto& in : inputs) added += find(in.name) ? 0 : 1;
+  if (proxies_.size() + added > max_proxies_) {
+    return error_answer({409, "too many proxies: toxiproxy.max_proxies is " + std::to_string(max_proxies_)});
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (auto& e : entries) {
+    if (Entry* existing = find(e.name)) {
+      if (existing->listen == e.listen && existing->upstream == e.upstream) {
+        out.push_back(to_json(*existing));  // the same proxy: kept, toxics and all
+        continue;
+      }
+      stop(*existing);
+      proxies_.erase(e.name);
+    }
+    if (!start(e, error)) return error_answer(error);
+    out.push_back(to_json(proxies_[e.name] = std::move(e)));
+  }
+  nlohmann::ordered_json answer;
+  answer["proxies"] = std::move(out);
+  return {201, std::move(answer)};
+}
+
+ApiAnswer ProxyTable::show(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const Entry* e = find(name);
+  return e ? ApiAnswer{200, to_json(*e)} : error_answer(kProxyNotFound);
+}
+
+ApiAnswer ProxyTable::update(const std::string& name, std::string_view body) {
+  ApiError error;
+  std::lock_guard lock(mutex_);
+  Entry* e = find(name);
+  if (!e) return error_answer(kProxyNotFound);
+  auto json = parse_body(body, error);
+  if (!json) return error_answer(error);
+  Input current;
+  current.name = e->name;
+  current.listen = e->listen;
+  current.upstream = e->upstream;
+  current.enabled = e->enabled;
+  auto input = Input::read(*json, current, error);
+  if (!input) return error_answer(error);
+  // The name is the proxy's key: a body that names another is not a rename (Toxiproxy ignores it too).
+  const bool moved = input->listen != e->listen || input->upstream != e->upstream;
+  if (input->upstream != e->upstream || input->kafka) {
+    Entry probed = *e;
+    probed.upstream = input->upstream;
+    classify(probed, input->kafka);
+    e->kafka = probed.kafka;
+    e->kafka_reason = probed.kafka_reason;
+  }
+  if (!moved && input->enabled == e->enabled) return {200, to_json(*e)};
+  Entry before = *e;
+  stop(*e);
+  e->listen = input->listen;
+  e->upstream = input->upstream;
+  e->enabled = input->enabled;
+  if (!start(*e, error)) {
+    *e = before;  // back to where it listened (or stays closed if even that fails now)
+    ApiError again;
+    if (!start(*e, again)) e->enabled = false;
+    return error_answer(error);
+  }
+  return {200, to_json(*e)};
+}
+
+ApiAnswer ProxyTable::remove(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  Entry* e = find(name);
+  if (!e) return error_answer(kProxyNotFound);
+  stop(*e);
+  proxies_.erase(name);
+  return {204, nullptr};
+}
+
+ApiAnswer ProxyTable::list_toxics(const std::string& proxy) const {
+  std::lock_guard lock(mutex_);
+  const Entry* e = find(proxy);
+  if (!e) return error_answer(kProxyNotFound);
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& t : e->toxics) out.push_back(t.to_json());
+  return {200, std::move(out)};
+}
+
+ApiAnswer ProxyTable::add_toxic(const std::string& proxy, std::string_view body) {
+  std::lock_guard lock(mutex_);
+  Entry* e = find(proxy);
+  if (!e) return error_answer(kProxyNotFound);
+  ApiError error;
+  auto toxic = parse_toxic(body, error);
+  if (!toxic) return error_answer(error);
+  for (const auto& t : e->toxics) {
+    if (t.name == toxic->name) return error_answer({409, "toxic already exists"});
+  }
+  // Upstream toxics first, then downstream ones, each in the order they were added.
+  auto at = e->toxics.end();
+  if (toxic->stream == Stream::kUpstream) {
+    at = e->toxics.begin();
+    while (at != e->toxics.end() && at->stream == Stream::kUpstream) ++at;
+  }
+  auto added = e->toxics.insert(at, std::move(*toxic));
+  auto answer = ApiAnswer{200, added->to_json()};
+  publish_toxics(*e);
+  return answer;
+}
+
+ApiAnswer ProxyTable::show_toxic(const std::string& proxy, const std::string& toxic) const {
+  std::lock_guard lock(mutex_);
+  const Entry* e = find(proxy);
+  if (!e) return error_answer(kProxyNotFound);
+  for (const auto& t : e->toxics) {
+    if (t.name == toxic) return {200, t.to_json()};
+  }
+  return error_answer(kToxicNotFound);
+}
+
+ApiAnswer ProxyTable::update_toxic(const std::string& proxy, const std::string& toxic, std::string_view body) {
+  std::lock_guard lock(mutex_);
+  Entry* e = find(proxy);
+  if (!e) return error_answer(kProxyNotFound);
+  for (auto& t : e->toxics) {
+    if (t.name != toxic) continue;
+    ApiError error;
+    if (!toxiproxy::update_toxic(t, body, error)) return error_answer(error);
+    auto answer = ApiAnswer{200, t.to_json()};
+    publish_toxics(*e);
+    return answer;
+  }
+  return error_answer(kToxicNotFound);
+}
+
+ApiAnswer ProxyTable::remove_toxic(const std::string& proxy, const std::string& toxic) {
+  std::lock_guard lock(mutex_);
+  Entry* e = find(proxy);
+  if (!e) return error_answer(kProxyNotFound);
+  for (auto it = e->toxics.begin(); it != e->toxics.end(); ++it) {
+    if (it->name != toxic) continue;
+    e->toxics.erase(it);
+    publish_toxics(*e);
+    return {204, nullptr};
+  }
+  return error_answer(kToxicNotFound);
+}
+
+ApiAnswer ProxyTable::reset() {
+  std::lock_guard lock(mutex_);
+  ApiError first;
+  for (auto& [name, e] : proxies_) {
+    e.toxics.clear();
+    if (e.enabled) {
+      publish_toxics(e);
+      continue;
+    }
+    e.enabled = true;
+    ApiError error;
+    if (!start(e, error)) {
+      e.enabled = false;
+      if (first.message.empty()) first = error;
+    }
+  }
+  if (!first.message.empty()) return error_answer(first);
+  return {204, nullptr};
+}
+
+}  // namespace kproxy::toxiproxy
