@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/unit/support/client_hello.h"
+
 #include <string>
 #include <vector>
 
@@ -11,24 +13,9 @@ using namespace kproxy;
 using proxy::SniOutcome;
 using proxy::tls::ClientHelloReader;
 
-namespace {
+using kproxy::testing::client_hello;
 
-/// A real ClientHello from an OpenSSL client session into a memory BIO; `server_name` empty: no SNI.
-std::vector<uint8_t> client_hello(const std::string& server_name) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  SSL* ssl = SSL_new(ctx);
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  SSL_set_bio(ssl, in, out);
-  if (!server_name.empty()) SSL_set_tlsext_host_name(ssl, server_name.c_str());
-  SSL_set_connect_state(ssl);
-  SSL_do_handshake(ssl);
-  std::vector<uint8_t> bytes(static_cast<size_t>(BIO_ctrl_pending(out)));
-  BIO_read(out, bytes.data(), static_cast<int>(bytes.size()));
-  SSL_free(ssl);
-  SSL_CTX_free(ctx);
-  return bytes;
-}
+namespace {
 
 config::SniConfig sni_config(config::UnknownServerName unknown) {
   config::SniConfig c;

@@ -4,34 +4,20 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/unit/support/client_hello.h"
+
 #include <string>
 #include <vector>
 
 using namespace kproxy::proxy::tls;
 using State = ClientHelloReader::State;
 
+using kproxy::testing::client_hello;
+
 namespace {
 
 /// The bytes of a real ClientHello: an OpenSSL client session (TLS 1.2 or 1.3 as `max_version`
 /// allows) started into a memory BIO. `server_name` empty: no SNI. (It fits one record: OpenSSL's
-/// smallest max_send_fragment, 512, is more than its hello; records are cut by hand below.)
-std::vector<uint8_t> client_hello(const std::string& server_name, int max_version = TLS1_3_VERSION) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  SSL_CTX_set_max_proto_version(ctx, max_version);
-  SSL* ssl = SSL_new(ctx);
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  SSL_set_bio(ssl, in, out);
-  if (!server_name.empty()) SSL_set_tlsext_host_name(ssl, server_name.c_str());
-  SSL_set_connect_state(ssl);
-  SSL_do_handshake(ssl);  // writes the ClientHello, then wants to read
-  std::vector<uint8_t> bytes(static_cast<size_t>(BIO_ctrl_pending(out)));
-  BIO_read(out, bytes.data(), static_cast<int>(bytes.size()));
-  SSL_free(ssl);
-  SSL_CTX_free(ctx);
-  return bytes;
-}
-
 size_t record_count(const std::vector<uint8_t>& bytes) {
   size_t n = 0;
   for (size_t at = 0; at + 5 <= bytes.size(); at += 5 + (static_cast<size_t>(bytes[at + 3]) << 8 | bytes[at + 4])) ++n;
