@@ -73,8 +73,9 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   if (track_transactions_ && observe::txn_api(h.api_key)) {
     // Only the transaction APIs and transactional Produce are decoded (a non-transactional Produce
     // costs a peek at its first field).
-    if (auto r = observe::txn_request(ctx))
-      transactions_.on_request(ctx.connection().id, h.correlation_id, std::move(*r), observe::TxnClock::now());
+    thread_local observe::TxnRequest request;  // reused: its partition list keeps its memory
+    if (observe::txn_request(ctx, request))
+      transactions_.on_request(ctx.connection().id, h.correlation_id, request, observe::TxnClock::now());
   }
   if (LabelValues* clients = metrics_.client_id_labels()) clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
   if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
@@ -92,9 +93,19 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   size_t listener = ctx.connection().listener_index;
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
-  if (track_transactions_ && observe::txn_api(api) && transactions_.awaiting_responses()) {
-    if (auto correlation = observe::response_correlation_id(ctx.frame()))
-      transactions_.on_response(ctx.connection().id, *correlation, observe::txn_response(ctx), observe::TxnClock::now());
+  if (track_transactions_ && observe::txn_api(api)) {
+    bool hand_in = transactions_.awaiting_responses();
+    if (api == static_cast<int16_t>(codec::ApiKey::kProduce)) {
+      // A Produce answer without error tells the tracker nothing, most of the time
+      // (TransactionTracker::wants_clean_produce_answers); the scan is the broker-address stage's.
+      const codec::ResponseScan* scan = ctx.dirty() || ctx.synthetic() ? nullptr : ctx.scan();
+      bool clean = scan && !scan->errors_overflow && scan->error_count == 0;
+      hand_in = !clean || transactions_.wants_clean_produce_answers();
+    }
+    if (hand_in) {
+      if (auto correlation = observe::response_correlation_id(ctx.frame()))
+        transactions_.on_response(ctx.connection().id, *correlation, observe::txn_response(ctx), observe::TxnClock::now());
+    }
   }
   // Each stage that changed the frame says so itself (ResponseContext::changed_by()).
   for (uint32_t bits = ctx.changed_by(); bits != 0; bits &= bits - 1)
@@ -125,6 +136,10 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   tap::TapEventMeta meta{api, true, ctx.connection().id, client_id, has_error};
   if (!hub_.wants(meta)) return;
   hub_.publish(meta, tap::response_line(ctx, latency, client_id, hub_.limits()));
+}
+
+void FrameMetrics::on_connection_closed(uint64_t connection_id) {
+  if (track_transactions_) transactions_.on_connection_closed(connection_id);
 }
 
 void FrameMetrics::on_fault_injected(const proxy::FaultEvent& event) {

@@ -16,7 +16,6 @@
 #include "codec/message_support.h"
 #include "codec/reader.h"
 #include "proxy/chaos/fault_rule.h"
-#include "proxy/cluster/topic_names.h"
 #include "proxy/tap/tap_event.h"
 
 namespace kproxy::observe {
@@ -33,24 +32,6 @@ constexpr std::array<std::pair<TxnApi, ApiKey>, 6> kTxnApis = {{{TxnApi::kInitPr
                                                                 {TxnApi::kProduce, ApiKey::kProduce},
                                                                 {TxnApi::kEndTxn, ApiKey::kEndTxn}}};
 
-/// A topic named by id (Produce v13+, TxnOffsetCommit v6+): its name when kproxy learnt it from
-/// a Metadata response, else the id as Kafka prints it.
-std::string topic_of(const codec::Uuid& id) {
-  if (auto name = proxy::TopicNames::shared().name(id)) return *name;
-  return codec::json_uuid(id);
-}
-
-void skip_tagged_fields(codec::Reader& in) {
-  if (in.remaining() > 0 && in.data()[in.offset()] == 0) {  // none: the usual case
-    in.skip(1);
-    return;
-  }
-  for (uint32_t n = codec::read_tag_count(in), i = 0; i < n && in.ok(); ++i) {
-    uint32_t tag = 0, size = 0;
-    if (codec::read_tag_header(in, tag, size)) in.skip(size);
-  }
-}
-
 /// The producer id and epoch of a record set's first batch header (KIP-98: RecordBatch v2 has
 /// the producer id at byte 43 and the epoch at byte 51); false when it is too short for one.
 bool batch_producer(codec::Bytes records, int64_t& producer_id, int16_t& producer_epoch) {
@@ -63,6 +44,65 @@ bool batch_producer(codec::Bytes records, int64_t& producer_id, int16_t& produce
   return true;
 }
 
+/// A bounds-checked cursor over a Produce body, for the walk below: the first read past the end
+/// (or a length that cannot be) stops it, and every later read returns nothing. Leaner than
+/// codec::Reader (no error text): the walk runs for every transactional Produce.
+class ProduceWalk {
+ public:
+  explicit ProduceWalk(codec::Bytes body) : p_(body.data()), end_(body.data() + body.size()) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
+  int16_t int16() { return static_cast<int16_t>(big_endian(2)); }
+  int32_t int32() { return static_cast<int32_t>(big_endian(4)); }
+  /// Kafka's unsigned varint (at most 5 bytes: ByteUtils.readUnsignedVarint).
+  uint32_t uvarint() {
+    uint32_t v = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+      if (p_ == end_) return fail();
+      uint8_t b = *p_++;
+      v |= static_cast<uint32_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    return fail();
+  }
+  /// A string's, bytes' or array's length: compact (uvarint N+1, 0 for null) or classic (int16
+  /// for strings, int32 for bytes and arrays, -1 for null). -1: null.
+  int64_t length(bool compact, bool wide) {
+    if (compact) return static_cast<int64_t>(uvarint()) - 1;
+    return wide ? int32() : int16();
+  }
+  /// The next `n` bytes (nullptr, and stopped, when fewer are left or n < 0).
+  const uint8_t* take(int64_t n) {
+    if (n < 0 || static_cast<uint64_t>(n) > left()) return fail(), nullptr;
+    const uint8_t* at = p_;
+    p_ += n;
+    return at;
+  }
+  void tagged_fields() {
+    for (uint32_t n = uvarint(), i = 0; i < n && ok_; ++i) {
+      uvarint();  // tag
+      take(uvarint());
+    }
+  }
+
+ private:
+  uint32_t fail() {
+    ok_ = false;
+    p_ = end_;
+    return 0;
+  }
+  uint32_t big_endian(int n) {
+    if (left() < static_cast<size_t>(n)) return fail();
+    uint32_t v = 0;
+    for (int i = 0; i < n; ++i) v = v << 8 | p_[i];
+    p_ += n;
+    return v;
+  }
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool ok_ = true;
+};
+
 /// A transactional Produce (v3+) as the tracker reads it, walked field by field without decoding
 /// the request into a message (a Produce is the most frequent frame of a transaction, and most
 /// Produce requests are not transactional: those cost the read of the first field). Layout per
@@ -72,30 +112,41 @@ bool batch_producer(codec::Bytes records, int64_t& producer_id, int16_t& produce
 bool read_transactional_produce(codec::Bytes body, int16_t version, TxnRequest& r) {
   if (version < 3) return false;
   const bool flexible = version >= 9;
-  codec::Reader in(body);
-  in.set_message("ProduceRequest", version);
-  auto id = in.nullable_string(flexible);
-  if (!in.ok() || !id || id->empty()) return false;
-  r.transactional_id = *id;
-  in.skip(sizeof(int16_t) + sizeof(int32_t));  // Acks, TimeoutMs
-  const int32_t topics = in.array_length(flexible);
-  for (int32_t i = 0; i < topics && in.ok(); ++i) {
-    std::string topic = version >= 13 ? topic_of(in.uuid()) : std::string(in.string(flexible));
-    const int32_t partitions = in.array_length(flexible);
-    for (int32_t j = 0; j < partitions && in.ok(); ++j) {
-      const int32_t index = in.int32();
-      auto records = in.nullable_bytes(flexible);
-      if (flexible) skip_tagged_fields(in);
-      if (!in.ok()) break;
-      r.partitions.push_back({topic, index});
-      if (!records) continue;
-      r.bytes += records->size();
-      r.records += count_records(*records).records;
-      if (r.producer_id < 0) batch_producer(*records, r.producer_id, r.producer_epoch);
+  ProduceWalk in(body);
+  const int64_t id_length = in.length(flexible, false);
+  const uint8_t* id = in.take(id_length);
+  if (!id || id_length == 0) return false;  // null or empty: not transactional
+  r.transactional_id = {reinterpret_cast<const char*>(id), static_cast<size_t>(id_length)};
+  in.take(sizeof(int16_t) + sizeof(int32_t));  // Acks, TimeoutMs
+  const int64_t topics = in.length(flexible, true);
+  if (topics < 0 || static_cast<uint64_t>(topics) > in.left()) return false;
+  for (int64_t i = 0; i < topics && in.ok(); ++i) {
+    PartitionRef topic;
+    if (version >= 13) {
+      if (const uint8_t* uuid = in.take(16)) std::copy(uuid, uuid + 16, topic.topic_id.begin());
+    } else {
+      const int64_t name_length = in.length(flexible, false);
+      const uint8_t* name = in.take(name_length);
+      if (name) topic.topic = {reinterpret_cast<const char*>(name), static_cast<size_t>(name_length)};
     }
-    if (flexible) skip_tagged_fields(in);
+    const int64_t partitions = in.length(flexible, true);
+    if (partitions < 0 || static_cast<uint64_t>(partitions) > in.left()) return false;
+    for (int64_t j = 0; j < partitions && in.ok(); ++j) {
+      topic.partition = in.int32();
+      const int64_t records_length = in.length(flexible, true);
+      const uint8_t* records = records_length < 0 ? nullptr : in.take(records_length);
+      if (flexible) in.tagged_fields();
+      if (!in.ok()) break;
+      r.partitions.push_back(topic);
+      if (!records) continue;
+      codec::Bytes batches(records, static_cast<size_t>(records_length));
+      r.bytes += batches.size();
+      r.records += count_records(batches).records;
+      if (r.producer_id < 0) batch_producer(batches, r.producer_id, r.producer_epoch);
+    }
+    if (flexible) in.tagged_fields();
   }
-  if (flexible) skip_tagged_fields(in);
+  if (flexible) in.tagged_fields();
   return in.ok();
 }
 
@@ -198,25 +249,35 @@ std::optional<int32_t> response_correlation_id(codec::Bytes frame) {
                               p[3]);
 }
 
-std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
+bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
   const auto& h = ctx.header();
   auto api = txn_api(h.api_key);
-  if (!api || h.header_version < 0) return std::nullopt;
-  TxnRequest r;
+  if (!api || h.header_version < 0) return false;
+  // Field by field, so that the partition list keeps its capacity (a caller may reuse `r`).
   r.api = *api;
+  r.api_version = 0;
+  r.transactional_id = {};
+  r.producer_id = -1;
+  r.producer_epoch = -1;
+  r.partitions.clear();
+  r.group_id = {};
+  r.commit = false;
+  r.transaction_timeout_ms = -1;
+  r.records = r.bytes = 0;
+  r.listener = r.client_id = r.client_software = {};
   if (*api == TxnApi::kProduce) {
-    if (!read_transactional_produce(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version, r)) return std::nullopt;
+    if (!read_transactional_produce(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version, r)) return false;
     fill_client(r, ctx);
-    return r;
+    return true;
   }
   // The message's strings are views into the frame, which outlives the request's use.
   auto m = ctx.message();
-  if (!m) return std::nullopt;
+  if (!m) return false;
   fill_client(r, ctx);
   switch (*api) {
     case TxnApi::kInitProducerId: {
       const auto& q = static_cast<const codec::InitProducerIdRequest&>(*m);
-      if (!q.transactional_id || q.transactional_id->empty()) return std::nullopt;  // an idempotent producer
+      if (!q.transactional_id || q.transactional_id->empty()) return false;  // an idempotent producer
       r.transactional_id = *q.transactional_id;
       r.transaction_timeout_ms = q.transaction_timeout_ms;
       r.producer_id = q.producer_id;
@@ -230,17 +291,17 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
         r.producer_id = q.v3_and_below_producer_id;
         r.producer_epoch = q.v3_and_below_producer_epoch;
         for (const auto& t : q.v3_and_below_topics)
-          for (int32_t p : t.partitions) r.partitions.push_back({std::string(t.name), p});
+          for (int32_t p : t.partitions) r.partitions.push_back({t.name, p});
       } else {
         // v4+ is the brokers' batched form (KIP-890): one transaction per request is what kproxy
         // tracks; a verification (verify_only) adds nothing to a transaction.
-        if (q.transactions.size() != 1 || q.transactions[0].verify_only) return std::nullopt;
+        if (q.transactions.size() != 1 || q.transactions[0].verify_only) return false;
         const auto& x = q.transactions[0];
         r.transactional_id = x.transactional_id;
         r.producer_id = x.producer_id;
         r.producer_epoch = x.producer_epoch;
         for (const auto& t : x.topics)
-          for (int32_t p : t.partitions) r.partitions.push_back({std::string(t.name), p});
+          for (int32_t p : t.partitions) r.partitions.push_back({t.name, p});
       }
       break;
     }
@@ -259,8 +320,9 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
       r.producer_epoch = q.producer_epoch;
       r.group_id = q.group_id;
       for (const auto& t : q.topics) {
-        std::string topic = h.api_version >= 6 ? topic_of(t.topic_id) : std::string(t.name);
-        for (const auto& p : t.partitions) r.partitions.push_back({topic, p.partition_index});
+        for (const auto& p : t.partitions)
+          r.partitions.push_back(h.api_version >= 6 ? PartitionRef{{}, p.partition_index, t.topic_id}
+                                                    : PartitionRef{t.name, p.partition_index});
       }
       break;
     }
@@ -274,12 +336,12 @@ std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx) {
       break;
     }
   }
-  if (r.transactional_id.empty()) return std::nullopt;
-  return r;
+  return !r.transactional_id.empty();
 }
 
 TxnResponse txn_response(const proxy::ResponseContext& ctx) {
   TxnResponse out;
+  if (auto api = txn_api(ctx.api_key())) out.api = *api;
   if (ctx.synthetic()) out.injected_by = ctx.actions().answer_rule.empty() ? "kproxy" : ctx.actions().answer_rule;
   for (const auto& rule : ctx.actions().error_rules) {
     if (rule) {

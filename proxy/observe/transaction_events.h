@@ -21,9 +21,10 @@ std::optional<TxnApi> txn_api(int16_t api_key);
 /// Kafka's API key of a transaction API.
 int16_t txn_api_key(TxnApi api);
 
-/// The tracker's view of a request of a transaction API (nullopt: not part of a transaction, or
-/// its body does not decode).
-std::optional<TxnRequest> txn_request(const proxy::RequestContext& ctx);
+/// The tracker's view of a request of a transaction API, into `out` (false: not part of a
+/// transaction, or its body does not decode). `out`'s views point into the frame; reusing one
+/// `out` for every request keeps its partition list's memory (no allocation per Produce).
+bool txn_request(const proxy::RequestContext& ctx, TxnRequest& out);
 
 /// The tracker's view of the response to such a request: its first error code (0 when none),
 /// the producer id and epoch it gives (InitProducerId, EndTxn v5+), and whether a fault rule made

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "codec/generated/error_code.h"
+#include "codec/message_support.h"
+#include "proxy/cluster/topic_names.h"
 
 namespace kproxy::observe {
 
@@ -15,6 +17,37 @@ bool is(int16_t code, ErrorCode e) { return code == static_cast<int16_t>(e); }
 /// Errors that tell a producer it is fenced: another instance took its transactional.id, or the
 /// coordinator bumped the epoch (a timeout abort).
 bool is_fencing(int16_t code) { return is(code, ErrorCode::kProducerFenced) || is(code, ErrorCode::kInvalidProducerEpoch); }
+
+uint64_t mix(uint64_t x) {  // a 64-bit finaliser (splitmix64's)
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// A partition's key in IdState::known_partitions: its topic's name or id and its index, hashed
+/// to 64 bits (two partitions of one transaction share a key with a chance of about n^2 / 2^65).
+uint64_t partition_key(const PartitionRef& p) {
+  uint64_t topic = 0;
+  if (p.topic.empty()) {
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; ++i) hi = hi << 8 | p.topic_id[i];
+    for (int i = 8; i < 16; ++i) lo = lo << 8 | p.topic_id[i];
+    topic = mix(hi ^ mix(lo));
+  } else {
+    topic = std::hash<std::string_view>{}(p.topic);
+  }
+  return mix(topic ^ (static_cast<uint64_t>(static_cast<uint32_t>(p.partition)) << 1 | (p.topic.empty() ? 1 : 0)));
+}
+
+/// The partition as a transaction records it: a topic named by id (KIP-516) by the name kproxy
+/// learnt from a Metadata response, else by the id as Kafka prints it.
+TopicPartition owned(const PartitionRef& p) {
+  if (!p.topic.empty()) return {std::string(p.topic), p.partition};
+  if (auto name = proxy::TopicNames::shared().name(p.topic_id)) return {std::move(*name), p.partition};
+  return {codec::json_uuid(p.topic_id), p.partition};
+}
 
 }  // namespace
 
@@ -98,8 +131,38 @@ void TransactionTracker::set_event_hook(EventHook hook, std::function<bool()> wa
 
 void TransactionTracker::set_trace_hook(TraceHook hook, size_t max_requests) {
   std::lock_guard lock(mutex_);
+  bool was = max_trace_requests_ > 0;
   trace_hook_ = std::move(hook);
   max_trace_requests_ = trace_hook_ ? max_requests : 0;
+  bool is = max_trace_requests_ > 0;
+  if (is && !was) ++produce_answers_wanted_;
+  if (was && !is) --produce_answers_wanted_;
+}
+
+void TransactionTracker::sync_produce_retry(IdState& s) {
+  bool want = s.open && s.open->unresolved_retry && s.open->unresolved_retry->api == TxnApi::kProduce;
+  if (want == s.produce_retry_counted) return;
+  s.produce_retry_counted = want;
+  if (want) ++produce_answers_wanted_;
+  else --produce_answers_wanted_;
+}
+
+bool TransactionTracker::produce_fast_path(IdState& s, ConnectionState& c, const TxnRequest& r, TxnClock::time_point now) {
+  if (!s.open || s.after_refusal || c.client_generation != s.generation) return false;
+  const bool as_last = c.partitions_generation == s.generation &&
+                       std::equal(c.last_partitions.begin(), c.last_partitions.end(), r.partitions.begin(), r.partitions.end());
+  if (!as_last) {
+    for (const auto& ref : r.partitions)
+      if (!s.known_partitions.contains(partition_key(ref))) return false;
+    c.last_partitions.clear();
+    for (const auto& ref : r.partitions) c.last_partitions.push_back({std::string(ref.topic), ref.topic_id, ref.partition});
+    c.partitions_generation = s.generation;
+  }
+  TransactionRecord& t = *s.open;
+  t.last_activity = now;
+  t.records += r.records;
+  t.bytes += r.bytes;
+  return true;
 }
 
 void TransactionTracker::set_ended_hook(EndedHook hook) {
@@ -123,8 +186,15 @@ TransactionTracker::IdState* TransactionTracker::state_for(std::string_view id, 
     }
     // Its requests still awaiting answers go with it (Pending::state points into ids_).
     const IdState* gone = &victim->second;
-    std::erase_if(pending_, [gone](const auto& p) { return p.second.state == gone; });
-    pending_count_.store(pending_.size(), std::memory_order_relaxed);
+    for (auto& [connection, c] : connections_) {
+      filter_pending(c, [gone](const Pending& p) { return p.state != gone; });
+      if (c.last_state == gone) {
+        c.last_state = nullptr;
+        c.last_id.clear();
+        c.client_generation = 0;
+      }
+      if (c.produce.state == gone) c.produce = {};
+    }
     ids_.erase(victim);
   }
   IdState& s = ids_.try_emplace(std::string(id)).first->second;
@@ -140,6 +210,8 @@ TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnReq
     t.producer_epoch = r.producer_epoch >= 0 ? r.producer_epoch : s.producer_epoch;
     t.begin = now;
     s.open = std::move(t);
+    ++s.generation;
+    s.known_partitions.clear();
     s.spans.clear();
     s.spans_dropped = 0;
     if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kBegin, *s.open, current_connection_, r.api, {}, {}, nullptr});
@@ -267,14 +339,31 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
   std::lock_guard lock(mutex_);
   current_connection_ = connection;
   ending_api_ = request.api;
-  IdState* s = state_for(request.transactional_id, now);
+  ConnectionState& c = connections_[connection];
+  c.last_seen = now;
+  IdState* s = c.last_state && c.last_id == request.transactional_id ? c.last_state : state_for(request.transactional_id, now);
   if (!s) return;
+  if (c.last_state != s) {
+    c.last_state = s;
+    c.last_id.assign(request.transactional_id);
+    c.client_generation = 0;
+  }
   s->last_activity = now;
   // A zombie's request is not part of the id's transaction: only its answer is kept (the error
   // that tells it it was fenced goes into its own, ended, transaction).
   bool zombie = request.api != TxnApi::kInitProducerId && stale(*s, request.producer_id, request.producer_epoch);
-  if (!zombie) track_request(*s, connection, request, now);
-  Pending p{s,
+  const bool produce = request.api == TxnApi::kProduce;
+  if (!zombie && !(produce && produce_fast_path(*s, c, request, now))) {
+    track_request(*s, connection, request, now);
+    if (produce && s->open) c.client_generation = s->generation;  // open_transaction() took this request's client
+    sync_produce_retry(*s);
+  }
+  if (produce && max_trace_requests_ == 0) {  // not queued (ConnectionState::produce)
+    c.produce = {s, request.producer_id, request.producer_epoch, now};
+    return;
+  }
+  Pending p{correlation_id,
+            s,
             request.api,
             request.api_version,
             request.commit,
@@ -287,8 +376,20 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
   if (request.api == TxnApi::kEndTxn)
     p.client = std::make_unique<TxnClient>(TxnClient{std::string(request.transactional_id), std::string(request.listener),
                                                      std::string(request.client_id), std::string(request.client_software)});
-  pending_[{connection, correlation_id}] = std::move(p);
-  pending_count_.store(pending_.size(), std::memory_order_relaxed);
+  c.pending.push_back(std::move(p));
+  pending_count_.store(++pending_total_, std::memory_order_relaxed);
+}
+
+template <class Keep>
+void TransactionTracker::filter_pending(ConnectionState& c, Keep keep) {
+  for (size_t n = c.pending.size(); n > 0; --n) {
+    Pending p = std::move(c.pending.front());
+    c.pending.pop_front();
+    if (keep(p)) c.pending.push_back(std::move(p));
+    else --pending_total_;
+  }
+  c.pending.release_if_empty();
+  pending_count_.store(pending_total_, std::memory_order_relaxed);
 }
 
 void TransactionTracker::track_request(IdState& s, uint64_t connection, const TxnRequest& request, TxnClock::time_point now) {
@@ -303,7 +404,7 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
       if (request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal) {
         // Whose it is shows later (IdState::AfterRefusal).
         for (const auto& p : request.partitions)
-          if (s.after_refusal->partitions.size() < TransactionRecord::kMaxPartitions) s.after_refusal->partitions.insert(p);
+          if (s.after_refusal->partitions.size() < TransactionRecord::kMaxPartitions) s.after_refusal->partitions.insert(owned(p));
         break;
       }
       TransactionRecord& t = open_transaction(s, request, now);
@@ -311,11 +412,16 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
       if (request.api == TxnApi::kAddPartitionsToTxn) t.transaction_version = 1;
       std::vector<TopicPartition> added;
       if (request.api != TxnApi::kTxnOffsetCommit) {
-        for (auto& p : request.partitions) {
-          if (t.partitions.count(p)) continue;
-          if (t.partitions.size() < TransactionRecord::kMaxPartitions) {
+        for (const auto& ref : request.partitions) {
+          uint64_t key = partition_key(ref);
+          if (s.known_partitions.contains(key)) continue;
+          TopicPartition p = owned(ref);
+          if (t.partitions.count(p)) {
+            s.known_partitions.insert(key);
+          } else if (t.partitions.size() < TransactionRecord::kMaxPartitions) {
+            s.known_partitions.insert(key);
             t.partitions.insert(p);
-            added.push_back(p);
+            added.push_back(std::move(p));
           } else {
             ++t.partitions_dropped;
           }
@@ -344,13 +450,37 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
 
 void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now) {
   std::lock_guard lock(mutex_);
-  auto it = pending_.find({connection, correlation_id});
-  if (it == pending_.end()) return;
+  auto cit = connections_.find(connection);
+  if (cit == connections_.end()) return;
+  ConnectionState& c = cit->second;
+  proxy::RingQueue<Pending>& queue = c.pending;
+  size_t at = 0;
+  while (at < queue.size() && queue[at].correlation_id != correlation_id) ++at;
+  Pending p;
+  if (at < queue.size()) {
+    // Answers come in request order (ConnectionState), so the requests before this one will
+    // never be answered (a fault rule dropped their answers): forgotten.
+    for (; at > 0; --at, --pending_total_) queue.pop_front();
+    p = std::move(queue.front());
+    queue.pop_front();
+    pending_count_.store(--pending_total_, std::memory_order_relaxed);
+  } else if (response.api == TxnApi::kProduce && c.produce.state) {
+    // A transactional Produce's answer: its request stands in ConnectionState::produce.
+    p.correlation_id = correlation_id;
+    p.state = c.produce.state;
+    p.producer_id = c.produce.producer_id;
+    p.producer_epoch = c.produce.producer_epoch;
+    p.sent = c.produce.sent;
+  } else {
+    return;  // not a tracked request's answer
+  }
   current_connection_ = connection;
-  ending_api_ = it->second.api;
-  Pending p = std::move(it->second);
-  pending_.erase(it);
-  pending_count_.store(pending_.size(), std::memory_order_relaxed);
+  ending_api_ = p.api;
+  answer(connection, p, response, now);
+  sync_produce_retry(*p.state);
+}
+
+void TransactionTracker::answer(uint64_t connection, const Pending& p, const TxnResponse& response, TxnClock::time_point now) {
   const Pending& r = p;
   IdState& s = *p.state;
   s.last_activity = now;
@@ -458,15 +588,22 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
 
 void TransactionTracker::on_connection_closed(uint64_t connection) {
   std::lock_guard lock(mutex_);
-  pending_.erase(pending_.lower_bound({connection, INT32_MIN}), pending_.upper_bound({connection, INT32_MAX}));
-  pending_count_.store(pending_.size(), std::memory_order_relaxed);
+  auto it = connections_.find(connection);
+  if (it == connections_.end()) return;
+  pending_total_ -= it->second.pending.size();
+  connections_.erase(it);
+  pending_count_.store(pending_total_, std::memory_order_relaxed);
 }
 
 void TransactionTracker::sweep(TxnClock::time_point now) {
   std::lock_guard lock(mutex_);
   current_connection_ = 0;  // ended by time, not by a frame
-  std::erase_if(pending_, [&](const auto& p) { return now - p.second.sent >= limits_.silent_after; });
-  pending_count_.store(pending_.size(), std::memory_order_relaxed);
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    filter_pending(it->second, [&](const Pending& p) { return now - p.sent < limits_.silent_after; });
+    // A connection silent that long with nothing awaiting an answer (its close was not reported).
+    if (it->second.pending.empty() && now - it->second.last_seen >= limits_.silent_after) it = connections_.erase(it);
+    else ++it;
+  }
   for (auto& [id, s] : ids_) {
     if (!s.open) continue;
     if (s.timeout_ms > 0) {
@@ -477,6 +614,7 @@ void TransactionTracker::sweep(TxnClock::time_point now) {
     } else if (now - s.open->last_activity >= limits_.silent_after) {
       end(s, TxnOutcome::kUnknown, now);
     }
+    sync_produce_retry(s);
   }
 }
 

@@ -34,8 +34,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include "proxy/util/ring_queue.h"
 
 namespace kproxy::observe {
 
@@ -62,6 +65,17 @@ struct TopicPartition {
   auto operator<=>(const TopicPartition&) const = default;
 };
 
+/// A partition as a request names it, viewed in the frame: by topic name, or (Produce v13+,
+/// TxnOffsetCommit v6+: KIP-516) by topic id with `topic` empty. The tracker turns it into a
+/// TopicPartition (the name kproxy learnt from Metadata, else the id as Kafka prints it) only
+/// when the transaction does not have it yet.
+struct PartitionRef {
+  std::string_view topic;
+  int32_t partition = 0;
+  std::array<uint8_t, 16> topic_id{};  ///< codec::Uuid; all zero when named
+  bool operator==(const PartitionRef&) const = default;
+};
+
 /// Who sent a request: what a transaction records of its client.
 struct TxnClient {
   std::string transactional_id, listener, client_id, client_software;
@@ -69,18 +83,18 @@ struct TxnClient {
 
 /// A request of a transaction API, as the frame observer read it. The strings are views into
 /// the frame and its connection: valid for the on_request call only (the tracker copies what
-/// it keeps).
+/// it keeps). txn_request() resets it field by field (a new field is reset there too).
 struct TxnRequest {
   TxnApi api = TxnApi::kProduce;
   int16_t api_version = 0;
   std::string_view transactional_id;
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
-  std::vector<TopicPartition> partitions;  ///< AddPartitionsToTxn, Produce, TxnOffsetCommit
-  std::string_view group_id;               ///< AddOffsetsToTxn, TxnOffsetCommit
-  bool commit = false;                     ///< EndTxn
-  int32_t transaction_timeout_ms = -1;     ///< InitProducerId
-  uint64_t records = 0, bytes = 0;         ///< Produce: records and record-batch bytes
+  std::vector<PartitionRef> partitions;  ///< AddPartitionsToTxn, Produce, TxnOffsetCommit
+  std::string_view group_id;             ///< AddOffsetsToTxn, TxnOffsetCommit
+  bool commit = false;                   ///< EndTxn
+  int32_t transaction_timeout_ms = -1;   ///< InitProducerId
+  uint64_t records = 0, bytes = 0;       ///< Produce: records and record-batch bytes
   std::string_view listener, client_id, client_software;
 };
 
@@ -88,6 +102,7 @@ struct TxnRequest {
 /// broker gave (InitProducerId; EndTxn v5+ under transaction.version 2), and the fault rule that
 /// injected the error or answered the request, if one did.
 struct TxnResponse {
+  TxnApi api = TxnApi::kProduce;  ///< the API answered
   int16_t error_code = 0;
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
@@ -234,6 +249,12 @@ class TransactionTracker {
   /// True while some tracked request awaits its response (no lock: a response of a transaction
   /// API is looked up only then).
   bool awaiting_responses() const { return pending_count_.load(std::memory_order_relaxed) > 0; }
+  /// False while a Produce answer without error tells the tracker nothing: a transactional
+  /// Produce is not kept request by request (ConnectionState::produce), so such an answer need
+  /// not be handed in, unless tracing is on (each request is a span) or some open transaction
+  /// has a Produce retry not yet resolved (a clean answer resolves it). An answer with an error
+  /// is always handed in. No lock.
+  bool wants_clean_produce_answers() const { return produce_answers_wanted_.load(std::memory_order_relaxed) > 0; }
   /// Ends what has outlived its timeout (timed_out) or gone silent (unknown), and forgets
   /// requests unanswered for `silent_after` (their connection closed). Call now and then (the
   /// metrics and the admin API call it when read).
@@ -276,10 +297,19 @@ class TransactionTracker {
       std::vector<TxnError> errors;
     };
     std::optional<AfterRefusal> after_refusal;
+    /// Keys (partition_key()) of partitions the open transaction has: a Produce that writes to
+    /// them again (most of them) costs a hash look-up, not a name and a set search.
+    std::unordered_set<uint64_t> known_partitions;
+    /// Counts the transactions opened for the id: a connection that recorded its client in the
+    /// open one (ConnectionState::client_generation) need not compare its strings again.
+    uint64_t generation = 0;
+    /// Mirrors "the open transaction has an unresolved Produce retry" into produce_answers_wanted_.
+    bool produce_retry_counted = false;
   };
   /// A tracked request awaiting its answer: what the answer is read with. Lean, since every
   /// transactional Produce makes one.
   struct Pending {
+    int32_t correlation_id = 0;
     IdState* state = nullptr;  ///< its id's (ids are forgotten only with their pending requests)
     TxnApi api = TxnApi::kProduce;
     int16_t api_version = 0;
@@ -292,12 +322,46 @@ class TransactionTracker {
     /// EndTxn only: the request's client, for a commit whose transaction kproxy never saw begin.
     std::unique_ptr<TxnClient> client;
   };
+  /// One connection's tracked requests awaiting their answers, in the order they were sent (Kafka's
+  /// protocol guide: a broker processes and answers the requests of one TCP connection in the
+  /// order they arrive), and the id its last request named, so that the
+  /// requests of a producer's connection find their IdState without hashing the id again.
+  struct ConnectionState {
+    proxy::RingQueue<Pending> pending;
+    IdState* last_state = nullptr;  ///< reset when that id is forgotten
+    std::string last_id;
+    TxnClock::time_point last_seen;
+    /// The transactional Produce requests are not queued one by one while tracing is off: the
+    /// last one's producer (id state, producer id and epoch, when sent) stands for those in
+    /// flight. A producer sends one transactional.id's requests on a connection, and a
+    /// transaction's Produce requests are answered before its EndTxn is sent.
+    struct LastProduce {
+      IdState* state = nullptr;
+      int64_t producer_id = -1;
+      int16_t producer_epoch = -1;
+      TxnClock::time_point sent;
+    } produce;
+    uint64_t client_generation = 0;  ///< IdState::generation when this connection last set the open transaction's client
+    /// The partitions of this connection's last transactional Produce that the open transaction
+    /// (of IdState::generation `partitions_generation`) has: a producer sends to the same
+    /// partitions again and again, and comparing them costs less than hashing them.
+    struct KnownPartition {
+      std::string topic;
+      std::array<uint8_t, 16> topic_id{};
+      int32_t partition = 0;
+      bool operator==(const PartitionRef& p) const { return partition == p.partition && topic == p.topic && topic_id == p.topic_id; }
+    };
+    std::vector<KnownPartition> last_partitions;
+    uint64_t partitions_generation = 0;
+  };
   struct IdHash {
     using is_transparent = void;
     size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
   };
 
   IdState* state_for(std::string_view id, TxnClock::time_point now);
+  /// What the answer to `p` tells (on_response, once `p` is found).
+  void answer(uint64_t connection, const Pending& p, const TxnResponse& response, TxnClock::time_point now);
   TransactionRecord& open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now);
   void end(IdState& s, TxnOutcome outcome, TxnClock::time_point now);
   void note_error(IdState& s, TxnApi api, const TxnResponse& resp, TxnClock::time_point now);
@@ -321,8 +385,20 @@ class TransactionTracker {
   Limits limits_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;
-  std::map<std::pair<uint64_t, int32_t>, Pending> pending_;
-  std::atomic<size_t> pending_count_{0};  ///< pending_.size(), readable without the lock
+  /// Keeps only the pending requests `keep` says yes to (in order).
+  template <class Keep>
+  void filter_pending(ConnectionState& c, Keep keep);
+  /// The requests awaiting answers, per connection (an entry lives until the connection closes).
+  std::unordered_map<uint64_t, ConnectionState> connections_;
+  /// Tracing on (1) plus the ids whose open transaction has an unresolved Produce retry.
+  std::atomic<uint32_t> produce_answers_wanted_{0};
+  /// Keeps IdState::produce_retry_counted and produce_answers_wanted_ in step with `s`.
+  void sync_produce_retry(IdState& s);
+  /// The common transactional Produce: its id's open transaction already has every partition it
+  /// names, and this connection its client. False when the general path must run.
+  bool produce_fast_path(IdState& s, ConnectionState& c, const TxnRequest& r, TxnClock::time_point now);
+  size_t pending_total_ = 0;              ///< over every connection
+  std::atomic<size_t> pending_count_{0};  ///< pending_total_, readable without the lock
   TransactionStats stats_;
   EndedHook ended_hook_;
   EventHook event_hook_;

@@ -34,6 +34,8 @@ class FrameObserver {
   virtual void on_response(const ResponseContext&, std::chrono::nanoseconds /*latency*/) {}
   /// A fault rule injected its action on a frame.
   virtual void on_fault_injected(const FaultEvent&) {}
+  /// The connection `connection_id` closed (its pipeline is gone): what was kept for it can go.
+  virtual void on_connection_closed(uint64_t /*connection_id*/) {}
 };
 
 /// Sets the process-wide observer (nullptr = none). Connections opened afterwards use it.

@@ -12,14 +12,20 @@ namespace kproxy::proxy {
 
 class ObserverStage final : public Stage {
  public:
-  explicit ObserverStage(std::shared_ptr<FrameObserver> observer) : observer_(or_no_observer(std::move(observer))) {}
-  explicit ObserverStage(const StageSetup& setup) : ObserverStage(setup.observer) {}
+  explicit ObserverStage(std::shared_ptr<FrameObserver> observer, uint64_t connection_id = 0)
+      : observer_(or_no_observer(std::move(observer))), connection_id_(connection_id) {}
+  explicit ObserverStage(const StageSetup& setup) : ObserverStage(setup.observer, setup.connection_id) {}
+  /// The pipeline, and with it the connection, is gone.
+  ~ObserverStage() override { observer_->on_connection_closed(connection_id_); }
+  ObserverStage(const ObserverStage&) = delete;
+  ObserverStage& operator=(const ObserverStage&) = delete;
   StageId id() const override { return StageId::kObserver; }
   void on_request(RequestContext& ctx) override { observer_->on_request(ctx); }
   void on_response(ResponseContext& ctx) override { observer_->on_response(ctx, ctx.latency()); }
 
  private:
   std::shared_ptr<FrameObserver> observer_;  ///< never null (or_no_observer)
+  uint64_t connection_id_;
 };
 
 }  // namespace kproxy::proxy

@@ -57,7 +57,9 @@ std::optional<TxnRequest> request_of(const M& body, int16_t version, proxy::Conn
   codec::RequestHeader header;
   auto& frame = frames.emplace_back(encoded_request_frame(body, version, 11, "txn-app", header));
   proxy::RequestContext ctx(header, frame, conn);
-  return txn_request(ctx);
+  TxnRequest r;
+  if (!txn_request(ctx, r)) return std::nullopt;
+  return r;
 }
 
 }  // namespace
@@ -123,7 +125,7 @@ TEST_CASE("transaction events: which requests are part of a transaction, and the
   topic.partitions = {0, 2};
   r = request_of(add, 3, conn);
   REQUIRE(r);
-  CHECK(r->partitions == std::vector<TopicPartition>{{"out", 0}, {"out", 2}});
+  CHECK(r->partitions == std::vector<PartitionRef>{{"out", 0}, {"out", 2}});
   codec::AddPartitionsToTxnRequest verify;  // v4+: a broker's verification adds nothing
   auto& x = verify.transactions.emplace_back();
   x.transactional_id = "orders";
@@ -147,7 +149,7 @@ TEST_CASE("transaction events: which requests are part of a transaction, and the
   CHECK(r->bytes == records.size());
   CHECK(r->producer_id == 77);
   CHECK(r->producer_epoch == 2);
-  CHECK(r->partitions == std::vector<TopicPartition>{{"out", 1}});
+  CHECK(r->partitions == std::vector<PartitionRef>{{"out", 1}});
 }
 
 TEST_CASE("transaction events: a transactional Produce read without decoding, every version, tagged fields and cut bodies") {
@@ -161,12 +163,11 @@ TEST_CASE("transaction events: a transactional Produce read without decoding, ev
     produce.transactional_id = "payments";
     produce.acks = -1;
     produce.timeout_ms = 30000;
-    std::vector<TopicPartition> want;
+    std::vector<PartitionRef> want;  // by name, or by topic id from v13 (KIP-516)
     for (int t = 0; t < 2; ++t) {
       auto& data = produce.topic_data.emplace_back();
       data.name = t == 0 ? "orders-with-a-long-topic-name" : "audit";
       data.topic_id = codec::Uuid{static_cast<uint8_t>(t + 1)};
-      std::string topic = v >= 13 ? codec::json_uuid(data.topic_id) : std::string(data.name);
       for (int32_t p = 0; p < 3; ++p) {
         auto& part = data.partition_data.emplace_back();
         part.index = p * 10 + t;
@@ -174,7 +175,7 @@ TEST_CASE("transaction events: a transactional Produce read without decoding, ev
         if (p == 1) part.records = codec::Bytes(second.data(), second.size());
         // p == 2: null records
         if (v >= 9) part.unknown_tagged_fields.push_back({7, codec::Bytes(extra, sizeof extra)});
-        want.push_back({topic, part.index});
+        want.push_back(v >= 13 ? PartitionRef{{}, part.index, data.topic_id} : PartitionRef{data.name, part.index});
       }
       if (v >= 9) data.unknown_tagged_fields.push_back({9, codec::Bytes(extra, sizeof extra)});
     }
@@ -200,7 +201,8 @@ TEST_CASE("transaction events: a transactional Produce read without decoding, ev
       std::vector<uint8_t> shorter(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(cut));
       codec::RequestHeader h = header;
       proxy::RequestContext ctx(h, shorter, conn);
-      if (!txn_request(ctx)) ++refused;
+      TxnRequest scratch;
+      if (!txn_request(ctx, scratch)) ++refused;
     }
     CHECK(refused == whole.size() - body_at);
   }

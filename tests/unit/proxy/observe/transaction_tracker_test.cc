@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "codec/generated/error_code.h"
+#include "codec/message_support.h"
 
 using namespace kproxy::observe;
 using kproxy::codec::ErrorCode;
@@ -35,6 +36,7 @@ struct Client {
   /// Sends `r` on `connection` and answers it with `response`.
   void exchange(uint64_t connection, TxnRequest r, TxnResponse response = {}) {
     int32_t c = ++correlation;
+    response.api = r.api;
     tracker.on_request(connection, c, std::move(r), now);
     now += 1ms;
     tracker.on_response(connection, c, response, now);
@@ -49,13 +51,13 @@ struct Client {
   }
   void add_partitions(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts, TxnResponse resp = {}) {
     TxnRequest r = request(TxnApi::kAddPartitionsToTxn, pid, epoch);
-    r.partitions = std::move(parts);
+    for (const auto& p : parts) r.partitions.push_back({p.topic, p.partition});  // views into `parts`
     r.api_version = 3;
     exchange(1, std::move(r), resp);
   }
   void produce(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts, uint64_t records, TxnResponse resp = {}) {
     TxnRequest r = request(TxnApi::kProduce, pid, epoch);
-    r.partitions = std::move(parts);
+    for (const auto& p : parts) r.partitions.push_back({p.topic, p.partition});
     r.records = records;
     r.bytes = records * 100;
     exchange(2, std::move(r), resp);
@@ -549,6 +551,103 @@ TEST_CASE("transaction tracker: non-transactional requests, unmatched responses 
   t.on_response(1, 500, TxnResponse{}, c.now);  // the connection is gone: the answer is not matched
   CHECK(t.stats(c.now).open == 1);
   CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 0);
+}
+
+TEST_CASE("transaction tracker: clean Produce answers are wanted only while tracing or while a Produce retry is unresolved") {
+  TransactionTracker t;
+  Client c{t, "quiet"};
+  c.init(21, 0);
+  CHECK_FALSE(t.wants_clean_produce_answers());
+  c.produce(21, 0, {{"out", 0}}, 3);
+  CHECK_FALSE(t.wants_clean_produce_answers());
+  CHECK_FALSE(t.awaiting_responses());  // a transactional Produce is not queued request by request
+  c.produce(21, 0, {{"out", 0}}, 1, error(ErrorCode::kNotEnoughReplicas, "isr"));
+  CHECK(t.wants_clean_produce_answers());  // its retry's clean answer resolves it
+  c.produce(21, 0, {{"out", 0}}, 1);
+  CHECK_FALSE(t.wants_clean_produce_answers());
+  c.end_txn(21, 0, true);
+  auto h = t.history("quiet");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].records == 5);
+  CHECK(h[0].retries == 1);
+  CHECK_FALSE(h[0].cause);
+
+  // A retry still unresolved when the transaction ends: the flag goes with the transaction.
+  c.produce(21, 0, {{"out", 1}}, 1, error(ErrorCode::kNotEnoughReplicas, "isr"));
+  CHECK(t.wants_clean_produce_answers());
+  c.end_txn(21, 0, false);
+  CHECK_FALSE(t.wants_clean_produce_answers());
+  REQUIRE(t.history("quiet").size() == 2);
+  CHECK(t.history("quiet")[1].cause->error_code == code(ErrorCode::kNotEnoughReplicas));  // it gave up on it
+
+  t.set_trace_hook([](const TransactionRecord&, std::vector<TxnRequestSpan>&&, uint32_t) {}, 8);
+  CHECK(t.wants_clean_produce_answers());
+  t.set_trace_hook(nullptr, 8);
+  CHECK_FALSE(t.wants_clean_produce_answers());
+}
+
+TEST_CASE("transaction tracker: a Produce answer is read against its connection's last transactional Produce") {
+  TransactionTracker t;
+  Client a{t, "first"};
+  Client b{t, "second"};
+  a.init(31, 0);
+  b.init(32, 0);
+  // "first" produces on connection 2 (Client::produce); "second" on connection 5.
+  a.produce(31, 0, {{"out", 0}}, 2);
+  TxnRequest r = b.request(TxnApi::kProduce, 32, 0);
+  r.partitions = {{"out", 1}};
+  r.records = 4;
+  t.on_request(5, 70, r, b.now);
+  TxnResponse refused = error(ErrorCode::kTopicAuthorizationFailed, "acl");
+  refused.api = TxnApi::kProduce;
+  t.on_response(5, 70, refused, b.now);
+  a.end_txn(31, 0, true);
+  b.end_txn(32, 0, false);
+  REQUIRE(t.history("first").size() == 1);
+  CHECK_FALSE(t.history("first")[0].cause);
+  REQUIRE(t.history("second").size() == 1);
+  REQUIRE(t.history("second")[0].cause);
+  CHECK(t.history("second")[0].cause->injected_by == "acl");
+  CHECK(t.history("second")[0].records == 4);
+
+  // An answer on a connection that sent no transactional Produce is nobody's.
+  t.on_response(9, 1, refused, b.now);
+  CHECK(t.stats(b.now).fencing_events == 0);
+}
+
+TEST_CASE("transaction tracker: a producer writing to the same partitions again adds records, not partitions") {
+  TransactionTracker t;
+  Client c{t, "steady"};
+  c.init(41, 0);
+  for (int i = 0; i < 5; ++i) c.produce(41, 0, {{"out", 0}, {"out", 1}}, 10);
+  c.produce(41, 0, {{"out", 1}, {"out", 2}}, 10);  // one new partition among known ones
+  c.produce(41, 0, {{"out", 0}, {"out", 1}}, 10);
+  c.end_txn(41, 0, true);
+  c.produce(41, 0, {{"out", 0}}, 1);  // the next transaction starts with its own partitions
+  auto h = t.history("steady");
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].records == 70);
+  CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 0}, {"out", 1}, {"out", 2}});
+  CHECK(h[1].partitions == std::set<TopicPartition>{{"out", 0}});
+  CHECK(h[1].records == 1);
+}
+
+TEST_CASE("transaction tracker: a partition named by topic id is recorded by the name Metadata taught, else by the id") {
+  TransactionTracker t;
+  Client c{t, "by-id"};
+  c.init(51, 0);
+  TxnRequest r = c.request(TxnApi::kProduce, 51, 0);
+  r.partitions = {{{}, 3, {0xab}}};
+  r.records = 1;
+  t.on_request(2, 80, r, c.now);
+  c.end_txn(51, 0, true);
+  auto h = t.history("by-id");
+  REQUIRE(h.size() == 1);
+  REQUIRE(h[0].partitions.size() == 1);
+  CHECK(h[0].partitions.begin()->partition == 3);
+  CHECK(h[0].partitions.begin()->topic ==
+        kproxy::codec::json_uuid(kproxy::codec::Uuid{0xab}));  // no Metadata seen: the id as Kafka prints it
 }
 
 TEST_CASE("transaction tracker: the ended hook sees every transaction that ends") {
