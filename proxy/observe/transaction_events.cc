@@ -16,6 +16,7 @@
 #include "codec/message_support.h"
 #include "codec/reader.h"
 #include "proxy/chaos/fault_rule.h"
+#include "proxy/observe/transactional_produce.h"
 #include "proxy/tap/tap_event.h"
 
 namespace kproxy::observe {
@@ -31,124 +32,6 @@ constexpr std::array<std::pair<TxnApi, ApiKey>, 6> kTxnApis = {{{TxnApi::kInitPr
                                                                 {TxnApi::kTxnOffsetCommit, ApiKey::kTxnOffsetCommit},
                                                                 {TxnApi::kProduce, ApiKey::kProduce},
                                                                 {TxnApi::kEndTxn, ApiKey::kEndTxn}}};
-
-/// The producer id and epoch of a record set's first batch header (KIP-98: RecordBatch v2 has
-/// the producer id at byte 43 and the epoch at byte 51); false when it is too short for one.
-bool batch_producer(codec::Bytes records, int64_t& producer_id, int16_t& producer_epoch) {
-  if (records.size() < 53) return false;
-  const uint8_t* b = records.data();
-  uint64_t pid = 0;
-  for (int i = 0; i < 8; ++i) pid = pid << 8 | b[43 + i];
-  producer_id = static_cast<int64_t>(pid);
-  producer_epoch = static_cast<int16_t>(b[51] << 8 | b[52]);
-  return true;
-}
-
-/// A bounds-checked cursor over a Produce body, for the walk below: the first read past the end
-/// (or a length that cannot be) stops it, and every later read returns nothing. Leaner than
-/// codec::Reader (no error text): the walk runs for every transactional Produce.
-class ProduceWalk {
- public:
-  explicit ProduceWalk(codec::Bytes body) : p_(body.data()), end_(body.data() + body.size()) {}
-  bool ok() const { return ok_; }
-  size_t left() const { return static_cast<size_t>(end_ - p_); }
-  int16_t int16() { return static_cast<int16_t>(big_endian(2)); }
-  int32_t int32() { return static_cast<int32_t>(big_endian(4)); }
-  /// Kafka's unsigned varint (at most 5 bytes: ByteUtils.readUnsignedVarint).
-  uint32_t uvarint() {
-    uint32_t v = 0;
-    for (int shift = 0; shift < 35; shift += 7) {
-      if (p_ == end_) return fail();
-      uint8_t b = *p_++;
-      v |= static_cast<uint32_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return v;
-    }
-    return fail();
-  }
-  /// A string's, bytes' or array's length: compact (uvarint N+1, 0 for null) or classic (int16
-  /// for strings, int32 for bytes and arrays, -1 for null). -1: null.
-  int64_t length(bool compact, bool wide) {
-    if (compact) return static_cast<int64_t>(uvarint()) - 1;
-    return wide ? int32() : int16();
-  }
-  /// The next `n` bytes (nullptr, and stopped, when fewer are left or n < 0).
-  const uint8_t* take(int64_t n) {
-    if (n < 0 || static_cast<uint64_t>(n) > left()) return fail(), nullptr;
-    const uint8_t* at = p_;
-    p_ += n;
-    return at;
-  }
-  void tagged_fields() {
-    for (uint32_t n = uvarint(), i = 0; i < n && ok_; ++i) {
-      uvarint();  // tag
-      take(uvarint());
-    }
-  }
-
- private:
-  uint32_t fail() {
-    ok_ = false;
-    p_ = end_;
-    return 0;
-  }
-  uint32_t big_endian(int n) {
-    if (left() < static_cast<size_t>(n)) return fail();
-    uint32_t v = 0;
-    for (int i = 0; i < n; ++i) v = v << 8 | p_[i];
-    p_ += n;
-    return v;
-  }
-  const uint8_t* p_;
-  const uint8_t* end_;
-  bool ok_ = true;
-};
-
-/// A transactional Produce (v3+) as the tracker reads it, walked field by field without decoding
-/// the request into a message (a Produce is the most frequent frame of a transaction, and most
-/// Produce requests are not transactional: those cost the read of the first field). Layout per
-/// Kafka's ProduceRequest.json: TransactionalId, Acks, TimeoutMs, TopicData[Name (v0-12) or
-/// TopicId (v13+), PartitionData[Index, Records]], compact and with tagged fields from v9.
-/// False when it is not transactional or does not read.
-bool read_transactional_produce(codec::Bytes body, int16_t version, TxnRequest& r) {
-  if (version < 3) return false;
-  const bool flexible = version >= 9;
-  ProduceWalk in(body);
-  const int64_t id_length = in.length(flexible, false);
-  const uint8_t* id = in.take(id_length);
-  if (!id || id_length == 0) return false;  // null or empty: not transactional
-  r.transactional_id = {reinterpret_cast<const char*>(id), static_cast<size_t>(id_length)};
-  in.take(sizeof(int16_t) + sizeof(int32_t));  // Acks, TimeoutMs
-  const int64_t topics = in.length(flexible, true);
-  if (topics < 0 || static_cast<uint64_t>(topics) > in.left()) return false;
-  for (int64_t i = 0; i < topics && in.ok(); ++i) {
-    PartitionRef topic;
-    if (version >= 13) {
-      if (const uint8_t* uuid = in.take(16)) std::copy(uuid, uuid + 16, topic.topic_id.begin());
-    } else {
-      const int64_t name_length = in.length(flexible, false);
-      const uint8_t* name = in.take(name_length);
-      if (name) topic.topic = {reinterpret_cast<const char*>(name), static_cast<size_t>(name_length)};
-    }
-    const int64_t partitions = in.length(flexible, true);
-    if (partitions < 0 || static_cast<uint64_t>(partitions) > in.left()) return false;
-    for (int64_t j = 0; j < partitions && in.ok(); ++j) {
-      topic.partition = in.int32();
-      const int64_t records_length = in.length(flexible, true);
-      const uint8_t* records = records_length < 0 ? nullptr : in.take(records_length);
-      if (flexible) in.tagged_fields();
-      if (!in.ok()) break;
-      r.partitions.push_back(topic);
-      if (!records) continue;
-      codec::Bytes batches(records, static_cast<size_t>(records_length));
-      r.bytes += batches.size();
-      r.records += count_records(batches).records;
-      if (r.producer_id < 0) batch_producer(batches, r.producer_id, r.producer_epoch);
-    }
-    if (flexible) in.tagged_fields();
-  }
-  if (flexible) in.tagged_fields();
-  return in.ok();
-}
 
 void fill_client(TxnRequest& r, const proxy::RequestContext& ctx) {
   r.api_version = ctx.header().api_version;
@@ -169,33 +52,6 @@ int16_t txn_api_key(TxnApi api) {
   for (const auto& [a, key] : kTxnApis)
     if (a == api) return static_cast<int16_t>(key);
   return -1;
-}
-
-RecordCount count_records(codec::Bytes records) {
-  // RecordBatch v2 (KIP-98): baseOffset int64, batchLength int32 (bytes after this field), then
-  // partitionLeaderEpoch int32, magic int8 (2), crc, attributes, lastOffsetDelta, timestamps,
-  // producer id/epoch, baseSequence: the record count is the int32 at byte 57.
-  constexpr size_t kLengthEnd = 12, kMagicAt = 16, kCountAt = 57, kHeader = 61;
-  RecordCount out;
-  size_t at = 0;
-  while (at < records.size()) {
-    if (records.size() - at < kHeader) {
-      ++out.unreadable;
-      break;
-    }
-    auto be32 = [&](size_t i) {
-      const uint8_t* p = records.data() + at + i;
-      return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 | static_cast<uint32_t>(p[2]) << 8 | p[3];
-    };
-    uint64_t length = be32(8);
-    if (records[at + kMagicAt] != 2 || length > records.size() - at - kLengthEnd) {
-      ++out.unreadable;
-      break;
-    }
-    out.records += be32(kCountAt);
-    at += kLengthEnd + length;
-  }
-  return out;
 }
 
 std::string transaction_event_line(const TxnEvent& e, TxnClock::time_point now) {

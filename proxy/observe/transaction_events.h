@@ -12,6 +12,7 @@
 #include <string>
 
 #include "proxy/observe/transaction_tracker.h"
+#include "proxy/observe/transactional_produce.h"
 #include "proxy/pipeline/frame_context.h"
 
 namespace kproxy::observe {
@@ -39,13 +40,5 @@ std::string transaction_event_line(const TxnEvent& event, TxnClock::time_point n
 
 /// The correlation id of a response frame (after its size prefix), or nullopt when too short.
 std::optional<int32_t> response_correlation_id(codec::Bytes frame);
-
-/// Records in the v2 record batches of `records` (each batch's record count), and the number of
-/// batches that could not be read (a record set cut short, or an older message format).
-struct RecordCount {
-  uint64_t records = 0;
-  uint32_t unreadable = 0;
-};
-RecordCount count_records(codec::Bytes records);
 
 }  // namespace kproxy::observe

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codec/generated/api_keys.h"
+#include "codec/generated/messages/produce.h"
 #include "codec/generated/testing/fill.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
@@ -44,7 +45,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   fs::path root = argv[1];
-  for (const char* t : {"request_decode", "response_decode", "api_versions_rewrite", "broker_address_rewrite", "frame_reader"}) {
+  for (const char* t :
+       {"request_decode", "response_decode", "api_versions_rewrite", "broker_address_rewrite", "frame_reader", "txn_produce"}) {
     fs::create_directories(root / t);
   }
   std::vector<int16_t> rewrite_apis;
@@ -83,6 +85,15 @@ int main(int argc, char** argv) {
             std::vector<uint8_t> in = {sel[0], sel[1]};
             in.insert(in.end(), frame.begin() + 4, frame.end());
             put(root / "request_decode", base, in);
+            if (key == static_cast<int16_t>(codec::ApiKey::kProduce) && v >= 3 && v <= 13) {
+              // The transactional Produce walk: [version selector] + the body, with an id set.
+              auto& produce = static_cast<codec::ProduceRequest&>(*m);
+              produce.transactional_id = std::string_view("seed-txn");
+              std::vector<uint8_t> txn = {static_cast<uint8_t>(v - 3)};
+              std::vector<uint8_t> txn_body = body_of(*m, v);
+              txn.insert(txn.end(), txn_body.begin(), txn_body.end());
+              put(root / "txn_produce", base, txn);
+            }
             if (seed == 0 && stream.size() < 4096) {
               codec::Writer sw(stream);
               sw.int32(static_cast<int32_t>(frame.size()));

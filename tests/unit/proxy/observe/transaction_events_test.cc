@@ -19,35 +19,15 @@
 #include <nlohmann/json.hpp>
 #include "proxy/chaos/fault_rule.h"
 #include "tests/unit/support/frames.h"
+#include "tests/unit/support/record_batch.h"
 
 using namespace kproxy;
 using namespace kproxy::observe;
+using kproxy::testing::batch;
 using kproxy::testing::encoded_request_frame;
 using kproxy::testing::encoded_response_frame;
 
 namespace {
-
-/// A RecordBatch v2 header (61 bytes) for `count` records of producer `pid`/`epoch`, followed
-/// by `payload` bytes standing for the records.
-std::vector<uint8_t> batch(int32_t count, int64_t pid = 77, int16_t epoch = 2, size_t payload = 10) {
-  std::vector<uint8_t> out;
-  codec::Writer w(out);
-  w.int64(0);                                        // baseOffset
-  w.int32(static_cast<int32_t>(61 - 12 + payload));  // batchLength
-  w.int32(0);                                        // partitionLeaderEpoch
-  out.push_back(2);                                  // magic
-  w.int32(0);                                        // crc (not checked here)
-  w.int16(0x10);                                     // attributes: transactional
-  w.int32(count - 1);                                // lastOffsetDelta
-  w.int64(0);                                        // baseTimestamp
-  w.int64(0);                                        // maxTimestamp
-  w.int64(pid);
-  w.int16(epoch);
-  w.int32(0);  // baseSequence
-  w.int32(count);
-  out.resize(out.size() + payload, 0);
-  return out;
-}
 
 /// The frames the requests were read from: a TxnRequest's strings are views into its frame.
 std::deque<std::vector<uint8_t>> frames;
@@ -64,25 +44,7 @@ std::optional<TxnRequest> request_of(const M& body, int16_t version, proxy::Conn
 
 }  // namespace
 
-TEST_CASE("transaction events: records counted from v2 batch headers; what cannot be read is counted apart") {
-  auto two = batch(3);
-  auto second = batch(4);
-  two.insert(two.end(), second.begin(), second.end());
-  RecordCount c = count_records(codec::Bytes(two.data(), two.size()));
-  CHECK(c.records == 7);
-  CHECK(c.unreadable == 0);
-
-  auto cut = batch(5);
-  cut.resize(40);
-  c = count_records(codec::Bytes(cut.data(), cut.size()));
-  CHECK(c.records == 0);
-  CHECK(c.unreadable == 1);
-
-  auto old = batch(5);
-  old[16] = 1;  // a v1 message set
-  c = count_records(codec::Bytes(old.data(), old.size()));
-  CHECK(c.unreadable == 1);
-
+TEST_CASE("transaction events: a response frame's correlation id") {
   std::vector<uint8_t> frame = {0, 0, 0, 8, 0, 0, 1, 2, 0, 0};
   CHECK(response_correlation_id(codec::Bytes(frame.data(), frame.size())) == 258);
   CHECK(!response_correlation_id(codec::Bytes(frame.data(), 6)));

@@ -1,0 +1,28 @@
+// The transactional Produce request as the transaction tracker reads it: walked field by field,
+// bounds-checked, without decoding it into a message (docs/transactions.md "Cost and bounds").
+// Apart from the rest of the observatory so that it can be fuzzed alone (tests/fuzz): it reads a
+// client's bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "codec/reader.h"
+#include "proxy/observe/transaction_tracker.h"
+
+namespace kproxy::observe {
+
+/// Reads a Produce request body of `version` into `out` when its TransactionalId is set: the id,
+/// each partition (by name, or by topic id from v13), the records and record-batch bytes, and the
+/// producer id and epoch of the first batch. Appends to out.partitions. False when it is not
+/// transactional (v0-2, a null or empty id) or the body does not read; never reads past `body`.
+bool read_transactional_produce(codec::Bytes body, int16_t version, TxnRequest& out);
+
+/// Records in the v2 record batches of `records` (each batch's record count), and the number of
+/// batches that could not be read (a record set cut short, or an older message format).
+struct RecordCount {
+  uint64_t records = 0;
+  uint32_t unreadable = 0;
+};
+RecordCount count_records(codec::Bytes records);
+
+}  // namespace kproxy::observe
