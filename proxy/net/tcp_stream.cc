@@ -385,10 +385,13 @@ void TcpStream::read_tls(ssize_t nread, const uv_buf_t* buf) {
   }
   if (nread == 0) return;
   codec::Bytes ciphertext(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread));
-  auto status = tls_->receive(ciphertext, [this](codec::Bytes plaintext) {
-    events_.on_stream_read(*this, plaintext);
-    return !closing();
-  });
+  auto status = tls_->receive(
+      ciphertext,
+      [this](codec::Bytes plaintext) {
+        events_.on_stream_read(*this, plaintext);
+        return !closing();
+      },
+      [this] { return events_.read_space(*this); });  // the rest of a large frame is decrypted into its buffer
   if (closing()) return;
   move_tls_output();  // handshake messages, session tickets, an alert
   if (status == tls::TlsSession::Status::kFailed) {

@@ -19,7 +19,8 @@
 //
 // With use_tls(), a TlsSession (proxy/tls/tls_session.h) sits between the owner and the socket:
 // on_stream_read delivers decrypted bytes, the append()s take plaintext (the session copies it)
-// and flush() encrypts it first; read_space is not asked for (the socket carries ciphertext).
+// and flush() encrypts it first. The socket's ciphertext goes to the shared buffer; read_space
+// is asked for the plaintext instead: the rest of a large frame is decrypted straight into it.
 #pragma once
 
 #include <cstdint>
@@ -61,8 +62,8 @@ class TcpStreamEvents {
   /// The handle is closed; the stream may be destroyed now.
   virtual void on_stream_closed(TcpStream& s) = 0;
   /// Asked before each read: room of the owner's to read the next bytes into (e.g. the rest of a
-  /// large frame, FrameReader::read_space), or empty for the loop's shared read buffer. Only for
-  /// streams whose bytes go to on_stream_read as read (no transforming filter in between).
+  /// large frame, FrameReader::read_space), or empty for the loop's shared read buffer. On a TLS
+  /// stream it is asked before each run of decryption, for the plaintext.
   virtual std::span<uint8_t> read_space(TcpStream&) { return {}; }
   /// TLS failed (handshake, certificate, or a bad record); `reason` says what. The stream has
   /// stopped reading. By default reported as a failed read.

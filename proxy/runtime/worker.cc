@@ -225,6 +225,7 @@ void Worker::on_trim(uv_timer_t* timer) {
   auto* self = static_cast<Worker*>(timer->data);
   self->trim_policy_.trimmed();
   metrics::count(metrics::ProxyEvent::kMemoryTrim);
+  codec::FrameBuffer::drop_cached_blocks();  // this worker's large frame blocks (codec/frame_buffer.h)
   bool released = trim_free_memory();
   spdlog::debug("worker {}: gave free memory back to the system ({} connections open){}", self->index_, self->connections_.size(),
                 released ? "" : ": there was none");

@@ -145,7 +145,7 @@ TlsSession::Status TlsSession::handshake() {
   return fail_from_openssl();
 }
 
-TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::function<bool(codec::Bytes)>& on_plaintext) {
+TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::function<bool(codec::Bytes)>& on_plaintext, const RoomFn& room) {
   if (failed_) return Status::kFailed;
   if (ciphertext.empty()) return Status::kOk;
   if (!received_any_) {
@@ -161,36 +161,45 @@ TlsSession::Status TlsSession::receive(codec::Bytes ciphertext, const std::funct
   if (!established_) s = handshake();
   if (s == Status::kOk && established_) {
     bool stopped = false;
-    s = decrypt_available(on_plaintext, stopped);
+    s = decrypt_available(on_plaintext, room, stopped);
   }
   input_ = {};  // a view of the caller's bytes: never kept past the call
   return s;
 }
 
-TlsSession::Status TlsSession::decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, bool& stopped) {
+size_t TlsSession::read_into(std::span<uint8_t> into, int& error) {
+  size_t filled = 0;
+  error = SSL_ERROR_NONE;
+  while (filled < into.size()) {
+    ERR_clear_error();
+    int n = SSL_read(ssl_, into.data() + filled, static_cast<int>(std::min<size_t>(into.size() - filled, INT_MAX)));
+    if (n <= 0) {
+      error = SSL_get_error(ssl_, n);
+      break;
+    }
+    filled += static_cast<size_t>(n);
+  }
+  return filled;
+}
+
+TlsSession::Status TlsSession::decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, const RoomFn& room, bool& stopped) {
   // On the heap: a 64 KiB thread_local array would grow every thread's static TLS block.
   static thread_local std::vector<uint8_t> plaintext(kPlaintextChunk);
   for (;;) {
-    // Every record there is, into one run (up to kPlaintextChunk): the owner handles one piece
-    // per read, not one per record (a read of 1 KiB frames carries many 16 KiB records' worth).
-    size_t filled = 0;
+    // Every record there is, into one run: the owner's room when it offers some (the rest of a
+    // large frame, decrypted in place: issue #35), else up to kPlaintextChunk here, so that the
+    // owner handles one piece per read, not one per record.
+    std::span<uint8_t> into = room ? room() : std::span<uint8_t>();
+    if (into.empty()) into = std::span<uint8_t>(plaintext.data(), plaintext.size());
     int error = SSL_ERROR_NONE;
-    while (filled < plaintext.size()) {
-      ERR_clear_error();
-      int n = SSL_read(ssl_, plaintext.data() + filled, static_cast<int>(plaintext.size() - filled));
-      if (n <= 0) {
-        error = SSL_get_error(ssl_, n);
-        break;
-      }
-      filled += static_cast<size_t>(n);
-    }
+    size_t filled = read_into(into, error);
     Status after = Status::kOk;
     if (error == SSL_ERROR_ZERO_RETURN) {
       after = Status::kPeerClosed;
     } else if (error != SSL_ERROR_NONE && error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
       after = fail_from_openssl();  // now: the owner's handling of the plaintext may use OpenSSL's error queue
     }
-    if (filled > 0 && !on_plaintext(codec::Bytes(plaintext.data(), filled))) {
+    if (filled > 0 && !on_plaintext(codec::Bytes(into.data(), filled))) {
       stopped = true;
       return after;
     }

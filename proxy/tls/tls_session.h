@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,13 @@ class TlsSession {
   Status start();
   /// Feeds bytes read from the socket. Each decrypted run of bytes goes to `on_plaintext` (valid
   /// during the call only); when it returns false, receive() stops (the owner is closing).
-  Status receive(codec::Bytes ciphertext, const std::function<bool(codec::Bytes)>& on_plaintext);
+  ///
+  /// `room` (optional) is asked before each run of decryption for room of the owner's own (a large
+  /// frame's buffer: FrameReader::read_space); when it offers some, the plaintext is decrypted
+  /// straight into it and on_plaintext gets a view of that room (no copy), else a view of a
+  /// per-thread buffer.
+  using RoomFn = std::function<std::span<uint8_t>()>;
+  Status receive(codec::Bytes ciphertext, const std::function<bool(codec::Bytes)>& on_plaintext, const RoomFn& room = nullptr);
   /// Queues plaintext for the peer. Large writes are encrypted at once, small ones on encrypt().
   /// Take the output after each large write: a caller slices big buffers (kEncryptSlice) so the
   /// output BIO stays small.
@@ -98,7 +105,10 @@ class TlsSession {
   Status fail(TlsFailure failure);
   Status fail_from_openssl();
   Status write_encrypted(codec::Bytes plaintext);
-  Status decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, bool& stopped);
+  Status decrypt_available(const std::function<bool(codec::Bytes)>& on_plaintext, const RoomFn& room, bool& stopped);
+  /// SSL_read into `into` until it is full or nothing more decrypts; the bytes written, and the
+  /// SSL error that stopped it (SSL_ERROR_NONE when it was full).
+  size_t read_into(std::span<uint8_t> into, int& error);
 
   // The BIOs' callbacks (BIO_METHODs made once per process, tls_session.cc).
   static int read_input(BIO* bio, char* out, int len);

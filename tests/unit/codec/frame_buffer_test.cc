@@ -55,3 +55,60 @@ TEST_CASE("FrameBuffer moves its memory instead of copying it") {
   CHECK(c.data() == p);
   CHECK(c.size() == 4096);
 }
+
+TEST_CASE("frame buffer: a large block released goes to this thread's cache and serves the next large buffer") {
+  FrameBuffer::drop_cached_blocks();
+  const uint8_t* first = nullptr;
+  {
+    FrameBuffer big;
+    big.reserve(1 << 20);
+    first = big.data();
+    CHECK(FrameBuffer::cached_bytes() == 0);
+  }
+  CHECK(FrameBuffer::cached_bytes() == (1u << 20));
+  {
+    FrameBuffer next;
+    next.reserve(300 << 10);  // smaller than the kept block: served by it
+    CHECK(next.data() == first);
+    CHECK(next.capacity() == (1u << 20));
+    CHECK(FrameBuffer::cached_bytes() == 0);
+    FrameBuffer small;
+    small.reserve(4 << 10);  // small blocks come from malloc, and are not kept
+  }
+  CHECK(FrameBuffer::cached_bytes() == (1u << 20));
+
+  // Bounded: blocks over kCachedBlockMax are freed, and at most kCachedBlocks / kCachedBytes are kept.
+  {
+    FrameBuffer huge;
+    huge.reserve(FrameBuffer::kCachedBlockMax + 1);
+  }
+  CHECK(FrameBuffer::cached_bytes() == (1u << 20));
+  {
+    std::vector<FrameBuffer> many(FrameBuffer::kCachedBlocks + 2);
+    for (auto& b : many) b.reserve(FrameBuffer::kCachedBlockMax);
+  }
+  CHECK(FrameBuffer::cached_bytes() <= FrameBuffer::kCachedBytes);
+  CHECK(FrameBuffer::cached_bytes() >= FrameBuffer::kCachedBlockMax);
+  CHECK(FrameBuffer::drop_cached_blocks() > 0);
+  CHECK(FrameBuffer::cached_bytes() == 0);
+}
+
+TEST_CASE("frame buffer: a buffer growing past the cache's minimum moves into a kept block with its contents") {
+  FrameBuffer::drop_cached_blocks();
+  {
+    FrameBuffer warm;
+    warm.reserve(1 << 20);
+  }  // leaves a 1 MiB block in the cache
+  FrameBuffer growing;
+  std::vector<uint8_t> part(64 << 10);
+  for (size_t i = 0; i < part.size(); ++i) part[i] = static_cast<uint8_t>(i * 7);
+  growing.append(Bytes(part.data(), part.size()));
+  growing.reserve(256 << 10);
+  CHECK(growing.capacity() == (1u << 20));  // the kept block, not a new mapping
+  CHECK(growing.size() == part.size());
+  CHECK(std::memcmp(growing.data(), part.data(), part.size()) == 0);
+  CHECK(FrameBuffer::cached_bytes() == 0);
+  growing.release();
+  CHECK(FrameBuffer::cached_bytes() == (1u << 20));
+  FrameBuffer::drop_cached_blocks();
+}
