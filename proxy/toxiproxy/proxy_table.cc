@@ -53,6 +53,10 @@ struct ProxyTable::Input {
       error = {400, "missing required field: name" + where};
       return false;
     }
+    if (auto why = name_refusal(name); !why.empty()) {
+      error = {400, "bad request body: name " + why + where};
+      return false;
+    }
     if (upstream.empty()) {
       error = {400, "missing required field: upstream" + where};
       return false;

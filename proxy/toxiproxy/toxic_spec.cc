@@ -133,6 +133,16 @@ bool parse_object(std::string_view body, nlohmann::json& out, ApiError& error) {
 
 }  // namespace
 
+std::string name_refusal(std::string_view name) {
+  if (name.empty()) return "is empty";
+  if (name == "." || name == "..") return "cannot be . or ..";
+  for (unsigned char c : name) {
+    if (c == '/') return "has a /";
+    if (c < 0x20 || c == 0x7f) return "has a control character";
+  }
+  return "";
+}
+
 std::string_view stream_name(Stream stream) { return stream == Stream::kUpstream ? "upstream" : "downstream"; }
 
 nlohmann::ordered_json ToxicSpec::to_json() const {
@@ -221,6 +231,10 @@ std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
   toxic.type = in.value("type", std::string());
   toxic.name = in.value("name", std::string());
   if (toxic.name.empty()) toxic.name = toxic.type + "_" + std::string(stream_name(toxic.stream));
+  if (auto why = name_refusal(toxic.name); !why.empty()) {
+    error = {400, "bad request body: name " + why};
+    return std::nullopt;
+  }
   const auto& types = toxic_types();
   if (std::find(types.begin(), types.end(), toxic.type) == types.end()) {
     error = {400, "invalid toxic type"};
