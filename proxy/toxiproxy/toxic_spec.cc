@@ -219,7 +219,12 @@ std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
       return std::nullopt;
     }
   }
-  std::string stream = in.value("stream", std::string());
+  // Absent or null: "" (checked above to be a string otherwise; nlohmann's value() throws on null).
+  auto text = [&in](const char* key) {
+    auto it = in.find(key);
+    return it == in.end() || it->is_null() ? std::string() : it->get<std::string>();
+  };
+  std::string stream = text("stream");
   if (stream.empty() || stream == "downstream") {
     toxic.stream = Stream::kDownstream;
   } else if (stream == "upstream") {
@@ -228,8 +233,8 @@ std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
     error = {400, "stream was invalid, can be either upstream or downstream"};
     return std::nullopt;
   }
-  toxic.type = in.value("type", std::string());
-  toxic.name = in.value("name", std::string());
+  toxic.type = text("type");
+  toxic.name = text("name");
   if (toxic.name.empty()) toxic.name = toxic.type + "_" + std::string(stream_name(toxic.stream));
   if (auto why = name_refusal(toxic.name); !why.empty()) {
     error = {400, "bad request body: name " + why};
