@@ -281,6 +281,7 @@ ApiAnswer ProxyTable::update(const std::string& name, std::string_view body) {
   current.enabled = e->enabled;
   auto input = Input::read(*json, current, error);
   if (!input || !input->addresses("", error)) return error_answer(error);
+  if (input->listen.empty()) return error_answer({400, "listen: empty"});  // a disabled proxy would keep it
   // The name is the proxy's key: a body that names another is not a rename (Toxiproxy ignores it too).
   const bool moved = input->listen != e->listen || input->upstream != e->upstream;
   if (input->upstream != e->upstream || input->kafka) {
