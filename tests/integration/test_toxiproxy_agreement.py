@@ -85,6 +85,9 @@ REQUESTS = [
     ("create-listen-bad-port", "POST", "/proxies", {"name": "b", "upstream": "{echo}", "listen": "127.0.0.1:99999"}),
     ("create-listen-taken", "POST", "/proxies", {"name": "b", "upstream": "{echo}", "listen": "{listen_a}"}),
     ("create-disabled", "POST", "/proxies", {"name": "off", "upstream": "{echo}", "listen": "127.0.0.1:0", "enabled": False}),
+    ("create-disabled-bad-listen", "POST", "/proxies", {"name": "bad", "upstream": "{echo}", "listen": "127.0.0.1:99999",
+                                                        "enabled": False}),
+    ("delete-disabled-bad-listen", "DELETE", "/proxies/bad", None),
     ("show-a", "GET", "/proxies/a", None),
     ("show-missing", "GET", "/proxies/missing", None),
     ("disable-a", "PATCH", "/proxies/a", {"enabled": False}),
@@ -151,6 +154,8 @@ DIFFERENCES = {
     # kproxy's version string names kproxy; the shape is the same.
     "create-listen-bad-port": {"status": (400, 500)},   # a malformed address: 400 (Toxiproxy: 500)
     "create-listen-taken": {"status": (409, 500)},      # an address in use: 409 (Toxiproxy: 500)
+    "create-disabled-bad-listen": {"status": (400, 201)},  # checked although disabled (Toxiproxy: 500 once enabled)
+    "delete-disabled-bad-listen": {"status": (404, 204)},  # (deleted where it was taken)
     "add-toxicity-2": {"status": (400, 200)},           # toxicity outside 0..1 refused
     "add-negative-latency": {"status": (400, 200)},     # negative attributes refused
     "add-kafka-error": {"status": (200, 400)},          # kproxy's Kafka toxics are extension types
