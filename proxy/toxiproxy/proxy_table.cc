@@ -4,6 +4,8 @@
 #include <set>
 #include <utility>
 
+#include "config/host_port.h"
+
 namespace kproxy::toxiproxy {
 
 /// One proxy as a request body gives it; a field not given keeps `fallback`'s value.
@@ -53,8 +55,30 @@ struct ProxyTable::Input {
       error = {400, "missing required field: name" + where};
       return false;
     }
+    if (auto why = name_refusal(name); !why.empty()) {
+      error = {400, "bad request body: name " + why + where};
+      return false;
+    }
     if (upstream.empty()) {
       error = {400, "missing required field: upstream" + where};
+      return false;
+    }
+    return addresses(where, error);
+  }
+
+  /// A disabled proxy's addresses are opened only later (by an update or POST /reset), where a
+  /// malformed one could no longer be refused: their form is checked now, by the parser
+  /// ToxicRelay's open uses (proxy/toxiproxy/toxic_relay.cc). An enabled proxy's are checked by
+  /// opening it.
+  bool addresses(const std::string& where, ApiError& error) const {
+    if (enabled) return true;
+    std::string why;
+    if (!listen.empty() && !config::parse_host_port(listen, &why, /*allow_port_zero=*/true)) {
+      error = {400, "listen: " + why + where};
+      return false;
+    }
+    if (!config::parse_host_port(upstream, &why)) {
+      error = {400, "upstream: " + why + where};
       return false;
     }
     return true;
@@ -256,7 +280,8 @@ ApiAnswer ProxyTable::update(const std::string& name, std::string_view body) {
   current.upstream = e->upstream;
   current.enabled = e->enabled;
   auto input = Input::read(*json, current, error);
-  if (!input) return error_answer(error);
+  if (!input || !input->addresses("", error)) return error_answer(error);
+  if (input->listen.empty()) return error_answer({400, "listen: empty"});  // a disabled proxy would keep it
   // The name is the proxy's key: a body that names another is not a rename (Toxiproxy ignores it too).
   const bool moved = input->listen != e->listen || input->upstream != e->upstream;
   if (input->upstream != e->upstream || input->kafka) {

@@ -133,6 +133,16 @@ bool parse_object(std::string_view body, nlohmann::json& out, ApiError& error) {
 
 }  // namespace
 
+std::string name_refusal(std::string_view name) {
+  if (name.empty()) return "is empty";
+  if (name == "." || name == "..") return "cannot be . or ..";
+  for (unsigned char c : name) {
+    if (c == '/') return "has a /";
+    if (c < 0x20 || c == 0x7f) return "has a control character";
+  }
+  return "";
+}
+
 std::string_view stream_name(Stream stream) { return stream == Stream::kUpstream ? "upstream" : "downstream"; }
 
 nlohmann::ordered_json ToxicSpec::to_json() const {
@@ -209,7 +219,12 @@ std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
       return std::nullopt;
     }
   }
-  std::string stream = in.value("stream", std::string());
+  // Absent or null: "" (checked above to be a string otherwise; nlohmann's value() throws on null).
+  auto text = [&in](const char* key) {
+    auto it = in.find(key);
+    return it == in.end() || it->is_null() ? std::string() : it->get<std::string>();
+  };
+  std::string stream = text("stream");
   if (stream.empty() || stream == "downstream") {
     toxic.stream = Stream::kDownstream;
   } else if (stream == "upstream") {
@@ -218,9 +233,13 @@ std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
     error = {400, "stream was invalid, can be either upstream or downstream"};
     return std::nullopt;
   }
-  toxic.type = in.value("type", std::string());
-  toxic.name = in.value("name", std::string());
+  toxic.type = text("type");
+  toxic.name = text("name");
   if (toxic.name.empty()) toxic.name = toxic.type + "_" + std::string(stream_name(toxic.stream));
+  if (auto why = name_refusal(toxic.name); !why.empty()) {
+    error = {400, "bad request body: name " + why};
+    return std::nullopt;
+  }
   const auto& types = toxic_types();
   if (std::find(types.begin(), types.end(), toxic.type) == types.end()) {
     error = {400, "invalid toxic type"};

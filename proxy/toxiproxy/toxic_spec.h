@@ -50,6 +50,12 @@ const std::vector<std::string>& toxic_types();
 /// True for kafka_error, kafka_delay, kafka_drop_response, kafka_close.
 bool is_kafka_toxic(std::string_view type);
 
+/// "" when `name` (a proxy's or a toxic's) can be addressed as one URL path segment of this API,
+/// else why not: empty, a `/`, a control character, `.` or `..` (kproxy's HTTP server refuses
+/// such a segment, so a proxy or toxic so named could be created but never read or deleted;
+/// docs/toxiproxy-api.openapi.yaml, "Name").
+std::string name_refusal(std::string_view name);
+
 /// The kproxy fault rule (docs/faults.md) a Kafka toxic stands for, named `rule_name`:
 ///   kafka_error          match {api, client_id, transactional_id, topic}, action {error}
 ///   kafka_delay          action {delay, jitter, side: request (upstream) | response (downstream)}

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "proxy/toxiproxy/openapi_document.h"
+
 namespace kproxy::toxiproxy {
 
 admin::HttpResponse to_http(const ApiAnswer& answer) {
@@ -19,6 +21,10 @@ void register_toxiproxy_routes(admin::AdminServer& server, ProxyTable& table, st
     nlohmann::ordered_json body;
     body["version"] = version;
     return HttpResponse{200, "application/json;charset=utf-8", body.dump() + "\n"};
+  });
+  // kproxy's extension: this API's contract (docs/toxiproxy-api.openapi.yaml).
+  server.route("GET", "/openapi.json", [](const HttpRequest&) {
+    return HttpResponse{200, "application/json", std::string(openapi_json())};
   });
   server.route("GET", "/proxies", [&table](const HttpRequest&) { return to_http(table.list()); });
   server.route("POST", "/proxies", [&table](const HttpRequest& r) { return to_http(table.create(r.body)); });
