@@ -1,5 +1,6 @@
 #include "proxy/admin/listener_routes.h"
 
+#include <cctype>
 #include <utility>
 
 #include "config/config_loader.h"
@@ -37,7 +38,10 @@ std::vector<ListenerSnapshot> listener_snapshots(proxy::Proxy& proxy) {
 }
 
 HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const std::string& body) {
-  if (name.empty() || name.size() > 200) return json_error(400, "the listener name must have 1 to 200 characters");
+  // The names of fault rules' (docs/admin-api.openapi.yaml RuleName): they go into paths and logs.
+  bool valid = !name.empty() && name.size() <= 128 && name != "." && name != "..";
+  for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  if (!valid) return json_error(400, "the listener name must be 1-128 of A-Z a-z 0-9 - _ . (not . or ..)");
   std::vector<config::ListenerConfig> added;
   for (const auto& [i, l] : proxy.runtime_listeners()) added.push_back(*l);
   auto entry = config::load_listener_entry(body, name, *proxy.config(), added, "PUT /listeners/" + name);
@@ -85,22 +89,22 @@ nlohmann::json listeners_json(const std::vector<ListenerSnapshot>& listeners, co
 }
 
 void register_listener_routes(AdminServer& server, ListenerSource source) {
-  if (source.put) {
-    server.route("PUT", "/listeners/{name}", [put = source.put](const HttpRequest& r) { return put(r.path_params.at("name"), r.body); });
-  }
-  if (source.remove) {
-    server.route("DELETE", "/listeners/{name}", [remove = source.remove](const HttpRequest& r) {
-      // ?drain=2s: how long its connections may finish what is in flight (default 5 s, 0: close at once).
-      std::chrono::milliseconds drain{5000};
-      if (auto it = r.query_params.find("drain"); it != r.query_params.end()) {
-        auto d = config::parse_duration(it->second);
-        if (!d || *d > std::chrono::minutes(10))
-          return json_error(400, "drain: '" + it->second + "' is not a duration up to 10m (30s, 500ms)");
-        drain = *d;
-      }
-      return remove(r.path_params.at("name"), drain);
-    });
-  }
+  server.route("PUT", "/listeners/{name}", [put = source.put](const HttpRequest& r) {
+    if (!put) return json_error(503, "listeners cannot be added here");
+    return put(r.path_params.at("name"), r.body);
+  });
+  server.route("DELETE", "/listeners/{name}", [remove = source.remove](const HttpRequest& r) {
+    // ?drain=2s: how long its connections may finish what is in flight (default 5 s, 0: close at once).
+    std::chrono::milliseconds drain{5000};
+    if (auto it = r.query_params.find("drain"); it != r.query_params.end()) {
+      auto d = config::parse_duration(it->second);
+      if (!d || *d > std::chrono::minutes(10))
+        return json_error(400, "drain: '" + it->second + "' is not a duration up to 10m (30s, 500ms)");
+      drain = *d;
+    }
+    if (!remove) return json_error(404, "no listener '" + r.path_params.at("name") + "' was added at run time");
+    return remove(r.path_params.at("name"), drain);
+  });
   server.route("GET", "/listeners", [source = std::move(source)](const HttpRequest&) {
     auto listeners = source.listeners ? source.listeners() : std::vector<ListenerSnapshot>{};
     auto admin = source.admin_address ? source.admin_address() : std::string();

@@ -45,8 +45,8 @@ nlohmann::json listeners_json(const std::vector<ListenerSnapshot>& listeners, co
 struct ListenerSource {
   std::function<std::vector<ListenerSnapshot>()> listeners;
   std::function<std::string()> admin_address;  ///< where the admin API itself is bound
-  /// PUT /listeners/{name} (name, body) and DELETE /listeners/{name} (name, drain): empty, the
-  /// routes are not registered.
+  /// PUT /listeners/{name} (name, body) and DELETE /listeners/{name} (name, drain): empty, PUT
+  /// answers 503 and DELETE 404.
   std::function<HttpResponse(const std::string&, const std::string&)> put;
   std::function<HttpResponse(const std::string&, std::chrono::milliseconds)> remove;
 };
@@ -61,7 +61,7 @@ HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const st
 /// config file is not removed: 409).
 HttpResponse delete_listener(proxy::Proxy& proxy, const std::string& name, std::chrono::milliseconds drain);
 
-/// Registers GET /listeners (and PUT, DELETE /listeners/{name} when the source has them).
+/// Registers GET /listeners, PUT and DELETE /listeners/{name}.
 void register_listener_routes(AdminServer& server, ListenerSource source);
 
 }  // namespace kproxy::admin
