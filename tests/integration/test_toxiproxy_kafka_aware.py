@@ -103,16 +103,21 @@ def test_a_kafka_aware_proxy_keeps_every_connection_and_its_toxics_act_on_kafka_
         kh.metadata("127.0.0.1", proxy_port, timeout=slowness.scaled(10))
         assert time.monotonic() - t0 < slowed
 
-        # bandwidth: 1 KB/s (1000 bytes per second) caps a Metadata answer for every topic.
+        # bandwidth: a rate (KB/s, 1000 bytes each) that makes a Metadata answer for every topic
+        # take about 2 s; unshaped it takes a few ms.
         body = kh._array(None) + b"\x00"
+        t0 = time.monotonic()
         size = len(kh.kafka_request("127.0.0.1", proxy_port, kh.API_METADATA, 4, body, timeout=slowness.scaled(10)))
-        proxy.add_toxic(type="bandwidth", attributes={"rate": 1})
+        unshaped = time.monotonic() - t0
+        rate = max(1, size // 2000)
+        proxy.add_toxic(type="bandwidth", attributes={"rate": rate})
         t0 = time.monotonic()
         kh.kafka_request("127.0.0.1", proxy_port, kh.API_METADATA, 4, body, timeout=slowness.scaled(60))
         capped = time.monotonic() - t0
         proxy.destroy_toxic("bandwidth_downstream")
         assert size >= 500, size
-        assert capped >= 0.8 * (size - 100) / 1000, (size, capped)
+        assert capped >= 0.8 * (size - 100) / (rate * 1000) and capped > unshaped, (size, rate, capped, unshaped)
+        print(f"bandwidth toxic: {size} bytes at {rate} KB/s in {capped:.2f} s (unshaped {unshaped:.3f} s); latency 300 ms: {slowed:.3f} s")
 
         # reset_peer: the connection is reset instead of answered.
         proxy.add_toxic(type="reset_peer", attributes={"timeout": 0})
@@ -134,7 +139,7 @@ def test_a_kafka_aware_proxy_keeps_every_connection_and_its_toxics_act_on_kafka_
         # Toxics gone: records exact again.
         after = clients.txn_produce(bootstrap, topic, 100, 2, key_prefix="after-")
         assert after["ok"] and after["records_committed"] == 100, after
-        again = clients.read_committed(bootstrap, topic, 300, key_prefix="")
+        again = clients.read_committed(bootstrap, topic, 300)
         assert again["count"] == 300 and again["duplicates"] == 0 and again["content_mismatches"] == 0, again
 
         # Deleting the proxy closes its listener: the port refuses.
