@@ -1,6 +1,8 @@
 #include "proxy/toxiproxy/toxiproxy_runtime.h"
 
+#include <cctype>
 #include <chrono>
+#include <cstdint>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -27,6 +29,21 @@ std::string literal_glob(const std::string& text) {
   for (char c : text) {
     if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
     out += c;
+  }
+  return out;
+}
+
+/// The fault rule name of toxic `toxic` of proxy `proxy`: "toxiproxy.<proxy>.<toxic>", each
+/// character a rule name may not hold (docs/faults.md: A-Z a-z 0-9 - _ .) as '_', at most 128
+/// characters (a longer one ends in a hash of the whole, FNV-1a).
+std::string rule_name(const std::string& proxy, const std::string& toxic) {
+  std::string full = "toxiproxy." + proxy + "." + toxic;
+  std::string out;
+  for (char c : full) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  if (out.size() > 128) {
+    uint32_t h = 2166136261u;
+    for (unsigned char c : full) h = (h ^ c) * 16777619u;
+    out = out.substr(0, 119) + "." + std::to_string(h % 100000000u);
   }
   return out;
 }
@@ -114,14 +131,14 @@ void ToxiproxyRuntime::set_kafka_toxics(const std::string& name, const std::vect
   installed.clear();
   const std::string glob = literal_glob(listener_name(name));
   for (const auto& t : toxics) {
-    const std::string rule_name = "toxiproxy/" + name + "/" + t.name;
-    nlohmann::json rule = proxy_toxic_rule(t, rule_name, glob);
-    if (rule.is_null()) continue;
-    if (std::string why = live.put_rule(rule_name, rule); !why.empty()) {
+    const std::string rule = rule_name(name, t.name);
+    nlohmann::json spec = proxy_toxic_rule(t, rule, glob);
+    if (spec.is_null()) continue;
+    if (std::string why = live.put_rule(rule, spec); !why.empty()) {
       spdlog::warn("toxiproxy proxy={} toxic={}: its fault rule was refused: {}", name, t.name, why);
       continue;
     }
-    installed.push_back(rule_name);
+    installed.push_back(rule);
   }
   if (installed.empty()) rules_.erase(name);
 }

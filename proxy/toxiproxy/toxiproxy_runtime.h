@@ -8,7 +8,7 @@
 // Two data planes: a proxy whose upstream is not Kafka is a ToxicRelay (proxy/toxiproxy/toxic_relay.h):
 // plain TCP, the toxics on raw bytes. A Kafka-aware one (with a Proxy given) is a kproxy listener
 // added at run time (Proxy::add_listener, named "toxiproxy-<proxy>"), and its toxics are fault
-// rules scoped to that listener ("toxiproxy/<proxy>/<toxic>", proxy_toxic_rule): the client is
+// rules scoped to that listener ("toxiproxy.<proxy>.<toxic>", proxy_toxic_rule): the client is
 // given the proxy's address for its broker(s), so no connection goes to the broker directly.
 #pragma once
 

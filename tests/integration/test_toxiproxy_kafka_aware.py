@@ -105,6 +105,8 @@ def test_a_kafka_aware_proxy_keeps_every_connection_and_its_toxics_act_on_kafka_
 
         # bandwidth: a rate (KB/s, 1000 bytes each) that makes a Metadata answer for every topic
         # take about 2 s; unshaped it takes a few ms.
+        for i in range(6):  # long names: an answer of a few KB
+            kafka.create_topic(f"{topic}-{i}-" + "x" * 200)
         body = kh._array(None) + b"\x00"
         t0 = time.monotonic()
         size = len(kh.kafka_request("127.0.0.1", proxy_port, kh.API_METADATA, 4, body, timeout=slowness.scaled(10)))
@@ -115,7 +117,7 @@ def test_a_kafka_aware_proxy_keeps_every_connection_and_its_toxics_act_on_kafka_
         kh.kafka_request("127.0.0.1", proxy_port, kh.API_METADATA, 4, body, timeout=slowness.scaled(60))
         capped = time.monotonic() - t0
         proxy.destroy_toxic("bandwidth_downstream")
-        assert size >= 500, size
+        assert size >= 1500, size
         assert capped >= 0.8 * (size - 100) / (rate * 1000) and capped > unshaped, (size, rate, capped, unshaped)
         print(f"bandwidth toxic: {size} bytes at {rate} KB/s in {capped:.2f} s (unshaped {unshaped:.3f} s); latency 300 ms: {slowed:.3f} s")
 
@@ -164,8 +166,12 @@ def test_admin_api_adds_and_removes_a_listener_at_run_time(kafka):
         assert status == 400 and "'late' is used by another listener" in body["error"], body
         status, body = _admin(kp, "PUT", "/listeners/odd", {"listen": "127.0.0.1:0", "upstream": broker})
         assert status == 400 and "missing broker_ports" in body["error"], body
-        status, body = _admin(kp, "PUT", f"/listeners/clash", {"listen": f"127.0.0.1:{port}", "upstream": broker, "broker_ports": 0})
-        assert status == 400 and f"port {port} is also used by listener 'late'" in body["error"], body
+        # The port the kernel picked for 'late' is no claim of the config's: the bind refuses it.
+        status, body = _admin(kp, "PUT", "/listeners/clash", {"listen": f"127.0.0.1:{port}", "upstream": broker, "broker_ports": 0})
+        assert status == 409 and "address already in use" in body["error"], body
+        status, body = _admin(kp, "PUT", "/listeners/tls", {"listen": "127.0.0.1:0", "upstream": broker, "broker_ports": 0,
+                                                           "tls": {"cert": "/x", "key": "/y"}})
+        assert status == 400 and "listeners[2].tls: not taken for a listener added at run time" in body["error"], body
         status, _ = _admin(kp, "DELETE", "/listeners/late?drain=0")
         assert status == 204
         with pytest.raises(OSError):
