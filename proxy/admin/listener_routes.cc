@@ -44,6 +44,13 @@ HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const st
   if (!valid) return json_error(400, "the listener name must be 1-128 of A-Z a-z 0-9 - _ . (not . or ..)");
   std::vector<config::ListenerConfig> added;
   for (const auto& [i, l] : proxy.runtime_listeners()) added.push_back(*l);
+  // A name taken is a conflict, as an address taken is (409).
+  for (const auto& l : proxy.config()->listeners) {
+    if (l.name == name) return json_error(409, "listener '" + name + "' is in the config file");
+  }
+  for (const auto& l : added) {
+    if (l.name == name) return json_error(409, "listener '" + name + "' exists: DELETE it first");
+  }
   auto entry = config::load_listener_entry(body, name, *proxy.config(), added, "PUT /listeners/" + name);
   if (!entry.listener) return json_error(400, entry.error_text());
   auto result = proxy.add_listener(*entry.listener);
@@ -98,8 +105,7 @@ void register_listener_routes(AdminServer& server, ListenerSource source) {
     std::chrono::milliseconds drain{5000};
     if (auto it = r.query_params.find("drain"); it != r.query_params.end()) {
       auto d = config::parse_duration(it->second);
-      if (!d || *d > std::chrono::minutes(10))
-        return json_error(400, "drain: '" + it->second + "' is not a duration up to 10m (30s, 500ms)");
+      if (!d || *d > std::chrono::hours(3)) return json_error(400, "drain: '" + it->second + "' is not a duration up to 3h (30s, 500ms)");
       drain = *d;
     }
     if (!remove) return json_error(404, "no listener '" + r.path_params.at("name") + "' was added at run time");

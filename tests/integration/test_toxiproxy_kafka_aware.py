@@ -163,7 +163,7 @@ def test_admin_api_adds_and_removes_a_listener_at_run_time(kafka):
         assert kh.metadata("127.0.0.1", broker_port, timeout=slowness.scaled(10)).brokers == meta.brokers
         # The same checks and texts as the config file's.
         status, body = _admin(kp, "PUT", "/listeners/late", {"listen": "127.0.0.1:0", "upstream": broker, "broker_ports": 0})
-        assert status == 400 and "'late' is used by another listener" in body["error"], body
+        assert status == 409 and "'late' exists" in body["error"], body
         status, body = _admin(kp, "PUT", "/listeners/odd", {"listen": "127.0.0.1:0", "upstream": broker})
         assert status == 400 and "missing broker_ports" in body["error"], body
         # The port the kernel picked for 'late' is no claim of the config's: the bind refuses it.
