@@ -180,3 +180,36 @@ def test_admin_api_adds_and_removes_a_listener_at_run_time(kafka):
         assert status == 404, body
         status, body = _admin(kp, "DELETE", "/listeners/rtl")
         assert status == 409, body
+
+
+def test_a_kafka_aware_proxy_for_a_three_broker_cluster_gives_each_broker_a_port(kafka_cluster):
+    """`broker_ports: "0"` and `advertise`: each broker of the 3-node cluster gets a port the kernel
+    picks, advertised at the given host; a transactional producer and a read_committed consumer
+    bootstrapped at the proxy write and read exact, and Metadata names no broker's own port."""
+    toxiproxy, consumer_api = _client()
+    bootstrap_real = kafka_cluster.bootstrap()
+    real_ports = {int(a.rsplit(":", 1)[1]) for a in bootstrap_real.split(",")}
+    topic = f"toxk3-{int(time.time() * 1000)}"
+    kafka_cluster.create_topic(topic, partitions=3, replication_factor=3)
+    with Kproxy(bootstrap_real.split(",")[0], name="toxk3", extra_yaml="toxiproxy: { listen: 127.0.0.1:0 }\n") as kp:
+        host, port = kp.wait_bound("toxiproxy", "api").rsplit(":", 1)
+        server = toxiproxy.Toxiproxy()
+        server.update_api_consumer(host, int(port))
+        created = consumer_api.post("/proxies", json={"name": "cluster", "upstream": bootstrap_real.split(",")[0],
+                                                      "listen": "127.0.0.1:0", "broker_ports": "0", "advertise": "127.0.0.1"})
+        assert created.status_code == 201, created.text
+        shown = created.json()
+        assert shown["relay"] == "kafka" and shown["broker_ports"] == "0", shown
+        proxy_port = int(shown["listen"].rsplit(":", 1)[1])
+        meta = kh.metadata("127.0.0.1", proxy_port, timeout=slowness.scaled(10))
+        assert len(meta.brokers) == 3, meta.brokers
+        ports = {p for h, p in meta.brokers.values()}
+        assert all(h == "127.0.0.1" for h, _ in meta.brokers.values()) and not ports & real_ports, (meta.brokers, real_ports)
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        produced = clients.txn_produce(bootstrap, topic, 300, 3, key_prefix="c3-")
+        assert produced["ok"] and produced["records_committed"] == 300, produced
+        read = clients.read_committed(bootstrap, topic, 300)
+        assert read["count"] == 300 and read["duplicates"] == 0 and read["content_mismatches"] == 0, read
+        consumer_api.delete("/proxies/cluster").raise_for_status()
+        with pytest.raises(OSError):
+            kh.metadata("127.0.0.1", proxy_port, timeout=2)
