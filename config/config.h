@@ -52,6 +52,9 @@ struct BrokerPorts {
     kInOrder,       ///< the next free port of [first, last], in order of discovery
     kKernel,        ///< `broker_ports: 0`: a port the kernel picks when the broker is first named
     kSni,           ///< an SNI listener (`sni:`): every broker at the one advertised port `base`, told apart by name
+    /// `broker_ports: listen`: a single-broker cluster behind the listener's own port `base` (the
+    /// bound port, set at start): the broker is advertised there, nothing else opens.
+    kListenPort,
   };
   Scheme scheme = Scheme::kNodeIdOffset;
   uint16_t base = 0;   ///< kNodeIdOffset

@@ -632,13 +632,102 @@ class Loader {
       return;
     }
     std::set<std::string> names;
-    for (size_t i = 0; i < n.size(); ++i) {
-      const YAML::Node& item = n[i];
-      std::string path = "listeners[" + std::to_string(i) + "]";
+    for (size_t i = 0; i < n.size(); ++i) load_listener(n[i], "listeners[" + std::to_string(i) + "]", i, names, c);
+    // Two listeners on one port would split clients between them.
+    for (size_t i = 0; i < c.listeners.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (c.listeners[i].listen.port != 0 && c.listeners[i].listen.port == c.listeners[j].listen.port) {
+          error(n[i]["listen"] ? n[i]["listen"] : n[i],
+                same_port_text("listeners[" + std::to_string(i) + "]", c.listeners[i], c.listeners[j]));
+        }
+      }
+    }
+  }
+
+  static std::string same_port_text(const std::string& path, const ListenerConfig& later, const ListenerConfig& earlier) {
+    return path + ".listen: port " + std::to_string(later.listen.port) + " is also used by listener '" + earlier.name + "'";
+  }
+
+ public:
+  /// Runs the checks of the config's listeners on one more listener `item` (the admin API's PUT
+  /// /listeners/{name}, config_loader.h load_listener_entry): `running` (the config and the
+  /// listeners added at run time) claims its ports and names first.
+  ListenerEntry load_entry(const YAML::Node& item, const std::string& name, const Config& running,
+                           const std::vector<ListenerConfig>& added) {
+    ListenerEntry out;
+    std::set<std::string> names;
+    std::vector<const ListenerConfig*> all;
+    for (const auto& l : running.listeners) all.push_back(&l);
+    for (const auto& l : added) all.push_back(&l);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto& l = *all[i];
+      names.insert(l.name);
+      const std::string path = "listeners[" + std::to_string(i) + "]";
+      const std::string owner = "listener '" + l.name + "'";
+      const int index = static_cast<int>(i);
+      if (l.listen.port != 0)
+        claims_.push_back(
+            {l.listen.port, l.listen.port, path + ".listen", "the bootstrap port of " + owner, {}, index, ClaimKind::kListen});
+      if (l.broker_ports.scheme == BrokerPorts::Scheme::kNodeIdOffset)
+        claims_.push_back(
+            {l.broker_ports.base, l.broker_ports.base, path + ".broker_ports", "broker node 0 of " + owner, {}, index, ClaimKind::kBase});
+      if (l.broker_ports.scheme == BrokerPorts::Scheme::kInOrder)
+        claims_.push_back({l.broker_ports.first,
+                           l.broker_ports.last,
+                           path + ".broker_port_range",
+                           "the broker ports of " + owner,
+                           {},
+                           index,
+                           ClaimKind::kRange});
+      max_ports_.push_back(l.broker_ports.max_ports);
+    }
+    if (running.admin.listen && running.admin.listen->port != 0)
+      claims_.push_back(
+          {running.admin.listen->port, running.admin.listen->port, "admin.listen", "the admin API", {}, -1, ClaimKind::kAdmin});
+    if (running.toxiproxy.listen && running.toxiproxy.listen->port != 0)
+      claims_.push_back({running.toxiproxy.listen->port,
+                         running.toxiproxy.listen->port,
+                         "toxiproxy.listen",
+                         "the Toxiproxy API",
+                         {},
+                         -1,
+                         ClaimKind::kAdmin});
+    first_new_claim_ = claims_.size();
+    Config c;
+    const size_t index = all.size();
+    const std::string path = "listeners[" + std::to_string(index) + "]";
+    if (walk(item, 1, path)) {
+      if (item.IsMap() && item["name"] && item["name"].IsScalar() && item["name"].Scalar() != name) {
+        error(item["name"], path + ".name: '" + item["name"].Scalar() + "' differs from the name in the path ('" + name + "')");
+      }
+      YAML::Node named = YAML::Clone(item);
+      if (named.IsMap()) named["name"] = name;
+      load_listener(named, path, index, names, c);
+      if (!c.listeners.empty()) {
+        const ListenerConfig& l = c.listeners.front();
+        for (const auto* other : all) {
+          if (l.listen.port != 0 && l.listen.port == other->listen.port) error(named["listen"], same_port_text(path, l, *other));
+        }
+        // Certificates are read at start and reload only (proxy/runtime/startup_check.h).
+        for (const char* key : {"tls", "upstream_tls", "sni"}) {
+          if (named[key]) error(named[key], path + "." + key + ": not taken for a listener added at run time: put it in the config file");
+        }
+        check_port_claims();
+      }
+    }
+    if (errors_.empty() && !c.listeners.empty()) out.listener = std::move(c.listeners.front());
+    out.errors = std::move(errors_);
+    out.warnings = std::move(warnings_);
+    return out;
+  }
+
+ private:
+  void load_listener(const YAML::Node& item, const std::string& path, size_t i, std::set<std::string>& names, Config& c) {
+    {
       if (!check_map(item, path,
                      {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "tls",
                       "upstream_tls", "proxy_protocol", "sni"})) {
-        continue;
+        return;
       }
       ListenerConfig l;
       if (auto v = item["name"]) {
@@ -702,6 +791,9 @@ class Loader {
         error(range, path + ": give either broker_ports (base + node id) or broker_port_range (assigned in order), not both");
       } else if (ports && ports.IsScalar() && ports.Scalar() == "0") {
         l.broker_ports.scheme = BrokerPorts::Scheme::kKernel;  // each broker a port the kernel picks
+      } else if (ports && ports.IsScalar() && ports.Scalar() == "listen") {
+        l.broker_ports.scheme = BrokerPorts::Scheme::kListenPort;  // a single broker at the listen port
+        l.broker_ports.max_ports = 1;
       } else if (ports) {
         if (auto base = port(ports, path + ".broker_ports")) {
           l.broker_ports.scheme = BrokerPorts::Scheme::kNodeIdOffset;
@@ -717,9 +809,11 @@ class Loader {
                              range.Mark(), index, ClaimKind::kRange});
         }
       } else {
-        error(item, path +
-                        ": missing broker_ports (base port: node N at base + N; 0: a port the kernel picks per broker) or "
-                        "broker_port_range (first-last, assigned in order)");
+        error(item,
+              path +
+                  ": missing broker_ports (base port: node N at base + N; 0: a port the kernel picks per broker; listen: a single broker "
+                  "at the listen port) or "
+                  "broker_port_range (first-last, assigned in order)");
       }
       if (auto v = item["tls"]) l.tls = server_tls(v, path + ".tls");
       if (auto v = item["upstream_tls"]) l.upstream_tls = upstream_tls(v, path + ".upstream_tls");
@@ -738,16 +832,6 @@ class Loader {
       max_ports_.resize(i + 1, kDefaultMaxBrokerPorts);
       max_ports_[i] = l.broker_ports.max_ports;
       c.listeners.push_back(std::move(l));
-    }
-    // Two listeners on one port would split clients between them.
-    for (size_t i = 0; i < c.listeners.size(); ++i) {
-      for (size_t j = 0; j < i; ++j) {
-        if (c.listeners[i].listen.port != 0 && c.listeners[i].listen.port == c.listeners[j].listen.port) {
-          error(n[i]["listen"] ? n[i]["listen"] : n[i], "listeners[" + std::to_string(i) + "].listen: port " +
-                                                            std::to_string(c.listeners[i].listen.port) + " is also used by listener '" +
-                                                            c.listeners[j].name + "'");
-        }
-      }
     }
   }
 
@@ -963,7 +1047,8 @@ class Loader {
     if (!errors_.empty() || !options_.ephemeral_ports) return;
     auto ephemeral = options_.ephemeral_ports();
     if (!ephemeral) return;
-    for (const PortClaim& c : claims_) {
+    for (size_t k = first_new_claim_; k < claims_.size(); ++k) {
+      const PortClaim& c = claims_[k];
       PortClaim window = c;
       std::string note;
       if (c.kind == ClaimKind::kBase) {
@@ -993,6 +1078,7 @@ class Loader {
   std::set<std::pair<int, int>> reported_encoding_;  ///< an aliased value is walked once per use: one error
   static std::pair<int, int> mark_of(const YAML::Node& n) { return {n.Mark().line, n.Mark().column}; }
   std::vector<PortClaim> claims_;
+  size_t first_new_claim_ = 0;       ///< claims before it are the running listeners' (load_entry): no warning for them again
   std::vector<uint32_t> max_ports_;  ///< per listener index, for the ephemeral-range window
 };
 
@@ -1040,6 +1126,32 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
   text << in.rdbuf();
   std::string yaml = text.str();
   return parse_and_load([&] { return YAML::Load(yaml); }, path, options);
+}
+
+ListenerEntry load_listener_entry(std::string_view body, const std::string& name, const Config& running,
+                                  const std::vector<ListenerConfig>& added, const std::string& source, const LoadOptions& options) {
+  Loader loader(source, options);
+  ListenerEntry out;
+  try {
+    YAML::Node item = YAML::Load(std::string(body));
+    return loader.load_entry(item, name, running, added);
+  } catch (const YAML::Exception& e) {
+    ConfigError err;
+    err.file = source;
+    if (!e.mark.is_null()) {
+      err.line = e.mark.line + 1;
+      err.column = e.mark.column + 1;
+    }
+    err.reason = "invalid YAML: " + e.msg;
+    out.errors.push_back(std::move(err));
+  }
+  return out;
+}
+
+std::string ListenerEntry::error_text() const {
+  std::string out;
+  for (const auto& e : errors) out += (out.empty() ? "" : "\n") + e.to_string();
+  return out;
 }
 
 LoadResult load_config_string(std::string_view yaml, const std::string& source, const LoadOptions& options) {

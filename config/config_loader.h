@@ -71,6 +71,25 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options 
 /// Parses and validates `yaml`; `source` names it in errors.
 LoadResult load_config_string(std::string_view yaml, const std::string& source, const LoadOptions& options = {});
 
+/// One listener entry checked on its own against a running config (the admin API's
+/// PUT /listeners/{name}, docs/admin-api.openapi.yaml): the same checks and error texts as a
+/// `listeners:` entry of the file, with the running listeners' ports and names claimed first.
+struct ListenerEntry {
+  std::optional<ListenerConfig> listener;  ///< set when there is no error
+  std::vector<ConfigError> errors;
+  std::vector<ConfigError> warnings;  ///< e.g. a port inside the kernel's ephemeral range
+  /// The errors, one per line.
+  std::string error_text() const;
+};
+
+/// Checks `body` (YAML or JSON: a mapping like one `listeners:` entry) as listener `name`
+/// (a `name` in the body must be the same). `running` and `added` (listeners added at run time
+/// before) are the listeners already there: the new one is checked as the next entry of the
+/// list ("listeners[N]..."). `tls`, `upstream_tls` and `sni` are refused (certificates are read
+/// at start and reload only).
+ListenerEntry load_listener_entry(std::string_view body, const std::string& name, const Config& running,
+                                  const std::vector<ListenerConfig>& added, const std::string& source, const LoadOptions& options = {});
+
 /// "30s", "500ms", "2m", "1h" or a bare number of seconds. nullopt when malformed.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
 

@@ -169,7 +169,8 @@ int run(const std::string& path, const std::string& scenario_path) {
   });
 
   // toxiproxy: Toxiproxy's HTTP API (docs/toxiproxy.md), opened once the Kafka listeners run.
-  kproxy::toxiproxy::ToxiproxyRuntime toxiproxy(loaded.config->toxiproxy, std::string("kproxy ") + kVersion + " (Toxiproxy API v2)");
+  kproxy::toxiproxy::ToxiproxyRuntime toxiproxy(loaded.config->toxiproxy, std::string("kproxy ") + kVersion + " (Toxiproxy API v2)",
+                                                &proxy);
 
   // The admin API opens first: whoever sees a Kafka port open can call it already (a test that
   // waits for the Kafka port, then PUTs a fault rule). /readyz says "starting" until the Kafka

@@ -33,6 +33,9 @@ AdminRuntime::AdminRuntime(proxy::Proxy& proxy, std::function<std::string()> rel
   auto config = proxy_.config();
   std::vector<std::string> names;
   for (const auto& l : config->listeners) names.push_back(l.name);
+  // The last slot counts every listener added at run time (proxy/runtime/proxy.h add_listener):
+  // per-listener metrics are sized when a thread first counts.
+  names.push_back("runtime");
   metrics::ProxyMetrics::instance().set_listener_names(names);
   // metrics.frames (config), overridden by KPROXY_FRAME_METRICS=off|on|no-errors (no-errors: no
   // error codes counted; bench/metrics attributes the cost with these).
@@ -106,10 +109,13 @@ std::string AdminRuntime::start() {
     token_origin = "env KPROXY_ADMIN_TOKEN";
   }
   server_ = std::make_unique<AdminServer>(options);
-  ListenerSource listeners{[this] { return listener_snapshots(proxy_); },
-                           [this, host = config->admin.listen->host] {
-                             return config::HostPort{host, server_ ? server_->port() : uint16_t{0}}.to_string();
-                           }};
+  ListenerSource listeners{
+      [this] { return listener_snapshots(proxy_); },
+      [this, host = config->admin.listen->host] {
+        return config::HostPort{host, server_ ? server_->port() : uint16_t{0}}.to_string();
+      },
+      [this](const std::string& name, const std::string& body) { return put_listener(proxy_, name, body); },
+      [this](const std::string& name, std::chrono::milliseconds drain) { return delete_listener(proxy_, name, drain); }};
   register_admin_routes(*server_, *chaos_admin_, *health_, transactions_, std::move(listeners));
   std::string error = server_->start();
   if (!error.empty()) {

@@ -11,6 +11,7 @@
 //    "admin": "127.0.0.1:41236"}
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct ListenerSnapshot {
   std::string advertise;     ///< host handed to clients for brokers
   std::string broker_ports;  ///< "node_id_offset", "in_order" or "kernel"
   std::vector<proxy::BrokerRoute> brokers;
+  bool runtime = false;  ///< added at run time (PUT /listeners/{name}), not from the config file
 };
 
 /// The listeners of `proxy` now. Safe from the admin threads.
@@ -43,9 +45,23 @@ nlohmann::json listeners_json(const std::vector<ListenerSnapshot>& listeners, co
 struct ListenerSource {
   std::function<std::vector<ListenerSnapshot>()> listeners;
   std::function<std::string()> admin_address;  ///< where the admin API itself is bound
+  /// PUT /listeners/{name} (name, body) and DELETE /listeners/{name} (name, drain): empty, PUT
+  /// answers 503 and DELETE 404.
+  std::function<HttpResponse(const std::string&, const std::string&)> put;
+  std::function<HttpResponse(const std::string&, std::chrono::milliseconds)> remove;
 };
 
-/// Registers GET /listeners.
+/// PUT /listeners/{name} on `proxy`: the body (JSON or YAML, like one `listeners:` entry) is
+/// checked by config::load_listener_entry (the config loader's checks and texts), then the
+/// listener opens (proxy/runtime/proxy.h add_listener). 201 with the listener as GET /listeners
+/// shows it and `warnings`; 400 (a refused entry: every error, one per line), 409 (name or
+/// address taken, too many).
+HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const std::string& body);
+/// DELETE /listeners/{name}: 204, or 404 (no run-time listener of that name; a listener of the
+/// config file is not removed: 409).
+HttpResponse delete_listener(proxy::Proxy& proxy, const std::string& name, std::chrono::milliseconds drain);
+
+/// Registers GET /listeners, PUT and DELETE /listeners/{name}.
 void register_listener_routes(AdminServer& server, ListenerSource source);
 
 }  // namespace kproxy::admin

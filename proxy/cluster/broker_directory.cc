@@ -1,5 +1,7 @@
 #include "proxy/cluster/broker_directory.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "proxy/metrics/proxy_metrics.h"
@@ -52,6 +54,22 @@ BrokerPortClaims::BrokerPortClaims(const config::Config& config) {
   // Last, so that a listener sharing the admin port (refused by the config loader) is named.
   if (config.admin.listen && config.admin.listen->port != 0)
     ports_.emplace(config.admin.listen->port, Owner{SIZE_MAX, -1, "the admin API"});
+}
+
+void BrokerPortClaims::add_listener(size_t listener, const config::ListenerConfig& l) {
+  std::lock_guard lock(mutex_);
+  if (names_.size() <= listener) names_.resize(listener + 1);
+  names_[listener] = l.name;
+  if (l.listen.port != 0) ports_[l.listen.port] = Owner{listener, -1, "the bootstrap port of listener '" + l.name + "'"};
+  if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kInOrder) {
+    ranges_.push_back({l.broker_ports.first, l.broker_ports.last, listener, "the broker port range of listener '" + l.name + "'"});
+  }
+}
+
+void BrokerPortClaims::remove_listener(size_t listener) {
+  std::lock_guard lock(mutex_);
+  for (auto it = ports_.begin(); it != ports_.end();) it = it->second.listener == listener ? ports_.erase(it) : std::next(it);
+  ranges_.erase(std::remove_if(ranges_.begin(), ranges_.end(), [&](const RangeClaim& r) { return r.listener == listener; }), ranges_.end());
 }
 
 std::string BrokerPortClaims::claim(uint16_t port, size_t listener, int32_t node_id) {
@@ -108,12 +126,22 @@ BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_vie
       it->second.real.port = static_cast<uint16_t>(port);
     }
     // An SNI listener opens no port per broker: its one port serves every node.
-    return {it->second.proxy_port, ports_.scheme != config::BrokerPorts::Scheme::kSni && !port_state_[node_id].listening, {}};
+    return {it->second.proxy_port, !one_port() && !port_state_[node_id].listening, {}};
   }
   if (node_id < 0) return {0, false, {}};
   if (by_node_.size() >= ports_.max_ports) {
     return refuse(node_id, BrokerPortRefusal::kOverLimit,
                   "this listener already gives max_broker_ports = " + std::to_string(ports_.max_ports) + " brokers a port");
+  }
+  if (ports_.scheme == config::BrokerPorts::Scheme::kListenPort) {
+    // One broker behind the listener's own port: its bootstrap connections reach it already.
+    if (!by_node_.empty()) {
+      return refuse(node_id, BrokerPortRefusal::kOverLimit,
+                    "broker_ports: listen serves a single broker (node " + std::to_string(by_node_.begin()->first) +
+                        " has the port): give broker_ports or broker_port_range for a cluster");
+    }
+    by_node_.emplace(node_id, BrokerRoute{node_id, config::HostPort{std::string(host), static_cast<uint16_t>(port)}, ports_.base});
+    return {ports_.base, false, {}};
   }
   if (ports_.scheme == config::BrokerPorts::Scheme::kSni) {
     // Every broker at the listener's one advertised port, told apart by its host name
@@ -193,7 +221,7 @@ std::vector<BrokerRoute> BrokerDirectory::routes() const {
   for (const auto& [id, route] : by_node_) {
     out.push_back(route);
     auto state = port_state_.find(id);
-    out.back().listening = ports_.scheme == config::BrokerPorts::Scheme::kSni || (state != port_state_.end() && state->second.listening);
+    out.back().listening = one_port() || (state != port_state_.end() && state->second.listening);
   }
   return out;
 }

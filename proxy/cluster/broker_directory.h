@@ -70,6 +70,11 @@ class BrokerPortClaims {
   /// Claims `port` for broker `node_id` of listener `listener`. "" when the port is this
   /// listener's to give (free, in its own range, or already this node's), else who owns it.
   std::string claim(uint16_t port, size_t listener, int32_t node_id);
+  /// A listener added at run time (proxy/runtime/proxy.h add_listener) at index `listener`: its
+  /// fixed claims, as the constructor makes them for the config's.
+  void add_listener(size_t listener, const config::ListenerConfig& l);
+  /// Listener `listener` closed: every port it claimed is free again.
+  void remove_listener(size_t listener);
 
  private:
   struct Owner {
@@ -130,10 +135,20 @@ class BrokerDirectory {
   /// Every node learnt so far, by node id.
   std::vector<BrokerRoute> routes() const;
 
+  /// Scheme::kListenPort: the listener's bound port (known once it is bound: port 0).
+  void set_listen_port(uint16_t port) {
+    std::lock_guard lock(mutex_);
+    ports_.base = port;
+  }
+
   /// The port a node id gets under the base + node id scheme, or 0 if out of range.
   static uint16_t offset_port(uint16_t base, int32_t node_id);
 
  private:
+  /// Every node at one port that is open already (SNI, or the listener's own port).
+  bool one_port() const {
+    return ports_.scheme == config::BrokerPorts::Scheme::kSni || ports_.scheme == config::BrokerPorts::Scheme::kListenPort;
+  }
   // Records the refusal of `node_id`: logged and counted the first time only.
   Learned refuse(int32_t node_id, BrokerPortRefusal reason, std::string why);
 

@@ -66,7 +66,9 @@ void ClientConnection::start(const config::HostPort& upstream) {
   // The upstream session verifies the broker's certificate against the host it is reached by:
   // the bootstrap host, or the host the broker advertises.
   tls::ListenerTls tls = env_.listener_tls(listener_->listener_index);
-  const auto& sni = config_->listeners[listener_->listener_index].sni;
+  // A listener added at run time has no sni: (proxy/runtime/proxy.h add_listener).
+  static const std::optional<config::SniConfig> kNoSni;
+  const auto& sni = listener_->listener_index < config_->listeners.size() ? config_->listeners[listener_->listener_index].sni : kNoSni;
   if (sni) {
     // The upstream waits for the ClientHello's server name (config/README.md "SNI listeners"),
     // or without TLS here (it ended at the load balancer) for the PROXY header's authority TLV.

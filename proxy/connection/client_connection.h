@@ -59,6 +59,10 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void close(CloseReason reason) override;
   /// Stops taking requests; closes once every in-flight request has its response.
   void drain();
+  /// The same, closing with `reason` (its listener was removed at run time, say).
+  void drain(CloseReason reason) { begin_drain(std::move(reason)); }
+  /// The listener (config index or run-time slot, proxy/runtime/proxy.h) that accepted it.
+  size_t listener_index() const { return listener_->listener_index; }
 
   // TcpStreamEvents
   void on_stream_read(TcpStream& s, codec::Bytes data) override;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <future>
 #include <memory>
 #include <mutex>
 
@@ -45,25 +46,31 @@ void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balanc
 }  // namespace
 
 Proxy::Proxy(std::shared_ptr<const config::Config> config)
-    : config_(std::move(config)), frame_budget_(config_->limits.max_buffered_frame_bytes),
-      streamed_budget_(config_->limits.max_streamed_request_bytes),
-      preferred_upstream_(new std::atomic<uint32_t>[config_->listeners.size()]),
-      listener_ports_(new std::atomic<uint16_t>[config_->listeners.size()]) {
-  for (size_t i = 0; i < config_->listeners.size(); ++i) {
+    : config_(std::move(config)), file_listeners_(config_->listeners.size()), slot_count_(file_listeners_ + kMaxRuntimeListeners),
+      directory_slots_(new std::atomic<BrokerDirectory*>[slot_count_]),
+      rewrite_slots_(new std::atomic<const BrokerAddressRewrite*>[slot_count_]), runtime_(kMaxRuntimeListeners),
+      frame_budget_(config_->limits.max_buffered_frame_bytes), streamed_budget_(config_->limits.max_streamed_request_bytes),
+      preferred_upstream_(new std::atomic<uint32_t>[slot_count_]), listener_ports_(new std::atomic<uint16_t>[slot_count_]) {
+  for (size_t i = 0; i < slot_count_; ++i) {
     preferred_upstream_[i] = 0;
     listener_ports_[i] = 0;
+    directory_slots_[i] = nullptr;
+    rewrite_slots_[i] = nullptr;
   }
   // One claim table for all listeners: a broker port of one never reaches another's cluster.
-  auto claims = std::make_shared<BrokerPortClaims>(*config_);
+  claims_ = std::make_shared<BrokerPortClaims>(*config_);
   for (size_t i = 0; i < config_->listeners.size(); ++i) {
     const auto& listener = config_->listeners[i];
-    directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims, i, listener.name, listener.listen.host));
+    owned_directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims_, i, listener.name, listener.listen.host));
     std::optional<config::BrokerHostPattern> broker_names;
     if (listener.sni) {
       broker_names = listener.sni->broker;
       export_sni_outcomes();  // every outcome scraped from the start, at 0
     }
-    rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*directories_.back(), listener.advertise, std::move(broker_names)));
+    owned_rewrites_.push_back(
+        std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), listener.advertise, std::move(broker_names)));
+    directory_slots_[i] = owned_directories_.back().get();
+    rewrite_slots_[i] = owned_rewrites_.back().get();
   }
 }
 
@@ -98,6 +105,7 @@ std::string Proxy::start() {
       if (!error.empty()) return "listener '" + l.name + "': " + error;
     }
     listener_ports_[li] = bound.port;
+    if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kListenPort) directory(li).set_listen_port(bound.port);
     const std::string address = config::HostPort{l.listen.host, bound.port}.to_string();
     report_bound("listener", l.name, address);
     std::string bootstrap;
@@ -112,6 +120,7 @@ std::string Proxy::start() {
         break;
       case config::BrokerPorts::Scheme::kKernel: broker_ports = "ports the kernel picks (reported as they open)"; break;
       case config::BrokerPorts::Scheme::kSni: break;
+      case config::BrokerPorts::Scheme::kListenPort: broker_ports = "port " + std::to_string(bound.port) + " (a single broker)"; break;
     }
     if (l.sni) {
       // config/README.md "SNI listeners": where kproxy binds, what it advertises, what it routes by.
@@ -228,13 +237,14 @@ tls::ListenerTls Proxy::listener_tls(size_t listener_index) const {
 }
 
 void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node_id, uint16_t port) {
-  auto cfg = config();
-  const auto& l = cfg->listeners[listener_index];
+  auto listener = listener_config(listener_index);
+  if (!listener) return;  // a run-time listener removed since
+  const auto& l = *listener;
   ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id, l.proxy_protocol};
-  auto route = directories_[listener_index]->route_for_port(port);
+  auto& directory = this->directory(listener_index);
+  auto route = directory.route_for_port(port);
   // A draining worker has closed its listeners and must not open new ones (its loop would never end).
   if (caller.draining()) return;
-  auto& directory = *directories_[listener_index];
   // broker_ports: 0: the directory bound the port when it picked it; listen on that socket.
   OwnedDescriptor reserved = directory.take_reserved_socket(node_id);
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec, reserved ? reserved.get() : -1);
@@ -273,25 +283,159 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
 }
 
 uint16_t Proxy::listener_port(size_t listener_index) const {
-  return listener_index < directories_.size() ? listener_ports_[listener_index].load() : 0;
+  return listener_index < slot_count_ ? listener_ports_[listener_index].load() : 0;
 }
 
 config::HostPort Proxy::bootstrap_target(const config::Config& config, size_t listener_index) const {
-  const auto& upstreams = config.listeners[listener_index].upstreams;
-  if (upstreams.empty()) return config.listeners[listener_index].upstream;
+  std::shared_ptr<const config::ListenerConfig> runtime;
+  const config::ListenerConfig* l = nullptr;
+  if (listener_index < config.listeners.size()) {
+    l = &config.listeners[listener_index];
+  } else {
+    runtime = listener_config(listener_index);
+    if (!runtime) return {};  // removed since: the connect fails, the client retries elsewhere
+    l = runtime.get();
+  }
+  const auto& upstreams = l->upstreams;
+  if (upstreams.empty()) return l->upstream;
   return upstreams[preferred_upstream_[listener_index].load(std::memory_order_relaxed) % upstreams.size()];
 }
 
 void Proxy::bootstrap_unreachable(size_t listener_index, const config::HostPort& target) {
-  auto cfg = config();
-  const auto& upstreams = cfg->listeners[listener_index].upstreams;
+  auto listener = listener_config(listener_index);
+  if (!listener) return;
+  const auto& upstreams = listener->upstreams;
   if (upstreams.size() < 2) return;
   uint32_t current = preferred_upstream_[listener_index].load();
   if (!(upstreams[current % upstreams.size()] == target)) return;  // someone moved on already
   if (preferred_upstream_[listener_index].compare_exchange_strong(current, current + 1)) {
-    spdlog::warn("listener={} bootstrap {} unreachable: new connections go to {}", cfg->listeners[listener_index].name, target.to_string(),
+    spdlog::warn("listener={} bootstrap {} unreachable: new connections go to {}", listener->name, target.to_string(),
                  upstreams[(current + 1) % upstreams.size()].to_string());
   }
+}
+
+std::shared_ptr<const config::ListenerConfig> Proxy::listener_config(size_t listener_index) const {
+  std::lock_guard lock(config_mutex_);
+  if (listener_index < file_listeners_) return std::shared_ptr<const config::ListenerConfig>(config_, &config_->listeners[listener_index]);
+  size_t k = listener_index - file_listeners_;
+  return k < runtime_.size() ? runtime_[k] : nullptr;
+}
+
+std::vector<std::pair<size_t, std::shared_ptr<const config::ListenerConfig>>> Proxy::runtime_listeners() const {
+  std::lock_guard lock(config_mutex_);
+  std::vector<std::pair<size_t, std::shared_ptr<const config::ListenerConfig>>> out;
+  for (size_t k = 0; k < runtime_.size(); ++k) {
+    if (runtime_[k]) out.emplace_back(file_listeners_ + k, runtime_[k]);
+  }
+  return out;
+}
+
+void Proxy::on_every_worker(const std::function<void(Worker&)>& task) {
+  // Set when the last copy of the task goes: run, or dropped by a worker whose loop has ended.
+  struct Done {
+    std::promise<void> promise;
+    ~Done() { promise.set_value(); }
+  };
+  std::vector<std::future<void>> waits;
+  for (auto& w : workers_) {
+    auto done = std::make_shared<Done>();
+    waits.push_back(done->promise.get_future());
+    Worker* worker = w.get();
+    worker->post([worker, task, done] { task(*worker); });
+  }
+  for (auto& f : waits) f.wait_for(std::chrono::seconds(10));
+}
+
+Proxy::AddedListener Proxy::add_listener(config::ListenerConfig l) {
+  std::lock_guard serial(runtime_mutex_);
+  AddedListener out;
+  if (!started() || workers_.empty() || workers_.front()->draining()) return {"kproxy is not running (starting or shutting down)", 503};
+  size_t slot = kMaxRuntimeListeners;
+  {
+    std::lock_guard lock(config_mutex_);
+    for (const auto& f : config_->listeners) {
+      if (f.name == l.name) return {"listener '" + l.name + "' exists in the config file", 409};
+    }
+    for (size_t n = 0; n < kMaxRuntimeListeners; ++n) {
+      size_t k = (next_runtime_slot_ + n) % kMaxRuntimeListeners;
+      if (runtime_[k] && runtime_[k]->name == l.name) return {"listener '" + l.name + "' exists", 409};
+      if (!runtime_[k] && slot == kMaxRuntimeListeners) slot = k;
+    }
+  }
+  if (slot == kMaxRuntimeListeners) {
+    return {"too many listeners added at run time: at most " + std::to_string(kMaxRuntimeListeners) + " at once", 409};
+  }
+  const size_t index = file_listeners_ + slot;
+  BoundSocket bound = bind_tcp_socket(l.listen.host, l.listen.port);
+  if (!bound.socket) return {"listener '" + l.name + "': " + bound.error, 409};
+  if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kListenPort) l.broker_ports.base = bound.port;
+  if (l.upstreams.empty()) l.upstreams.push_back(l.upstream);
+  owned_directories_.push_back(std::make_unique<BrokerDirectory>(l.broker_ports, claims_, index, l.name, l.listen.host));
+  owned_rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), l.advertise, std::nullopt));
+  claims_->remove_listener(index);  // what a listener of this slot before claimed
+  claims_->add_listener(index, l);
+  directory_slots_[index].store(owned_directories_.back().get(), std::memory_order_release);
+  rewrite_slots_[index].store(owned_rewrites_.back().get(), std::memory_order_release);
+  preferred_upstream_[index] = 0;
+  listener_ports_[index] = bound.port;
+  auto shared = std::make_shared<const config::ListenerConfig>(l);
+  {
+    std::lock_guard lock(config_mutex_);
+    runtime_[slot] = shared;
+    next_runtime_slot_ = (slot + 1) % kMaxRuntimeListeners;
+  }
+  ListenerSpec spec{index, l.name, l.listen.host, bound.port, -1, l.proxy_protocol};
+  auto errors = std::make_shared<std::vector<std::string>>();
+  auto errors_mutex = std::make_shared<std::mutex>();
+  const int fd = bound.socket.get();
+  on_every_worker([spec, fd, errors, errors_mutex](Worker& w) {
+    std::string e = w.draining() ? std::string("the worker is shutting down") : w.open_listener(spec, fd);
+    if (e.empty()) return;
+    std::lock_guard lock(*errors_mutex);
+    errors->push_back(std::move(e));
+  });
+  {
+    std::lock_guard lock(*errors_mutex);
+    if (!errors->empty()) {
+      std::string why = errors->front();
+      on_every_worker([index](Worker& w) { w.close_listener(index, std::chrono::milliseconds(0)); });
+      {
+        std::lock_guard lock2(config_mutex_);
+        runtime_[slot] = nullptr;
+      }
+      claims_->remove_listener(index);
+      listener_ports_[index] = 0;
+      return {"listener '" + l.name + "': " + why, 409};
+    }
+  }
+  const std::string address = config::HostPort{l.listen.host, bound.port}.to_string();
+  report_bound("listener", l.name, address);
+  std::string bootstrap;
+  for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
+  spdlog::info("listener={} added at run time: listening on {} (upstream {}, brokers advertised as {})", l.name, address, bootstrap,
+               l.advertise);
+  out.index = index;
+  out.port = bound.port;
+  return out;
+}
+
+bool Proxy::remove_listener(const std::string& name, std::chrono::milliseconds drain) {
+  std::lock_guard serial(runtime_mutex_);
+  size_t index = 0;
+  {
+    std::lock_guard lock(config_mutex_);
+    size_t k = 0;
+    while (k < runtime_.size() && !(runtime_[k] && runtime_[k]->name == name)) ++k;
+    if (k == runtime_.size()) return false;
+    runtime_[k] = nullptr;
+    index = file_listeners_ + k;
+  }
+  on_every_worker([index, drain](Worker& w) { w.close_listener(index, drain); });
+  claims_->remove_listener(index);
+  listener_ports_[index] = 0;
+  spdlog::info("listener={} removed at run time: no new connections; open ones {}", name,
+               drain.count() ? "drain for up to " + std::to_string(drain.count()) + " ms" : std::string("closed"));
+  return true;
 }
 
 bool Proxy::reserve_connection() {

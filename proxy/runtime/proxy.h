@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec/frame_memory_budget.h"
@@ -65,11 +66,41 @@ class Proxy {
   ConnectionBalancer& balancer() { return *balancer_; }
   /// Worker `index` (admin health checks post pings to its loop).
   Worker& worker(size_t index) { return *workers_[index]; }
-  BrokerDirectory& directory(size_t listener_index) { return *directories_[listener_index]; }
+  BrokerDirectory& directory(size_t listener_index) { return *directory_slots_[listener_index].load(std::memory_order_acquire); }
   /// The port listener `listener_index` listens on: the configured one, or the kernel's pick for
   /// port 0 (0 before start()). Safe from any thread.
   uint16_t listener_port(size_t listener_index) const;
-  const BrokerAddressRewrite& rewrite(size_t listener_index) const { return *rewrites_[listener_index]; }
+  const BrokerAddressRewrite& rewrite(size_t listener_index) const {
+    return *rewrite_slots_[listener_index].load(std::memory_order_acquire);
+  }
+
+  // Listeners added and removed at run time (the admin API's PUT/DELETE /listeners/{name}, the
+  // Toxiproxy API's Kafka-aware proxies; docs/admin-api.openapi.yaml). They take the slots after
+  // the config's listeners (listener_index config.listeners.size() + k), at most
+  // kMaxRuntimeListeners at once; each is what a `listeners:` entry makes (decoding, address
+  // rewrite, broker ports, fault rules, metrics under listener="runtime"), without TLS.
+  static constexpr size_t kMaxRuntimeListeners = 64;
+  struct AddedListener {
+    std::string error;  ///< "" when it listens
+    int status = 0;     ///< with an error: 409 (name or address taken, cap reached), 503 (not running), 400
+    size_t index = 0;   ///< its listener_index
+    uint16_t port = 0;  ///< the bound port (the kernel's pick for port 0)
+  };
+  /// Binds `listener` (checked by config::load_listener_entry first) on every worker. Safe from
+  /// any thread (not a worker's); returns once every worker listens.
+  AddedListener add_listener(config::ListenerConfig listener);
+  /// Closes run-time listener `name`: no new connection from now on; its connections drain
+  /// (finish what is in flight) for up to `drain`, then are closed (0: closed at once, as
+  /// Toxiproxy closes a deleted proxy's). False when there is no such run-time listener. Returns
+  /// once every worker closed its listening sockets (the ports are free then).
+  bool remove_listener(const std::string& name, std::chrono::milliseconds drain);
+  /// The run-time listeners now, with their listener_index.
+  std::vector<std::pair<size_t, std::shared_ptr<const config::ListenerConfig>>> runtime_listeners() const;
+  /// Listener `listener_index`'s config: the config file's, or a run-time listener's (null when
+  /// that slot is free). Safe from any thread.
+  std::shared_ptr<const config::ListenerConfig> listener_config(size_t listener_index) const;
+  /// Slots for listeners: the config's plus kMaxRuntimeListeners.
+  size_t listener_slots() const { return slot_count_; }
   /// Fault rules and ApiVersions policy (from the config's faults:/api_versions:, changed at run
   /// time through the admin API); every connection reads its current snapshot per frame.
   chaos::LiveRules& live_rules() { return live_rules_; }
@@ -102,8 +133,22 @@ class Proxy {
   mutable std::mutex config_mutex_;
   std::shared_ptr<const config::Config> config_;
   std::vector<tls::ListenerTls> tls_;  ///< under config_mutex_, swapped with config_
-  std::vector<std::unique_ptr<BrokerDirectory>> directories_;
-  std::vector<std::unique_ptr<BrokerAddressRewrite>> rewrites_;
+  size_t file_listeners_ = 0;          ///< the config's listeners (slots before the run-time ones)
+  size_t slot_count_ = 0;
+  /// Per slot, the directory and rewrite in use; the objects live in owned_* until ~Proxy (a
+  /// connection of a removed run-time listener may still hold them while it drains).
+  std::unique_ptr<std::atomic<BrokerDirectory*>[]> directory_slots_;
+  std::unique_ptr<std::atomic<const BrokerAddressRewrite*>[]> rewrite_slots_;
+  std::vector<std::unique_ptr<BrokerDirectory>> owned_directories_;    ///< under runtime_mutex_
+  std::vector<std::unique_ptr<BrokerAddressRewrite>> owned_rewrites_;  ///< under runtime_mutex_
+  std::shared_ptr<BrokerPortClaims> claims_;
+  std::mutex runtime_mutex_;  ///< one add or remove at a time
+  /// Per run-time slot k (listener_index file_listeners_ + k): its config, null when free. Under config_mutex_.
+  std::vector<std::shared_ptr<const config::ListenerConfig>> runtime_;
+  size_t next_runtime_slot_ = 0;  ///< where the search for a free slot starts (slots are reused last)
+  /// Runs `task` on every worker's loop and waits (at most a few seconds) until each ran it or
+  /// dropped it (a worker that ended).
+  void on_every_worker(const std::function<void(Worker&)>& task);
   /// `chaos` (the config's) with the applied scenario on top. "" or why not.
   std::string with_scenario(chaos::ChaosConfig& chaos, const config::Config& config) const;
 

@@ -58,6 +58,37 @@ bool Worker::listens_on(uint16_t port) const {
   return false;
 }
 
+void Worker::close_listener(size_t listener_index, std::chrono::milliseconds deadline) {
+  std::erase_if(listeners_, [&](const std::unique_ptr<Listener>& l) { return l->spec().listener_index == listener_index; });
+  bool draining = false;
+  for (ClientConnection* c : connections_.snapshot()) {
+    if (c->listener_index() != listener_index) continue;
+    if (deadline.count() == 0) {
+      c->close({CloseCategory::kShutdown, "its listener was removed"});
+    } else {
+      c->drain({CloseCategory::kShutdown, "its listener was removed (in-flight requests answered)"});
+      draining = true;
+    }
+  }
+  if (!draining || finished_) return;
+  auto drain = std::make_unique<ListenerDrain>();
+  drain->worker = this;
+  drain->listener_index = listener_index;
+  if (drain->timer.init(&loop_, drain.get(), uv_timer_init) < 0) return;
+  uv_timer_start(drain->timer.get(), on_listener_drain_deadline, static_cast<uint64_t>(deadline.count()), 0);
+  listener_drains_.push_back(std::move(drain));
+}
+
+void Worker::on_listener_drain_deadline(uv_timer_t* timer) {
+  auto* drain = static_cast<ListenerDrain*>(timer->data);
+  Worker* self = drain->worker;
+  for (ClientConnection* c : self->connections_.snapshot()) {
+    if (c->listener_index() == drain->listener_index)
+      c->close({CloseCategory::kLimit, "its listener was removed and the drain deadline passed with requests in flight"});
+  }
+  std::erase_if(self->listener_drains_, [drain](const std::unique_ptr<ListenerDrain>& d) { return d.get() == drain; });
+}
+
 void Worker::start() {
   thread_ = std::thread([this] { run(); });
 }
@@ -278,6 +309,7 @@ void Worker::maybe_finish_drain() {
 
 void Worker::close_handles() {
   listeners_.clear();
+  listener_drains_.clear();
   std::lock_guard lock(tasks_mutex_);
   accepting_tasks_ = false;  // post() must not touch the wakeup handle from now on
   wakeup_.close();

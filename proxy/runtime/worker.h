@@ -50,6 +50,11 @@ class Worker final : public ConnectionEnvironment {
   /// True if this worker listens on `port` already.
   bool listens_on(uint16_t port) const;
 
+  /// Closes the listening sockets of listener `listener_index` (its bootstrap and broker ports);
+  /// its connections drain, and those still open after `deadline` are closed (0: at once).
+  /// Loop thread only (Proxy::remove_listener posts it).
+  void close_listener(size_t listener_index, std::chrono::milliseconds deadline);
+
   /// Starts the thread that runs the loop.
   void start();
   /// Runs `task` on the loop thread soon. Safe from any thread.
@@ -112,6 +117,14 @@ class Worker final : public ConnectionEnvironment {
   std::vector<std::function<void()>> tasks_;
   bool accepting_tasks_ = true;  ///< false once the wakeup handle is closed (under tasks_mutex_)
   std::vector<std::unique_ptr<Listener>> listeners_;
+  /// A removed listener's drain: when it runs out, its connections still open are closed.
+  struct ListenerDrain {
+    Worker* worker = nullptr;
+    size_t listener_index = 0;
+    UvHandle<uv_timer_t> timer;
+  };
+  std::vector<std::unique_ptr<ListenerDrain>> listener_drains_;
+  static void on_listener_drain_deadline(uv_timer_t* timer);
   IntrusiveList<ClientConnection> connections_;  ///< allocates nothing per connection
   std::atomic<bool> draining_{false};
   bool finished_ = false;

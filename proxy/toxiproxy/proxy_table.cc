@@ -14,7 +14,8 @@ struct ProxyTable::Input {
   std::string listen;
   std::string upstream;
   bool enabled = true;
-  std::optional<bool> kafka;  ///< the extension field `kafka`, when given
+  std::optional<bool> kafka;   ///< the extension field `kafka`, when given
+  KafkaOptions kafka_options;  ///< the extension fields `advertise`, `broker_ports`
 
   static std::optional<Input> read(const nlohmann::json& in, const Input& fallback, ApiError& error) {
     if (!in.is_object()) {
@@ -38,6 +39,19 @@ struct ProxyTable::Input {
         return std::nullopt;
       }
       out.enabled = it->get<bool>();
+    }
+    for (auto [key, field] : {std::pair<const char*, std::string*>{"advertise", &out.kafka_options.advertise},
+                              {"broker_ports", &out.kafka_options.broker_ports}}) {
+      auto it = in.find(key);
+      if (it == in.end() || it->is_null()) continue;
+      if (it->is_number_unsigned()) {
+        *field = std::to_string(it->get<uint64_t>());
+      } else if (it->is_string()) {
+        *field = it->get<std::string>();
+      } else {
+        error = {400, std::string("bad request body: ") + key + " must be a string"};
+        return std::nullopt;
+      }
     }
     if (auto it = in.find("kafka"); it != in.end() && !it->is_null()) {
       if (!it->is_boolean()) {
@@ -126,7 +140,9 @@ nlohmann::ordered_json ProxyTable::to_json(const Entry& e) {
   out["enabled"] = e.enabled;
   out["kafka"] = e.kafka;
   out["kafka_reason"] = e.kafka_reason;
-  out["relay"] = "tcp";
+  out["relay"] = e.relay;
+  if (!e.kafka_options.advertise.empty()) out["advertise"] = e.kafka_options.advertise;
+  if (!e.kafka_options.broker_ports.empty()) out["broker_ports"] = e.kafka_options.broker_ports;
   nlohmann::ordered_json toxics = nlohmann::ordered_json::array();
   for (const auto& t : e.toxics) toxics.push_back(t.to_json());
   out["toxics"] = std::move(toxics);
@@ -169,9 +185,15 @@ void ProxyTable::classify(Entry& e, std::optional<bool> forced) const {
 }
 
 bool ProxyTable::start(Entry& e, ApiError& error) {
-  if (!e.enabled || !host_.open) return true;
   std::string bound;
-  if (!host_.open(e.name, e.listen, e.upstream, bound, error)) return false;
+  if (e.enabled && e.kafka && host_.open_kafka) {
+    if (!host_.open_kafka(e.name, e.kafka_options, e.listen, e.upstream, bound, error)) return false;
+    e.relay = "kafka";
+  } else {
+    if (!e.enabled || !host_.open) return true;
+    if (!host_.open(e.name, e.listen, e.upstream, bound, error)) return false;
+    e.relay = "tcp";
+  }
   e.listen = bound;
   publish_toxics(e);
   return true;
@@ -205,6 +227,7 @@ ApiAnswer ProxyTable::create(std::string_view body) {
   auto input = Input::read(*json, defaults, error);
   if (!input || !input->complete("", error)) return error_answer(error);
   Entry e = entry(input->name, input->listen.empty() ? kDefaultListen : input->listen, input->upstream, input->enabled);
+  e.kafka_options = input->kafka_options;
   classify(e, input->kafka);  // before the lock: the probe may wait for the upstream
   std::lock_guard lock(mutex_);
   if (find(input->name)) return error_answer({409, "proxy already exists"});
@@ -234,6 +257,7 @@ ApiAnswer ProxyTable::populate(std::string_view body) {
   }
   for (const auto& in : inputs) {
     Entry e = entry(in.name, in.listen, in.upstream, in.enabled);
+    e.kafka_options = in.kafka_options;
     classify(e, in.kafka);
     entries.push_back(std::move(e));
   }
@@ -279,11 +303,14 @@ ApiAnswer ProxyTable::update(const std::string& name, std::string_view body) {
   current.listen = e->listen;
   current.upstream = e->upstream;
   current.enabled = e->enabled;
+  current.kafka_options = e->kafka_options;
   auto input = Input::read(*json, current, error);
   if (!input || !input->addresses("", error)) return error_answer(error);
   if (input->listen.empty()) return error_answer({400, "listen: empty"});  // a disabled proxy would keep it
   // The name is the proxy's key: a body that names another is not a rename (Toxiproxy ignores it too).
-  const bool moved = input->listen != e->listen || input->upstream != e->upstream;
+  const bool was_kafka = e->kafka;
+  const bool reshaped =
+      input->kafka_options.advertise != e->kafka_options.advertise || input->kafka_options.broker_ports != e->kafka_options.broker_ports;
   if (input->upstream != e->upstream || input->kafka) {
     Entry probed = *e;
     probed.upstream = input->upstream;
@@ -291,9 +318,13 @@ ApiAnswer ProxyTable::update(const std::string& name, std::string_view body) {
     e->kafka = probed.kafka;
     e->kafka_reason = probed.kafka_reason;
   }
+  // A proxy that became (or stopped being) Kafka-aware opens again on the other data plane.
+  const bool moved = input->listen != e->listen || input->upstream != e->upstream || e->kafka != was_kafka || reshaped;
   if (!moved && input->enabled == e->enabled) return {200, to_json(*e)};
   Entry before = *e;
-  stop(*e);
+  before.kafka = was_kafka;
+  stop(before);
+  e->kafka_options = input->kafka_options;
   e->listen = input->listen;
   e->upstream = input->upstream;
   e->enabled = input->enabled;

@@ -38,6 +38,12 @@
 
 namespace kproxy::toxiproxy {
 
+/// A Kafka-aware proxy's extension fields (docs/toxiproxy.md "Kafka-aware proxies").
+struct KafkaOptions {
+  std::string advertise;     ///< the host (or host:port per node, "1=h:p,2=h:p") clients are given for brokers
+  std::string broker_ports;  ///< "" (a single broker at the proxy's port), "0" (the kernel picks), a base, or "first-last"
+};
+
 /// The data plane behind the table. Each function may be empty (then: always succeeds, `listen`
 /// kept as given).
 struct ProxyHost {
@@ -46,6 +52,13 @@ struct ProxyHost {
   /// the address is taken).
   std::function<bool(const std::string& name, const std::string& listen, const std::string& upstream, std::string& bound, ApiError& error)>
       open;
+  /// Opens a Kafka-aware proxy (the upstream answered ApiVersions, or `"kafka": true`): a kproxy
+  /// listener added at run time (proxy/runtime/proxy.h add_listener). `options` holds the
+  /// extension fields `advertise` and `broker_ports` ("" when not given). Empty: such proxies
+  /// are opened with `open` too (plain TCP).
+  std::function<bool(const std::string& name, const KafkaOptions& options, const std::string& listen, const std::string& upstream,
+                     std::string& bound, ApiError& error)>
+      open_kafka;
   /// Stops listening and closes the proxy's connections.
   std::function<void(const std::string& name)> close;
   /// The proxy's toxics changed (applies to new data; toxicity is decided per new connection).
@@ -97,6 +110,8 @@ class ProxyTable {
     std::vector<ToxicSpec> toxics;  ///< upstream ones first, then downstream, each in order of addition
     bool kafka = false;             ///< the upstream answered ApiVersions, or the body said `"kafka": true`
     std::string kafka_reason;       ///< why `kafka` is what it is (GET shows it)
+    KafkaOptions kafka_options;     ///< the extension fields `advertise`, `broker_ports`
+    std::string relay = "tcp";      ///< "kafka" while opened by open_kafka, else "tcp"
   };
   static Entry entry(std::string name, std::string listen, std::string upstream, bool enabled);
   /// `kafka` and `kafka_reason` of `e` from `forced` (the body's `kafka` field) or the probe.

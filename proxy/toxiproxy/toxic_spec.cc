@@ -209,6 +209,46 @@ nlohmann::json kafka_toxic_rule(const ToxicSpec& toxic, const std::string& rule_
   return {{"name", rule_name}, {"match", std::move(match)}, {"action", std::move(action)}, {"trigger", std::move(trigger)}};
 }
 
+nlohmann::json proxy_toxic_rule(const ToxicSpec& toxic, const std::string& rule_name, const std::string& listener_glob) {
+  nlohmann::json rule;
+  const bool up = toxic.stream == Stream::kUpstream;
+  if (is_kafka_toxic(toxic.type)) {
+    rule = kafka_toxic_rule(toxic, rule_name);
+  } else {
+    nlohmann::json action;
+    if (toxic.type == "latency") {
+      if (toxic.attribute("latency") <= 0 && toxic.attribute("jitter") <= 0) return nullptr;
+      action = {{"delay", std::max<int64_t>(0, toxic.attribute("latency"))}, {"side", up ? "request" : "response"}};
+      if (toxic.attribute("jitter") > 0) action["jitter"] = toxic.attribute("jitter");
+    } else if (toxic.type == "bandwidth") {
+      // Toxiproxy's rate is KB/s, 1000 bytes to the KB (its bandwidth toxic; the relay's pace too).
+      if (toxic.attribute("rate") <= 0) return nullptr;
+      action = {{"bandwidth", toxic.attribute("rate") * 1000}, {"direction", up ? "to_broker" : "to_client"}};
+    } else if (toxic.type == "slicer") {
+      if (toxic.attribute("average_size") <= 0) return nullptr;
+      action = {{"slice", toxic.attribute("average_size")},
+                {"slice_delay", toxic.attribute("delay") / 1000},
+                {"direction", up ? "to_broker" : "to_client"}};
+    } else if (toxic.type == "reset_peer") {
+      action = {{"reset_after_bytes", 0}};
+    } else if (toxic.type == "timeout") {
+      action = {{"drop_response", true}};
+    } else if (toxic.type == "limit_data") {
+      action = {{"reset_after_bytes", std::max<int64_t>(0, toxic.attribute("bytes"))}};
+    } else {
+      return nullptr;  // slow_close: a Kafka connection's close is passed on at once
+    }
+    ToxicSpec shape = toxic;  // the trigger as a Kafka toxic's: toxicity → seeded probability
+    shape.type = "kafka_close";
+    shape.attributes = nlohmann::ordered_json::object();
+    rule = kafka_toxic_rule(shape, rule_name);
+    rule["action"] = std::move(action);
+  }
+  if (rule.is_null()) return rule;
+  rule["match"]["listener"] = listener_glob;
+  return rule;
+}
+
 std::optional<ToxicSpec> parse_toxic(std::string_view body, ApiError& error) {
   nlohmann::json in;
   if (!parse_object(body, in, error)) return std::nullopt;

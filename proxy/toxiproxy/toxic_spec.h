@@ -66,6 +66,18 @@ std::string name_refusal(std::string_view name);
 /// Toxiproxy's toxicity is). Null for a type that is not a Kafka toxic.
 nlohmann::json kafka_toxic_rule(const ToxicSpec& toxic, const std::string& rule_name);
 
+/// The kproxy fault rule a Toxiproxy toxic stands for on a Kafka-aware proxy (docs/toxiproxy.md
+/// "Toxics on a Kafka-aware proxy"), named `rule_name`, scoped to listener `listener_glob`:
+///   latency      delay latency ± jitter (side request for upstream, response for downstream)
+///   bandwidth    bandwidth rate × 1000 B/s (direction to_broker / to_client)
+///   slicer       slice average_size, slice_delay delay µs / 1000
+///   reset_peer   reset_after_bytes 0 (the connection is reset at the next response)
+///   timeout      drop_response (nothing comes back; the connection stays open)
+///   limit_data   reset_after_bytes bytes
+/// A Kafka toxic: kafka_toxic_rule with match.listener added. Null for a toxic with no rule
+/// (slow_close; a toxic whose attributes make it do nothing, e.g. latency 0).
+nlohmann::json proxy_toxic_rule(const ToxicSpec& toxic, const std::string& rule_name, const std::string& listener_glob);
+
 /// Reads a POST /proxies/{proxy}/toxics body. nullopt with `error` set when refused (400: bad
 /// body, unknown stream or type, bad attribute; a Kafka toxic whose fault rule kproxy's rule
 /// parser refuses, e.g. an unknown API or error name).

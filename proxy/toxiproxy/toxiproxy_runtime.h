@@ -5,15 +5,25 @@
 //
 //   main ──► ToxiproxyRuntime::start() ──► AdminServer(toxiproxy.listen) ──► toxiproxy routes ──► ProxyTable ──► ProxyHost
 //
-// The data plane is a ToxicRelay (proxy/toxiproxy/toxic_relay.h): plain TCP, the toxics on raw bytes.
+// Two data planes: a proxy whose upstream is not Kafka is a ToxicRelay (proxy/toxiproxy/toxic_relay.h):
+// plain TCP, the toxics on raw bytes. A Kafka-aware one (with a Proxy given) is a kproxy listener
+// added at run time (Proxy::add_listener, named "toxiproxy-<proxy>"), and its toxics are fault
+// rules scoped to that listener ("toxiproxy.<proxy>.<toxic>", proxy_toxic_rule): the client is
+// given the proxy's address for its broker(s), so no connection goes to the broker directly.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
 #include "config/config.h"
+
 #include "proxy/admin/admin_server.h"
+#include "proxy/runtime/proxy.h"
 #include "proxy/toxiproxy/proxy_table.h"
 #include "proxy/toxiproxy/toxic_relay.h"
 
@@ -21,7 +31,8 @@ namespace kproxy::toxiproxy {
 
 class ToxiproxyRuntime {
  public:
-  ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version);
+  /// `kafka`: where Kafka-aware proxies become listeners (null: every proxy is plain TCP).
+  ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version, proxy::Proxy* kafka = nullptr);
   ~ToxiproxyRuntime();  ///< stops
 
   /// Starts the API listener when the config has toxiproxy.listen. "" or the error.
@@ -34,9 +45,19 @@ class ToxiproxyRuntime {
   ProxyTable& table() { return *table_; }
 
  private:
+  /// The host the table uses: the relay's, with Kafka-aware proxies sent to `kafka_`.
+  ProxyHost make_host();
+  bool open_kafka(const std::string& name, const KafkaOptions& options, const std::string& listen, const std::string& upstream,
+                  std::string& bound, ApiError& error);
+  void set_kafka_toxics(const std::string& name, const std::vector<ToxicSpec>& toxics);
+
   config::ToxiproxyConfig config_;
   std::string version_;
-  ToxicRelay relay_;  ///< outlives the table, whose destructor closes the proxies on it
+  proxy::Proxy* kafka_ = nullptr;
+  std::mutex kafka_mutex_;
+  std::set<std::string> kafka_proxies_;                    ///< proxies open as kproxy listeners (under kafka_mutex_)
+  std::map<std::string, std::vector<std::string>> rules_;  ///< per proxy, the fault rules of its toxics (under kafka_mutex_)
+  ToxicRelay relay_;                                       ///< outlives the table, whose destructor closes the proxies on it
   std::unique_ptr<ProxyTable> table_;
   std::unique_ptr<admin::AdminServer> server_;
 };

@@ -1,8 +1,8 @@
 """kproxy's Toxiproxy API in front of a real Kafka 4.4 broker (issue #34, docs/toxiproxy.md
 "Status"), driven by toxiproxy-python: the proxy's upstream is probed with an ApiVersions request
 when the proxy is created, GET /proxies says it found Kafka and why, and a Kafka request passes
-through the proxy's relay with a measured latency toxic. Forwarding is a plain TCP relay so far
-(the proxy's JSON says "relay": "tcp"): Kafka-aware proxies are not built yet."""
+through the proxy with a measured latency toxic. A Kafka proxy is a kproxy listener ("relay":
+"kafka"; test_toxiproxy_kafka_aware.py tests what that changes)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_python_client_proxy_to_a_kafka_broker_is_detected_as_kafka(kafka):
         shown = consumer.get("/proxies/kafka").json()
         assert shown["kafka"] is True, shown
         assert shown["kafka_reason"] == "the upstream answered an ApiVersions request"
-        assert shown["relay"] == "tcp"
+        assert shown["relay"] == "kafka"
 
         relay_port = int(proxy.listen.rsplit(":", 1)[1])
         direct = kh.metadata("127.0.0.1", relay_port, timeout=slowness.scaled(10))

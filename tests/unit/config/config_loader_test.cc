@@ -768,3 +768,55 @@ TEST_CASE("an SNI listener without tls routes by the PROXY header's authority (T
   CHECK(r.config->listeners[0].sni.has_value());
   CHECK_FALSE(r.config->listeners[0].tls.has_value());
 }
+
+TEST_CASE("a listener entry checked at run time: the loader's checks and texts, against the running listeners") {
+  auto loaded = load_config_string(
+      "listeners:\n  - name: a\n    listen: 127.0.0.1:19092\n    upstream: b:9092\n    broker_port_range: 19100-19110\n"
+      "admin: { listen: 127.0.0.1:19644 }\n",
+      "k.yaml");
+  REQUIRE(loaded.ok());
+  std::vector<ListenerConfig> none;
+  LoadOptions no_ephemeral;
+  no_ephemeral.ephemeral_ports = [] { return std::optional<PortRange>{}; };
+  auto ok = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": "x:1", "broker_ports": 0})", "late", *loaded.config, none, "PUT",
+                                no_ephemeral);
+  REQUIRE_MESSAGE(ok.listener.has_value(), ok.error_text());
+  CHECK(ok.listener->name == "late");
+  CHECK(ok.listener->broker_ports.scheme == BrokerPorts::Scheme::kKernel);
+  auto inside = load_listener_entry(R"({"listen": "127.0.0.1:19105", "upstream": "x:1", "broker_ports": 0})", "late", *loaded.config, none,
+                                    "PUT", no_ephemeral);
+  CHECK_FALSE(inside.listener);
+  CHECK(inside.error_text().find(
+            "listeners[1].listen: port 19105 overlaps listeners[0].broker_port_range (the broker ports of listener 'a'") !=
+        std::string::npos);
+  auto same = load_listener_entry(R"({"listen": "127.0.0.1:19092", "upstream": "x:1", "broker_ports": 0})", "late", *loaded.config, none,
+                                  "PUT", no_ephemeral);
+  CHECK(same.error_text().find("listeners[1].listen: port 19092 is also used by listener 'a'") != std::string::npos);
+  auto admin = load_listener_entry(R"({"listen": "127.0.0.1:19644", "upstream": "x:1", "broker_ports": 0})", "late", *loaded.config, none,
+                                   "PUT", no_ephemeral);
+  CHECK(admin.error_text().find("overlaps admin.listen (the admin API") != std::string::npos);
+  auto taken = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": "x:1", "broker_ports": 0})", "a", *loaded.config, none, "PUT",
+                                   no_ephemeral);
+  CHECK(taken.error_text().find("'a' is used by another listener") != std::string::npos);
+  auto unknown = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": "x:1", "broker_ports": 0, "colour": 1})", "late",
+                                     *loaded.config, none, "PUT", no_ephemeral);
+  CHECK(unknown.error_text().find("listeners[1].colour: unknown key") != std::string::npos);
+  auto tls = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": "x:1", "broker_ports": 0, "tls": {}})", "late", *loaded.config,
+                                 none, "PUT", no_ephemeral);
+  CHECK(tls.error_text().find("not taken for a listener added at run time") != std::string::npos);
+  // A listener added before claims its ports too.
+  std::vector<ListenerConfig> added{*ok.listener};
+  added[0].listen.port = 19200;
+  auto second = load_listener_entry(R"({"listen": "127.0.0.1:19200", "upstream": "x:1", "broker_ports": 0})", "later", *loaded.config,
+                                    added, "PUT", no_ephemeral);
+  CHECK(second.error_text().find("listeners[2].listen: port 19200 is also used by listener 'late'") != std::string::npos);
+  // Inside the ephemeral range: a warning, as for the file.
+  LoadOptions ephemeral;
+  ephemeral.ephemeral_ports = [] { return std::optional<PortRange>{PortRange{30000, 40000}}; };
+  auto warned = load_listener_entry(R"({"listen": "127.0.0.1:30500", "upstream": "x:1", "broker_ports": "listen"})", "late", *loaded.config,
+                                    none, "PUT", ephemeral);
+  REQUIRE(warned.listener);
+  CHECK(warned.listener->broker_ports.scheme == BrokerPorts::Scheme::kListenPort);
+  REQUIRE(warned.warnings.size() == 1);
+  CHECK(warned.warnings[0].reason.find("ephemeral port range") != std::string::npos);
+}

@@ -514,3 +514,58 @@ TEST_CASE("backpressure: bytes a fault rule holds for the client stop kproxy rea
   CHECK(broker.bytes_sent() == size_t{kRequests} * (4 + 4 + 2 + 2 + (64 << 10)));
   ::close(c);
 }
+
+TEST_CASE("a listener added at run time advertises a single broker at its own port, and removing it frees the port") {
+  FakeBroker broker;
+  RunningProxy kp(broker.port());
+  std::vector<config::ListenerConfig> none;
+  auto entry = config::load_listener_entry(
+      R"({"listen": "127.0.0.1:0", "upstream": "127.0.0.1:)" + std::to_string(broker.port()) + R"(", "broker_ports": "listen"})", "late",
+      *kp.proxy->config(), none, "test");
+  REQUIRE_MESSAGE(entry.listener.has_value(), entry.error_text());
+  auto added = kp.proxy->add_listener(*entry.listener);
+  REQUIRE_MESSAGE(added.error.empty(), added.error);
+  CHECK(added.index == kp.proxy->config()->listeners.size());
+  REQUIRE(added.port != 0);
+  CHECK(kp.proxy->listener_port(added.index) == added.port);
+  REQUIRE(kp.proxy->runtime_listeners().size() == 1);
+  // The same name again: 409.
+  auto again = kp.proxy->add_listener(*entry.listener);
+  CHECK(again.status == 409);
+  int c = connect_to(added.port);
+  std::vector<uint8_t> body;
+  codec::Writer w(body);
+  codec::MetadataRequest req;
+  req.write(w, 12);
+  write_all(c, request(3, 12, 5, body));
+  auto response = read_frame(c);
+  REQUIRE(response.has_value());
+  codec::Bytes message(*response);
+  codec::ResponseHeader h;
+  REQUIRE(codec::read_response_header(message, codec::response_header_version(3, 12), h, nullptr));
+  codec::MetadataResponse m;
+  codec::Reader r(message.subspan(h.size));
+  m.read(r, 12);
+  REQUIRE(r.ok());
+  REQUIRE(m.brokers.size() == 1);
+  CHECK(m.brokers[0].host == "127.0.0.1");
+  CHECK(m.brokers[0].port == added.port);  // broker_ports: listen: the broker at the listener's own port
+  CHECK(kp.proxy->remove_listener("late", 0ms));
+  CHECK_FALSE(kp.proxy->remove_listener("late", 0ms));
+  CHECK(kp.proxy->runtime_listeners().empty());
+  // The open connection was closed (Toxiproxy's semantics for a deleted proxy) and nothing listens.
+  char byte = 0;
+  CHECK(::recv(c, &byte, 1, 0) <= 0);
+  ::close(c);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(added.port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0);
+  ::close(fd);
+  // The slot is free again.
+  auto third = kp.proxy->add_listener(*entry.listener);
+  CHECK(third.error.empty());
+  CHECK(kp.proxy->remove_listener("late", 0ms));
+}

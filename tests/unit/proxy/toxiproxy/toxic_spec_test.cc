@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "proxy/chaos/fault_rule.h"
+
 using namespace kproxy::toxiproxy;
 
 TEST_CASE("a toxic takes Toxiproxy's defaults: downstream, toxicity 1, name <type>_<stream>, attributes 0") {
@@ -145,4 +147,35 @@ TEST_CASE("an update changes attributes and toxicity only, or nothing when refus
   CHECK(t->toxicity == 0.5);
   CHECK_FALSE(update_toxic(*t, "not json", error));
   CHECK(error.status == 400);
+}
+
+TEST_CASE("Toxiproxy's toxics on a Kafka-aware proxy are fault rules scoped to its listener") {
+  auto rule_of = [](const std::string& body) {
+    ApiError error;
+    auto t = parse_toxic(body, error);
+    REQUIRE_MESSAGE(t.has_value(), error.message);
+    return proxy_toxic_rule(*t, "r", "toxiproxy-kafka");
+  };
+  auto latency = rule_of(R"({"type": "latency", "attributes": {"latency": 200, "jitter": 10}})");
+  CHECK(latency["match"]["listener"] == "toxiproxy-kafka");
+  CHECK(latency["action"]["delay"] == 200);
+  CHECK(latency["action"]["jitter"] == 10);
+  CHECK(latency["action"]["side"] == "response");
+  auto up = rule_of(R"({"type": "latency", "stream": "upstream", "attributes": {"latency": 5}})");
+  CHECK(up["action"]["side"] == "request");
+  auto bw = rule_of(R"({"type": "bandwidth", "attributes": {"rate": 50}})");
+  CHECK(bw["action"]["bandwidth"] == 50000);
+  CHECK(bw["action"]["direction"] == "to_client");
+  CHECK(rule_of(R"({"type": "reset_peer"})")["action"]["reset_after_bytes"] == 0);
+  CHECK(rule_of(R"({"type": "timeout"})")["action"]["drop_response"] == true);
+  CHECK(rule_of(R"({"type": "slow_close", "attributes": {"delay": 10}})").is_null());
+  auto partial = rule_of(R"({"type": "latency", "toxicity": 0.5, "attributes": {"latency": 5}})");
+  CHECK(partial["trigger"]["probability"] == 0.5);
+  auto error = rule_of(R"({"type": "kafka_error", "attributes": {"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER"}})");
+  CHECK(error["match"]["api"] == "Produce");
+  CHECK(error["match"]["listener"] == "toxiproxy-kafka");
+  for (const auto& rule : {latency, up, bw, partial, error}) {
+    std::string why;
+    CHECK_MESSAGE(kproxy::chaos::parse_fault_rule(rule, why) != nullptr, why);
+  }
 }
