@@ -40,3 +40,6 @@ def test_bench_tls_quick_run(tmp_path):
             assert h[setup]["requests_per_s"] > 0 and h[setup]["a_cpu_s_per_gb"] > 0, h
             assert results["haproxy"]["idle"][setup]["ready"] == 100, results["haproxy"]["idle"]
         assert "kproxy / HAProxy" in r.stdout
+        # Interleaved rounds: a ratio per round, and their median (issue #35).
+        for setup in ("plaintext", "tls-one-leg", "tls-both-legs"):
+            assert len(row[setup]["ratio_rounds"]) == 1 and row[setup]["ratio_median"] > 0, row
