@@ -175,6 +175,33 @@ def test_librdkafka_through_one_sni_port_with_transactions(kafka_cluster, sni_pk
         assert kp.stop() == 0
 
 
+def test_franz_go_through_one_sni_port_with_transactions(kafka_cluster, sni_pki, hosts_file, topic_name):
+    """franz-go (tests/integration/franzgo, the version conformance/drivers/franz-go pins), run like
+    librdkafka in its own mount namespace: Go's resolver reads /etc/hosts (the bind-mounted file)."""
+    build = subprocess.run([str(HERE / "franzgo" / "build")], capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    binary = HERE.parent.parent / ".cache" / "franzgo-sni" / "franzgo-sni"
+    kafka_cluster.create_topic(topic_name, partitions=3, replication_factor=3)
+    node_ids = sorted(n.node_id for n in kafka_cluster.nodes)
+    with gateway(kafka_cluster, sni_pki) as kp:
+        args = [str(binary), "-bootstrap", f"{BOOTSTRAP}:{kp.port}", "-ca", str(sni_pki.ca), "-topic", topic_name,
+                "-txns", "6", "-per", "100", "-abort-every", "3", "-txid", f"fg-{topic_name}",
+                "-timeout", f"{int(slowness.scaled(120))}s"]
+        script = f"mount --bind {hosts_file} /etc/hosts && exec \"$0\" \"$@\""
+        r = subprocess.run(["unshare", "-m", "sh", "-c", script, *args], capture_output=True, text=True,
+                           timeout=slowness.scaled(240), preexec_fn=kh._child_setup)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out["errors"] == [], out
+        assert out["brokers"] == sorted(f"broker-{n}.{DOMAIN}:{kp.port}" for n in node_ids), out
+        assert (out["records_committed"], out["records_aborted"]) == (400, 200), out
+        assert (out["consumed"], out["unique_keys"], out["duplicates"], out["aborted_seen"]) == (400, 400, 0, 0), out
+        counts = sni_counts(kp)
+        assert counts["broker"] >= 3 and counts["bootstrap"] >= 1, counts
+        assert all(counts[k] == 0 for k in counts if k not in ("broker", "bootstrap")), counts
+        assert kp.stop() == 0
+
+
 # ---- what is not a known name ------------------------------------------------------------------
 
 def _tls_context(pki) -> ssl.SSLContext:
