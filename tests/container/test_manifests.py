@@ -7,6 +7,11 @@
 3. `kubectl apply --dry-run=server --validate=strict` sends it to a real kube-apiserver + etcd
    started on loopback by this module (full API validation and admission, nothing persisted).
 
+The gateway overlay's Gateway and TLSRoute are validated against the Gateway API CRDs of the
+pinned Go module sigs.k8s.io/gateway-api (experimental channel, where TLSRoute lives): their
+kubeconform schemas in 2., the CRDs installed in the API server before 3.
+(tests/container/k8s-tools/gateway-api-crds fetches and converts them, cached in .cache/container).
+
 tests/container/negative/ holds kustomizations that must fail: a misspelt field (kubeconform and
 the API server), a port name over 15 characters and a selector that does not match the pod
 template (the API server; the schemas let both through). Their output lines are written to
@@ -41,7 +46,7 @@ from test_deploy_manifests import canonical  # noqa: E402
 
 K8S = ROOT / "deploy" / "k8s"
 NEGATIVE = Path(__file__).resolve().parent / "negative"
-KUSTOMIZATIONS = ["base", "standalone", "overlays/chaos"]
+KUSTOMIZATIONS = ["base", "standalone", "overlays/chaos", "overlays/gateway"]
 
 # Schemas: kubernetes-validate ships the Kubernetes JSON schemas of 1.25 .. 1.37.
 SCHEMA_PACKAGE = "kubernetes-validate"
@@ -162,17 +167,30 @@ def _relative_refs(node):
     return node
 
 
-def kubeconform(schemas: Path, version: str, manifest: Path) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="session")
+def gateway_api() -> Path:
+    """The Gateway API CRDs (crds.yaml) and their kubeconform schemas, from the pinned Go module
+    sigs.k8s.io/gateway-api (tests/container/k8s-tools/gateway-api-crds; cached)."""
+    out = _run([sys.executable, Path(__file__).resolve().parent / "k8s-tools" / "gateway-api-crds"], timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    root = Path(out.stdout.strip().splitlines()[-1])
+    assert (root / "crds.yaml").exists() and (root / "schemas-strict" / "tlsroute_v1.json").exists()
+    return root
+
+
+def kubeconform(schemas: Path, version: str, manifest: Path, crds: Path = None) -> subprocess.CompletedProcess:
     location = f"{schemas}/{{{{ .NormalizedKubernetesVersion }}}}-local{{{{ .StrictSuffix }}}}/" \
                "{{ .ResourceKind }}{{ .KindSuffix }}.json"
+    extra = ["-schema-location", f"{crds}/schemas-strict/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json"] \
+        if crds else []
     return _run([tool("kubeconform"), "-strict", "-summary", "-kubernetes-version", version,
-                 "-schema-location", location, manifest])
+                 "-schema-location", location, *extra, manifest])
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("path", KUSTOMIZATIONS)
-def test_kubeconform_strict(schemas, built, path, version):
-    out = kubeconform(schemas, version, built[path])
+def test_kubeconform_strict(schemas, gateway_api, built, path, version):
+    out = kubeconform(schemas, version, built[path], gateway_api)
     assert out.returncode == 0, out.stdout + out.stderr
     # every object was validated against a schema (none skipped for a missing schema)
     m = re.search(r"(\d+) resources found.*Valid: (\d+), Invalid: (\d+), Errors: (\d+), Skipped: (\d+)", out.stdout)
@@ -188,6 +206,19 @@ def test_negative_misspelt_field_fails_kubeconform(schemas, built):
         assert "readOnlyRootFileSystem" in out.stdout, out.stdout
     line = next(ln for ln in out.stdout.splitlines() if "readOnlyRootFileSystem" in ln)
     record_negative("misspelt-field", f"kubeconform -strict {version}", line.strip())
+
+
+def test_gateway_overlay_validated_against_the_gateway_api_crds(schemas, gateway_api, built, tmp_path):
+    """The Gateway and TLSRoute are checked against the CRD schemas, not skipped: a misspelt
+    TLSRoute field fails."""
+    text = built["overlays/gateway"].read_text()
+    assert "sectionName: kafka-tls" in text
+    bad = tmp_path / "gateway-misspelt.yaml"
+    bad.write_text(text.replace("sectionName: kafka-tls", "sectionName: kafka-tls\n    sectoinName: kafka-tls", 1))
+    out = kubeconform(schemas, "1.35.0", bad, gateway_api)
+    assert out.returncode != 0, out.stdout
+    assert re.search(r"TLSRoute kproxy is invalid.*sectoinName", out.stdout), out.stdout
+    record_negative("gateway-misspelt-tlsroute-field", "kubeconform -strict 1.35.0", _last_line(out.stdout))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,13 +308,19 @@ class ApiServer:
 
 
 @pytest.fixture(scope="module")
-def apiserver():
+def apiserver(gateway_api):
     LOGS.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="kube-apiserver-", dir=LOGS))
     srv = ApiServer(workdir)
     try:
         srv.start()
         print(f"kube-apiserver {srv.version()} ready; logs in {workdir}")
+        # the Gateway API CRDs (the gateway overlay's Gateway and TLSRoute), established first
+        out = srv.kubectl("apply", "--server-side", "-f", gateway_api / "crds.yaml")
+        assert out.returncode == 0, out.stdout + out.stderr
+        out = srv.kubectl("wait", "--for=condition=Established", "--timeout=120s",
+                          "crd/gateways.gateway.networking.k8s.io", "crd/tlsroutes.gateway.networking.k8s.io")
+        assert out.returncode == 0, out.stdout + out.stderr
         # the standalone kustomization's namespace (dry-run objects need their namespace to exist)
         for docs_path in KUSTOMIZATIONS:
             for d in render.render(K8S / docs_path):
@@ -311,6 +348,7 @@ def test_server_side_dry_run(apiserver, built, path):
                          out.stdout), out.stdout
     # nothing was created
     assert apiserver.kubectl("get", "deployments", "-A", "-o", "name").stdout.strip() == ""
+    assert apiserver.kubectl("get", "tlsroutes", "-A", "-o", "name").stdout.strip() == ""
 
 
 NEGATIVE_SERVER = {

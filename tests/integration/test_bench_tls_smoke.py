@@ -43,3 +43,11 @@ def test_bench_tls_quick_run(tmp_path):
         # Interleaved rounds: a ratio per round, and their median (issue #35).
         for setup in ("plaintext", "tls-one-leg", "tls-both-legs"):
             assert len(row[setup]["ratio_rounds"]) == 1 and row[setup]["ratio_median"] > 0, row
+    # The SNI listener as A (issue #33), TLS both legs, beside the port-per-broker listener: P1
+    # reached it by name (bootstrap and broker names), so figures mean the SNI route carried load.
+    n = results["sni"]["sizes"]["16384"]["tls-both-legs"]
+    assert n["requests_per_s"] > 0 and n["a_cpu_s_per_gb"] > 0, n
+    assert len(n["sni_ratio_rounds"]) == 1 and n["sni_ratio_median"] > 0, n
+    assert results["sni"]["idle"]["tls-both-legs"]["ready"] == 100, results["sni"]["idle"]
+    assert results["sni"]["idle"]["tls-both-legs"]["bytes_per_pair"] > 0, results["sni"]["idle"]
+    assert "SNI listener A CPU s/GB" in r.stdout and "SNI listener as A" in r.stdout

@@ -27,7 +27,7 @@ K8S = DEPLOY / "k8s"
 sys.path.insert(0, str(K8S))
 import render  # noqa: E402
 
-KUSTOMIZATIONS = ["base", "standalone", "overlays/chaos"]
+KUSTOMIZATIONS = ["base", "standalone", "overlays/chaos", "overlays/gateway"]
 PROBE = "/usr/local/bin/kproxy-probe"
 
 
@@ -122,8 +122,21 @@ def test_renderer_agrees_with_kubectl_kustomize(path):
 def test_configmap_config_passes_check_config(rendered, tmp_path):
     _, docs = rendered
     _, _, _, cm = kproxy_setup(docs)
+    text = cm["data"]["config.yaml"]
+    config = yaml.safe_load(text)
+    for listener in config["listeners"]:
+        tls = listener.get("tls")
+        if tls:
+            # the certificate comes from a Secret mounted in the pod: check with a throwaway one
+            cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+            if not cert.exists():
+                gen = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                                      "-subj", "/CN=*.kafka.example.com", "-keyout", str(key), "-out", str(cert)],
+                                     capture_output=True, text=True, timeout=60)
+                assert gen.returncode == 0, gen.stderr
+            text = text.replace(tls["cert"], str(cert)).replace(tls["key"], str(key))
     path = tmp_path / "config.yaml"
-    path.write_text(cm["data"]["config.yaml"])
+    path.write_text(text)
     out = subprocess.run([kproxy_binary(), "check-config", str(path)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "OK" in out.stdout
@@ -178,7 +191,7 @@ def test_grace_period_covers_prestop_and_drain(rendered):
 
 def test_sidecar_ports_match_config(rendered):
     path, docs = rendered
-    if path == "standalone":
+    if path in ("standalone", "overlays/gateway"):
         pytest.skip("sidecar kustomizations only")
     dep, container, config, _ = kproxy_setup(docs)
     assert "kproxy" in [c["name"] for c in dep["spec"]["template"]["spec"].get("initContainers", [])]
@@ -225,6 +238,59 @@ def test_standalone_service_ports_equal_config():
         "advertise must be the Service's DNS name, or clients leave the proxy"
     admin_port = host_port(config["admin"]["listen"])[1]
     assert admin_port not in svc_ports and admin_port not in cports.values()
+
+
+def test_gateway_overlay_one_port_interchangeable_replicas():
+    """Issue #33: one Service port for the bootstrap and every broker (SNI listener), replicas
+    scaled by an HPA on CPU, a PDB, and a Gateway + TLSRoute passing TLS through to that port."""
+    docs = render.render(K8S / "overlays" / "gateway")
+    dep, container, config, _ = kproxy_setup(docs)
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    (listener,) = config["listeners"]
+    sni = listener["sni"]
+    assert "broker_ports" not in listener and "broker_port_range" not in listener
+    assert "$(nodeId)" in sni["broker"]
+    assert listener["tls"]["cert"] and listener["tls"]["key"]
+    host, port = host_port(listener["listen"])
+    assert host == "0.0.0.0"
+    # one port: the container's and the Service's, and nothing per broker
+    assert [p["containerPort"] for p in container["ports"]] == [port]
+    svc = one(docs, "Service")
+    assert len(svc["spec"]["ports"]) == 1
+    (sport,) = svc["spec"]["ports"]
+    assert sport["targetPort"] in (port, container["ports"][0]["name"])
+    assert svc["spec"]["selector"].items() <= labels.items()
+    # the certificate Secret is mounted where the config reads it
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    secrets = {v["name"] for v in dep["spec"]["template"]["spec"]["volumes"] if "secret" in v}
+    assert any(listener["tls"]["cert"].startswith(mounts[n] + "/") for n in secrets)
+    assert any(listener["tls"]["key"].startswith(mounts[n] + "/") for n in secrets)
+    # the admin API stays on loopback (the probes exec inside the pod)
+    assert host_port(config["admin"]["listen"])[0] == "127.0.0.1"
+    # interchangeable replicas scaled on CPU, never below 2, one disruption at a time
+    assert dep["spec"]["replicas"] >= 2
+    hpa = one(docs, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": dep["metadata"]["name"]}
+    assert 2 <= hpa["spec"]["minReplicas"] <= dep["spec"]["replicas"] <= hpa["spec"]["maxReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "Resource" and metric["resource"]["name"] == "cpu"
+    assert "cpu" in container["resources"]["requests"], "CPU utilization needs a CPU request"
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert pdb["spec"]["maxUnavailable"] == 1
+    # the Gateway passes TLS through to the Service's one port for the configured names
+    gw = one(docs, "Gateway")
+    route = one(docs, "TLSRoute")
+    (gl,) = gw["spec"]["listeners"]
+    assert gl["protocol"] == "TLS" and gl["tls"]["mode"] == "Passthrough"
+    assert gl["port"] == sni["advertised_port"], "clients are told the Gateway's port"
+    (parent,) = route["spec"]["parentRefs"]
+    assert parent["name"] == gw["metadata"]["name"] and parent.get("sectionName") == gl["name"]
+    (rule,) = route["spec"]["rules"]
+    (backend,) = rule["backendRefs"]
+    assert backend["name"] == svc["metadata"]["name"] and backend["port"] == sport["port"]
+    for name in (sni["bootstrap"], sni["broker"].replace("$(nodeId)", "7")):
+        assert any(re.fullmatch(h.replace(".", r"\.").replace("*", r"[^.]+"), name) for h in route["spec"]["hostnames"]), name
 
 
 def test_chaos_overlay_exposes_admin_only_to_chaos_controllers():
