@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -28,6 +29,7 @@ import clients
 import kafka_harness as kh
 import slowness
 from test_proxy_support import Kproxy
+from test_toxiproxy_kafka_aware import _ports_of
 from test_toxiproxy_tcp import EchoServer
 
 GO_DRIVER = kh.REPO_ROOT / ".cache" / "toxiproxy-go" / "bin" / "toxiproxy-go-driver"
@@ -182,3 +184,88 @@ def test_go_and_java_clients_create_a_kafka_proxy_with_a_kafka_toxic(kafka_toxip
     summary = clients.run_java("LoadProducer", ["--bootstrap", go["listen"], "--topic", topic_name, "--records", "20",
                                                 "--rate", "0"], timeout=slowness.scaled(120))
     assert summary.get("ok") is True and summary.get("acked") == 20, summary
+
+
+def _metadata_seconds(port: int) -> tuple:
+    t0 = time.monotonic()
+    meta = kh.metadata("127.0.0.1", port, timeout=slowness.scaled(10))
+    return time.monotonic() - t0, meta
+
+
+def _txn_round(bootstrap: str, broker_port: int, proxy_port: int, topic: str, total: int, prefix: str) -> None:
+    """A read_committed consumer waits for `total` records while a transactional producer writes
+    100 through `bootstrap`; the consumer holds no connection to the broker's own port."""
+    reader = clients.start_java("ReadCommittedConsumer", ["--bootstrap", bootstrap, "--topic", topic, "--expect", total,
+                                                          "--timeout-ms", 60000])
+    produced = clients.txn_produce(bootstrap, topic, 100, 2, key_prefix=prefix, timeout=slowness.scaled(90))
+    assert produced["ok"] and produced["records_committed"] == 100, produced
+    deadline = time.monotonic() + slowness.scaled(60)
+    while reader.proc.poll() is None and time.monotonic() < deadline:
+        ports = _ports_of(reader.proc.pid)
+        assert broker_port not in ports, f"the consumer reached the broker directly: {ports}"
+        time.sleep(0.2)
+    read = reader.result(timeout=slowness.scaled(90))
+    assert read["count"] == total and read["duplicates"] == 0 and read["content_mismatches"] == 0, read
+
+
+def _kafka_proxy_checks(listen: str, broker: str) -> tuple:
+    proxy_port = int(listen.rsplit(":", 1)[1])
+    broker_port = int(broker.rsplit(":", 1)[1])
+    assert proxy_port != broker_port
+    # Metadata through the proxy names the proxy's own address, nothing else.
+    _, meta = _metadata_seconds(proxy_port)
+    assert list(meta.brokers.values()) == [("127.0.0.1", proxy_port)], meta.brokers
+    return proxy_port, broker_port
+
+
+def test_java_client_kafka_proxy_carries_a_transactional_producer_and_consumer(kafka_toxiproxy, java_classes, kafka, topic_name):
+    api, broker = kafka_toxiproxy
+    kafka.create_topic(topic_name, partitions=1)
+    created = _java(java_classes, "kafka-create", api, broker)
+    proxy_port, broker_port = _kafka_proxy_checks(created["listen"], broker)
+    bootstrap = f"127.0.0.1:{proxy_port}"
+    _txn_round(bootstrap, broker_port, proxy_port, topic_name, 100, "clean-")
+    plain, _ = _metadata_seconds(proxy_port)
+
+    added = _java(java_classes, "kafka-toxics", api, broker)
+    assert added["kafka_error_status"] == 200, added
+    assert sorted(t["name"] for t in _get(api, "/proxies/java-txn/toxics")) == ["deny-init", "txn-latency"]
+    slowed, _ = _metadata_seconds(proxy_port)
+    assert slowed >= LATENCY_S - 0.01 and slowed > plain, (slowed, plain)
+    denied = clients.txn_produce(bootstrap, topic_name, 10, 1, key_prefix="denied-", timeout=slowness.scaled(90))
+    assert not denied["ok"] and "TransactionalIdAuthorization" in (denied.get("error") or ""), denied
+
+    cleared = _java(java_classes, "kafka-clear", api, broker)
+    assert cleared["kafka_error_removed"] == 204 and cleared["toxics"] == [], cleared
+    after, _ = _metadata_seconds(proxy_port)
+    assert after < LATENCY_S, after
+    _txn_round(bootstrap, broker_port, proxy_port, topic_name, 200, "after-")
+    print(f"java: metadata {plain:.3f} s plain, {slowed:.3f} s with the 300 ms latency toxic, {after:.3f} s after")
+
+
+def test_go_client_kafka_proxy_carries_a_transactional_producer_and_consumer(kafka_toxiproxy, kafka, topic_name):
+    """The Go driver's kafka mode (proxy + a Fetch kafka_error toxic + a 200 ms latency toxic, all
+    through the Go client); the toxics are removed here by HTTP DELETE (the Go driver has no step
+    for it yet)."""
+    api, broker = kafka_toxiproxy
+    kafka.create_topic(topic_name, partitions=1)
+    go = _go("kafka", api, broker)
+    proxy_port, broker_port = _kafka_proxy_checks(go["listen"], broker)
+    slowed, _ = _metadata_seconds(proxy_port)
+    assert slowed >= 0.19, slowed
+    bootstrap = f"127.0.0.1:{proxy_port}"
+    # The producer is not touched by the Fetch toxic; Fetch answered NOT_LEADER_OR_FOLLOWER keeps
+    # a consumer from reading the committed records while the toxic is there.
+    produced = clients.txn_produce(bootstrap, topic_name, 100, 2, key_prefix="go-slow-", timeout=slowness.scaled(90))
+    assert produced["ok"] and produced["records_committed"] == 100, produced
+    stalled = clients.read_committed(bootstrap, topic_name, 100, timeout_ms=5000, timeout=slowness.scaled(60))
+    assert stalled["count"] == 0, stalled
+    for name in go["toxics_with_latency"]:
+        req = urllib.request.Request(f"http://{api}/proxies/go-kafka/toxics/{name}", method="DELETE")
+        with urllib.request.urlopen(req, timeout=slowness.scaled(10)) as r:
+            assert r.status == 204
+    assert _get(api, "/proxies/go-kafka/toxics") == []
+    after, _ = _metadata_seconds(proxy_port)
+    assert after < slowed, (after, slowed)
+    _txn_round(bootstrap, broker_port, proxy_port, topic_name, 200, "go-")
+    print(f"go: metadata {slowed:.3f} s with the 200 ms latency toxic, {after:.3f} s after")

@@ -3,6 +3,8 @@
 //
 //   java -cp ... ToxiproxyJavaDriver tcp   API_HOST API_PORT ECHO_ADDR    a proxy to a TCP echo server, its toxics measured
 //   java -cp ... ToxiproxyJavaDriver kafka API_HOST API_PORT BROKER_ADDR  a proxy to a Kafka broker, a kafka_error toxic
+//   java -cp ... ToxiproxyJavaDriver kafka-create|kafka-toxics|kafka-clear API_HOST API_PORT BROKER_ADDR
+//                                    one step of a proxy a Java producer and consumer run through (kafkaStep)
 //
 // toxiproxy-java has a method per Toxiproxy toxic type and none that takes a free-form type, so
 // the kafka_error toxic is added with a plain HTTP POST to the same API; what the client then
@@ -187,6 +189,29 @@ public class ToxiproxyJavaDriver {
     }
   }
 
+  // The steps of a run with a Java producer and consumer between them (the test runs those):
+  // kafka-create makes the proxy; kafka-toxics adds a 300 ms latency toxic through the client and a
+  // kafka_error toxic (InitProducerId answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED) by HTTP POST;
+  // kafka-clear removes the kafka_error toxic by HTTP DELETE (the client's getAll() cannot list
+  // it, docs/toxiproxy.md) and then the latency toxic through the client.
+  private static void kafkaStep(ToxiproxyClient client, String base, String step, String broker) throws IOException {
+    if (step.equals("kafka-create")) {
+      out.put("listen", client.createProxy("java-txn", "127.0.0.1:0", broker).getListen());
+      return;
+    }
+    Proxy proxy = client.getProxy("java-txn");
+    if (step.equals("kafka-toxics")) {
+      proxy.toxics().latency("txn-latency", ToxicDirection.DOWNSTREAM, 300);
+      out.put("kafka_error_status", http(base, "POST", "/proxies/java-txn/toxics",
+          "{\"name\":\"deny-init\",\"type\":\"kafka_error\",\"stream\":\"downstream\",\"attributes\":"
+              + "{\"api\":\"InitProducerId\",\"error\":\"TRANSACTIONAL_ID_AUTHORIZATION_FAILED\"}}"));
+    } else {
+      out.put("kafka_error_removed", http(base, "DELETE", "/proxies/java-txn/toxics/deny-init", null));
+      for (Toxic t : proxy.toxics().getAll()) t.remove();
+      out.put("toxics", names(proxy));
+    }
+  }
+
   private static String json(Object v) {
     if (v == null) return "null";
     if (v instanceof Boolean || v instanceof Number) return v.toString();
@@ -220,7 +245,8 @@ public class ToxiproxyJavaDriver {
     ToxiproxyClient client = new ToxiproxyClient(args[1], Integer.parseInt(args[2]));
     String base = "http://" + args[1] + ":" + args[2];
     if (args[0].equals("tcp")) tcp(client, base, args[3]);
-    else kafka(client, base, args[3]);
+    else if (args[0].equals("kafka")) kafka(client, base, args[3]);
+    else kafkaStep(client, base, args[0], args[3]);
     System.out.println(json(out));
   }
 }
