@@ -11,9 +11,13 @@ JDK's javac). Each driver prints what the API answered and what it measured as o
   plain relay; disabled, enabled, deleted.
 - In front of the harness's Kafka broker: the proxy is detected as Kafka (GET /proxies says so
   and why), the kafka_error toxic is listed by the API; and a Java producer gets its records
-  acknowledged through the proxy. Only the API is checked there: Kafka-aware forwarding and Kafka
-  toxics acting on traffic are not built yet (docs/toxiproxy.md "Status"), so the producer
-  follows the broker's advertised address after its first Metadata answer.
+  acknowledged through the proxy.
+- For each client, a Kafka proxy it creates carries a Java transactional producer and a
+  read_committed consumer: Metadata through it names only the proxy's address and the consumer
+  holds no connection to the broker's port; a latency toxic the client adds delays a Metadata
+  round trip; a kafka_error toxic on InitProducerId (Go: through the client; Java: plain HTTP
+  POST) fails the producer with TransactionalIdAuthorization; once the client removes the
+  toxics the records read back are exact.
 """
 
 from __future__ import annotations
@@ -245,8 +249,8 @@ def test_java_client_kafka_proxy_carries_a_transactional_producer_and_consumer(k
 
 def test_go_client_kafka_proxy_carries_a_transactional_producer_and_consumer(kafka_toxiproxy, kafka, topic_name):
     """The Go driver's kafka mode (proxy + a Fetch kafka_error toxic + a 200 ms latency toxic, all
-    through the Go client); the toxics are removed here by HTTP DELETE (the Go driver has no step
-    for it yet)."""
+    through the Go client), then its kafka-deny step (an InitProducerId kafka_error toxic) and its
+    kafka-clear step (every toxic removed through the client)."""
     api, broker = kafka_toxiproxy
     kafka.create_topic(topic_name, partitions=1)
     go = _go("kafka", api, broker)
@@ -260,11 +264,14 @@ def test_go_client_kafka_proxy_carries_a_transactional_producer_and_consumer(kaf
     assert produced["ok"] and produced["records_committed"] == 100, produced
     stalled = clients.read_committed(bootstrap, topic_name, 100, timeout_ms=5000, timeout=slowness.scaled(60))
     assert stalled["count"] == 0, stalled
-    for name in go["toxics_with_latency"]:
-        req = urllib.request.Request(f"http://{api}/proxies/go-kafka/toxics/{name}", method="DELETE")
-        with urllib.request.urlopen(req, timeout=slowness.scaled(10)) as r:
-            assert r.status == 204
-    assert _get(api, "/proxies/go-kafka/toxics") == []
+
+    denying = _go("kafka-deny", api, broker)
+    assert denying["toxics"] == ["deny-init", "fetch-errors", "latency_downstream"], denying
+    denied = clients.txn_produce(bootstrap, topic_name, 10, 1, key_prefix="denied-", timeout=slowness.scaled(90))
+    assert not denied["ok"] and "TransactionalIdAuthorization" in (denied.get("error") or ""), denied
+
+    cleared = _go("kafka-clear", api, broker)
+    assert cleared["toxics"] == [] and _get(api, "/proxies/go-kafka/toxics") == [], cleared
     after, _ = _metadata_seconds(proxy_port)
     assert after < slowed, (after, slowed)
     _txn_round(bootstrap, broker_port, proxy_port, topic_name, 200, "go-")

@@ -3,6 +3,7 @@
 //
 //	toxiproxy-go-driver tcp   API_URL ECHO_ADDR   creates a proxy to a TCP echo server and measures its toxics
 //	toxiproxy-go-driver kafka API_URL BROKER_ADDR creates a proxy to a Kafka broker, adds a kafka_error toxic
+//	toxiproxy-go-driver kafka-deny|kafka-clear API_URL BROKER_ADDR  one more step on that proxy (runKafkaStep)
 //
 // It prints one JSON object (what the API answered, what was measured) as its last stdout line;
 // the test asserts on it. Every socket operation has a deadline.
@@ -240,6 +241,35 @@ func runKafka(client *toxiproxy.Client, broker string) map[string]any {
 	return out
 }
 
+// runKafkaStep is one step on the proxy runKafka made, with a Java producer and consumer between
+// the steps (the test runs those): "kafka-deny" adds a kafka_error toxic answering InitProducerId
+// with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; "kafka-clear" removes every toxic.
+func runKafkaStep(client *toxiproxy.Client, step string) map[string]any {
+	out := map[string]any{}
+	proxy, err := client.Proxy("go-kafka")
+	if err != nil {
+		fail("Proxy: %v", err)
+	}
+	if step == "kafka-deny" {
+		if _, err := proxy.AddToxic("deny-init", "kafka_error", "downstream", 1.0,
+			toxiproxy.Attributes{"api": "InitProducerId", "error": "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}); err != nil {
+			fail("AddToxic kafka_error: %v", err)
+		}
+	} else {
+		toxics, err := proxy.Toxics()
+		if err != nil {
+			fail("Toxics: %v", err)
+		}
+		for _, t := range toxics {
+			if err := proxy.RemoveToxic(t.Name); err != nil {
+				fail("RemoveToxic %s: %v", t.Name, err)
+			}
+		}
+	}
+	out["toxics"] = toxicNames(proxy)
+	return out
+}
+
 func main() {
 	if len(os.Args) != 4 {
 		fail("usage: %s tcp|kafka API_URL UPSTREAM", os.Args[0])
@@ -251,6 +281,8 @@ func main() {
 		out = runTCP(client, os.Args[3])
 	case "kafka":
 		out = runKafka(client, os.Args[3])
+	case "kafka-deny", "kafka-clear":
+		out = runKafkaStep(client, os.Args[1])
 	default:
 		fail("unknown mode %q", os.Args[1])
 	}
