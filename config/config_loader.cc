@@ -1082,6 +1082,18 @@ class Loader {
   std::vector<uint32_t> max_ports_;  ///< per listener index, for the ephemeral-range window
 };
 
+/// A text yaml-cpp could not parse, as a ConfigError with its position.
+ConfigError invalid_yaml(const YAML::Exception& e, const std::string& source) {
+  ConfigError err;
+  err.file = source;
+  if (!e.mark.is_null()) {
+    err.line = e.mark.line + 1;
+    err.column = e.mark.column + 1;
+  }
+  err.reason = "invalid YAML: " + e.msg;
+  return err;
+}
+
 LoadResult parse_and_load(const std::function<YAML::Node()>& parse, const std::string& source, const LoadOptions& options) {
   Loader loader(source, options);
   YAML::Node root;
@@ -1089,14 +1101,7 @@ LoadResult parse_and_load(const std::function<YAML::Node()>& parse, const std::s
     root = parse();
   } catch (const YAML::Exception& e) {
     LoadResult r;
-    ConfigError err;
-    err.file = source;
-    if (!e.mark.is_null()) {
-      err.line = e.mark.line + 1;
-      err.column = e.mark.column + 1;
-    }
-    err.reason = "invalid YAML: " + e.msg;
-    r.errors.push_back(std::move(err));
+    r.errors.push_back(invalid_yaml(e, source));
     return r;
   }
   try {
@@ -1136,14 +1141,7 @@ ListenerEntry load_listener_entry(std::string_view body, const std::string& name
     YAML::Node item = YAML::Load(std::string(body));
     return loader.load_entry(item, name, running, added);
   } catch (const YAML::Exception& e) {
-    ConfigError err;
-    err.file = source;
-    if (!e.mark.is_null()) {
-      err.line = e.mark.line + 1;
-      err.column = e.mark.column + 1;
-    }
-    err.reason = "invalid YAML: " + e.msg;
-    out.errors.push_back(std::move(err));
+    out.errors.push_back(invalid_yaml(e, source));
   }
   return out;
 }

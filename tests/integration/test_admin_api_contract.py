@@ -28,6 +28,7 @@ import pytest
 
 import kafka_harness as kh
 from test_chaos_support import ChaosKproxy
+from schemathesis_report import run_numbers
 
 TOKEN = "contract-test-token"
 DOC = kh.REPO_ROOT / "docs" / "admin-api.openapi.yaml"
@@ -123,23 +124,6 @@ def test_refusals_are_logged_and_counted(kp):
     assert counts == {"400": 3, "401": 1, "404": 1, "413": 1}, counts
 
 
-def _numbers(report_dir: Path) -> dict:
-    """Per phase: scenarios run and requests made (stateful: steps), from schemathesis' NDJSON report."""
-    phases: dict = {}
-    operations = None
-    for f in report_dir.glob("*.ndjson"):
-        for line in f.read_text().splitlines():
-            event = json.loads(line)
-            kind, data = next(iter(event.items()))
-            if kind == "LoadingFinished":
-                operations = data["statistic"]["operations"]
-            if kind == "ScenarioFinished":
-                p = phases.setdefault(data["phase"], {"scenarios": 0, "requests": 0})
-                p["scenarios"] += 1
-                p["requests"] += len(data["recorder"].get("interactions", {}))
-    return {"operations": operations, "phases": phases}
-
-
 # Two seeds, every check schemathesis has (issue #30: a run with --checks all once found 12
 # failures that the chosen subset missed). KPROXY_SCHEMATHESIS_SEED replaces both with one.
 SEEDS = [int(os.environ["KPROXY_SCHEMATHESIS_SEED"])] if os.environ.get("KPROXY_SCHEMATHESIS_SEED") else [20261202, 20261203]
@@ -177,7 +161,7 @@ def test_schemathesis_finds_no_server_error_nor_contract_violation(kp, kafka, tm
     (kh.REPO_ROOT / "build" / "test-logs").mkdir(parents=True, exist_ok=True)
     (kh.REPO_ROOT / "build" / "test-logs" / f"schemathesis-{seed}.log").write_text(f"seed {seed}\n{' '.join(cmd)}\n\n{output}")
     print(output[-4000:])
-    numbers = _numbers(report)
+    numbers = run_numbers(report)
     print(f"[schemathesis] seed {seed}, {elapsed:.1f}s, exit {proc.returncode}, {json.dumps(numbers)}")
     (kh.REPO_ROOT / "build" / "test-logs" / f"schemathesis-numbers-{seed}.json").write_text(
         json.dumps({"seed": seed, "seconds": round(elapsed, 1), "max_examples": MAX_EXAMPLES, **numbers}, indent=1))

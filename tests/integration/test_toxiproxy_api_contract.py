@@ -33,6 +33,7 @@ import kafka_harness as kh
 import slowness
 from test_proxy_support import Kproxy
 from test_toxiproxy_tcp import EchoServer
+from schemathesis_report import run_numbers
 
 DOC = kh.REPO_ROOT / "docs" / "toxiproxy-api.openapi.yaml"
 ST = kh.REPO_ROOT / ".cache" / "venv-schemathesis" / "bin" / "st"
@@ -102,23 +103,6 @@ def test_documented_operations_are_served_and_other_methods_get_405(api):
     assert seen == 16, seen  # Toxiproxy v2's 15 operations (POST as PATCH counted) and GET /openapi.json
 
 
-def _numbers(report_dir: Path) -> dict:
-    """Per phase: scenarios run and requests made, from schemathesis' NDJSON report."""
-    phases: dict = {}
-    operations = None
-    for f in report_dir.glob("*.ndjson"):
-        for line in f.read_text().splitlines():
-            event = json.loads(line)
-            kind, data = next(iter(event.items()))
-            if kind == "LoadingFinished":
-                operations = data["statistic"]["operations"]
-            if kind == "ScenarioFinished":
-                p = phases.setdefault(data["phase"], {"scenarios": 0, "requests": 0})
-                p["scenarios"] += 1
-                p["requests"] += len(data["recorder"].get("interactions", {}))
-    return {"operations": operations, "phases": phases}
-
-
 def _assert_still_serves(base: str) -> None:
     """After the run: /reset works, and a new proxy forwards bytes to an echo server."""
     status, raw, _ = _call(base, "GET", "/proxies")
@@ -176,7 +160,7 @@ def test_schemathesis_finds_no_server_error_nor_contract_violation(api, tmp_path
     logs.mkdir(parents=True, exist_ok=True)
     (logs / f"schemathesis-toxiproxy-{seed}.log").write_text(f"seed {seed}\n{' '.join(cmd)}\n\n{output}")
     print(output[-4000:])
-    numbers = _numbers(report)
+    numbers = run_numbers(report)
     print(f"[schemathesis] seed {seed}, {elapsed:.1f}s, exit {proc.returncode}, {json.dumps(numbers)}")
     assert proc.returncode == 0, f"schemathesis found problems (seed {seed}); see build/test-logs/schemathesis-toxiproxy-{seed}.log:\n{output[-8000:]}"
     assert numbers["phases"].get("stateful", {}).get("requests", 0) > 0, numbers  # the links were followed
