@@ -260,7 +260,7 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-IDLE_SETTLE_S = 1.0  # after a batch is open: deferred frees, upstream connects
+IDLE_SETTLE_S = 2.0  # after a batch is open: deferred frees, upstream connects, kproxy's memory trim (1 s after the last open)
 
 
 def _open_idle(load_bin: Path, target: str, count: int, log_path: Path, source: Optional[str], pin: Optional[str]):

@@ -609,6 +609,7 @@ void ClientConnection::on_stream_tls_established(TcpStream& s) {
   bool client = &s == &client_;
   if (client && tls_handshake_deadline_) tls_handshake_deadline_->cancel();
   else upstream_.handshake_done();
+  env_.tls_handshake_done();
   std::string sni = s.tls()->requested_server_name();
   spdlog::debug("conn={} TLS with {}: {}{}", id_, client ? "client " + peer() : "broker " + upstream_peer(), s.tls()->protocol_and_cipher(),
                 sni.empty() ? "" : ", SNI " + sni);

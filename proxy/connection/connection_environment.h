@@ -50,6 +50,9 @@ class ConnectionEnvironment {
   virtual void bootstrap_unreachable(size_t listener_index, const config::HostPort& target) = 0;
   /// The connection is gone: its slot under limits.max_connections is free again.
   virtual void release_connection_slot() = 0;
+  /// A TLS handshake of one of the connection's streams finished: it freed far more than the
+  /// session keeps, which counts toward giving memory back (proxy/runtime/memory_return.h).
+  virtual void tls_handshake_done() = 0;
   /// libuv is done with every handle of `connection`: forget it (it deletes itself next).
   virtual void forget(ClientConnection* connection) = 0;
 };

@@ -223,6 +223,7 @@ ClientConnection* Worker::new_connection(std::shared_ptr<const ListenerSpec> spe
   auto* connection = new ClientConnection(*this, std::move(spec), std::move(config), proxy_.next_connection_id());
   connections_.insert(connection);
   metrics::count(metrics::ProxyEvent::kConnectionAccepted);
+  if (trim_timer_.open() && trim_policy_.on_open(uv_now(&loop_))) schedule_trim();
   return connection;
 }
 
@@ -246,20 +247,21 @@ void Worker::forget(ClientConnection* connection) {
   proxy_.balancer().release(index_);
   // What the connection held is free now, but malloc keeps free pages for reuse: once the worker
   // is idle (or after a burst of closes) they go back to the system (issue #30 item 5).
-  if (trim_timer_.open() && trim_policy_.on_close(connections_.size())) {
-    uv_timer_start(trim_timer_.get(), on_trim, static_cast<uint64_t>(kTrimDelay.count()), 0);
-  }
+  if (trim_timer_.open() && trim_policy_.on_close(connections_.size(), uv_now(&loop_))) schedule_trim();
   maybe_finish_drain();
 }
+
+void Worker::schedule_trim() { uv_timer_start(trim_timer_.get(), on_trim, static_cast<uint64_t>(kTrimDelay.count()), 0); }
 
 void Worker::on_trim(uv_timer_t* timer) {
   auto* self = static_cast<Worker*>(timer->data);
   self->trim_policy_.trimmed();
   metrics::count(metrics::ProxyEvent::kMemoryTrim);
   codec::FrameBuffer::drop_cached_blocks();  // this worker's large frame blocks (codec/frame_buffer.h)
+  uint64_t started = uv_hrtime();
   bool released = trim_free_memory();
-  spdlog::debug("worker {}: gave free memory back to the system ({} connections open){}", self->index_, self->connections_.size(),
-                released ? "" : ": there was none");
+  spdlog::debug("worker {}: gave free memory back to the system in {} us ({} connections open){}", self->index_,
+                (uv_hrtime() - started) / 1000, self->connections_.size(), released ? "" : ": there was none");
 }
 
 codec::FrameMemoryBudget& Worker::frame_budget() { return proxy_.frame_budget(); }
@@ -279,6 +281,9 @@ void Worker::bootstrap_unreachable(size_t listener_index, const config::HostPort
   proxy_.bootstrap_unreachable(listener_index, target);
 }
 void Worker::release_connection_slot() { proxy_.release_connection(); }
+void Worker::tls_handshake_done() {
+  if (trim_timer_.open() && trim_policy_.on_handshake(uv_now(&loop_))) schedule_trim();
+}
 
 void Worker::begin_drain(std::chrono::milliseconds deadline) {
   if (finished_) return;

@@ -84,6 +84,7 @@ class Worker final : public ConnectionEnvironment {
   void open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) override;
   void bootstrap_unreachable(size_t listener_index, const config::HostPort& target) override;
   void release_connection_slot() override;
+  void tls_handshake_done() override;
   size_t connection_count() const { return connections_.size(); }
 
  private:
@@ -104,6 +105,8 @@ class Worker final : public ConnectionEnvironment {
   static void on_drain_deadline(uv_timer_t* timer);
   /// Gives freed memory back to the system (proxy/runtime/memory_return.h), as trim_policy_ asked.
   static void on_trim(uv_timer_t* timer);
+  /// Starts the trim timer (kTrimDelay), as trim_policy_ asked.
+  void schedule_trim();
 
   Proxy& proxy_;
   unsigned index_;
@@ -111,7 +114,7 @@ class Worker final : public ConnectionEnvironment {
   UvHandle<uv_async_t> wakeup_;
   UvHandle<uv_timer_t> drain_timer_;
   UvHandle<uv_timer_t> trim_timer_;
-  IdleTrimPolicy trim_policy_;  ///< when closes call for a trim (at most one per kTrimDelay)
+  IdleTrimPolicy trim_policy_;  ///< when opens and closes call for a trim (at most one per kTrimDelay)
   std::thread thread_;
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;
