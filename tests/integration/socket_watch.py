@@ -138,6 +138,7 @@ class BrokerConnectionWatch:
 
     def assert_only_proxies_reach_brokers(self) -> None:
         self.stop()
+        print(f"broker connection watch: {self.summary()}")
         assert not self.direct, f"connections to broker ports held by neither kproxy nor a broker: {self.direct}"
         assert self.samples >= 2, self.summary()
         assert self.proxied, f"the watch saw no kproxy->broker connection, so it proves nothing: {self.summary()}"

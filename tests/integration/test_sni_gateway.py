@@ -209,6 +209,29 @@ def test_franz_go_through_one_sni_port_with_transactions(kafka_cluster, sni_pki,
         assert kp.stop() == 0
 
 
+def test_the_connection_watch_sees_a_direct_connection_and_the_proxied_ones(kafka_cluster, sni_pki):
+    """socket_watch.py proven on both sides: a TLS client through kproxy counts as a client leg and
+    kproxy's upstream as proxied; a socket of this process to a broker's own port is direct, and
+    fails the check."""
+    with gateway(kafka_cluster, sni_pki, name="gw-watch") as kp, \
+            BrokerConnectionWatch(kafka_cluster, lambda: {kp.proc.pid}, kp.port) as watch:
+        with _served(kp, sni_pki):
+            deadline = time.monotonic() + slowness.scaled(10)
+            while not (watch.proxied and watch.clients):
+                assert time.monotonic() < deadline, watch.summary()
+                time.sleep(0.05)
+        node = kafka_cluster.nodes[-1]
+        with socket.create_connection(("127.0.0.1", node.ports["PLAINTEXT"]), timeout=10) as direct:
+            here = "%s:%d" % direct.getsockname()
+            while not any(local == here for local, _peer in watch.direct):
+                assert time.monotonic() < deadline + slowness.scaled(10), watch.summary()
+                time.sleep(0.05)
+        assert any(f"pid {os.getpid()}" in holders for holders in watch.direct.values()), watch.direct
+        with pytest.raises(AssertionError, match="held by neither kproxy nor a broker"):
+            watch.assert_only_proxies_reach_brokers()
+        assert kp.stop() == 0
+
+
 # ---- what is not a known name ------------------------------------------------------------------
 
 def _tls_context(pki) -> ssl.SSLContext:
