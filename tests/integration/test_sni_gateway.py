@@ -662,9 +662,23 @@ _RETRIABLE_CLIENT_LINES = re.compile(
 
 
 def _unexpected_client_lines(stderr: str) -> list:
-    """The client's log lines (WARN, ERROR) that are not a retriable condition."""
+    """The client's log lines (WARN, ERROR) that are not a retriable condition. A Produce retried
+    for OUT_OF_ORDER_SEQUENCE_NUMBER counts as retriable only after a retriable error on the same
+    partition: the batch behind a failed one reaches the broker with a sequence gap, and the client
+    resends both (the Java producer's Sender says "retrying")."""
     lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith((" ", "\t", "at ", "Caused by"))]
-    return [ln for ln in lines if not _RETRIABLE_CLIENT_LINES.search(ln)]
+    unexpected, failed_partitions = [], set()
+    for ln in lines:
+        partition = re.search(r"on topic-partition (\S+?),", ln)
+        if _RETRIABLE_CLIENT_LINES.search(ln):
+            if partition:
+                failed_partitions.add(partition.group(1))
+        elif ("Error: OUT_OF_ORDER_SEQUENCE_NUMBER" in ln and "retrying" in ln and partition
+              and partition.group(1) in failed_partitions):
+            pass
+        else:
+            unexpected.append(ln)
+    return unexpected
 
 
 def _served_counts(kp) -> float:
