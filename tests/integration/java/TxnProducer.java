@@ -25,9 +25,15 @@
 //                              ("client" for --abort-every, else the root exception's class),
 //                              "partitions" (those its records were sent to), "records"}
 //
+// Pacing, for a test that acts while the producer runs (test_sni_gateway.py's drain):
+//   --pause-ms N               sleeps N ms after each transaction's commit or abort
+//   --progress true            prints "txn N committed|aborted" on stdout after each transaction
+// The summary also has the client's connection counters (connection_creation_total,
+// connection_close_total: ClientMetrics.java), proof that it saw disconnects.
+//
 // Options: --bootstrap --topic --records --transactions --transactional-id --key-prefix
 //          --value-bytes --abort-every --timeout-ms (per transaction / init)
-//          --spread-partitions --abort-on-error --report-transactions
+//          --spread-partitions --abort-on-error --report-transactions --pause-ms --progress
 //          --security-protocol --sasl-mechanism (PLAIN|SCRAM-SHA-256|SCRAM-SHA-512)
 //          --sasl-user --sasl-password  --property key=value (repeatable, any producer config)
 import java.util.ArrayList;
@@ -67,6 +73,8 @@ public class TxnProducer {
         boolean spread = Boolean.parseBoolean(Args.opt(a, "spread-partitions", "false"));
         boolean abortOnError = Boolean.parseBoolean(Args.opt(a, "abort-on-error", "false"));
         boolean report = Boolean.parseBoolean(Args.opt(a, "report-transactions", "false"));
+        long pauseMs = Long.parseLong(Args.opt(a, "pause-ms", "0"));
+        boolean progress = Boolean.parseBoolean(Args.opt(a, "progress", "false"));
         if (txns < 1 || records < 0) Args.die("--transactions must be >= 1 and --records >= 0");
 
         Properties p = new Properties();
@@ -90,6 +98,7 @@ public class TxnProducer {
         Map<String, Integer> errorAborts = new TreeMap<>();
         List<String> history = new ArrayList<>();
         String error = null;
+        Map<String, Double> conn = new HashMap<>();
         int perTxn = records / txns;
         int next = 0;
         try (KafkaProducer<String, String> producer =
@@ -154,11 +163,17 @@ public class TxnProducer {
                     committedRecords += n;
                     txnPartitions.forEach((k, v) -> perPartition.merge(k, v, Integer::sum));
                 }
+                if (progress) {
+                    System.out.println("txn " + t + " " + (cause == null ? "committed" : "aborted"));
+                    System.out.flush();
+                }
+                if (pauseMs > 0) Thread.sleep(pauseMs);
                 if (report) {
                     history.add("{\"n\":" + t + ",\"outcome\":" + Json.q(cause == null ? "committed" : "aborted")
                                 + ",\"cause\":" + Json.q(cause) + ",\"partitions\":" + sentTo + ",\"records\":" + n + "}");
                 }
             }
+            conn = ClientMetrics.connectionCounters(producer.metrics(), "producer-metrics");
         } catch (Exception e) {
             error = e.getClass().getName() + ": " + e.getMessage();
         }
@@ -176,6 +191,8 @@ public class TxnProducer {
         js.append(",\"partitions\":").append(Json.partitionMap(perPartition));
         js.append(",\"error_aborts\":").append(Json.countMap(errorAborts));
         if (report) js.append(",\"transactions\":[").append(String.join(",", history)).append("]");
+        js.append(",\"connection_creation_total\":").append(conn.getOrDefault("connection-creation-total", -1.0).longValue());
+        js.append(",\"connection_close_total\":").append(conn.getOrDefault("connection-close-total", -1.0).longValue());
         js.append(",\"elapsed_ms\":").append(elapsedMs);
         js.append(",\"error\":").append(error == null ? "null" : Json.q(error));
         js.append("}");
