@@ -33,6 +33,11 @@ struct ClientConnection::RareState {
   bool route_by_authority = false;  ///< an SNI listener without TLS: the PROXY header's authority routes
   config::HostPort bootstrap;
   std::shared_ptr<const tls::TlsContext> upstream_tls;
+  /// Routing waits for the worker's broker discovery (route_to): what it will route with then.
+  bool brokers_asked = false;
+  SniRoute pending_route;
+  std::string pending_name, pending_error;
+  std::vector<uint8_t> held;  ///< the client's bytes so far, replayed once routed
 };
 
 ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener,
@@ -218,9 +223,7 @@ void ClientConnection::on_proxy_header_bytes(codec::Bytes data) {
     tls::ClientHelloInfo asked{authority.value_or(""), authority.has_value(), std::nullopt};
     route_to(route_by_name(*config_->listeners[listener_->listener_index].sni,
                            authority ? tls::normalize_server_name(*authority) : std::nullopt),
-             "PROXY authority " + shown_server_name(asked), "");
-    if (closing()) return;
-    client_.replay(after);
+             "PROXY authority " + shown_server_name(asked), "", std::move(after));
     return;
   }
   if (r.client_hello) arm_client_hello_deadline();  // the ClientHello follows the header
@@ -255,12 +258,17 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
   SniRoute route = route_by_server_name(*config_->listeners[listener_->listener_index].sni, *r.client_hello);
   std::string error = r.client_hello->error();
   r.client_hello.reset();
-  route_to(route, name, error);
-  if (closing()) return;
-  client_.replay(received);
+  route_to(route, name, error, std::move(received));
 }
 
-void ClientConnection::route_to(SniRoute route, const std::string& name, const std::string& error) {
+void ClientConnection::brokers_discovered() {
+  if (closing() || !rare_) return;
+  RareState& r = *rare_;
+  client_.start_reading();
+  route_to(r.pending_route, r.pending_name, r.pending_error, std::move(r.held));
+}
+
+void ClientConnection::route_to(SniRoute route, const std::string& name, const std::string& error, std::vector<uint8_t> received) {
   RareState& r = *rare_;
   r.timer.cancel();
   const config::SniConfig& sni = *config_->listeners[listener_->listener_index].sni;
@@ -268,8 +276,22 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
   std::optional<config::HostPort> broker;
   if (route.outcome == SniOutcome::kBroker) {
     broker = env_.broker_address(listener_->listener_index, route.node_id);
-    if (broker) target = *broker;
-    else route.outcome = SniOutcome::kUnknownNode;
+    if (broker) {
+      target = *broker;
+    } else if (!r.brokers_asked) {
+      // Served at the bootstrap, a client would be on the wrong broker (KIP-1242: a Kafka 4.4
+      // client checks and rebootstraps): ask the bootstrap for the brokers first, client unread.
+      r.brokers_asked = true;
+      r.pending_route = route;
+      r.pending_name = name;
+      r.pending_error = error;
+      r.held = std::move(received);
+      client_.stop_reading();
+      env_.discover_brokers(listener_->listener_index, r.bootstrap, r.upstream_tls, config_->limits.connect_timeout, this);
+      return;
+    } else {
+      route.outcome = SniOutcome::kUnknownNode;
+    }
   }
   count_sni_outcome(route.outcome);
   if (route.outcome == SniOutcome::kBootstrap || route.outcome == SniOutcome::kBroker) {
@@ -281,7 +303,8 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
     case SniOutcome::kBootstrap:
     case SniOutcome::kBroker: break;
     case SniOutcome::kUnknownNode:
-      what = "names broker node " + std::to_string(route.node_id) + ", which no response named yet: served as the bootstrap";
+      what = "names broker node " + std::to_string(route.node_id) +
+             ", which neither a response nor the bootstrap's broker list named: served as the bootstrap";
       break;
     case SniOutcome::kUnknownNameRefused: what = "matches no configured name: refused (sni.unknown: refuse)"; break;
     case SniOutcome::kUnknownNameBootstrap: what = "matches no configured name: served as the bootstrap (sni.unknown: bootstrap)"; break;
@@ -324,6 +347,8 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
   // The SNI kproxy sends the broker is the host it connects to, as on any TLS listener.
   if (r.upstream_tls) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*r.upstream_tls, target.host));
   upstream_.connect(target, config_->limits.connect_timeout);
+  if (closing()) return;
+  client_.replay(received);
 }
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {

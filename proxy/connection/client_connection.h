@@ -61,6 +61,9 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void drain();
   /// The same, closing with `reason` (its listener was removed at run time, say).
   void drain(CloseReason reason) { begin_drain(std::move(reason)); }
+  /// The worker's broker discovery this connection waited for finished (ConnectionEnvironment::
+  /// discover_brokers): route again, at the named broker if it was learnt, else at the bootstrap.
+  void brokers_discovered();
   /// The listener (config index or run-time slot, proxy/runtime/proxy.h) that accepted it.
   size_t listener_index() const { return listener_->listener_index; }
 
@@ -124,9 +127,10 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// The ClientHello is read (or cannot be, or timed out): serves, refuses or closes as the
   /// listener's `sni:` says (proxy/connection/sni_route.h); `received` is every client byte so far.
   void route_by_client_hello(std::vector<uint8_t> received);
-  /// Serves (TLS session installed, upstream connected to the route's target), refuses or closes
-  /// as `route` says, logged with `name` (what the client asked for) and counted.
-  void route_to(SniRoute route, const std::string& name, const std::string& error);
+  /// Serves (TLS session installed, upstream connected to the route's target, `received` replayed),
+  /// refuses or closes as `route` says, logged with `name` (what the client asked for) and counted.
+  /// A broker no response named yet first waits, client unread, for the worker's discovery.
+  void route_to(SniRoute route, const std::string& name, const std::string& error, std::vector<uint8_t> received);
   /// Closes the connection if its ClientHello is not whole by sni.client_hello_timeout.
   void arm_client_hello_deadline();
   /// rare_, made on first use.

@@ -8,8 +8,10 @@
 // Every call is made on the loop thread of the connection (the worker's loop).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include <uv.h>
@@ -53,6 +55,13 @@ class ConnectionEnvironment {
   /// A TLS handshake of one of the connection's streams finished: it freed far more than the
   /// session keeps, which counts toward giving memory back (proxy/runtime/memory_return.h).
   virtual void tls_handshake_done() = 0;
+  /// `waiter`, on an SNI listener, names a broker node that no response named yet: ask `bootstrap`
+  /// for the cluster's brokers (proxy/runtime/broker_discovery.h; one request per listener at a
+  /// time, `timeout` long), learn them, then call waiter->brokers_discovered() (not once it was
+  /// forgotten).
+  virtual void discover_brokers(size_t listener_index, const config::HostPort& bootstrap,
+                                std::shared_ptr<const tls::TlsContext> upstream_tls, std::chrono::milliseconds timeout,
+                                ClientConnection* waiter) = 0;
   /// libuv is done with every handle of `connection`: forget it (it deletes itself next).
   virtual void forget(ClientConnection* connection) = 0;
 };

@@ -134,10 +134,16 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
      "requests unanswered (limits.unanswered_request_timeout)."},
     {"memory_trims",
      "Times a worker gave freed memory back to the system (malloc_trim once its last connection closed, or after a burst "
-     "of closes)."},
+     "of opens, TLS handshakes and closes)."},
     {"proxy_header_refusals",
      "Connections to a proxy_protocol: v2 listener refused: no valid PROXY protocol v2 header (a direct client, version 1, "
      "a malformed or oversized header), or none within limits.proxy_header_timeout."},
+    {"broker_discoveries",
+     "Metadata requests kproxy sent an SNI listener's bootstrap itself, because a connection named a broker no response had "
+     "named yet (a replica that just started)."},
+    {"broker_discovery_failures",
+     "Of those, the ones that learnt no broker (no answer, a refusal, a broker that wants authentication first): the waiting "
+     "connections were served at the bootstrap."},
 }};
 }  // namespace
 

@@ -244,6 +244,7 @@ void Worker::start_connection(ClientConnection* connection, const ListenerSpec& 
 
 void Worker::forget(ClientConnection* connection) {
   connections_.erase(connection);
+  for (auto& [listener_index, d] : discoveries_) std::erase(d.waiters, connection);
   proxy_.balancer().release(index_);
   // What the connection held is free now, but malloc keeps free pages for reuse: once the worker
   // is idle (or after a burst of closes) they go back to the system (issue #30 item 5).
@@ -281,6 +282,51 @@ void Worker::bootstrap_unreachable(size_t listener_index, const config::HostPort
   proxy_.bootstrap_unreachable(listener_index, target);
 }
 void Worker::release_connection_slot() { proxy_.release_connection(); }
+std::string Worker::listener_name(size_t listener_index) const {
+  auto config = proxy_.config();
+  if (config && listener_index < config->listeners.size()) return config->listeners[listener_index].name;
+  return "#" + std::to_string(listener_index);
+}
+
+void Worker::discover_brokers(size_t listener_index, const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls,
+                              std::chrono::milliseconds timeout, ClientConnection* waiter) {
+  std::erase_if(finished_discoveries_, [](const auto& d) { return d->released(); });
+  Discovery& d = discoveries_[listener_index];
+  d.waiters.push_back(waiter);
+  if (d.run) return;  // one request per listener at a time: the connection waits for it
+  metrics::count(metrics::ProxyEvent::kBrokerDiscovery);
+  spdlog::info("listener={}: a client names a broker no response named yet: asking the bootstrap {} for the cluster's brokers",
+               listener_name(listener_index), bootstrap.to_string());
+  d.run = std::make_unique<BrokerDiscovery>(&loop_, bootstrap, std::move(upstream_tls), timeout,
+                                            [this, listener_index](std::vector<DiscoveredBroker> brokers, const std::string& error) {
+                                              discovered(listener_index, std::move(brokers), error);
+                                            });
+}
+
+void Worker::discovered(size_t listener_index, std::vector<DiscoveredBroker> brokers, const std::string& error) {
+  auto it = discoveries_.find(listener_index);
+  if (it == discoveries_.end()) return;
+  std::vector<ClientConnection*> waiters = std::move(it->second.waiters);
+  finished_discoveries_.push_back(std::move(it->second.run));
+  discoveries_.erase(it);
+  std::string learnt;
+  for (const auto& b : brokers) {
+    // As a response rewrite does (proxy/cluster/broker_address_rewrite.cc): a node must be a
+    // node, its port a port, its host a DNS name's length.
+    if (b.node_id < 0 || b.port < 1 || b.port > 65535 || b.host.empty() || b.host.size() > 255) continue;
+    proxy_.directory(listener_index).learn(b.node_id, b.host, b.port);
+    learnt += (learnt.empty() ? "" : ", ") + std::to_string(b.node_id) + " at " + b.host + ":" + std::to_string(b.port);
+  }
+  if (learnt.empty()) {
+    metrics::count(metrics::ProxyEvent::kBrokerDiscoveryFailure);
+    spdlog::warn("listener={}: the bootstrap named no broker ({}): {} waiting connection(s) are served at the bootstrap",
+                 listener_name(listener_index), error.empty() ? "no valid broker entry" : error, waiters.size());
+  } else {
+    spdlog::info("listener={}: learnt brokers {} from the bootstrap", listener_name(listener_index), learnt);
+  }
+  for (ClientConnection* waiter : waiters) waiter->brokers_discovered();
+}
+
 void Worker::tls_handshake_done() {
   if (trim_timer_.open() && trim_policy_.on_handshake(uv_now(&loop_))) schedule_trim();
 }
@@ -320,6 +366,11 @@ void Worker::close_handles() {
   wakeup_.close();
   drain_timer_.close();
   trim_timer_.close();
+  for (auto& [listener_index, d] : discoveries_) {
+    d.run->cancel();
+    finished_discoveries_.push_back(std::move(d.run));
+  }
+  discoveries_.clear();
 }
 
 }  // namespace kproxy::proxy

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +21,7 @@
 #include "config/config.h"
 #include "proxy/connection/connection_environment.h"
 #include "proxy/net/uv_handle.h"
+#include "proxy/runtime/broker_discovery.h"
 #include "proxy/runtime/listener.h"
 #include "proxy/runtime/memory_return.h"
 #include "proxy/util/intrusive_list.h"
@@ -85,6 +87,8 @@ class Worker final : public ConnectionEnvironment {
   void bootstrap_unreachable(size_t listener_index, const config::HostPort& target) override;
   void release_connection_slot() override;
   void tls_handshake_done() override;
+  void discover_brokers(size_t listener_index, const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls,
+                        std::chrono::milliseconds timeout, ClientConnection* waiter) override;
   size_t connection_count() const { return connections_.size(); }
 
  private:
@@ -129,6 +133,18 @@ class Worker final : public ConnectionEnvironment {
   std::vector<std::unique_ptr<ListenerDrain>> listener_drains_;
   static void on_listener_drain_deadline(uv_timer_t* timer);
   IntrusiveList<ClientConnection> connections_;  ///< allocates nothing per connection
+  /// A listener's broker discovery in flight and the connections that wait for it.
+  struct Discovery {
+    std::unique_ptr<BrokerDiscovery> run;
+    std::vector<ClientConnection*> waiters;
+  };
+  std::map<size_t, Discovery> discoveries_;  ///< by listener index
+  /// Discoveries that finished, kept until libuv gave their handles back (released()).
+  std::vector<std::unique_ptr<BrokerDiscovery>> finished_discoveries_;
+  /// The listener's name in the current config, for log lines.
+  std::string listener_name(size_t listener_index) const;
+  /// A discovery for `listener_index` finished: learn what it found and wake its waiters.
+  void discovered(size_t listener_index, std::vector<DiscoveredBroker> brokers, const std::string& error);
   std::atomic<bool> draining_{false};
   bool finished_ = false;
 };

@@ -533,17 +533,16 @@ def test_the_proxy_authority_routes_when_tls_ends_at_haproxy(kafka_cluster, sni_
         assert kp.stop() == 0
 
 
-def _haproxy_passthrough(tmp_path, front, kproxy_ports, admin_socket=None) -> subprocess.Popen:
+def _haproxy_passthrough(tmp_path, front, kproxy_ports) -> subprocess.Popen:
     """HAProxy in TCP mode (TLS passes through) on `front`, round robin over kproxies on
     `kproxy_ports` (servers kproxy0, kproxy1, ... of backend be), each sent PROXY v2 first. A
     kproxy that refuses the connection (its listener closed: draining, or not yet restarted) costs
     a retry, and every retry may go to the other server (`option redispatch 1`), so no client
-    connection fails for it. `admin_socket`: HAProxy's runtime API there (_haproxy_command)."""
+    connection fails for it."""
     cfg = tmp_path / "haproxy-tcp.cfg"
     servers = "".join(f"  server kproxy{i} 127.0.0.1:{port} send-proxy-v2\n" for i, port in enumerate(kproxy_ports))
-    stats = f"  stats socket {admin_socket} mode 600 level admin\n" if admin_socket else ""
     cfg.write_text(
-        "global\n  maxconn 200\n" + stats +
+        "global\n  maxconn 200\n" +
         "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n"
         "  retries 3\n  option redispatch 1\n"
         f"frontend fe\n  bind 127.0.0.1:{front}\n  default_backend be\n"
@@ -560,20 +559,6 @@ def _haproxy_passthrough(tmp_path, front, kproxy_ports, admin_socket=None) -> su
                 haproxy.wait()
                 raise AssertionError("haproxy did not listen")
             time.sleep(0.05)
-
-
-def _haproxy_command(admin_socket, command: str) -> str:
-    """One command on HAProxy's runtime API (e.g. "set server be/kproxy0 state maint"); its answer."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(10)
-        s.connect(str(admin_socket))
-        s.sendall(command.encode() + b"\n")
-        out = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                return out.decode()
-            out += chunk
 
 
 def _proxy_v2_header(sock: socket.socket) -> bytes:
@@ -710,10 +695,10 @@ def test_two_replicas_behind_one_haproxy_port_drained_and_restarted_under_transa
     committed, no client error but retriable ones, each restarted replica serves again, and no
     client connection reaches a broker directly (socket_watch.py).
 
-    Each replica gets a Metadata response through its own port before HAProxy sends it clients
-    (at the start, and after its restart while HAProxy holds it in maintenance): without it, a
-    replica that did not carry a client's Metadata serves that client's broker names as the
-    bootstrap, and Kafka 4.4 clients rebootstrap (test_a_fresh_replica_serves_a_broker_name_at_the_named_broker)."""
+    HAProxy sends a replica clients as soon as it is up: a replica that did not carry a client's
+    Metadata asks the bootstrap for the brokers itself before it routes a broker name
+    (proxy/runtime/broker_discovery.h; test_a_fresh_replica_serves_a_broker_name_at_the_named_broker),
+    so no client is misrouted (Kafka 4.4 clients would rebootstrap, KIP-1242)."""
     kafka_cluster.create_topic(topic_name, partitions=3, replication_factor=3)
     front = ports.free_port()
     drain_timeout = 15
@@ -729,19 +714,7 @@ def test_two_replicas_behind_one_haproxy_port_drained_and_restarted_under_transa
         cluster_id = kh.metadata("127.0.0.1", kafka_cluster.nodes[0].ports["PLAINTEXT"]).cluster_id
         advertised = {n.node_id: (f"broker-{n.node_id}.{DOMAIN}", front) for n in kafka_cluster.nodes}
 
-        def warm(kp):
-            """A Metadata response through `kp` (its own port, not HAProxy's), so it knows every
-            broker; then each broker name reaches that broker (ApiVersions v5, KIP-1242)."""
-            with _tls_through_proxy_header(kp, sni_pki, BOOTSTRAP) as s:
-                assert _metadata_brokers(s) == advertised
-            for node in advertised:
-                with _tls_through_proxy_header(kp, sni_pki, f"broker-{node}.{DOMAIN}") as s:
-                    assert _api_versions_v5_error(s, cluster_id, node) == 0, f"{kp.name} misrouted broker-{node}"
-
-        for kp in replicas:
-            warm(kp)
-        admin_socket = tmp_path / "haproxy.sock"
-        haproxy = _haproxy_passthrough(tmp_path, front, [a.port, b.port], admin_socket=admin_socket)
+        haproxy = _haproxy_passthrough(tmp_path, front, [a.port, b.port])
         stack.callback(lambda: (haproxy.terminate(), haproxy.wait(10)))
         monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"-Djdk.net.hosts.file={hosts_file}")
         boot = f"{BOOTSTRAP}:{front}"
@@ -776,16 +749,9 @@ def test_two_replicas_behind_one_haproxy_port_drained_and_restarted_under_transa
             assert producer.proc.poll() is None, "the producer finished before the drain: nothing was tested"
             # The producer goes on through the other replica while this one is down.
             producer.wait_for_line(rf"^txn {last_txn() + 2} ", timeout=60)
-            # Out of HAProxy's rotation until it knows the brokers: a replica that just started
-            # knows no node until a response names them, and serves a broker's name as the
-            # bootstrap meanwhile, which a Kafka 4.4 client detects as a misrouted connection
-            # (KIP-1242: REBOOTSTRAP_REQUIRED; see test_a_fresh_replica_serves_a_broker_name_at_the_named_broker).
-            server = f"be/kproxy{replicas.index(kp)}"
-            assert _haproxy_command(admin_socket, f"set server {server} state maint").strip() == ""
+            # Back in HAProxy's rotation at once: it asks the bootstrap for the brokers itself.
             kp.restart()
             assert kp.proc.pid != old_pid and kp.alive()
-            warm(kp)
-            assert _haproxy_command(admin_socket, f"set server {server} state ready").strip() == ""
             if step == 1:
                 # Everything B carried moved to the restarted A: A serves again.
                 deadline = time.monotonic() + slowness.scaled(30)
@@ -825,13 +791,12 @@ def test_two_replicas_behind_one_haproxy_port_drained_and_restarted_under_transa
             assert kp.stop() == 0
 
 
-@pytest.mark.xfail(strict=True, reason="kproxy bug: a replica that started knows no broker until a response names it, "
-                   "and serves a broker's name as the bootstrap meanwhile; a Kafka 4.4 client (ApiVersions v5, "
-                   "KIP-1242) is answered REBOOTSTRAP_REQUIRED and rebootstraps (config/README.md 'SNI listeners')")
 def test_a_fresh_replica_serves_a_broker_name_at_the_named_broker(kafka_cluster, sni_pki):
     """What a replica that just (re)started does with a connection for `broker-N` from a client
     whose metadata came from another replica: it must reach node N. Checked the way the Kafka 4.4
-    Java client checks it: ApiVersions v5 naming the cluster id and node id it means to reach."""
+    Java client checks it: ApiVersions v5 naming the cluster id and node id it means to reach. The
+    replica asks the bootstrap for the brokers once (kproxy_proxy_broker_discoveries_total), all
+    first connection waits for that one request; the others find the brokers known."""
     cluster_id = kh.metadata("127.0.0.1", kafka_cluster.nodes[0].ports["PLAINTEXT"]).cluster_id
     with gateway(kafka_cluster, sni_pki, name="gw-fresh") as kp:
         errors = {}
@@ -840,5 +805,8 @@ def test_a_fresh_replica_serves_a_broker_name_at_the_named_broker(kafka_cluster,
             with _tls_context(sni_pki).wrap_socket(raw, server_hostname=f"broker-{n.node_id}.{DOMAIN}") as s:
                 errors[n.node_id] = _api_versions_v5_error(s, cluster_id, n.node_id)
         unknown = sni_counts(kp)["unknown_node"]
+        asked = kp.metric("kproxy_proxy_broker_discoveries_total")
+        failed = kp.metric("kproxy_proxy_broker_discovery_failures_total")
         assert kp.stop() == 0
     assert unknown == 0 and errors == {n.node_id: 0 for n in kafka_cluster.nodes}, (unknown, errors)
+    assert (asked, failed) == (1, 0), (asked, failed)
