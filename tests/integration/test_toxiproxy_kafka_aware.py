@@ -11,6 +11,7 @@ like a `listeners:` entry (checked by the config loader's code: the same error t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -23,7 +24,7 @@ import ports as port_pool
 import pytest
 import slowness
 from test_proxy_support import Kproxy
-from test_toxiproxy_tcp import _client
+from test_toxiproxy_tcp import _call, _client
 
 
 def _ports_of(pid: int) -> list:
@@ -242,11 +243,11 @@ def test_advertise_per_node_host_port_is_what_metadata_names(kafka):
                           (f"{node_id}=localhost:99999", "port must be a number from 1 to 65535"),
                           ("x=localhost:1", "a node id must be a number"),
                           (f"{node_id}=0.0.0.0:1", "cannot be handed to clients")]:
-            refused = consumer_api.post("/proxies", json={"name": "bad", "upstream": broker, "listen": "127.0.0.1:0",
-                                                          "advertise": bad})
-            assert refused.status_code == 400 and refused.json()["status"] == 400, refused.text
-            assert refused.json()["error"].startswith("advertise: ") and text in refused.json()["error"], refused.text
-        assert consumer_api.get("/proxies/bad").status_code == 404
+            status, refused = _call(f"http://{host}:{port}", "POST", "/proxies",
+                                    {"name": "bad", "upstream": broker, "listen": "127.0.0.1:0", "advertise": bad})
+            assert status == 400 and refused["status"] == 400 and set(refused) == {"error", "status"}, refused
+            assert refused["error"].startswith("advertise: ") and text in refused["error"], refused
+        assert _call(f"http://{host}:{port}", "GET", "/proxies/bad")[0] == 404
 
         advertise = f"{node_id}=localhost:{mapped_port}"
         created = consumer_api.post("/proxies", json={"name": "kafka", "upstream": broker, "listen": "127.0.0.1:0",
@@ -255,8 +256,9 @@ def test_advertise_per_node_host_port_is_what_metadata_names(kafka):
         shown = created.json()
         assert shown["relay"] == "kafka" and shown["advertise"] == advertise, shown
         proxy_port = int(shown["listen"].rsplit(":", 1)[1])
-        patched = consumer_api.patch("/proxies/mapping", json={"upstream": f"127.0.0.1:{proxy_port}", "kafka": False})
-        assert patched.status_code == 200 and patched.json()["relay"] == "tcp", patched.text
+        status, patched = _call(f"http://{host}:{port}", "PATCH", "/proxies/mapping",
+                                {"upstream": f"127.0.0.1:{proxy_port}", "kafka": False})
+        assert status == 200 and patched["relay"] == "tcp", patched
 
         # Metadata through the proxy, and through the mapping, names the advertised host:port.
         meta = kh.metadata("127.0.0.1", proxy_port, timeout=slowness.scaled(10))
@@ -283,15 +285,15 @@ def test_advertise_per_node_host_port_is_what_metadata_names(kafka):
 
 def test_a_kafka_upstream_down_at_creation_is_probed_at_the_first_connection(kafka):
     """Issue #34: a proxy created while nothing listens at its upstream is plain TCP and says it will
-    probe again. A Kafka listener then opens there (a kproxy listener added through the admin API,
-    in front of the real broker); the first client connection triggers the ApiVersions probe, the
+    probe again. A Kafka listener then opens there (a second kproxy, in front of the real broker:
+    a listener of the same process would be refused as kproxy connecting to itself); the first client connection triggers the ApiVersions probe, the
     proxy reopens as a Kafka-aware listener at the same address (that connection is closed, the
     client connects again), and GET /proxies says why."""
     toxiproxy, consumer_api = _client()
     broker = kafka.bootstrap().split(",")[0]
     late_port = port_pool.free_port()
     extra = "toxiproxy: { listen: 127.0.0.1:0 }\nadmin: { listen: 127.0.0.1:0 }\n"
-    with Kproxy(broker, name="toxlate", extra_yaml=extra) as kp:
+    with Kproxy(broker, name="toxlate", extra_yaml=extra) as kp, contextlib.ExitStack() as later:
         host, port = kp.wait_bound("toxiproxy", "api").rsplit(":", 1)
         server = toxiproxy.Toxiproxy()
         server.update_api_consumer(host, int(port))
@@ -303,9 +305,8 @@ def test_a_kafka_upstream_down_at_creation_is_probed_at_the_first_connection(kaf
         proxy_port = int(proxy.listen.rsplit(":", 1)[1])
 
         # Kafka comes up at the upstream address.
-        status, body = _admin(kp, "PUT", "/listeners/front", {"listen": f"127.0.0.1:{late_port}", "upstream": broker,
-                                                              "broker_ports": "listen"})
-        assert status == 201, body
+        front = later.enter_context(Kproxy(broker, name="toxfront", port=late_port))
+        front.wait_bound("listener", "toxfront")
 
         # The first connection is held while the probe runs, then closed as the proxy reopens as a
         # kproxy listener; a client connecting again gets Metadata naming only the proxy.
@@ -328,4 +329,3 @@ def test_a_kafka_upstream_down_at_creation_is_probed_at_the_first_connection(kaf
         assert any(l["name"] == "toxiproxy-late" and l["runtime"] for l in listeners["listeners"]), listeners
         print(f"probe at first connection: Kafka after {attempts} connection attempts")
         proxy.destroy()
-        assert _admin(kp, "DELETE", "/listeners/front?drain=0")[0] == 204
