@@ -27,9 +27,11 @@ JDK's javac). Each driver prints what the API answered and what it measured as o
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +42,8 @@ from test_proxy_support import Kproxy
 from test_toxiproxy_kafka_aware import _ports_of
 from test_toxiproxy_tcp import EchoServer
 
-GO_DRIVER = kh.REPO_ROOT / ".cache" / "toxiproxy-go" / "bin" / "toxiproxy-go-driver"
+# Where toxiproxy_go/build put it ($KPROXY_TOXIPROXY_GO_CACHE, as in that script).
+GO_DRIVER = Path(os.environ.get("KPROXY_TOXIPROXY_GO_CACHE") or kh.REPO_ROOT / ".cache" / "toxiproxy-go") / "bin" / "toxiproxy-go-driver"
 JAVA_LIBS = kh.REPO_ROOT / ".cache" / "toxiproxy-java" / "libs"
 JAVA_SRC = kh.REPO_ROOT / "tests" / "integration" / "java" / "toxiproxy" / "ToxiproxyJavaDriver.java"
 
