@@ -7,7 +7,8 @@
 //       listen: 0.0.0.0:9092         # bootstrap port for clients
 //       upstream: broker-1:9092      # bootstrap of the real cluster ("a:9092,b:9092" or a
 //                                    # YAML list: tried in turn when one is unreachable)
-//       advertise: localhost         # host written into rewritten broker addresses
+//       advertise: localhost         # host written into rewritten broker addresses, and/or per
+//                                    # node "1=host:port,2=host:port" (what clients are given)
 //       broker_ports: 9093           # node id N is reached at 9093 + N, or instead:
 //       # broker_port_range: 9100-9131   # ports handed out in order of discovery
 //       max_broker_ports: 256        # brokers given a port at most; more are refused
@@ -31,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -84,6 +86,10 @@ struct ListenerConfig {
   std::vector<HostPort> upstreams;
   /// Host clients are told to connect to for a broker (default: the listen host, when specific).
   std::string advertise;
+  /// `advertise: "1=host:port,..."`: per broker node, the address clients are given instead of
+  /// advertise:its kproxy port (e.g. a container's host-mapped port); kproxy still listens on the
+  /// node's port from broker_ports.
+  std::map<int32_t, HostPort> advertise_nodes;
   BrokerPorts broker_ports;
   /// Clients speak TLS to kproxy on this listener's ports (bootstrap and broker ports).
   std::optional<ServerTlsConfig> tls;

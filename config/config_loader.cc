@@ -764,9 +764,19 @@ class Loader {
       if (auto v = item["sni"]) l.sni = sni_section(v, path + ".sni", l.name, listen);
       if (auto v = item["advertise"]) {
         if (auto s = scalar(v, path + ".advertise")) {
-          l.advertise = *s;
-          if (is_wildcard_host(l.advertise))
-            error(v, path + ".advertise: '" + l.advertise + "' cannot be handed to clients: name a host they can reach");
+          std::string why;
+          if (auto spec = parse_advertise(*s, &why); !spec) {
+            error(v, path + ".advertise: " + why);
+          } else if (!spec->nodes.empty() && item["sni"]) {
+            error(v, path + ".advertise: node=host:port items are not taken on an SNI listener (brokers are named by sni.broker)");
+          } else {
+            l.advertise_nodes = std::move(spec->nodes);
+            l.advertise = spec->host;
+            // Brokers not listed (and masked controller endpoints) get the listen host, else the
+            // host of the first node listed.
+            if (l.advertise.empty() && listen && !is_wildcard_host(listen->host)) l.advertise = listen->host;
+            if (l.advertise.empty() && !l.advertise_nodes.empty()) l.advertise = l.advertise_nodes.begin()->second.host;
+          }
         }
       } else if (l.sni) {
         l.advertise = l.sni->bootstrap;  // brokers are advertised by the sni.broker pattern

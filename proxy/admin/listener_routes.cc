@@ -29,10 +29,12 @@ std::vector<ListenerSnapshot> listener_snapshots(proxy::Proxy& proxy) {
     const auto& l = config->listeners[i];
     out.push_back(
         {l.name, l.listen.host, proxy.listener_port(i), l.advertise, scheme_name(l.broker_ports.scheme), proxy.directory(i).routes()});
+    out.back().advertise_nodes = l.advertise_nodes;
   }
   for (const auto& [i, l] : proxy.runtime_listeners()) {
     out.push_back({l->name, l->listen.host, proxy.listener_port(i), l->advertise, scheme_name(l->broker_ports.scheme),
                    proxy.directory(i).routes(), true});
+    out.back().advertise_nodes = l->advertise_nodes;
   }
   return out;
 }
@@ -81,7 +83,8 @@ nlohmann::json listeners_json(const std::vector<ListenerSnapshot>& listeners, co
     for (const auto& b : l.brokers) {
       brokers.push_back({{"node_id", b.node_id},
                          {"address", config::HostPort{l.bind_host, b.proxy_port}.to_string()},
-                         {"advertised", config::HostPort{l.advertise, b.proxy_port}.to_string()},
+                         {"advertised", l.advertise_nodes.count(b.node_id) ? l.advertise_nodes.at(b.node_id).to_string()
+                                                                           : config::HostPort{l.advertise, b.proxy_port}.to_string()},
                          {"broker", b.real.to_string()},
                          {"listening", b.listening}});
     }

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 #include "proxy/admin/admin_server.h"
 #include "proxy/cluster/broker_directory.h"
 #include "proxy/runtime/proxy.h"
@@ -33,6 +35,8 @@ struct ListenerSnapshot {
   std::string broker_ports;  ///< "node_id_offset", "in_order" or "kernel"
   std::vector<proxy::BrokerRoute> brokers;
   bool runtime = false;  ///< added at run time (PUT /listeners/{name}), not from the config file
+  std::map<int32_t, config::HostPort> advertise_nodes =
+      {};  ///< nodes handed to clients at their own host:port (`advertise: "N=host:port"`)
 };
 
 /// The listeners of `proxy` now. Safe from the admin threads.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <tuple>
 
 #include "codec/frame_reader.h"
 #include "codec/generated/api_keys.h"
@@ -31,8 +32,17 @@ std::string shown(std::string_view host) {
 class Rewriting {
  public:
   Rewriting(BrokerDirectory& directory, const std::string& advertise, const std::optional<config::BrokerHostPattern>& broker_names,
-            std::vector<BrokerAddressRewrite::NewBrokerPort>& added, std::string& error)
-      : directory_(directory), advertise_(advertise), broker_names_(broker_names), added_(added), error_(error) {}
+            const std::map<int32_t, config::HostPort>& advertise_nodes, std::vector<BrokerAddressRewrite::NewBrokerPort>& added,
+            std::string& error)
+      : directory_(directory), advertise_(advertise), broker_names_(broker_names), advertise_nodes_(advertise_nodes), added_(added),
+        error_(error) {}
+
+  // What clients are told for `node_id` at kproxy port `proxy_port`: its own advertised address
+  // when it has one, else host_for() and the kproxy port.
+  std::pair<std::string_view, uint16_t> address_for(int32_t node_id, uint16_t proxy_port) {
+    if (auto it = advertise_nodes_.find(node_id); it != advertise_nodes_.end()) return {it->second.host, it->second.port};
+    return {host_for(node_id), proxy_port};
+  }
 
   // The host clients are told for `node_id`: the advertise host, or on an SNI listener the
   // node's name from the broker pattern (kept until the response is re-encoded).
@@ -73,10 +83,10 @@ class Rewriting {
     // for that listener once per response.
     if (learned.new_port && std::none_of(added_.begin(), added_.end(), [&](const auto& a) { return a.node_id == node_id; }))
       added_.push_back({node_id, learned.proxy_port});
-    std::string_view target = host_for(node_id);
-    if (host != target || static_cast<int32_t>(port) != learned.proxy_port) {
+    auto [target, target_port] = address_for(node_id, learned.proxy_port);
+    if (host != target || static_cast<int32_t>(port) != target_port) {
       host = target;
-      port = static_cast<Port>(learned.proxy_port);
+      port = static_cast<Port>(target_port);
       changed_ = true;
     }
     return true;
@@ -86,8 +96,7 @@ class Rewriting {
   void replace_controller(std::string_view& host, uint16_t& port) {
     for (const auto& route : directory_.routes()) {
       if (route.real.host == host && route.real.port == port) {
-        host = host_for(route.node_id);
-        port = route.proxy_port;
+        std::tie(host, port) = address_for(route.node_id, route.proxy_port);
         changed_ = true;
         return;
       }
@@ -136,6 +145,7 @@ class Rewriting {
   BrokerDirectory& directory_;
   const std::string& advertise_;
   const std::optional<config::BrokerHostPattern>& broker_names_;
+  const std::map<int32_t, config::HostPort>& advertise_nodes_;
   std::deque<std::string> rendered_;  ///< host names written into this response (views into them are encoded)
   std::vector<BrokerAddressRewrite::NewBrokerPort>& added_;
   std::string& error_;
@@ -182,7 +192,7 @@ bool scanned_without_node_endpoints(int16_t api_key, int16_t v, int header_versi
 BrokerAddressRewrite::Outcome BrokerAddressRewrite::rewrite(int16_t api_key, int16_t v, int header_version, codec::Bytes frame,
                                                             std::vector<uint8_t>& out, std::vector<NewBrokerPort>& added,
                                                             std::string& error, std::optional<codec::ResponseScan>* scanned) const {
-  Rewriting rw(directory_, advertise_, broker_names_, added, error);
+  Rewriting rw(directory_, advertise_, broker_names_, advertise_nodes_, added, error);
   switch (static_cast<ApiKey>(api_key)) {
     case ApiKey::kMetadata:
       return rw.run<codec::MetadataResponse>(v, header_version, frame, out, [&](auto& m) { return rw.replace_all(m.brokers); });

@@ -10,6 +10,8 @@
 //   DescribeQuorum v2+  Nodes[].Listeners[].{Host,Port}: controller endpoints kproxy does not
 //                       proxy; a known broker address becomes its kproxy port, any other is
 //                       masked as advertise-host:0 (unreachable, never the real address).
+// A node given its own address (`advertise: "1=host:port"`, e.g. a container's host-mapped port)
+// is written as that address; kproxy still listens on the node's kproxy port.
 // On an SNI listener every broker's host becomes its name from the listener's broker pattern
 // (broker-3.kafka.example.com) and its port the one advertised port (config/sni_config.h).
 // Each real address is recorded in the listener's BrokerDirectory, which gives the node its
@@ -24,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,8 +42,12 @@ class BrokerAddressRewrite {
   /// `advertise`: the host clients are told to connect to. `broker_names`: on an SNI listener
   /// (config/sni_config.h), each broker's host name instead (advertise then names only what is
   /// masked: a controller endpoint that is no broker).
-  BrokerAddressRewrite(BrokerDirectory& directory, std::string advertise, std::optional<config::BrokerHostPattern> broker_names = {})
-      : directory_(directory), advertise_(std::move(advertise)), broker_names_(std::move(broker_names)) {}
+  /// `advertise_nodes`: per node, the host:port clients are given instead of advertise:kproxy
+  /// port (config/config.h ListenerConfig::advertise_nodes).
+  BrokerAddressRewrite(BrokerDirectory& directory, std::string advertise, std::optional<config::BrokerHostPattern> broker_names = {},
+                       std::map<int32_t, config::HostPort> advertise_nodes = {})
+      : directory_(directory), advertise_(std::move(advertise)), broker_names_(std::move(broker_names)),
+        advertise_nodes_(std::move(advertise_nodes)) {}
 
   /// True for the APIs whose responses can name brokers.
   static bool applies_to(int16_t api_key);
@@ -71,6 +78,7 @@ class BrokerAddressRewrite {
   BrokerDirectory& directory_;
   std::string advertise_;
   std::optional<config::BrokerHostPattern> broker_names_;
+  std::map<int32_t, config::HostPort> advertise_nodes_;
 };
 
 }  // namespace kproxy::proxy

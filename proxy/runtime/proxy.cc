@@ -67,8 +67,8 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
       broker_names = listener.sni->broker;
       export_sni_outcomes();  // every outcome scraped from the start, at 0
     }
-    owned_rewrites_.push_back(
-        std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), listener.advertise, std::move(broker_names)));
+    owned_rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), listener.advertise,
+                                                                     std::move(broker_names), listener.advertise_nodes));
     directory_slots_[i] = owned_directories_.back().get();
     rewrite_slots_[i] = owned_rewrites_.back().get();
   }
@@ -162,8 +162,8 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
   for (size_t i = 0; i < next->listeners.size(); ++i) {
     const auto& a = current->listeners[i];
     const auto& b = next->listeners[i];
-    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || !(a.broker_ports == b.broker_ports) ||
-        a.proxy_protocol != b.proxy_protocol || a.sni != b.sni) {
+    if (a.name != b.name || a.listen != b.listen || a.advertise != b.advertise || a.advertise_nodes != b.advertise_nodes ||
+        !(a.broker_ports == b.broker_ports) || a.proxy_protocol != b.proxy_protocol || a.sni != b.sni) {
       return "listener '" + a.name +
              "' changed its name, listen address, advertise host, broker ports, proxy_protocol or sni: restart kproxy to apply";
     }
@@ -371,7 +371,8 @@ Proxy::AddedListener Proxy::add_listener(config::ListenerConfig l) {
   if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kListenPort) l.broker_ports.base = bound.port;
   if (l.upstreams.empty()) l.upstreams.push_back(l.upstream);
   owned_directories_.push_back(std::make_unique<BrokerDirectory>(l.broker_ports, claims_, index, l.name, l.listen.host));
-  owned_rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), l.advertise, std::nullopt));
+  owned_rewrites_.push_back(
+      std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), l.advertise, std::nullopt, l.advertise_nodes));
   claims_->remove_listener(index);  // what a listener of this slot before claimed
   claims_->add_listener(index, l);
   directory_slots_[index].store(owned_directories_.back().get(), std::memory_order_release);

@@ -53,6 +53,13 @@ struct ProxyTable::Input {
         return std::nullopt;
       }
     }
+    if (!out.kafka_options.advertise.empty()) {
+      std::string why;
+      if (!config::parse_advertise(out.kafka_options.advertise, &why)) {
+        error = {400, "advertise: " + why};
+        return std::nullopt;
+      }
+    }
     if (auto it = in.find("kafka"); it != in.end() && !it->is_null()) {
       if (!it->is_boolean()) {
         error = {400, "bad request body: kafka must be true or false"};
@@ -128,6 +135,12 @@ ApiAnswer error_answer(const ApiError& error) {
 ProxyTable::ProxyTable(ProxyHost host, uint32_t max_proxies) : host_(std::move(host)), max_proxies_(max_proxies) {}
 
 ProxyTable::~ProxyTable() {
+  {
+    std::lock_guard lock(probe_mutex_);
+    probe_stop_ = true;
+  }
+  probe_wake_.notify_all();
+  if (prober_.joinable()) prober_.join();
   std::lock_guard lock(mutex_);
   for (auto& [name, e] : proxies_) stop(e);
 }
@@ -169,6 +182,7 @@ ProxyTable::Entry ProxyTable::entry(std::string name, std::string listen, std::s
 }
 
 void ProxyTable::classify(Entry& e, std::optional<bool> forced) const {
+  e.probe_pending = false;
   if (forced) {
     e.kafka = *forced;
     e.kafka_reason = std::string("set by the request's kafka field (") + (*forced ? "true" : "false") + ")";
@@ -181,7 +195,85 @@ void ProxyTable::classify(Entry& e, std::optional<bool> forced) const {
   }
   std::string why = host_.probe_kafka(e.upstream);
   e.kafka = why.empty();
-  e.kafka_reason = e.kafka ? "the upstream answered an ApiVersions request" : "the upstream did not answer ApiVersions: " + why;
+  if (e.kafka) {
+    e.kafka_reason = "the upstream answered an ApiVersions request";
+  } else if (why.rfind("connect", 0) == 0 && host_.on_first_connection) {
+    // "connect: Connection refused", "connect timed out" (proxy/admin/health.cc probe_kafka): not up yet.
+    e.probe_pending = true;
+    e.kafka_reason = "the upstream was not up when probed (" + why + "): probed again at the first connection";
+  } else {
+    e.kafka_reason = "the upstream did not answer ApiVersions: " + why;
+  }
+}
+
+void ProxyTable::arm_probe(const std::string& name) {
+  if (!host_.on_first_connection) return;
+  {
+    std::lock_guard lock(probe_mutex_);
+    if (probe_stop_) return;
+    if (!prober_.joinable()) prober_ = std::thread([this] { prober_loop(); });
+  }
+  host_.on_first_connection(name, [this, name] {
+    {
+      std::lock_guard lock(probe_mutex_);
+      to_probe_.push_back(name);
+    }
+    probe_wake_.notify_one();
+  });
+}
+
+void ProxyTable::prober_loop() {
+  for (;;) {
+    std::string name;
+    {
+      std::unique_lock lock(probe_mutex_);
+      probe_wake_.wait(lock, [this] { return probe_stop_ || !to_probe_.empty(); });
+      if (probe_stop_) return;
+      name = std::move(to_probe_.front());
+      to_probe_.pop_front();
+    }
+    probe_again(name);
+  }
+}
+
+void ProxyTable::probe_again(const std::string& name) {
+  std::string upstream;
+  {
+    std::lock_guard lock(mutex_);
+    Entry* e = find(name);
+    if (!e || !e->probe_pending || !e->enabled) return;
+    upstream = e->upstream;
+  }
+  std::string why = host_.probe_kafka(upstream);  // without the lock: it may wait for the upstream
+  std::lock_guard lock(mutex_);
+  Entry* e = find(name);
+  if (!e || !e->probe_pending || !e->enabled || e->upstream != upstream) return;  // changed meanwhile: that change decided
+  if (!why.empty()) {
+    e->kafka_reason = "probe at first connection: the upstream did not answer ApiVersions: " + why;
+    e->probe_pending = why.rfind("connect", 0) == 0;
+    if (e->probe_pending) e->kafka_reason = "the upstream was not up at the first connection (" + why + "): probed again at the next";
+    if (host_.release) host_.release(name);  // the held connections go on (and are closed if the upstream refuses)
+    if (e->probe_pending) arm_probe(name);
+    return;
+  }
+  e->probe_pending = false;
+  e->kafka = true;
+  e->kafka_reason = "probe at first connection: the upstream answered an ApiVersions request";
+  if (!host_.open_kafka) {
+    if (host_.release) host_.release(name);
+    return;
+  }
+  // Reopened as a kproxy listener at the address the relay had (its held connections close).
+  Entry before = *e;
+  before.kafka = false;
+  stop(before);
+  ApiError error;
+  if (!start(*e, error)) {
+    e->kafka = false;
+    e->kafka_reason += "; opening it as a kproxy listener failed (" + error.message + "): relayed as plain TCP";
+    ApiError again;
+    if (!start(*e, again)) e->enabled = false;
+  }
 }
 
 bool ProxyTable::start(Entry& e, ApiError& error) {
@@ -193,6 +285,7 @@ bool ProxyTable::start(Entry& e, ApiError& error) {
     if (!e.enabled || !host_.open) return true;
     if (!host_.open(e.name, e.listen, e.upstream, bound, error)) return false;
     e.relay = "tcp";
+    if (e.probe_pending) arm_probe(e.name);
   }
   e.listen = bound;
   publish_toxics(e);
@@ -317,6 +410,7 @@ ApiAnswer ProxyTable::update(const std::string& name, std::string_view body) {
     classify(probed, input->kafka);
     e->kafka = probed.kafka;
     e->kafka_reason = probed.kafka_reason;
+    e->probe_pending = probed.probe_pending;
   }
   // A proxy that became (or stopped being) Kafka-aware opens again on the other data plane.
   const bool moved = input->listen != e->listen || input->upstream != e->upstream || e->kafka != was_kafka || reshaped;

@@ -13,8 +13,11 @@
 // Kafka or not (an extension): when a proxy is created or its upstream changes, the host's
 // probe_kafka sends the upstream an ApiVersions request; `"kafka": true|false` in the body
 // overrides it. GET shows the verdict and its reason as the extension fields `kafka` and
-// `kafka_reason`, and `relay` ("tcp": every proxy is relayed as plain TCP so far, Kafka-aware
-// forwarding is not built yet, docs/toxiproxy.md "Status").
+// `kafka_reason`, and `relay` ("kafka": opened by open_kafka, "tcp": by open). An upstream that
+// could not be connected to is probed again at the proxy's first connection (issue #34): the
+// proxy opens as plain TCP and holds that connection (on_first_connection); a thread of the
+// table probes, and a Kafka answer reopens the proxy by open_kafka at the same address (the held
+// connection is closed: the client connects again), anything else releases it.
 //
 // Toxiproxy's facts kept here (its README "HTTP API"): a new proxy is enabled unless the body
 // says `"enabled": false`; `listen` is rewritten to the address actually bound (port 0: the
@@ -24,12 +27,15 @@
 // proxy and removes every toxic.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +69,12 @@ struct ProxyHost {
   std::function<void(const std::string& name)> close;
   /// The proxy's toxics changed (applies to new data; toxicity is decided per new connection).
   std::function<void(const std::string& name, const std::vector<ToxicSpec>& toxics)> toxics;
+  /// Holds the new connections of proxy `name` (open on `open`): they are accepted but not
+  /// passed on until release(name); `callback` is called once, at the first (from the data
+  /// plane's thread: it must not call back into the table). Empty: no probe at first connection.
+  std::function<void(const std::string& name, std::function<void()> callback)> on_first_connection;
+  /// The connections held for proxy `name` go on to its upstream; later ones are not held.
+  std::function<void(const std::string& name)> release;
   /// Asks `upstream` whether it speaks Kafka (an ApiVersions request, proxy/admin/health.h
   /// probe_kafka): "" when a Kafka answer came back, else what happened instead.
   std::function<std::string(const std::string& upstream)> probe_kafka;
@@ -112,6 +124,7 @@ class ProxyTable {
     std::string kafka_reason;       ///< why `kafka` is what it is (GET shows it)
     KafkaOptions kafka_options;     ///< the extension fields `advertise`, `broker_ports`
     std::string relay = "tcp";      ///< "kafka" while opened by open_kafka, else "tcp"
+    bool probe_pending = false;     ///< the upstream could not be reached: probed again at the first connection
   };
   static Entry entry(std::string name, std::string listen, std::string upstream, bool enabled);
   /// `kafka` and `kafka_reason` of `e` from `forced` (the body's `kafka` field) or the probe.
@@ -126,10 +139,23 @@ class ProxyTable {
   void stop(Entry& e);
   void publish_toxics(const Entry& e);
 
+  /// Has the host hold proxy `name`'s next connection and queue it for probe_again (the prober
+  /// thread starts with the first).
+  void arm_probe(const std::string& name);
+  /// The probe at first connection: on the prober thread, for proxy `name`.
+  void probe_again(const std::string& name);
+  void prober_loop();
+
   ProxyHost host_;
   uint32_t max_proxies_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> proxies_;
+
+  std::mutex probe_mutex_;
+  std::condition_variable probe_wake_;
+  std::deque<std::string> to_probe_;  ///< under probe_mutex_: proxies whose first connection came
+  bool probe_stop_ = false;           ///< under probe_mutex_
+  std::thread prober_;                ///< started with the first proxy that waits for a connection
 };
 
 }  // namespace kproxy::toxiproxy

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -45,6 +46,10 @@ struct RelayProxy {
   std::shared_ptr<const std::vector<ToxicSpec>> toxics = std::make_shared<const std::vector<ToxicSpec>>();
   std::set<Link*> links;
   ToxicRelay::Loop* loop = nullptr;
+  /// Set by ProxyHost::on_first_connection: new connections are held (not connected upstream)
+  /// until ProxyHost::release; `first` is called at the first one.
+  bool hold = false;
+  std::function<void()> first;
 };
 
 /// Bytes waiting for their release time.
@@ -82,6 +87,7 @@ struct Link {
   UvHandle<uv_timer_t> fate;  ///< the earliest reset_peer / timeout deadline
   std::map<std::string, Draw> draws;
   bool connected = false;
+  bool held = false;               ///< accepted while the proxy holds connections: not connected upstream yet
   bool close_after_flush = false;  ///< limit_data reached
 
   uv_stream_t* source(const Direction& d) const { return d.stream == Stream::kUpstream ? client.stream() : server.stream(); }
@@ -192,10 +198,36 @@ struct ToxicRelay::Loop {
     }
     uv_tcp_nodelay(l->client.get(), 1);
     uv_tcp_nodelay(l->server.get(), 1);
+    if (p->hold) {
+      l->held = true;
+      if (auto first = std::move(p->first)) {
+        p->first = nullptr;
+        first();
+      }
+      return;
+    }
+    self.connect_upstream(l);
+  }
+
+  void connect_upstream(Link* l) {
     auto* connect = new uv_connect_t;
-    if (uv_tcp_connect(connect, l->server.get(), reinterpret_cast<const sockaddr*>(&p->upstream), on_connected) != 0) {
+    if (uv_tcp_connect(connect, l->server.get(), reinterpret_cast<const sockaddr*>(&l->proxy->upstream), on_connected) != 0) {
       delete connect;
-      self.destroy(l);  // Toxiproxy closes the client when the upstream cannot be reached
+      destroy(l);  // Toxiproxy closes the client when the upstream cannot be reached
+    }
+  }
+
+  /// The held connections of `p` go on to the upstream; later ones are not held.
+  void release(RelayProxy& p) {
+    p.hold = false;
+    p.first = nullptr;
+    std::vector<Link*> held;
+    for (Link* l : p.links) {
+      if (l->held) held.push_back(l);
+    }
+    for (Link* l : held) {
+      l->held = false;
+      connect_upstream(l);
     }
   }
 
@@ -524,6 +556,23 @@ ProxyHost ToxicRelay::host() {
   };
   host.close = [this](const std::string& name) {
     if (Loop* loop = loop_.get()) loop->run([loop, &name] { loop->close_proxy(name); });
+  };
+  host.on_first_connection = [this](const std::string& name, std::function<void()> callback) {
+    if (Loop* loop = loop_.get()) {
+      loop->run([loop, &name, &callback] {
+        if (auto it = loop->proxies.find(name); it != loop->proxies.end()) {
+          it->second->hold = true;
+          it->second->first = std::move(callback);
+        }
+      });
+    }
+  };
+  host.release = [this](const std::string& name) {
+    if (Loop* loop = loop_.get()) {
+      loop->run([loop, &name] {
+        if (auto it = loop->proxies.find(name); it != loop->proxies.end()) loop->release(*it->second);
+      });
+    }
   };
   host.toxics = [this](const std::string& name, const std::vector<ToxicSpec>& toxics) {
     auto snapshot = std::make_shared<const std::vector<ToxicSpec>>(toxics);

@@ -14,6 +14,11 @@
 // toxic (Toxiproxy's semantics): a connection either has a toxic or not for its whole life.
 // Toxics added, changed or removed apply to open connections at once.
 //
+// A proxy whose upstream was down when it was created (ProxyTable probes it again,
+// docs/toxiproxy.md "Kafka or not") holds its connections: they are accepted but not connected
+// upstream until the host's release() (or closed with the proxy, when it reopens as a kproxy
+// listener); the first one calls the callback given to on_first_connection.
+//
 // Threads: host()'s functions are called from the API's threads; they hand their work to the
 // loop and wait for it (a DELETE answers once the listener and its connections are closed, so
 // the port is free again). The loop owns every handle (UvHandle); stop() closes them all and

@@ -90,13 +90,10 @@ bool ToxiproxyRuntime::open_kafka(const std::string& name, const KafkaOptions& o
                                   const std::string& upstream, std::string& bound, ApiError& error) {
   // The proxy as a `listeners:` entry, checked by the config loader's code (the same as PUT
   // /listeners/{name}): a single broker at the proxy's own port unless broker_ports is given.
+  // `advertise` is the listener's (a host and/or "N=host:port" per node, config/host_port.h).
   std::string host_port = listen;
   if (host_port.rfind("localhost:", 0) == 0) host_port = "127.0.0.1:" + host_port.substr(10);
   nlohmann::json entry = {{"listen", host_port}, {"upstream", upstream}};
-  if (options.advertise.find(':') != std::string::npos) {
-    error = {400, "advertise: give a host; the port clients reach comes from broker_ports (per-node host:port is not taken yet)"};
-    return false;
-  }
   if (!options.advertise.empty()) entry["advertise"] = options.advertise;
   if (options.broker_ports.empty()) {
     entry["broker_ports"] = "listen";

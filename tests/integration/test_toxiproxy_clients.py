@@ -18,14 +18,20 @@ JDK's javac). Each driver prints what the API answered and what it measured as o
   round trip; a kafka_error toxic on InitProducerId (Go: through the client; Java: plain HTTP
   POST) fails the producer with TransactionalIdAuthorization; once the client removes the
   toxics the records read back are exact.
+- Toxiproxy's bandwidth, timeout and reset_peer toxics, added by each client to its Kafka proxy,
+  act on Kafka traffic (measured): a Metadata answer of a few KB arrives no faster than the
+  bandwidth cap allows, a request under the timeout toxic gets no answer, one under reset_peer
+  is reset; each time the client removes the toxic the same request is answered again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +42,8 @@ from test_proxy_support import Kproxy
 from test_toxiproxy_kafka_aware import _ports_of
 from test_toxiproxy_tcp import EchoServer
 
-GO_DRIVER = kh.REPO_ROOT / ".cache" / "toxiproxy-go" / "bin" / "toxiproxy-go-driver"
+# Where toxiproxy_go/build put it ($KPROXY_TOXIPROXY_GO_CACHE, as in that script).
+GO_DRIVER = Path(os.environ.get("KPROXY_TOXIPROXY_GO_CACHE") or kh.REPO_ROOT / ".cache" / "toxiproxy-go") / "bin" / "toxiproxy-go-driver"
 JAVA_LIBS = kh.REPO_ROOT / ".cache" / "toxiproxy-java" / "libs"
 JAVA_SRC = kh.REPO_ROOT / "tests" / "integration" / "java" / "toxiproxy" / "ToxiproxyJavaDriver.java"
 
@@ -44,6 +51,7 @@ LATENCY_S = 0.3       # the latency toxic the drivers add (ms in the drivers: 30
 RATE_KBS = 100        # the bandwidth toxic's rate; the drivers send 150 000 bytes through it
 TIMEOUT_S = 0.2       # the timeout toxic's timeout
 RESET_S = 0.1         # the reset_peer toxic's timeout
+KAFKA_RATE_KBS = 2    # the bandwidth toxic the drivers' kafka-bandwidth step adds (KB/s)
 
 
 @pytest.fixture(scope="module")
@@ -276,3 +284,67 @@ def test_go_client_kafka_proxy_carries_a_transactional_producer_and_consumer(kaf
     assert after < slowed, (after, slowed)
     _txn_round(bootstrap, broker_port, proxy_port, topic_name, 200, "go-")
     print(f"go: metadata {slowed:.3f} s with the 200 ms latency toxic, {after:.3f} s after")
+
+
+def _kafka_shaping_effects(port: int, topics: list, step) -> dict:
+    """Adds (through `step`, a driver run) the bandwidth, timeout and reset_peer toxics one at a
+    time to the Kafka proxy at `port` and measures each on a Metadata request naming `topics`;
+    each is removed ("kafka-clear") before the next. Returns the figures."""
+    body = kh._array([kh._str(t) for t in topics]) + b"\x00"  # Metadata v4: these topics, no auto-creation
+
+    def ask(timeout: float) -> tuple:
+        t0 = time.monotonic()
+        size = len(kh.kafka_request("127.0.0.1", port, kh.API_METADATA, 4, body, timeout=timeout))
+        return size, time.monotonic() - t0
+
+    size, plain = ask(slowness.scaled(10))
+    assert size >= 3000, size
+    added = step("kafka-bandwidth")
+    _, capped = ask(slowness.scaled(60))
+    assert step("kafka-clear")["toxics"] == [], "the bandwidth toxic stayed"
+    # The toxic paces the answer at rate x 1000 bytes/s (docs/toxiproxy.md "Kafka-aware proxies").
+    floor = 0.8 * size / (KAFKA_RATE_KBS * 1000)
+    assert capped >= floor and capped > plain, (size, capped, plain, added)
+    _, unshaped = ask(slowness.scaled(10))
+    assert unshaped < capped, (unshaped, capped)
+
+    step("kafka-timeout")
+    wait = 1.5
+    t0 = time.monotonic()
+    with pytest.raises((OSError, kh.KafkaHarnessError)):  # socket.timeout: no answer comes
+        ask(wait)
+    silent = time.monotonic() - t0
+    assert silent >= wait - 0.05, silent
+    assert step("kafka-clear")["toxics"] == [], "the timeout toxic stayed"
+    ask(slowness.scaled(10))
+
+    step("kafka-reset")
+    t0 = time.monotonic()
+    with pytest.raises((OSError, kh.KafkaHarnessError)) as reset:
+        ask(slowness.scaled(10))
+    reset_after = time.monotonic() - t0
+    assert not isinstance(reset.value, TimeoutError), "reset_peer should reset, not leave the request unanswered"
+    assert step("kafka-clear")["toxics"] == [], "the reset_peer toxic stayed"
+    ask(slowness.scaled(10))
+    return {"bytes": size, "plain_s": round(plain, 3), "bandwidth_s": round(capped, 3), "bandwidth_floor_s": round(floor, 3),
+            "timeout_silent_s": round(silent, 3), "reset_after_s": round(reset_after, 3), "reset": type(reset.value).__name__}
+
+
+def test_go_and_java_clients_bandwidth_timeout_and_reset_peer_toxics_act_on_a_kafka_proxy(kafka_toxiproxy, java_classes, kafka):
+    """Issue #34's check for the Go and Java clients (Python's is test_toxiproxy_kafka_aware.py):
+    Toxiproxy's bandwidth, timeout and reset_peer toxics added through each client to its Kafka
+    proxy, with their effects on Kafka requests measured."""
+    api, broker = kafka_toxiproxy
+    stamp = int(time.time() * 1000)
+    topics = [f"toxshape-{stamp}-{i}-" + "x" * 200 for i in range(12)]
+    for t in topics:
+        kafka.create_topic(t)
+    go = _go("kafka", api, broker)
+    assert _go("kafka-clear", api, broker)["toxics"] == []
+    go_port, _ = _kafka_proxy_checks(go["listen"], broker)
+    go_seen = _kafka_shaping_effects(go_port, topics, lambda s: _go(s, api, broker))
+
+    created = _java(java_classes, "kafka-create", api, broker)
+    java_port, _ = _kafka_proxy_checks(created["listen"], broker)
+    java_seen = _kafka_shaping_effects(java_port, topics, lambda s: _java(java_classes, s, api, broker))
+    print(json.dumps({"go": go_seen, "java": java_seen}))

@@ -11,6 +11,7 @@ like a `listeners:` entry (checked by the config loader's code: the same error t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -19,10 +20,11 @@ import urllib.request
 
 import clients
 import kafka_harness as kh
+import ports as port_pool
 import pytest
 import slowness
 from test_proxy_support import Kproxy
-from test_toxiproxy_tcp import _client
+from test_toxiproxy_tcp import _call, _client
 
 
 def _ports_of(pid: int) -> list:
@@ -213,3 +215,117 @@ def test_a_kafka_aware_proxy_for_a_three_broker_cluster_gives_each_broker_a_port
         consumer_api.delete("/proxies/cluster").raise_for_status()
         with pytest.raises(OSError):
             kh.metadata("127.0.0.1", proxy_port, timeout=2)
+
+
+def test_advertise_per_node_host_port_is_what_metadata_names(kafka):
+    """`advertise: "N=host:port"` (issue #34): the broker is advertised at the address clients can
+    reach, here a plain TCP Toxiproxy proxy standing in for a container's host-mapped port. Metadata
+    through the Kafka-aware proxy names that host:port; a producer and consumer bootstrapped at the
+    mapped address write and read exact and only ever connect to it."""
+    toxiproxy, consumer_api = _client()
+    broker = kafka.bootstrap().split(",")[0]
+    broker_port = int(broker.rsplit(":", 1)[1])
+    (node_id,) = kh.metadata("127.0.0.1", broker_port, timeout=slowness.scaled(10)).brokers
+    topic = f"toxadv-{int(time.time() * 1000)}"
+    kafka.create_topic(topic, partitions=2)
+    with Kproxy(broker, name="toxadv", extra_yaml="toxiproxy: { listen: 127.0.0.1:0 }\n") as kp:
+        host, port = kp.wait_bound("toxiproxy", "api").rsplit(":", 1)
+        server = toxiproxy.Toxiproxy()
+        server.update_api_consumer(host, int(port))
+        # The "port mapping": a plain relay whose upstream is set once the Kafka proxy exists.
+        mapped = consumer_api.post("/proxies", json={"name": "mapping", "upstream": "127.0.0.1:9", "listen": "127.0.0.1:0",
+                                                     "kafka": False})
+        assert mapped.status_code == 201, mapped.text
+        mapped_port = int(mapped.json()["listen"].rsplit(":", 1)[1])
+
+        # Refusals first: 400 in Toxiproxy's error shape, nothing created.
+        for bad, text in [("localhost:32771", "a host:port needs a node id"),
+                          (f"{node_id}=localhost:99999", "port must be a number from 1 to 65535"),
+                          ("x=localhost:1", "a node id must be a number"),
+                          (f"{node_id}=0.0.0.0:1", "cannot be handed to clients")]:
+            status, refused = _call(f"http://{host}:{port}", "POST", "/proxies",
+                                    {"name": "bad", "upstream": broker, "listen": "127.0.0.1:0", "advertise": bad})
+            assert status == 400 and refused["status"] == 400 and set(refused) == {"error", "status"}, refused
+            assert refused["error"].startswith("advertise: ") and text in refused["error"], refused
+        assert _call(f"http://{host}:{port}", "GET", "/proxies/bad")[0] == 404
+
+        advertise = f"{node_id}=localhost:{mapped_port}"
+        created = consumer_api.post("/proxies", json={"name": "kafka", "upstream": broker, "listen": "127.0.0.1:0",
+                                                      "advertise": advertise})
+        assert created.status_code == 201, created.text
+        shown = created.json()
+        assert shown["relay"] == "kafka" and shown["advertise"] == advertise, shown
+        proxy_port = int(shown["listen"].rsplit(":", 1)[1])
+        status, patched = _call(f"http://{host}:{port}", "PATCH", "/proxies/mapping",
+                                {"upstream": f"127.0.0.1:{proxy_port}", "kafka": False})
+        assert status == 200 and patched["relay"] == "tcp", patched
+
+        # Metadata through the proxy, and through the mapping, names the advertised host:port.
+        meta = kh.metadata("127.0.0.1", proxy_port, timeout=slowness.scaled(10))
+        assert meta.brokers == {node_id: ("localhost", mapped_port)}, meta.brokers
+        assert kh.metadata("127.0.0.1", mapped_port, timeout=slowness.scaled(10)).brokers == meta.brokers
+
+        bootstrap = f"localhost:{mapped_port}"
+        reader = clients.start_java("ReadCommittedConsumer", ["--bootstrap", bootstrap, "--topic", topic, "--expect", 100,
+                                                              "--timeout-ms", 120000])
+        produced = clients.txn_produce(bootstrap, topic, 100, 2, key_prefix="adv-")
+        assert produced["ok"] and produced["records_committed"] == 100, produced
+        seen = set()
+        deadline = time.monotonic() + slowness.scaled(60)
+        while reader.proc.poll() is None and time.monotonic() < deadline:
+            seen.update(_ports_of(reader.proc.pid))
+            time.sleep(0.2)
+        read = reader.result(timeout=slowness.scaled(120))
+        assert read["count"] == 100 and read["duplicates"] == 0 and read["content_mismatches"] == 0, read
+        assert not seen & {broker_port, proxy_port}, f"the consumer went around the advertised address: {seen}"
+        print(f"advertise {advertise}: Metadata {meta.brokers}; consumer connected to ports {sorted(seen)}")
+        consumer_api.delete("/proxies/kafka").raise_for_status()
+        consumer_api.delete("/proxies/mapping").raise_for_status()
+
+
+def test_a_kafka_upstream_down_at_creation_is_probed_at_the_first_connection(kafka):
+    """Issue #34: a proxy created while nothing listens at its upstream is plain TCP and says it will
+    probe again. A Kafka listener then opens there (a second kproxy, in front of the real broker:
+    a listener of the same process would be refused as kproxy connecting to itself); the first client connection triggers the ApiVersions probe, the
+    proxy reopens as a Kafka-aware listener at the same address (that connection is closed, the
+    client connects again), and GET /proxies says why."""
+    toxiproxy, consumer_api = _client()
+    broker = kafka.bootstrap().split(",")[0]
+    late_port = port_pool.free_port()
+    extra = "toxiproxy: { listen: 127.0.0.1:0 }\nadmin: { listen: 127.0.0.1:0 }\n"
+    with Kproxy(broker, name="toxlate", extra_yaml=extra) as kp, contextlib.ExitStack() as later:
+        host, port = kp.wait_bound("toxiproxy", "api").rsplit(":", 1)
+        server = toxiproxy.Toxiproxy()
+        server.update_api_consumer(host, int(port))
+        proxy = server.create(upstream=f"127.0.0.1:{late_port}", name="late", listen="127.0.0.1:0")
+        shown = consumer_api.get("/proxies/late").json()
+        assert shown["kafka"] is False and shown["relay"] == "tcp", shown
+        assert shown["kafka_reason"] == ("the upstream was not up when probed (connect: Connection refused): "
+                                         "probed again at the first connection"), shown
+        proxy_port = int(proxy.listen.rsplit(":", 1)[1])
+
+        # Kafka comes up at the upstream address.
+        front = later.enter_context(Kproxy(broker, name="toxfront", port=late_port))
+        front.wait_bound("listener", "toxfront")
+
+        # The first connection is held while the probe runs, then closed as the proxy reopens as a
+        # kproxy listener; a client connecting again gets Metadata naming only the proxy.
+        attempts, meta = 0, None
+        deadline = time.monotonic() + slowness.scaled(30)
+        while meta is None and time.monotonic() < deadline:
+            attempts += 1
+            try:
+                meta = kh.metadata("127.0.0.1", proxy_port, timeout=slowness.scaled(10))
+            except (OSError, kh.KafkaHarnessError):
+                time.sleep(0.1)
+        assert meta is not None, "no Metadata through the proxy"
+        assert list(meta.brokers.values()) == [("127.0.0.1", proxy_port)], meta.brokers
+        assert attempts >= 2, "the first connection should have been closed by the switch to a kproxy listener"
+        shown = consumer_api.get("/proxies").json()["late"]
+        assert shown["kafka"] is True and shown["relay"] == "kafka", shown
+        assert shown["kafka_reason"] == "probe at first connection: the upstream answered an ApiVersions request", shown
+        assert shown["listen"] == f"127.0.0.1:{proxy_port}", shown
+        status, listeners = _admin(kp, "GET", "/listeners")
+        assert any(l["name"] == "toxiproxy-late" and l["runtime"] for l in listeners["listeners"]), listeners
+        print(f"probe at first connection: Kafka after {attempts} connection attempts")
+        proxy.destroy()

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 import kafka_harness as kh
+import ports
 import slowness
 from test_proxy_support import Kproxy
 
@@ -42,11 +43,11 @@ def _client():
 
 
 class EchoServer:
-    """A TCP echo server on 127.0.0.1 (port from the kernel), one thread per connection."""
+    """A TCP echo server on 127.0.0.1 (port from the kernel unless `port`), one thread per connection."""
 
-    def __init__(self):
+    def __init__(self, port: int = 0):
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(16)
         self.sock.settimeout(0.1)
         self.port = self.sock.getsockname()[1]
@@ -232,7 +233,8 @@ def test_api_answers_in_toxiproxy_shapes_and_statuses(toxiproxy_kproxy):
     assert status == 201
     # Toxiproxy's fields, and kproxy's extension fields (docs/toxiproxy.md).
     assert set(body) == {"name", "listen", "upstream", "enabled", "toxics", "kafka", "kafka_reason", "relay"}
-    assert body["kafka"] is False and body["kafka_reason"].startswith("the upstream did not answer ApiVersions")
+    # Nothing listens at the upstream: probed again at the first connection.
+    assert body["kafka"] is False and body["kafka_reason"].startswith("the upstream was not up when probed (connect"), body
     status, body = _call(base, "POST", "/proxies/a/toxics", {"type": "slicer", "attributes": {"average_size": 10}})
     assert status == 200
     assert body == {"attributes": {"average_size": 10, "size_variation": 0, "delay": 0}, "name": "slicer_downstream",
@@ -248,6 +250,36 @@ def test_api_answers_in_toxiproxy_shapes_and_statuses(toxiproxy_kproxy):
     assert _call(base, "DELETE", "/proxies/a/toxics/slicer_downstream") == (204, None)
     assert _call(base, "POST", "/reset") == (204, None)
     assert sorted(_call(base, "GET", "/proxies")[1]) == ["a", "b", "c", "d"]
+
+
+def test_an_upstream_down_at_creation_is_probed_at_the_first_connection_and_stays_tcp(toxiproxy_kproxy):
+    """Issue #34: the upstream is not up when the proxy is created; an echo server (no Kafka)
+    starts there afterwards; the first connection triggers the ApiVersions probe, which finds no
+    Kafka: GET /proxies says so, and that very connection is relayed byte for byte."""
+    kp, api = toxiproxy_kproxy
+    base = f"http://{api}"
+    upstream_port = ports.free_port()
+    status, body = _call(base, "POST", "/proxies", {"name": "late", "upstream": f"127.0.0.1:{upstream_port}", "listen": "127.0.0.1:0"})
+    assert status == 201, body
+    assert body["kafka"] is False and body["relay"] == "tcp", body
+    assert body["kafka_reason"] == ("the upstream was not up when probed (connect: Connection refused): "
+                                    "probed again at the first connection"), body
+    listen = body["listen"]
+    echo = EchoServer(upstream_port)
+    try:
+        payload = os.urandom(4096)
+        assert _round_trip(listen, payload) >= 0  # the held first connection goes on once the probe decided
+        shown = _call(base, "GET", "/proxies")[1]["late"]
+        assert shown["kafka"] is False and shown["relay"] == "tcp", shown
+        assert shown["kafka_reason"] == ("probe at first connection: the upstream did not answer ApiVersions: "
+                                         "answer with a wrong correlation id"), shown
+        # Decided: later connections are not probed again (no new ApiVersions reaches the echo).
+        probes = len(echo.peers)
+        assert _round_trip(listen, b"again") >= 0
+        assert len(echo.peers) == probes + 1
+    finally:
+        echo.close()
+    assert _call(base, "DELETE", "/proxies/late") == (204, None)
 
 
 NODE_MODULES = kh.REPO_ROOT / ".cache" / "node-toxiproxy" / "node_modules"

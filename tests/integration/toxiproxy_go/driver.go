@@ -241,16 +241,35 @@ func runKafka(client *toxiproxy.Client, broker string) map[string]any {
 	return out
 }
 
-// runKafkaStep is one step on the proxy runKafka made, with a Java producer and consumer between
-// the steps (the test runs those): "kafka-deny" adds a kafka_error toxic answering InitProducerId
-// with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; "kafka-clear" removes every toxic.
+// kafkaRateKBs is the rate of the bandwidth toxic "kafka-bandwidth" adds (KB/s); the test measures it.
+const kafkaRateKBs = 2
+
+// runKafkaStep is one step on the proxy runKafka made, with a Java producer and consumer or the
+// test's own requests between the steps (the test runs those): "kafka-deny" adds a kafka_error
+// toxic answering InitProducerId with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; "kafka-bandwidth",
+// "kafka-timeout" and "kafka-reset" add Toxiproxy's bandwidth (kafkaRateKBs), timeout (0: never
+// closes) and reset_peer (0 ms) toxics downstream; "kafka-clear" removes every toxic.
 func runKafkaStep(client *toxiproxy.Client, step string) map[string]any {
 	out := map[string]any{}
 	proxy, err := client.Proxy("go-kafka")
 	if err != nil {
 		fail("Proxy: %v", err)
 	}
-	if step == "kafka-deny" {
+	shaping := map[string]struct {
+		kind  string
+		attrs toxiproxy.Attributes
+	}{
+		"kafka-bandwidth": {"bandwidth", toxiproxy.Attributes{"rate": kafkaRateKBs}},
+		"kafka-timeout":   {"timeout", toxiproxy.Attributes{"timeout": 0}},
+		"kafka-reset":     {"reset_peer", toxiproxy.Attributes{"timeout": 0}},
+	}
+	if s, ok := shaping[step]; ok {
+		t, err := proxy.AddToxic("", s.kind, "downstream", 1.0, s.attrs)
+		if err != nil {
+			fail("AddToxic %s: %v", s.kind, err)
+		}
+		out["added"] = map[string]any{"name": t.Name, "type": t.Type, "attributes": t.Attributes}
+	} else if step == "kafka-deny" {
 		if _, err := proxy.AddToxic("deny-init", "kafka_error", "downstream", 1.0,
 			toxiproxy.Attributes{"api": "InitProducerId", "error": "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}); err != nil {
 			fail("AddToxic kafka_error: %v", err)
@@ -281,7 +300,7 @@ func main() {
 		out = runTCP(client, os.Args[3])
 	case "kafka":
 		out = runKafka(client, os.Args[3])
-	case "kafka-deny", "kafka-clear":
+	case "kafka-deny", "kafka-clear", "kafka-bandwidth", "kafka-timeout", "kafka-reset":
 		out = runKafkaStep(client, os.Args[1])
 	default:
 		fail("unknown mode %q", os.Args[1])

@@ -554,6 +554,36 @@ TEST_CASE("max_broker_ports") {
   CHECK(bad.errors[0].to_string() == "test.yaml:6:23: listeners[0].max_broker_ports: '0' is not a number from 1 to 65535");
 }
 
+TEST_CASE("advertise: a host and/or per node host:port (docs/toxiproxy.md \"Kafka-aware proxies\")") {
+  auto nodes = load(
+      "listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n"
+      "    advertise: \"1=localhost:32771,2=localhost:32772\"\n");
+  REQUIRE_MESSAGE(nodes.ok(), nodes.error_text());
+  const auto& l = nodes.config->listeners[0];
+  CHECK(l.advertise == "127.0.0.1");  // brokers not listed: the listen host
+  CHECK(l.advertise_nodes == std::map<int32_t, HostPort>{{1, {"localhost", 32771}}, {2, {"localhost", 32772}}});
+  // A wildcard listen: brokers not listed get the first node's host, unless a host is given.
+  auto wild = load("listeners:\n  - listen: 0.0.0.0:9092\n    upstream: b:9092\n    broker_ports: 9100\n    advertise: 3=gw:1,4=gw2:2\n");
+  REQUIRE_MESSAGE(wild.ok(), wild.error_text());
+  CHECK(wild.config->listeners[0].advertise == "gw");
+  auto host = load("listeners:\n  - listen: 0.0.0.0:9092\n    upstream: b:9092\n    broker_ports: 9100\n    advertise: h.example,3=gw:1\n");
+  REQUIRE_MESSAGE(host.ok(), host.error_text());
+  CHECK(host.config->listeners[0].advertise == "h.example");
+  CHECK(host.config->listeners[0].advertise_nodes.size() == 1);
+  auto plain = load(kMinimal);
+  CHECK(plain.config->listeners[0].advertise_nodes.empty());
+
+  auto bad = load("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n    advertise: localhost:32771\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(contains(bad.errors[0].to_string(), "test.yaml:5:16: listeners[0].advertise: 'localhost:32771': a host:port needs a node id"));
+  auto port = load("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n    advertise: 1=h:70000\n");
+  REQUIRE_FALSE(port.ok());
+  CHECK(contains(port.errors[0].reason, "listeners[0].advertise: node 1: 'h:70000': port must be a number from 1 to 65535"));
+  auto wildcard = load("listeners:\n  - listen: 127.0.0.1:9092\n    upstream: b:9092\n    broker_ports: 9100\n    advertise: 0.0.0.0\n");
+  REQUIRE_FALSE(wildcard.ok());
+  CHECK(contains(wildcard.errors[0].reason, "cannot be handed to clients"));
+}
+
 TEST_CASE("ports inside the kernel's ephemeral range are warnings (issue #15 bug 10)") {
   LoadOptions host;
   host.ephemeral_ports = [] { return std::optional<PortRange>(PortRange{32768, 60999}); };

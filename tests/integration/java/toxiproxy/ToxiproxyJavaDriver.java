@@ -4,6 +4,7 @@
 //   java -cp ... ToxiproxyJavaDriver tcp   API_HOST API_PORT ECHO_ADDR    a proxy to a TCP echo server, its toxics measured
 //   java -cp ... ToxiproxyJavaDriver kafka API_HOST API_PORT BROKER_ADDR  a proxy to a Kafka broker, a kafka_error toxic
 //   java -cp ... ToxiproxyJavaDriver kafka-create|kafka-toxics|kafka-clear API_HOST API_PORT BROKER_ADDR
+//   java -cp ... ToxiproxyJavaDriver kafka-bandwidth|kafka-timeout|kafka-reset API_HOST API_PORT BROKER_ADDR
 //                                    one step of a proxy a Java producer and consumer run through (kafkaStep)
 //
 // toxiproxy-java has a method per Toxiproxy toxic type and none that takes a free-form type, so
@@ -34,6 +35,8 @@ import java.util.Map;
 
 public class ToxiproxyJavaDriver {
   private static final Map<String, Object> out = new LinkedHashMap<>();
+  /** The rate of the bandwidth toxic kafka-bandwidth adds (KB/s). */
+  private static final long KAFKA_RATE_KBS = 2;
 
   private static Socket connect(String addr) throws IOException {
     int colon = addr.lastIndexOf(':');
@@ -200,6 +203,19 @@ public class ToxiproxyJavaDriver {
       return;
     }
     Proxy proxy = client.getProxy("java-txn");
+    // Toxiproxy's own types through the client's typed calls, downstream; the test measures them.
+    if (step.equals("kafka-bandwidth")) {
+      out.put("added", proxy.toxics().bandwidth("txn-bandwidth", ToxicDirection.DOWNSTREAM, KAFKA_RATE_KBS).getName());
+      return;
+    }
+    if (step.equals("kafka-timeout")) {
+      out.put("added", proxy.toxics().timeout("txn-timeout", ToxicDirection.DOWNSTREAM, 0).getName());
+      return;
+    }
+    if (step.equals("kafka-reset")) {
+      out.put("added", proxy.toxics().resetPeer("txn-reset", ToxicDirection.DOWNSTREAM, 0).getName());
+      return;
+    }
     if (step.equals("kafka-toxics")) {
       proxy.toxics().latency("txn-latency", ToxicDirection.DOWNSTREAM, 300);
       out.put("kafka_error_status", http(base, "POST", "/proxies/java-txn/toxics",

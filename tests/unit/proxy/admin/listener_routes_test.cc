@@ -32,4 +32,10 @@ TEST_CASE("GET /listeners shows bound addresses, advertised ones and the real br
   CHECK(k["brokers"][0]["listening"] == true);
   CHECK(body["listeners"][1]["address"].is_null());  // not bound yet
   CHECK(body["listeners"][1]["brokers"].empty());
+
+  // A node with its own advertised address (`advertise: "1=host:port"`) shows that address.
+  l.advertise_nodes = {{1, config::HostPort{"localhost", 32771}}};
+  auto mapped = admin::listeners_json({l}, "127.0.0.1:9644");
+  CHECK(mapped["listeners"][0]["brokers"][0]["advertised"] == "localhost:32771");
+  CHECK(mapped["listeners"][0]["brokers"][0]["address"] == "127.0.0.1:41235");  // where kproxy listens for it
 }

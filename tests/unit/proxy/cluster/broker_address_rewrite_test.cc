@@ -116,6 +116,35 @@ TEST_CASE("Metadata brokers get kproxy addresses, at every version") {
   }
 }
 
+TEST_CASE("a node with its own advertised address is written as that address; kproxy still gives it its port") {
+  BrokerDirectory directory{offset_ports(19000)};
+  BrokerAddressRewrite rewrite{directory, "proxy.local", std::nullopt, {{1, {"localhost", 32771}}}};
+  codec::MetadataResponse m;
+  m.brokers.resize(2);
+  m.brokers[0].node_id = 1;
+  m.brokers[0].host = "10.0.0.1";
+  m.brokers[0].port = 9092;
+  m.brokers[1].node_id = 3;
+  m.brokers[1].host = "10.0.0.3";
+  m.brokers[1].port = 9092;
+  const int16_t v = 12;
+  auto frame = response_frame(m, v);
+  std::vector<uint8_t> out;
+  std::vector<BrokerAddressRewrite::NewBrokerPort> added;
+  std::string error;
+  REQUIRE(rewrite.rewrite(codec::MetadataResponse::kApiKey, v, codec::response_header_version(codec::MetadataResponse::kApiKey, v), frame,
+                          out, added, error) == BrokerAddressRewrite::Outcome::kRewritten);
+  auto got = decode<codec::MetadataResponse>(out, v);
+  REQUIRE(got.brokers.size() == 2);
+  CHECK(got.brokers[0].host == "localhost");
+  CHECK(got.brokers[0].port == 32771);
+  CHECK(got.brokers[1].host == "proxy.local");  // not listed: advertise host, kproxy port
+  CHECK(got.brokers[1].port == 19003);
+  REQUIRE(added.size() == 2);  // node 1's kproxy port (19001) is opened all the same
+  CHECK(added[0].port == 19001);
+  CHECK(directory.route_for_port(19001)->real == config::HostPort{"10.0.0.1", 9092});
+}
+
 TEST_CASE("FindCoordinator: v0-3 top-level address, v4+ coordinators, errors left alone") {
   Fixture f;
   codec::FindCoordinatorResponse old;

@@ -2,8 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace kproxy::toxiproxy;
@@ -229,4 +233,121 @@ TEST_CASE("Kafka or not: the probe's verdict, or the body's kafka field, shown w
   // Without a probe: not probed.
   ProxyTable bare(ProxyHost{});
   CHECK(bare.create(R"({"name": "n", "upstream": "u:1"})").body["kafka_reason"] == "not probed");
+}
+
+TEST_CASE("advertise: a host or node=host:port items; anything else is a 400 in Toxiproxy's error shape") {
+  FakeHost fake;
+  ProxyTable table(fake.host());
+  auto nodes = table.create(R"({"name": "n", "upstream": "broker:9092", "advertise": "1=localhost:32771,2=localhost:32772"})");
+  CHECK(nodes.status == 201);
+  CHECK(nodes.body["advertise"] == "1=localhost:32771,2=localhost:32772");
+  CHECK(table.create(R"({"name": "h", "upstream": "broker:9092", "advertise": "localhost"})").status == 201);
+  auto bare = table.create(R"({"name": "b", "upstream": "broker:9092", "advertise": "localhost:32771"})");
+  CHECK(bare.status == 400);
+  CHECK(bare.body["status"] == 400);
+  CHECK(bare.body["error"] == "advertise: 'localhost:32771': a host:port needs a node id (N=host:port); a bare host gives only the host");
+  auto port = table.create(R"({"name": "p", "upstream": "broker:9092", "advertise": "1=localhost:99999"})");
+  CHECK(port.status == 400);
+  CHECK(port.body["error"] == "advertise: node 1: 'localhost:99999': port must be a number from 1 to 65535");
+  CHECK(table.create(R"({"name": "d", "upstream": "broker:9092", "advertise": "1=a:1,1=a:2"})").body["error"] ==
+        "advertise: node 1 is given twice");
+  CHECK(table.create(R"({"name": "o", "upstream": "broker:9092", "advertise": {"1": "a:1"}})").status == 400);
+  // An update is checked the same way, and a refused one changes nothing.
+  CHECK(table.update("n", R"({"advertise": "x=a:1"})").status == 400);
+  CHECK(table.show("n").body["advertise"] == "1=localhost:32771,2=localhost:32772");
+  CHECK(table.size() == 2);
+}
+
+TEST_CASE("an upstream not up at creation is probed again at the first connection (issue #34)") {
+  FakeHost fake;
+  ProxyHost host = fake.host();
+  std::mutex mutex;
+  std::string answer = "connect: Connection refused";  // what probe_kafka says (under mutex)
+  std::map<std::string, std::function<void()>> armed;  // the held proxies' callbacks (under mutex)
+  std::vector<std::string> released, kafka_opened;     // (under mutex)
+  host.probe_kafka = [&](const std::string&) {
+    std::lock_guard lock(mutex);
+    return answer;
+  };
+  host.on_first_connection = [&](const std::string& name, std::function<void()> callback) {
+    std::lock_guard lock(mutex);
+    armed[name] = std::move(callback);
+  };
+  host.release = [&](const std::string& name) {
+    std::lock_guard lock(mutex);
+    released.push_back(name);
+  };
+  host.open_kafka = [&](const std::string& name, const KafkaOptions&, const std::string& listen, const std::string&, std::string& bound,
+                        ApiError&) {
+    std::lock_guard lock(mutex);
+    kafka_opened.push_back(name + "@" + listen);
+    bound = listen;
+    return true;
+  };
+  auto fire = [&](const std::string& name) {
+    std::function<void()> callback;
+    {
+      std::lock_guard lock(mutex);
+      REQUIRE(armed.count(name));
+      callback = std::move(armed[name]);
+      armed.erase(name);
+    }
+    callback();  // the data plane's first connection
+  };
+  ProxyTable table(host);
+  auto wait_for = [&](const std::string& name, auto done) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done(table.show(name).body) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return table.show(name).body;
+  };
+
+  auto k = table.create(R"({"name": "k", "upstream": "broker:9092"})");
+  CHECK(k.body["kafka"] == false);
+  CHECK(k.body["relay"] == "tcp");
+  CHECK(k.body["kafka_reason"] ==
+        "the upstream was not up when probed (connect: Connection refused): probed again at the first connection");
+  auto t = table.create(R"({"name": "t", "upstream": "echo:7"})");
+  auto still = table.create(R"({"name": "s", "upstream": "later:1"})");
+  auto plain = table.create(R"({"name": "p", "upstream": "x:1", "kafka": false})");
+  {
+    std::lock_guard lock(mutex);
+    CHECK(armed.count("k"));
+    CHECK(armed.count("t"));
+    CHECK_FALSE(armed.count("p"));  // the kafka field decided: nothing held
+    answer = "";                    // the broker is up now
+  }
+  fire("k");
+  auto shown = wait_for("k", [](const auto& b) { return b["relay"] == "kafka"; });
+  CHECK(shown["kafka"] == true);
+  CHECK(shown["relay"] == "kafka");
+  CHECK(shown["kafka_reason"] == "probe at first connection: the upstream answered an ApiVersions request");
+  {
+    std::lock_guard lock(mutex);
+    CHECK(kafka_opened == std::vector<std::string>{"k@" + k.body["listen"].get<std::string>()});  // the same address
+    answer = "answer with a wrong correlation id";                                                // an echo server
+  }
+  CHECK_FALSE(fake.open.count("k"));  // the plain relay's listener closed
+  fire("t");
+  shown = wait_for("t", [](const auto& b) { return b["kafka_reason"].template get<std::string>().rfind("probe at", 0) == 0; });
+  CHECK(shown["kafka"] == false);
+  CHECK(shown["relay"] == "tcp");
+  CHECK(shown["kafka_reason"] == "probe at first connection: the upstream did not answer ApiVersions: answer with a wrong correlation id");
+  {
+    std::lock_guard lock(mutex);
+    CHECK(released == std::vector<std::string>{"t"});  // its held connection goes on
+    answer = "connect: Connection refused";
+  }
+  fire("s");  // still down: released (the relay closes it) and held again for the next
+  shown =
+      wait_for("s", [](const auto& b) { return b["kafka_reason"].template get<std::string>().find("at the next") != std::string::npos; });
+  {
+    std::lock_guard lock(mutex);
+    CHECK(armed.count("s"));  // armed before the reason was shown (both under the table's lock)
+    CHECK(released.back() == "s");
+  }
+  CHECK(shown["kafka_reason"] == "the upstream was not up at the first connection (connect: Connection refused): probed again at the next");
+  CHECK(still.status == 201);
+  CHECK(plain.status == 201);
+  CHECK(t.status == 201);
 }
