@@ -7,10 +7,10 @@ ends. A listener that does not ask for the header never takes one."""
 
 import socket
 import struct
-import subprocess
 import time
 
 import kafka_harness as kh
+from haproxy_tcp import start_haproxy_tcp
 import slowness
 from test_chaos_support import ChaosKproxy
 from test_observability_metrics import _TapReader
@@ -20,23 +20,9 @@ from test_proxy_support import Kproxy, connection_closed, recv_frame, request, s
 def _haproxy(tmp_path, kproxy_port, send_proxy="send-proxy-v2"):
     """HAProxy in TCP mode on a free port, forwarding to kproxy with `send_proxy`."""
     port = kh.free_ports(1)[0]
-    cfg = tmp_path / f"haproxy-{send_proxy}.cfg"
-    cfg.write_text(
-        "global\n  maxconn 100\n"
-        "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n"
-        f"frontend fe\n  bind 127.0.0.1:{port}\n  default_backend be\n"
-        f"backend be\n  server kproxy 127.0.0.1:{kproxy_port} {send_proxy}\n")
-    proc = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + slowness.scaled(10)
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, port
-        except OSError:
-            assert proc.poll() is None, "haproxy exited"
-            time.sleep(0.05)
-    stop_process(proc)
-    raise AssertionError("haproxy did not listen")
+    proc = start_haproxy_tcp(tmp_path / f"haproxy-{send_proxy}.cfg", port, maxconn=100,
+                             backend=f"  server kproxy 127.0.0.1:{kproxy_port} {send_proxy}\n")
+    return proc, port
 
 
 def _api_versions(sock, cid):

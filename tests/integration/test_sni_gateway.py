@@ -37,6 +37,7 @@ import clients
 import kafka_harness as kh
 import ports
 import slowness
+from haproxy_tcp import start_haproxy_tcp
 from socket_watch import BrokerConnectionWatch
 from test_chaos_support import ChaosKproxy
 from test_proxy_support import connection_closed, recv_frame, request
@@ -386,12 +387,16 @@ def test_unknown_names_served_as_bootstrap_when_configured(kafka_cluster, sni_pk
                 assert _api_versions(s) == 0
             _wait_count(kp, outcome, c0[outcome] + 1)
         kp.wait_for_log(r"SNI 'other\.example\.org' matches no configured name: served as the bootstrap \(sni\.unknown: bootstrap\)")
-        # A broker name whose node no response named yet goes to the bootstrap too, and says so.
+        # A broker name whose node no response named: kproxy asks the bootstrap for the brokers
+        # first; a node the cluster does not have goes to the bootstrap too, and says so.
         raw = socket.create_connection(("127.0.0.1", kp.port), timeout=10)
         with _tls_context(sni_pki).wrap_socket(raw, server_hostname=f"broker-77.{DOMAIN}") as s:
             assert _api_versions(s) == 0
         _wait_count(kp, "unknown_node", c0["unknown_node"] + 1)
-        kp.wait_for_log(r"names broker node 77, which no response named yet: served as the bootstrap")
+        kp.wait_for_log(r"learnt brokers 1 at .*, 2 at .*, 3 at .* from the bootstrap")
+        kp.wait_for_log(r"names broker node 77, which neither a response nor the bootstrap's broker list named: "
+                        r"served as the bootstrap")
+        assert kp.metric("kproxy_proxy_broker_discoveries_total") == 1
         assert kp.stop() == 0
 
 
@@ -463,24 +468,8 @@ def _haproxy_tls(tmp_path, pki, front, kproxy_port):
     authority TLV (the SNI its client sent) to kproxy."""
     pem = tmp_path / "haproxy.pem"
     pem.write_bytes(pki.gateway.cert.read_bytes() + pki.gateway.key.read_bytes())
-    cfg = tmp_path / "haproxy.cfg"
-    cfg.write_text(
-        "global\n  maxconn 200\n"
-        "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n"
-        f"frontend fe\n  bind 127.0.0.1:{front} ssl crt {pem}\n  default_backend be\n"
-        f"backend be\n  server kproxy 127.0.0.1:{kproxy_port} send-proxy-v2 proxy-v2-options authority\n")
-    proc = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + slowness.scaled(10)
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", front), timeout=0.5).close()
-            return proc
-        except OSError:
-            assert proc.poll() is None, "haproxy exited"
-            time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise AssertionError("haproxy did not listen")
+    return start_haproxy_tcp(tmp_path / "haproxy.cfg", front, bind_options=f"ssl crt {pem}",
+                             backend=f"  server kproxy 127.0.0.1:{kproxy_port} send-proxy-v2 proxy-v2-options authority\n")
 
 
 def test_the_proxy_authority_routes_when_tls_ends_at_haproxy(kafka_cluster, sni_pki, hosts_file, topic_name, tmp_path):
@@ -539,26 +528,9 @@ def _haproxy_passthrough(tmp_path, front, kproxy_ports) -> subprocess.Popen:
     kproxy that refuses the connection (its listener closed: draining, or not yet restarted) costs
     a retry, and every retry may go to the other server (`option redispatch 1`), so no client
     connection fails for it."""
-    cfg = tmp_path / "haproxy-tcp.cfg"
     servers = "".join(f"  server kproxy{i} 127.0.0.1:{port} send-proxy-v2\n" for i, port in enumerate(kproxy_ports))
-    cfg.write_text(
-        "global\n  maxconn 200\n" +
-        "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n"
-        "  retries 3\n  option redispatch 1\n"
-        f"frontend fe\n  bind 127.0.0.1:{front}\n  default_backend be\n"
-        f"backend be\n  balance roundrobin\n{servers}")
-    haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + slowness.scaled(10)
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", front), timeout=0.5).close()
-            return haproxy
-        except OSError:
-            if haproxy.poll() is not None or time.monotonic() > deadline:
-                haproxy.kill()
-                haproxy.wait()
-                raise AssertionError("haproxy did not listen")
-            time.sleep(0.05)
+    return start_haproxy_tcp(tmp_path / "haproxy-tcp.cfg", front, backend="  balance roundrobin\n" + servers,
+                             defaults="  retries 3\n  option redispatch 1\n")
 
 
 def _proxy_v2_header(sock: socket.socket) -> bytes:

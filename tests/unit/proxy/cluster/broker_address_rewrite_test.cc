@@ -78,20 +78,26 @@ struct Fixture {
   }
 };
 
+/// A Metadata response naming node 1 at 10.0.0.1:9092 and node 3 at 10.0.0.3:9092.
+codec::MetadataResponse nodes_1_and_3() {
+  codec::MetadataResponse m;
+  m.brokers.resize(2);
+  m.brokers[0].node_id = 1;
+  m.brokers[0].host = "10.0.0.1";
+  m.brokers[0].port = 9092;
+  m.brokers[1].node_id = 3;
+  m.brokers[1].host = "10.0.0.3";
+  m.brokers[1].port = 9092;
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("Metadata brokers get kproxy addresses, at every version") {
   for (int16_t v = 0; v <= codec::MetadataResponse::kMaxVersion; ++v) {
     CAPTURE(v);
     Fixture f;
-    codec::MetadataResponse m;
-    m.brokers.resize(2);
-    m.brokers[0].node_id = 1;
-    m.brokers[0].host = "10.0.0.1";
-    m.brokers[0].port = 9092;
-    m.brokers[1].node_id = 3;
-    m.brokers[1].host = "10.0.0.3";
-    m.brokers[1].port = 9092;
+    codec::MetadataResponse m = nodes_1_and_3();
     REQUIRE(f.run(m, v) == BrokerAddressRewrite::Outcome::kRewritten);
     auto got = decode<codec::MetadataResponse>(f.out, v);
     REQUIRE(got.brokers.size() == 2);
@@ -119,14 +125,7 @@ TEST_CASE("Metadata brokers get kproxy addresses, at every version") {
 TEST_CASE("a node with its own advertised address is written as that address; kproxy still gives it its port") {
   BrokerDirectory directory{offset_ports(19000)};
   BrokerAddressRewrite rewrite{directory, "proxy.local", std::nullopt, {{1, {"localhost", 32771}}}};
-  codec::MetadataResponse m;
-  m.brokers.resize(2);
-  m.brokers[0].node_id = 1;
-  m.brokers[0].host = "10.0.0.1";
-  m.brokers[0].port = 9092;
-  m.brokers[1].node_id = 3;
-  m.brokers[1].host = "10.0.0.3";
-  m.brokers[1].port = 9092;
+  codec::MetadataResponse m = nodes_1_and_3();
   const int16_t v = 12;
   auto frame = response_frame(m, v);
   std::vector<uint8_t> out;
