@@ -23,7 +23,7 @@
 //                           the key exchange): after a burst of new TLS connections those holes
 //                           between the live sessions were a third of an idle TLS connection's
 //                           resident bytes (bench/tls/README.md, issue #35).
-// Neither applies to other allocators (a sanitizer's): both are then no-ops.
+// Neither applies under a sanitizer (its own allocator; memory_return.cc says why the trim is skipped).
 #pragma once
 
 #include <chrono>
