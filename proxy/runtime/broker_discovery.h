@@ -54,11 +54,12 @@ class BrokerDiscovery final : private TcpStreamEvents, private UpstreamConnectio
   /// `brokers` is empty when `error` says why.
   using Done = std::function<void(std::vector<DiscoveredBroker> brokers, const std::string& error)>;
 
-  /// Starts at once. `upstream_tls`: the listener's upstream TLS context, or null for plaintext.
-  /// `timeout` bounds the whole exchange. `done` runs once, on the loop's thread; the object may
-  /// be destroyed when released() says so (after done, or after cancel()).
-  BrokerDiscovery(uv_loop_t* loop, const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls,
-                  std::chrono::milliseconds timeout, Done done);
+  /// `done` runs once, on the loop's thread (possibly within start(), when the connect fails at
+  /// once); the object may be destroyed when released() says so (after done, or after cancel()).
+  BrokerDiscovery(uv_loop_t* loop, Done done);
+  /// Connects to `bootstrap` and asks. `upstream_tls`: the listener's upstream TLS context, or
+  /// null for plaintext. `timeout` bounds the whole exchange.
+  void start(const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls, std::chrono::milliseconds timeout);
   BrokerDiscovery(const BrokerDiscovery&) = delete;
   BrokerDiscovery& operator=(const BrokerDiscovery&) = delete;
 

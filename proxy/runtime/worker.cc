@@ -297,10 +297,13 @@ void Worker::discover_brokers(size_t listener_index, const config::HostPort& boo
   metrics::count(metrics::ProxyEvent::kBrokerDiscovery);
   spdlog::info("listener={}: a client names a broker no response named yet: asking the bootstrap {} for the cluster's brokers",
                listener_name(listener_index), bootstrap.to_string());
-  d.run = std::make_unique<BrokerDiscovery>(&loop_, bootstrap, std::move(upstream_tls), timeout,
-                                            [this, listener_index](std::vector<DiscoveredBroker> brokers, const std::string& error) {
-                                              discovered(listener_index, std::move(brokers), error);
-                                            });
+  d.run =
+      std::make_unique<BrokerDiscovery>(&loop_, [this, listener_index](std::vector<DiscoveredBroker> brokers, const std::string& error) {
+        discovered(listener_index, std::move(brokers), error);
+      });
+  // Last: a connect that fails at once finishes within start(), and discovered() then moves the
+  // discovery out of `d` and erases `d`.
+  d.run->start(bootstrap, std::move(upstream_tls), timeout);
 }
 
 void Worker::discovered(size_t listener_index, std::vector<DiscoveredBroker> brokers, const std::string& error) {

@@ -782,3 +782,38 @@ def test_a_fresh_replica_serves_a_broker_name_at_the_named_broker(kafka_cluster,
         assert kp.stop() == 0
     assert unknown == 0 and errors == {n.node_id: 0 for n in kafka_cluster.nodes}, (unknown, errors)
     assert (asked, failed) == (1, 0), (asked, failed)
+
+
+# ---- a fresh replica in front of a TLS cluster: the discovery speaks TLS too ---------------------
+
+@pytest.mark.parametrize("listener, learns", [("SSL", True), ("SASL_SSL", False)])
+def test_a_fresh_replica_asks_a_tls_bootstrap_for_the_brokers(kafka, tls_pki, sni_pki, listener, learns):
+    """A replica in front of the shared broker's TLS listener (upstream_tls) that knows no broker:
+    a connection for broker-N makes it ask the bootstrap over TLS, then reach node N (ApiVersions
+    v5 names it, KIP-1242). On a SASL_SSL listener the broker closes the unauthenticated Metadata
+    request: the discovery fails, is counted, and the connection is served at the bootstrap."""
+    node = kafka.nodes[0].node_id
+    cluster_id = kh.metadata("127.0.0.1", kafka.nodes[0].ports["PLAINTEXT"]).cluster_id
+    yaml = (f"    tls:\n      cert: {sni_pki.gateway.cert}\n      key: {sni_pki.gateway.key}\n"
+            f"    upstream_tls:\n      ca: {tls_pki.ca}\n"
+            f"    sni:\n      bootstrap: {BOOTSTRAP}\n      broker: \"{PATTERN}\"\n")
+    with ChaosKproxy(kafka.bootstrap(listener), name=f"gw-tls-{listener.lower()}", port=ports.free_port(), broker_ports="none",
+                     advertise=BOOTSTRAP, listener_yaml=yaml, log_level="debug") as kp:
+        raw = socket.create_connection(("127.0.0.1", kp.port), timeout=10)
+        with _tls_context(sni_pki).wrap_socket(raw, server_hostname=f"broker-{node}.{DOMAIN}") as s:
+            if learns:
+                assert _api_versions_v5_error(s, cluster_id, node) == 0
+            else:
+                s.sendall(request(18, 0, 1, b""))  # ApiVersions v0: any broker answers it, even before SASL
+                assert struct.unpack(">ih", recv_frame(s)[:6])[1] == 0
+        asked = kp.metric("kproxy_proxy_broker_discoveries_total")
+        failed = kp.metric("kproxy_proxy_broker_discovery_failures_total")
+        counts = sni_counts(kp)
+        if learns:
+            kp.wait_for_log(rf"learnt brokers {node} at 127\.0\.0\.1:{kafka.nodes[0].ports[listener]} from the bootstrap")
+            kp.wait_for_log(rf"TLS with broker 127\.0\.0\.1:{kafka.nodes[0].ports[listener]}: TLSv1\.3")
+        else:
+            kp.wait_for_log(r"the bootstrap named no broker \(the broker closed the connection before it answered")
+        assert kp.stop() == 0
+    assert (asked, failed) == (1, 0 if learns else 1)
+    assert counts.get("broker", 0) == (1 if learns else 0) and counts.get("unknown_node", 0) == (0 if learns else 1), counts

@@ -96,12 +96,12 @@ struct Outcome {
 /// Runs a discovery against 127.0.0.1:`port` until it is done and released.
 Outcome discover(uv_loop_t* loop, uint16_t port, std::chrono::milliseconds timeout = 5s) {
   Outcome out;
-  proxy::BrokerDiscovery discovery(loop, {"127.0.0.1", port}, nullptr, timeout,
-                                   [&out](std::vector<proxy::DiscoveredBroker> brokers, const std::string& error) {
-                                     out.done = true;
-                                     out.brokers = std::move(brokers);
-                                     out.error = error;
-                                   });
+  proxy::BrokerDiscovery discovery(loop, [&out](std::vector<proxy::DiscoveredBroker> brokers, const std::string& error) {
+    out.done = true;
+    out.brokers = std::move(brokers);
+    out.error = error;
+  });
+  discovery.start({"127.0.0.1", port}, nullptr, timeout);
   while (!out.done || !discovery.released()) uv_run(loop, UV_RUN_ONCE);
   return out;
 }
