@@ -282,6 +282,7 @@ void Worker::bootstrap_unreachable(size_t listener_index, const config::HostPort
   proxy_.bootstrap_unreachable(listener_index, target);
 }
 void Worker::release_connection_slot() { proxy_.release_connection(); }
+
 std::string Worker::listener_name(size_t listener_index) const {
   auto config = proxy_.config();
   if (config && listener_index < config->listeners.size()) return config->listeners[listener_index].name;
