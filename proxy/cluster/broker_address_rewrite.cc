@@ -28,6 +28,26 @@ std::string shown(std::string_view host) {
   return out;
 }
 
+}  // namespace
+
+std::string broker_entry_problem(int32_t node_id, std::string_view host, int64_t port) {
+  if (node_id < 0) {
+    return "the broker names node id " + std::to_string(node_id) + " at " + shown(host) + ":" + std::to_string(port) +
+           " (a negative node id names no broker: a broker bug or a corrupt response)";
+  }
+  if (host.size() > kMaxBrokerHost) {
+    return "broker node " + std::to_string(node_id) + " advertises a host name of " + std::to_string(host.size()) + " bytes (" +
+           shown(host) + "), longer than a DNS name can be (" + std::to_string(kMaxBrokerHost) + ")";
+  }
+  if (port < 1 || port > 65535) {
+    return "broker node " + std::to_string(node_id) + " advertises port " + std::to_string(port) + " for " + shown(host) +
+           ", which is not a TCP port (a broker bug or a corrupt response)";
+  }
+  return "";
+}
+
+namespace {
+
 // One rewrite of one response: decodes it as M, lets `visit` replace addresses, re-encodes.
 class Rewriting {
  public:
@@ -55,21 +75,10 @@ class Rewriting {
   template <class Port>
   bool replace(int32_t node_id, std::string_view& host, Port& port) {
     auto p = static_cast<int64_t>(port);
-    if (node_id < 0) {
-      if (host.empty() && p <= 0) return true;  // "no node" (e.g. FindCoordinator with an error): nothing real to hide
-      // Passed on, the client would connect to the broker directly, bypassing kproxy.
-      error_ = "the broker names node id " + std::to_string(node_id) + " at " + shown(host) + ":" + std::to_string(p) +
-               " (a negative node id names no broker: a broker bug or a corrupt response)";
-      return false;
-    }
-    if (host.size() > kMaxBrokerHost) {
-      error_ = "broker node " + std::to_string(node_id) + " advertises a host name of " + std::to_string(host.size()) + " bytes (" +
-               shown(host) + "), longer than a DNS name can be (" + std::to_string(kMaxBrokerHost) + ")";
-      return false;
-    }
-    if (p < 1 || p > 65535) {
-      error_ = "broker node " + std::to_string(node_id) + " advertises port " + std::to_string(p) + " for " + shown(host) +
-               ", which is not a TCP port (a broker bug or a corrupt response)";
+    if (node_id < 0 && host.empty() && p <= 0) return true;  // "no node" (e.g. FindCoordinator with an error): nothing real to hide
+    // Passed on, such an entry would send the client to the broker directly, bypassing kproxy.
+    if (std::string why = broker_entry_problem(node_id, host, p); !why.empty()) {
+      error_ = std::move(why);
       return false;
     }
     auto learned = directory_.learn(node_id, host, static_cast<int32_t>(port));

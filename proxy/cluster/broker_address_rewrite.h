@@ -29,6 +29,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codec/generated/response_scan.h"
@@ -36,6 +37,10 @@
 #include "proxy/cluster/broker_directory.h"
 
 namespace kproxy::proxy {
+
+/// Why a broker entry of a response (node id, host, port) names no broker kproxy can route to: a
+/// negative node id, a host longer than a DNS name, a port that is no TCP port; "" when it can.
+std::string broker_entry_problem(int32_t node_id, std::string_view host, int64_t port);
 
 class BrokerAddressRewrite {
  public:

@@ -315,9 +315,7 @@ void Worker::discovered(size_t listener_index, std::vector<DiscoveredBroker> bro
   discoveries_.erase(it);
   std::string learnt;
   for (const auto& b : brokers) {
-    // As a response rewrite does (proxy/cluster/broker_address_rewrite.cc): a node must be a
-    // node, its port a port, its host a DNS name's length.
-    if (b.node_id < 0 || b.port < 1 || b.port > 65535 || b.host.empty() || b.host.size() > 255) continue;
+    if (b.host.empty() || !broker_entry_problem(b.node_id, b.host, b.port).empty()) continue;  // as a response rewrite skips it
     proxy_.directory(listener_index).learn(b.node_id, b.host, b.port);
     learnt += (learnt.empty() ? "" : ", ") + std::to_string(b.node_id) + " at " + b.host + ":" + std::to_string(b.port);
   }
