@@ -20,6 +20,9 @@ nlohmann::json error_json(const observe::TxnError& e, observe::TxnClock::time_po
   return {{"api", std::string(observe::txn_api_name(e.api))},
           {"error", name ? name : std::to_string(e.error_code)},
           {"injected_by", e.injected_by.empty() ? nlohmann::json() : nlohmann::json(e.injected_by)},
+          {"broker_error", !e.broker_error_code                      ? nlohmann::json()
+                           : codec::error_name(*e.broker_error_code) ? nlohmann::json(codec::error_name(*e.broker_error_code))
+                                                                     : nlohmann::json(std::to_string(*e.broker_error_code))},
           {"seconds_ago", seconds(now - e.at)}};
 }
 
@@ -53,6 +56,9 @@ nlohmann::json transaction_json(const observe::TransactionRecord& t, observe::Tx
       {"fenced_by", t.fenced_by_epoch >= 0 ? nlohmann::json{{"producer_id", t.fenced_by_producer_id}, {"producer_epoch", t.fenced_by_epoch}}
                                            : nlohmann::json()},
       {"last_error", t.errors.empty() ? nlohmann::json() : error_json(t.errors.back(), now)},
+      {"sequence", t.sequence},
+      {"end_acknowledged", t.end_acknowledged},
+      {"end_retries", t.end_retries},
   };
   return out;
 }

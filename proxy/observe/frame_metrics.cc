@@ -70,7 +70,9 @@ void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& t
 void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   const auto& h = ctx.header();
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
-  if (track_transactions_ && observe::txn_api(h.api_key)) {
+  // A request a rule closes the connection on before forwarding reaches no broker and gets no
+  // answer: the client sends it again elsewhere, nothing happened to its transaction.
+  if (track_transactions_ && !ctx.closing() && observe::txn_api(h.api_key)) {
     // Only the transaction APIs and transactional Produce are decoded (a non-transactional Produce
     // costs a peek at its first field).
     thread_local observe::TxnRequest request;  // reused: its partition list keeps its memory
@@ -136,6 +138,10 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   tap::TapEventMeta meta{api, true, ctx.connection().id, client_id, has_error};
   if (!hub_.wants(meta)) return;
   hub_.publish(meta, tap::response_line(ctx, latency, client_id, hub_.limits()));
+}
+
+void FrameMetrics::on_response_withheld(uint64_t connection_id, int32_t correlation_id) {
+  if (track_transactions_) transactions_.on_response_withheld(connection_id, correlation_id);
 }
 
 void FrameMetrics::on_connection_closed(uint64_t connection_id) {

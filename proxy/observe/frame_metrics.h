@@ -42,6 +42,7 @@ class FrameMetrics final : public proxy::FrameObserver {
   void on_request(const proxy::RequestContext& ctx) override;
   void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
   void on_fault_injected(const proxy::FaultEvent& event) override;
+  void on_response_withheld(uint64_t connection_id, int32_t correlation_id) override;
   void on_connection_closed(uint64_t connection_id) override;
 
   /// The transactions rebuilt from the frames this observer sees (docs/transactions.md).

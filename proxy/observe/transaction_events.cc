@@ -121,6 +121,7 @@ bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
   r.transaction_timeout_ms = -1;
   r.records = r.bytes = 0;
   r.listener = r.client_id = r.client_software = {};
+  r.reached_broker = !ctx.answered();
   if (*api == TxnApi::kProduce) {
     if (!read_transactional_produce(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version, r)) return false;
     fill_client(r, ctx);
@@ -198,6 +199,8 @@ bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
 TxnResponse txn_response(const proxy::ResponseContext& ctx) {
   TxnResponse out;
   if (auto api = txn_api(ctx.api_key())) out.api = *api;
+  out.from_broker = !ctx.synthetic();
+  out.delivered = !ctx.withheld();
   if (ctx.synthetic()) out.injected_by = ctx.actions().answer_rule.empty() ? "kproxy" : ctx.actions().answer_rule;
   for (const auto& rule : ctx.actions().error_rules) {
     if (rule) {
@@ -219,9 +222,20 @@ TxnResponse txn_response(const proxy::ResponseContext& ctx) {
   if (!need_body) return out;
   auto m = ctx.message();
   if (!m) return out;
+  if (ctx.dirty() && !ctx.synthetic()) {
+    // A stage changed the body: the scan still describes the broker's bytes, what it said itself.
+    if (const codec::ResponseScan* scan = ctx.scan(); scan && !scan->errors_overflow) {
+      int16_t broker = 0;
+      std::swap(broker, out.error_code);
+      for (size_t i = 0; i < scan->error_count; ++i) note(scan->errors[i].code);
+      std::swap(broker, out.error_code);
+      out.broker_error_code = broker;
+    }
+  }
   if (out.error_code == 0) {
     m->for_each_error_code(ctx.body_version(), [&](int16_t& code, const codec::ErrorScope&) { note(code); });
   }
+  if (out.broker_error_code == out.error_code) out.broker_error_code.reset();  // nothing changed it
   if (api == TxnApi::kInitProducerId) {
     const auto& a = static_cast<const codec::InitProducerIdResponse&>(*m);
     out.producer_id = a.producer_id;

@@ -184,6 +184,17 @@ TransactionTracker::IdState* TransactionTracker::state_for(std::string_view id, 
       ++stats_.untracked;
       return nullptr;
     }
+    // Its producer and an end the client may still retry survive it (Tombstone).
+    Tombstone tomb{victim->second.producer_id, victim->second.producer_epoch, victim->second.timeout_ms, std::nullopt,
+                   victim->second.generation};
+    if (victim->second.awaiting_end && !victim->second.ended.empty() &&
+        victim->second.ended.back().sequence == victim->second.awaiting_end->sequence)
+      tomb.awaiting_end = std::move(victim->second.ended.back());
+    if (tombstones_.size() >= limits_.max_ids && !tombstone_order_.empty()) {
+      tombstones_.erase(tombstone_order_.front());
+      tombstone_order_.pop_front();
+    }
+    if (tombstones_.insert_or_assign(victim->first, std::move(tomb)).second) tombstone_order_.push_back(victim->first);
     // Its requests still awaiting answers go with it (Pending::state points into ids_).
     const IdState* gone = &victim->second;
     for (auto& [connection, c] : connections_) {
@@ -194,23 +205,40 @@ TransactionTracker::IdState* TransactionTracker::state_for(std::string_view id, 
         c.client_generation = 0;
       }
       if (c.produce.state == gone) c.produce = {};
+      if (c.last_end_answer.state == gone) c.last_end_answer = {};
     }
     ids_.erase(victim);
   }
   IdState& s = ids_.try_emplace(std::string(id)).first->second;
   s.last_activity = now;
+  if (auto tomb = tombstones_.find(id); tomb != tombstones_.end()) {
+    // Forgotten at max_ids before: what it knew of its producer comes back.
+    Tombstone& t = tomb->second;
+    s.producer_id = t.producer_id;
+    s.producer_epoch = t.producer_epoch;
+    s.timeout_ms = t.timeout_ms;
+    s.generation = t.generation;
+    if (t.awaiting_end) {
+      s.awaiting_end = IdState::LastEnd{t.awaiting_end->sequence, t.awaiting_end->producer_id, t.awaiting_end->producer_epoch};
+      s.ended.push_back(std::move(*t.awaiting_end));
+    }
+    tombstones_.erase(tomb);
+    std::erase(tombstone_order_, std::string(id));
+  }
   return &s;
 }
 
 TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnRequest& r, TxnClock::time_point now) {
+  if (s.open && s.superseded) end_superseded(s, now);  // the new instance goes on: the old one's EndTxn never answered
   if (!s.open) {
     TransactionRecord t;
     t.transactional_id.assign(r.transactional_id);
     t.producer_id = r.producer_id >= 0 ? r.producer_id : s.producer_id;
     t.producer_epoch = r.producer_epoch >= 0 ? r.producer_epoch : s.producer_epoch;
     t.begin = now;
+    t.sequence = ++s.generation;
     s.open = std::move(t);
-    ++s.generation;
+    s.awaiting_end.reset();  // a new transaction: the client is done with the last one
     s.known_partitions.clear();
     s.spans.clear();
     s.spans_dropped = 0;
@@ -227,6 +255,7 @@ TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnReq
 
 void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_point now) {
   if (!s.open) return;
+  s.superseded = false;
   TransactionRecord& t = *s.open;
   t.outcome = outcome;
   t.end = now;
@@ -260,10 +289,17 @@ void TransactionTracker::count_error(TransactionRecord& t, TxnError e) {
 }
 
 void TransactionTracker::note_error(IdState& s, TxnApi api, const TxnResponse& resp, TxnClock::time_point now) {
-  TxnError e{api, resp.error_code, resp.injected_by, now};
+  TxnError e{api, resp.error_code, resp.injected_by, now, resp.broker_error_code};
   if (!s.open) {
     // After a refusal: kept until it is known whose it is.
-    if (s.after_refusal && s.after_refusal->errors.size() < TransactionRecord::kMaxErrors) s.after_refusal->errors.push_back(std::move(e));
+    if (s.after_refusal) {
+      if (s.after_refusal->errors.size() < TransactionRecord::kMaxErrors) s.after_refusal->errors.push_back(std::move(e));
+    } else if (!s.ended.empty() && s.ended.back().sequence == s.generation) {
+      // Late: the answer of a request of the transaction that has just ended.
+      TransactionRecord& t = s.ended.back();
+      if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
+      else ++t.errors_dropped;
+    }
     return;
   }
   TransactionRecord& t = *s.open;
@@ -349,6 +385,9 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
     c.client_generation = 0;
   }
   s->last_activity = now;
+  if (request.api != TxnApi::kInitProducerId && request.producer_id >= 0 && request.producer_id == s->producer_id &&
+      request.producer_epoch == s->producer_epoch)
+    s->grant_used = true;  // the client has its InitProducerId answer
   // A zombie's request is not part of the id's transaction: only its answer is kept (the error
   // that tells it it was fenced goes into its own, ended, transaction).
   bool zombie = request.api != TxnApi::kInitProducerId && stale(*s, request.producer_id, request.producer_epoch);
@@ -359,7 +398,7 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
     sync_produce_retry(*s);
   }
   if (produce && max_trace_requests_ == 0) {  // not queued (ConnectionState::produce)
-    c.produce = {s, request.producer_id, request.producer_epoch, now};
+    c.produce = {s, request.producer_id, request.producer_epoch, now, s->generation};
     return;
   }
   Pending p{correlation_id,
@@ -372,7 +411,8 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
             static_cast<uint32_t>(request.partitions.size()),
             request.records,
             now,
-            nullptr};
+            nullptr,
+            s->generation};
   if (request.api == TxnApi::kEndTxn)
     p.client = std::make_unique<TxnClient>(TxnClient{std::string(request.transactional_id), std::string(request.listener),
                                                      std::string(request.client_id), std::string(request.client_software)});
@@ -401,6 +441,14 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
     case TxnApi::kAddPartitionsToTxn:
     case TxnApi::kProduce:
     case TxnApi::kTxnOffsetCommit: {
+      if (!request.reached_broker) {
+        // Answered by kproxy: the client has begun a transaction, the coordinator has nothing of
+        // this request (no partition, record or offset). Kept as after a refusal when that is
+        // where the id stands.
+        if (!(request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal))
+          take_after_refusal(s, open_transaction(s, request, now), connection, request.api);
+        break;
+      }
       if (request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal) {
         // Whose it is shows later (IdState::AfterRefusal).
         for (const auto& p : request.partitions)
@@ -438,7 +486,7 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
     case TxnApi::kAddOffsetsToTxn: {
       TransactionRecord& t = open_transaction(s, request, now);
       take_after_refusal(s, t, connection, request.api);
-      if (t.groups.emplace(request.group_id).second && emitting())
+      if (request.reached_broker && t.groups.emplace(request.group_id).second && emitting())
         event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, std::string(request.group_id), nullptr});
       break;
     }
@@ -457,9 +505,15 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   size_t at = 0;
   while (at < queue.size() && queue[at].correlation_id != correlation_id) ++at;
   Pending p;
-  if (at < queue.size()) {
-    // Answers come in request order (ConnectionState), so the requests before this one will
-    // never be answered (a fault rule dropped their answers): forgotten.
+  if (at < queue.size() && !response.from_broker) {
+    // kproxy's own answer, handed in when the request passed: the requests before it are still
+    // at the broker, their answers to come.
+    p = std::move(queue[at]);
+    filter_pending(c, [correlation_id](const Pending& q) { return q.correlation_id != correlation_id; });
+  } else if (at < queue.size()) {
+    // The broker answers the requests of a connection in order (ConnectionState) and every answer
+    // is observed, delivered or not: a request before this one still here had an answer the
+    // tracker was not handed (it told nothing): forgotten.
     for (; at > 0; --at, --pending_total_) queue.pop_front();
     p = std::move(queue.front());
     queue.pop_front();
@@ -471,6 +525,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
     p.producer_id = c.produce.producer_id;
     p.producer_epoch = c.produce.producer_epoch;
     p.sent = c.produce.sent;
+    p.generation = c.produce.generation;
   } else {
     return;  // not a tracked request's answer
   }
@@ -478,15 +533,71 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   ending_api_ = p.api;
   answer(connection, p, response, now);
   sync_produce_retry(*p.state);
+  if (p.api == TxnApi::kEndTxn && response.delivered) c.last_end_answer = {correlation_id, p.state, p.generation};
+}
+
+void TransactionTracker::on_response_withheld(uint64_t connection, int32_t correlation_id) {
+  std::lock_guard lock(mutex_);
+  auto cit = connections_.find(connection);
+  if (cit == connections_.end()) return;
+  ConnectionState::AnsweredEnd& a = cit->second.last_end_answer;
+  if (!a.state || a.correlation_id != correlation_id) return;
+  IdState& s = *a.state;
+  const uint64_t generation = a.generation;
+  a = {};
+  TransactionRecord* t = ended_of(s, generation);
+  if (!t || !t->end_acknowledged || s.ended.back().sequence != t->sequence || s.open) return;
+  if (t->outcome != TxnOutcome::kCommitted && t->outcome != TxnOutcome::kAborted) return;
+  t->end_acknowledged = false;
+  s.awaiting_end = IdState::LastEnd{t->sequence, t->producer_id, t->producer_epoch};
 }
 
 void TransactionTracker::answer(uint64_t connection, const Pending& p, const TxnResponse& response, TxnClock::time_point now) {
   const Pending& r = p;
   IdState& s = *p.state;
   s.last_activity = now;
+  // What the coordinator (or a partition leader) did: its own answer, whatever a rule made of it
+  // for the client; -1 when kproxy answered in its place (the broker saw nothing).
+  const int16_t broker = response.broker_code();
+
+  if (r.api == TxnApi::kEndTxn) {
+    // An EndTxn of the transaction that a new instance superseded while it was in flight: its
+    // answer says how that transaction ended (IdState::superseded).
+    if (s.open && s.superseded && s.open->sequence == r.generation) {
+      note_span(s, connection, p, response, now);
+      if (response.error_code != 0) note_error(s, r.api, response, now);
+      if (broker == 0) {
+        s.open->end_acknowledged = response.delivered && response.error_code == 0;
+        s.superseded = false;
+        end(s, r.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted, now);
+      } else if (broker > 0 && !is_retried_error(broker)) {
+        end_superseded(s, now);
+      }
+      return;
+    }
+    // Sent again for a transaction the coordinator has ended already (its answer was lost, or the
+    // client gave up on it): part of that one, not a new one.
+    if (!(s.open && s.open->sequence == r.generation)) {
+      if (TransactionRecord* t = awaiting_end_of(s, r.producer_id, r.producer_epoch)) {
+        attach_end_retry(s, *t, p, response, now);
+        return;
+      }
+    }
+  }
   // Stale now even if it was not when sent: a new instance took the id while it was in flight.
   if (r.api != TxnApi::kInitProducerId && stale(s, r.producer_id, r.producer_epoch)) {
     note_stale_error(s, p, response, now);
+    return;
+  }
+  // The answer of a request whose transaction has ended since, another one open now: it tells
+  // about the ended one only.
+  if (r.api != TxnApi::kInitProducerId && r.api != TxnApi::kEndTxn && r.generation != 0 && r.generation != s.generation) {
+    if (response.error_code == 0) return;
+    if (TransactionRecord* t = ended_of(s, r.generation)) {
+      TxnError e{r.api, response.error_code, response.injected_by, now, response.broker_error_code};
+      if (t->errors.size() < TransactionRecord::kMaxErrors) t->errors.push_back(std::move(e));
+      else ++t->errors_dropped;
+    }
     return;
   }
   if (s.open) {
@@ -497,23 +608,33 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
 
   switch (r.api) {
     case TxnApi::kInitProducerId: {
-      if (response.error_code != 0) return;
+      // The coordinator's grant counts, delivered or not: it has bumped the epoch and aborted
+      // what the id had open, whatever the client was told.
+      if (broker != 0) return;
+      // The same grant again: the coordinator's answer to a retry of the request that got it
+      // (KIP-360: an InitProducerId with the producer's own id and epoch is answered alike twice).
+      if (response.producer_id == s.producer_id && response.producer_epoch == s.producer_epoch) return;
       // One that ends the open transaction (a new instance, or a bump) is part of its trace.
       note_span(s, connection, p, response, now);
       // A producer that starts with this id (no producer id in its request) fences the one before
       // it (KIP-98); one that sends its own id and epoch bumps its epoch (KIP-360). Either way the
-      // coordinator aborts what the id had open.
+      // coordinator aborts what the id had open. A start while the last grant was never used is
+      // the same instance asking again (the answer to its first request was lost or late).
       bool had = s.producer_id >= 0;
-      bool new_instance = had && r.producer_id < 0;
+      bool asked_again = had && r.producer_id < 0 && !s.grant_used;
+      bool new_instance = had && r.producer_id < 0 && !asked_again;
       if (new_instance) ++stats_.fencing_events;
-      else if (had) ++stats_.epoch_bumps;
+      else if (had && !asked_again) ++stats_.epoch_bumps;
       if (s.open && new_instance) {
         s.open->fenced_by_producer_id = response.producer_id;
         s.open->fenced_by_epoch = response.producer_epoch;
       }
-      if (s.open) end(s, new_instance ? TxnOutcome::kFenced : TxnOutcome::kAborted, now);
+      if (s.open && new_instance && end_in_flight(s)) s.superseded = true;  // its EndTxn's answer decides
+      else if (s.open) end(s, new_instance ? TxnOutcome::kFenced : TxnOutcome::kAborted, now);
       s.producer_id = response.producer_id;
       s.producer_epoch = response.producer_epoch;
+      s.grant_used = false;
+      s.awaiting_end.reset();  // a new producer epoch: no EndTxn of the old one can come
       return;
     }
     case TxnApi::kEndTxn:
@@ -525,10 +646,11 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
         s.after_refusal.reset();
         return;
       }
-      if (response.error_code == 0) {
-        if (!s.open && r.commit) {
-          // A commit of a transaction whose start kproxy did not see (it began before kproxy
-          // started, or on a path kproxy does not observe): record it so the counts stay whole.
+      if (broker == 0) {
+        // The coordinator ended it (delivered or not: the client learns it when it retries).
+        if (!s.open) {
+          // A transaction whose start kproxy did not see (it began before kproxy started, or on a
+          // path kproxy does not observe): recorded so that the counts stay whole.
           TxnRequest as_seen;
           as_seen.api = r.api;
           as_seen.producer_id = r.producer_id;
@@ -543,8 +665,21 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
           take_after_refusal(s, *s.open, connection, r.api);
         }
         note_span(s, connection, p, response, now);
+        TransactionRecord& t = *s.open;
+        if (response.error_code != 0) {
+          // A rule rewrote the coordinator's success: kept with it, no cause (it ended as asked).
+          TxnError e{r.api, response.error_code, response.injected_by, now, response.broker_error_code};
+          if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
+          if (is_retried_error(e.error_code)) ++t.retries;
+          if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
+          else ++t.errors_dropped;
+        }
+        t.end_acknowledged = response.delivered && response.error_code == 0;
+        if (!t.end_acknowledged) s.awaiting_end = IdState::LastEnd{t.sequence, r.producer_id, r.producer_epoch};
+        if (t.unresolved_retry && t.unresolved_retry->api == TxnApi::kEndTxn) t.unresolved_retry.reset();
         end(s, r.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted, now);
-        if (response.producer_epoch >= 0) {  // transaction.version 2: a new epoch per transaction (KIP-890)
+        // Transaction.version 2: a new epoch per transaction (KIP-890), given to the id's producer.
+        if (response.producer_epoch >= 0 && (s.producer_id < 0 || r.producer_id == s.producer_id)) {
           s.producer_id = response.producer_id;
           s.producer_epoch = response.producer_epoch;
         }
@@ -561,10 +696,34 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
     default: {
       note_span(s, connection, p, response, now);
       // Transaction.version 1: AddPartitionsToTxn v0-3 (the client's, all or nothing) and
-      // AddOffsetsToTxn put the transaction at the coordinator.
+      // AddOffsetsToTxn put the transaction at the coordinator: when the broker accepted it,
+      // whatever a rule told the client.
       bool registers = (r.api == TxnApi::kAddPartitionsToTxn && r.api_version <= 3) || r.api == TxnApi::kAddOffsetsToTxn;
-      if (response.error_code == 0) {
-        if (registers && s.open) s.open->known_to_coordinator = true;
+      if (broker == 0 && registers && s.open) s.open->known_to_coordinator = true;
+      if (response.error_code == 0 && response.delivered && registers && s.open) s.open->client_saw_registration = true;
+      if (response.error_code == 0) return;
+      const bool refusal = registers && !is_retried_error(response.error_code) && !is_fencing(response.error_code);
+      if (refusal && !s.open && s.after_refusal && !s.ended.empty()) {
+        // Refused again before anything of the next transaction got through: that next one is
+        // refused too (the client aborts it without EndTxn), with what was added since the last
+        // refusal.
+        const TransactionRecord& last = s.ended.back();
+        TxnClient client{last.transactional_id, last.listener, last.client_id, last.client_software};
+        TxnRequest as_seen;
+        as_seen.api = r.api;
+        as_seen.transactional_id = client.transactional_id;
+        as_seen.producer_id = r.producer_id;
+        as_seen.producer_epoch = r.producer_epoch;
+        as_seen.listener = client.listener;
+        as_seen.client_id = client.client_id;
+        as_seen.client_software = client.client_software;
+        const TxnClock::time_point since = s.after_refusal->since;
+        TransactionRecord& t = open_transaction(s, as_seen, since);
+        take_after_refusal(s, t, connection, r.api);
+        t.transaction_version = 1;
+        note_error(s, r.api, response, now);
+        end(s, TxnOutcome::kAborted, now);
+        s.after_refusal = IdState::AfterRefusal{now, {}, {}};
         return;
       }
       note_error(s, r.api, response, now);
@@ -572,12 +731,15 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
         ++stats_.fencing_events;
         bool timed_out = s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);
         end(s, timed_out ? TxnOutcome::kTimedOut : TxnOutcome::kFenced, now);
-      } else if (registers && s.open && !s.open->known_to_coordinator && !is_retried_error(response.error_code)) {
-        // Refused before the coordinator had anything of it: the client can only abort, and
-        // does so without EndTxn (Java's TransactionManager sends none for a transaction that
-        // never started at the coordinator). Ended here, or the client's next transaction
-        // would be taken for more of this one; what follows may still be this one's abort
-        // (IdState::AfterRefusal).
+      } else if (refusal && s.open && !s.open->client_saw_registration) {
+        // Refused before the client saw the coordinator take anything of it: the client can only
+        // abort, and does so without EndTxn (Java's TransactionManager sends none for a
+        // transaction it never saw start). Ended here, or the client's next transaction would be
+        // taken for more of this one; what follows may still be this one's abort
+        // (IdState::AfterRefusal). When the broker had accepted it after all (a rule rewrote its
+        // answer, or an earlier answer was lost), the coordinator keeps it open and folds the
+        // client's next transaction into it: kproxy counts the two the client saw
+        // (known_to_coordinator and the error's broker_error say so).
         end(s, TxnOutcome::kAborted, now);
         s.after_refusal = IdState::AfterRefusal{now, {}, {}};
       }
@@ -586,13 +748,74 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
   }
 }
 
+TransactionRecord* TransactionTracker::ended_of(IdState& s, uint64_t generation) {
+  for (auto t = s.ended.rbegin(); t != s.ended.rend(); ++t)
+    if (t->sequence == generation) return &*t;
+  return nullptr;
+}
+
+TransactionRecord* TransactionTracker::awaiting_end_of(IdState& s, int64_t producer_id, int16_t producer_epoch) {
+  if (!s.awaiting_end || s.ended.empty()) return nullptr;
+  if (s.awaiting_end->producer_id != producer_id || s.awaiting_end->producer_epoch != producer_epoch) return nullptr;
+  TransactionRecord& t = s.ended.back();
+  return t.sequence == s.awaiting_end->sequence ? &t : nullptr;
+}
+
+void TransactionTracker::attach_end_retry(IdState& s, TransactionRecord& t, const Pending& p, const TxnResponse& response,
+                                          TxnClock::time_point now) {
+  ++t.end_retries;
+  if (response.error_code != 0) {
+    TxnError e{p.api, response.error_code, response.injected_by, now, response.broker_error_code};
+    if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, p.api, {}, {}, &e});
+    if (is_retried_error(response.error_code)) ++t.retries;
+    if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
+    else ++t.errors_dropped;
+  }
+  if (response.broker_code() != 0) return;
+  if (t.outcome == TxnOutcome::kUnknown) {
+    // kproxy gave it up as silent; the coordinator's answer tells how it ended.
+    TxnOutcome outcome = p.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted;
+    --stats_.ended[TxnOutcome::kUnknown];
+    ++stats_.ended[outcome];
+    t.outcome = outcome;
+    if (outcome == TxnOutcome::kAborted) ++stats_.abort_causes[{"client", false}];
+  }
+  if (response.delivered && response.error_code == 0) {
+    t.end_acknowledged = t.end_acknowledged || t.outcome == TxnOutcome::kCommitted || t.outcome == TxnOutcome::kAborted;
+    s.awaiting_end.reset();  // the client knows now
+  }
+}
+
+bool TransactionTracker::end_in_flight(const IdState& s) {
+  if (!s.open) return false;
+  for (auto& [id, c] : connections_)
+    for (size_t i = 0; i < c.pending.size(); ++i)
+      if (c.pending[i].state == &s && c.pending[i].api == TxnApi::kEndTxn && c.pending[i].generation == s.open->sequence) return true;
+  return false;
+}
+
+void TransactionTracker::end_superseded(IdState& s, TxnClock::time_point now) {
+  s.superseded = false;
+  if (s.open) end(s, TxnOutcome::kFenced, now);
+}
+
 void TransactionTracker::on_connection_closed(uint64_t connection) {
   std::lock_guard lock(mutex_);
   auto it = connections_.find(connection);
   if (it == connections_.end()) return;
+  // An EndTxn of a superseded transaction that will never be answered: the new instance fenced it.
+  std::vector<IdState*> superseded;
+  for (size_t i = 0; i < it->second.pending.size(); ++i) {
+    const Pending& p = it->second.pending[i];
+    if (p.api == TxnApi::kEndTxn && p.state->superseded && p.state->open && p.state->open->sequence == p.generation)
+      superseded.push_back(p.state);
+  }
   pending_total_ -= it->second.pending.size();
   connections_.erase(it);
   pending_count_.store(pending_total_, std::memory_order_relaxed);
+  current_connection_ = connection;
+  for (IdState* s : superseded)
+    if (s->superseded && !end_in_flight(*s)) end_superseded(*s, s->open->last_activity);
 }
 
 void TransactionTracker::sweep(TxnClock::time_point now) {
@@ -610,8 +833,15 @@ void TransactionTracker::sweep(TxnClock::time_point now) {
       // It ends when its time is up (when the coordinator may abort it), not when this sweep
       // happens to run: its duration is its timeout (or up to its last request, if later).
       auto deadline = s.open->begin + std::chrono::milliseconds(s.timeout_ms);
-      if (now >= deadline) end(s, TxnOutcome::kTimedOut, std::max(deadline, s.open->last_activity));
+      if (now >= deadline) {
+        // The client may still end it (TV2 answers its late abort without error): that EndTxn is this one's.
+        s.awaiting_end = IdState::LastEnd{s.open->sequence, s.open->producer_id, s.open->producer_epoch};
+        s.superseded = false;
+        end(s, TxnOutcome::kTimedOut, std::max(deadline, s.open->last_activity));
+      }
     } else if (now - s.open->last_activity >= limits_.silent_after) {
+      s.awaiting_end = IdState::LastEnd{s.open->sequence, s.open->producer_id, s.open->producer_epoch};
+      s.superseded = false;
       end(s, TxnOutcome::kUnknown, now);
     }
     sync_produce_retry(s);

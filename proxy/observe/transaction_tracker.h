@@ -96,17 +96,37 @@ struct TxnRequest {
   int32_t transaction_timeout_ms = -1;   ///< InitProducerId
   uint64_t records = 0, bytes = 0;       ///< Produce: records and record-batch bytes
   std::string_view listener, client_id, client_software;
+  /// False when kproxy answered the request itself (a fault rule's `answer`): the broker never
+  /// saw it, so it adds no partitions, records or offsets at the coordinator. A request that a
+  /// rule closed the connection on before forwarding is not handed to the tracker at all.
+  bool reached_broker = true;
 };
 
-/// Its response: the first non-zero error code (0 when none), the producer id and epoch the
-/// broker gave (InitProducerId; EndTxn v5+ under transaction.version 2), and the fault rule that
-/// injected the error or answered the request, if one did.
+/// Its response: the first non-zero error code the client is sent (0 when none), the producer id
+/// and epoch the broker gave (InitProducerId; EndTxn v5+ under transaction.version 2), and the
+/// fault rule that injected the error or answered the request, if one did.
+///
+/// What the broker did and what the client saw can differ under fault rules, and the tracker
+/// needs both (docs/transactions.md "What kproxy counts under faults"): the coordinator's state
+/// follows the broker's own answer, the client's next step follows what reached it.
 struct TxnResponse {
   TxnApi api = TxnApi::kProduce;  ///< the API answered
-  int16_t error_code = 0;
+  int16_t error_code = 0;         ///< as sent to the client
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
   std::string injected_by;
+  /// False for kproxy's own answer (a fault rule's `answer`): the broker never saw the request.
+  bool from_broker = true;
+  /// The broker's own first error when a fault rule rewrote the answer (error_code is then the
+  /// rule's); unset when nothing rewrote it (the broker said error_code).
+  std::optional<int16_t> broker_error_code;
+  /// False when the answer does not reach the client: a rule dropped it (or an earlier one,
+  /// blackholing the connection), closes the connection in its place, or resets the connection
+  /// before its last byte. Such an answer still tells what the broker did.
+  bool delivered = true;
+  /// What the coordinator (or partition leader) answered: the broker's code, or for kproxy's own
+  /// answer nothing happened there (-1).
+  int16_t broker_code() const { return !from_broker ? int16_t{-1} : broker_error_code ? *broker_error_code : error_code; }
 };
 
 /// One error seen in a transaction.
@@ -115,6 +135,9 @@ struct TxnError {
   int16_t error_code = 0;
   std::string injected_by;  ///< the fault rule, or "" when the broker sent it
   TxnClock::time_point at;
+  /// A rule rewrote the broker's answer: what the broker said (0 when it succeeded); unset when
+  /// the broker sent error_code itself or kproxy answered in its place.
+  std::optional<int16_t> broker_error_code = std::nullopt;
 };
 
 /// One transaction, open or ended.
@@ -143,15 +166,28 @@ struct TransactionRecord {
   /// The last retried error whose API has not been answered without error since (a candidate
   /// cause: the client may give up retrying and abort).
   std::optional<TxnError> unresolved_retry;
-  /// Transaction.version 1: an AddPartitionsToTxn or AddOffsetsToTxn of it was answered without
-  /// error, so the coordinator has it open. Until then, a refused one ends it: the client can
-  /// only abort, and does so without EndTxn (there is nothing to end at the coordinator).
+  /// Transaction.version 1: the broker accepted an AddPartitionsToTxn or AddOffsetsToTxn of it,
+  /// so the coordinator has it open (even when a rule told the client otherwise).
   bool known_to_coordinator = false;
+  /// Transaction.version 1: the client was sent a success for one of those. Until then a refusal
+  /// (as the client was told) ends it: the client can only abort, and does so without EndTxn
+  /// (Kafka's TransactionManager sends none for a transaction it never saw start).
+  bool client_saw_registration = false;
   /// Fenced by a new producer instance (its InitProducerId for the id): the producer id and epoch
   /// the coordinator gave that one; -1 when not (or when kproxy learned of the fencing only from
   /// an error, without seeing the new instance).
   int64_t fenced_by_producer_id = -1;
   int16_t fenced_by_epoch = -1;
+  /// 1 for the first transaction kproxy saw for the id, then 2, 3, ...
+  uint64_t sequence = 0;
+  /// Ended by an EndTxn: whether the client got the broker's answer to it. False while the answer
+  /// was withheld (dropped, or the connection closed in its place) or rewritten into an error by a
+  /// fault rule: the coordinator has ended it, the client does not know yet and retries (its
+  /// retries are counted in end_retries, not as new transactions). True for outcomes that no
+  /// EndTxn answer decides (fenced, timed_out, unknown, a refusal).
+  bool end_acknowledged = true;
+  /// EndTxn requests sent again for it after the one that ended it at the coordinator.
+  uint32_t end_retries = 0;
 
   static constexpr size_t kMaxErrors = 32;
   static constexpr size_t kMaxPartitions = 4096;
@@ -246,6 +282,10 @@ class TransactionTracker {
   void on_response(uint64_t connection, int32_t correlation_id, const TxnResponse& response, TxnClock::time_point now);
   /// Forgets the connection's requests still awaiting a response.
   void on_connection_closed(uint64_t connection);
+  /// The answer to `correlation_id`, handed in by on_response as delivered, never reached the
+  /// client after all (its connection closed while a delay held it). Only an EndTxn's matters:
+  /// its transaction's end becomes unacknowledged (TransactionRecord::end_acknowledged).
+  void on_response_withheld(uint64_t connection, int32_t correlation_id);
   /// True while some tracked request awaits its response (no lock: a response of a transaction
   /// API is looked up only then).
   bool awaiting_responses() const { return pending_count_.load(std::memory_order_relaxed) > 0; }
@@ -305,6 +345,35 @@ class TransactionTracker {
     uint64_t generation = 0;
     /// Mirrors "the open transaction has an unresolved Produce retry" into produce_answers_wanted_.
     bool produce_retry_counted = false;
+    /// The last InitProducerId grant (producer_id, producer_epoch) was carried by a request since:
+    /// the client got it. A new InitProducerId without a producer id while the grant is unused is
+    /// the same instance asking again (its answer was lost or late), not a new instance.
+    bool grant_used = true;
+    /// A new instance's InitProducerId was answered while an EndTxn of the open transaction was
+    /// in flight: the coordinator completed that end first (it answers the new instance
+    /// CONCURRENT_TRANSACTIONS until then), so the EndTxn's answer decides how it ended, not the
+    /// new instance. It ends fenced only if that answer never comes (the new instance's next
+    /// request, the EndTxn's connection closing, or its timeout).
+    bool superseded = false;
+    /// The last transaction an EndTxn ended (or kproxy ended by time), while the client may still
+    /// send an EndTxn for it: its answer was withheld or rewritten, or the transaction timed out
+    /// or went silent. An EndTxn of the same producer id and epoch then belongs to it.
+    struct LastEnd {
+      uint64_t sequence = 0;  ///< TransactionRecord::sequence
+      int64_t producer_id = -1;
+      int16_t producer_epoch = -1;
+    };
+    std::optional<LastEnd> awaiting_end;
+  };
+  /// What survives an id forgotten at max_ids (IdState is gone): its producer id and epoch and
+  /// its last end, so that its zombie's requests stay stale and a retried EndTxn stays a retry.
+  struct Tombstone {
+    int64_t producer_id = -1;
+    int16_t producer_epoch = -1;
+    int32_t timeout_ms = -1;
+    /// The id's last ended transaction, when an EndTxn may still come for it (IdState::awaiting_end).
+    std::optional<TransactionRecord> awaiting_end;
+    uint64_t generation = 0;
   };
   /// A tracked request awaiting its answer: what the answer is read with. Lean, since every
   /// transactional Produce makes one.
@@ -321,6 +390,9 @@ class TransactionTracker {
     TxnClock::time_point sent;
     /// EndTxn only: the request's client, for a commit whose transaction kproxy never saw begin.
     std::unique_ptr<TxnClient> client;
+    /// IdState::generation when it was sent: an answer that arrives after its transaction ended
+    /// belongs to that one, not to the one open now.
+    uint64_t generation = 0;
   };
   /// One connection's tracked requests awaiting their answers, in the order they were sent (Kafka's
   /// protocol guide: a broker processes and answers the requests of one TCP connection in the
@@ -340,7 +412,16 @@ class TransactionTracker {
       int64_t producer_id = -1;
       int16_t producer_epoch = -1;
       TxnClock::time_point sent;
+      uint64_t generation = 0;  ///< IdState::generation of the transaction it wrote to
     } produce;
+    /// The last EndTxn answered on this connection: if the pipeline reports afterwards that the
+    /// answer never reached the client (its connection closed while a delay held it), its
+    /// transaction's end is marked unacknowledged (on_response_withheld).
+    struct AnsweredEnd {
+      int32_t correlation_id = 0;
+      IdState* state = nullptr;
+      uint64_t generation = 0;
+    } last_end_answer;
     uint64_t client_generation = 0;  ///< IdState::generation when this connection last set the open transaction's client
     /// The partitions of this connection's last transactional Produce that the open transaction
     /// (of IdState::generation `partitions_generation`) has: a producer sends to the same
@@ -382,9 +463,27 @@ class TransactionTracker {
   /// one), counted nowhere else.
   void note_stale_error(IdState& s, const Pending& p, const TxnResponse& resp, TxnClock::time_point now);
 
+  /// The ended transaction of `s` that `generation` opened, or nullptr when it is not in the
+  /// history (any more).
+  static TransactionRecord* ended_of(IdState& s, uint64_t generation);
+  /// The ended transaction an EndTxn of `(producer_id, epoch)` belongs to when none is open for
+  /// it: the last one, while it awaits its end (IdState::awaiting_end) from that producer.
+  static TransactionRecord* awaiting_end_of(IdState& s, int64_t producer_id, int16_t producer_epoch);
+  /// An EndTxn sent again for `t` (IdState::awaiting_end), answered with `response`.
+  void attach_end_retry(IdState& s, TransactionRecord& t, const Pending& p, const TxnResponse& response, TxnClock::time_point now);
+  /// True when some EndTxn of the open transaction awaits its answer.
+  bool end_in_flight(const IdState& s);
+  /// Ends the open transaction as fenced by a new instance (IdState::superseded).
+  void end_superseded(IdState& s, TxnClock::time_point now);
+  /// A transaction whose start kproxy did not see, ended by the EndTxn `p` answered without error.
+  void record_unseen(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& response, TxnClock::time_point now);
+
   Limits limits_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;
+  /// Ids forgotten at max_ids, at most max_ids of them (the oldest tombstone goes first).
+  std::unordered_map<std::string, Tombstone, IdHash, std::equal_to<>> tombstones_;
+  std::deque<std::string> tombstone_order_;
   /// Keeps only the pending requests `keep` says yes to (in order).
   template <class Keep>
   void filter_pending(ConnectionState& c, Keep keep);

@@ -175,6 +175,12 @@ class ResponseContext {
   std::chrono::nanoseconds latency() const { return latency_; }
   ExchangeActions& actions() { return *actions_; }
   const ExchangeActions& actions() const { return *actions_; }
+  /// True when the response will not reach the client: a rule drops it (or dropped an earlier
+  /// one: the connection is blackholed), closes the connection in its place, or resets the
+  /// connection before its last byte. Set by the pipeline before the stages see the response;
+  /// observers read it to tell what the broker did from what the client saw.
+  bool withheld() const { return withheld_; }
+  void set_withheld(bool withheld) { withheld_ = withheld; }
 
   std::shared_ptr<codec::Message> message() const;
   const std::string& decode_error() const { return decode_error_; }
@@ -221,6 +227,7 @@ class ResponseContext {
   ExchangeActions own_actions_;
   bool synthetic_;
   std::chrono::nanoseconds latency_;
+  bool withheld_ = false;
   bool dirty_ = false;
   uint32_t changed_by_ = 0;
   std::optional<CloseReason> close_;

@@ -34,6 +34,9 @@ class FrameObserver {
   virtual void on_response(const ResponseContext&, std::chrono::nanoseconds /*latency*/) {}
   /// A fault rule injected its action on a frame.
   virtual void on_fault_injected(const FaultEvent&) {}
+  /// A response handed to on_response as delivered never reached the client: its connection
+  /// closed while a delay rule held it.
+  virtual void on_response_withheld(uint64_t /*connection_id*/, int32_t /*correlation_id*/) {}
   /// The connection `connection_id` closed (its pipeline is gone): what was kept for it can go.
   virtual void on_connection_closed(uint64_t /*connection_id*/) {}
 };

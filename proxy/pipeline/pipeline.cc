@@ -85,6 +85,11 @@ Pipeline::~Pipeline() { shutdown(); }
 void Pipeline::release_idle_memory() { slots_.release_if_empty(); }
 
 void Pipeline::shutdown() {
+  // Answers the observer saw as delivered that a delay still holds: the client never gets them.
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.kind != Slot::Kind::kSaslToken && s.ready && !s.bytes.empty()) kObserver_.response_withheld(s.correlation_id);
+  }
   closed_ = true;
   if (timer_) timer_->cancel();
   while (awaiting_broker_ > 0) {
@@ -246,6 +251,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version,
                          codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_, answer_actions, /*synthetic=*/true,
                          std::chrono::nanoseconds(0));
+    rctx.set_withheld(response_withheld(slots_.size(), answer_actions, slot.bytes.size()));
     for_each_stage(StageRoutes::get().for_response(header.api_key), [&](auto& stage) {
       stage.on_response(rctx);
       return true;
@@ -348,6 +354,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   ExchangeActions& actions = slot.actions ? *slot.actions : none;
   ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
                       std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
+  ctx.set_withheld(response_withheld(i, actions, frame.size()));
   bool closing = !for_each_stage(StageRoutes::get().for_response(slot.api_key), [&](auto& stage) {
     stage.on_response(ctx);
     return !ctx.closing();
@@ -432,6 +439,17 @@ void Pipeline::pump(std::chrono::steady_clock::time_point now) {
   if (!held_.empty()) next = held_.front().release_at;
   if (!slots_.empty() && slots_.front().ready && (!next || slots_.front().release_at < *next)) next = slots_.front().release_at;
   if (next) arm_timer(*next);
+}
+
+bool Pipeline::response_withheld(size_t index, const ExchangeActions& own, size_t frame_size) const {
+  if (blackholed_ || own.drop_response || own.close_after) return true;
+  for (size_t j = 0; j < index && j < slots_.size(); ++j) {
+    const ExchangeActions* a = slots_[j].actions.get();
+    if (a && (a->drop_response || a->close_after)) return true;  // blackholes or closes before this one
+  }
+  // A reset budget counts from the first byte of the answer that set it (and the later ones).
+  if (own.reset_after_bytes && frame_size > *own.reset_after_bytes) return true;
+  return reset_budget_ && frame_size > *reset_budget_;
 }
 
 void Pipeline::pop_front_slot() {

@@ -161,6 +161,10 @@ class Pipeline {
   void arm_timer(std::chrono::steady_clock::time_point at);
   /// Removes the oldest slot, keeping held_response_bytes_ right.
   void pop_front_slot();
+  /// True when the answer of slot `index` (of `frame_size` bytes, with `own` decided for it) will
+  /// not reach the client: dropped, blackholed behind an earlier drop, a close in its place, or
+  /// a reset before its last byte (ResponseContext::withheld()).
+  bool response_withheld(size_t index, const ExchangeActions& own, size_t frame_size) const;
   void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
   void close(CloseReason reason);
   /// Calls `visit(stage)` (with the stage's own type: no virtual call) for the stages of `mask`

@@ -50,6 +50,10 @@ class RingQueue {
     assert(i < size_);
     return *slot(i);
   }
+  const T& operator[](size_t i) const {
+    assert(i < size_);
+    return *slot(i);
+  }
   void pop_front() {
     assert(size_ > 0);
     slot(0)->~T();

@@ -22,6 +22,8 @@ class ObserverStage final : public Stage {
   StageId id() const override { return StageId::kObserver; }
   void on_request(RequestContext& ctx) override { observer_->on_request(ctx); }
   void on_response(ResponseContext& ctx) override { observer_->on_response(ctx, ctx.latency()); }
+  /// The pipeline closes with this answer, observed as delivered, still held (FrameObserver).
+  void response_withheld(int32_t correlation_id) { observer_->on_response_withheld(connection_id_, correlation_id); }
 
  private:
   std::shared_ptr<FrameObserver> observer_;  ///< never null (or_no_observer)

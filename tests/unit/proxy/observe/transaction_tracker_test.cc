@@ -831,3 +831,396 @@ TEST_CASE("transaction tracker: without a trace hook no requests are kept") {
   REQUIRE(traced.size() == 1);
   CHECK(traced[0].requests.size() == 2);
 }
+
+// What the client saw, not only what the broker did (docs/transactions.md "What kproxy counts
+// under faults"): answers withheld from the client, rewritten by a rule or made by kproxy.
+
+namespace {
+
+/// The broker's answer, withheld from the client (a drop or close-after rule).
+TxnResponse lost(TxnResponse r = {}) {
+  r.delivered = false;
+  return r;
+}
+
+/// The broker succeeded; a rule sent the client `e` instead.
+TxnResponse rewritten(ErrorCode e, std::string rule = "rule") {
+  TxnResponse r = error(e, std::move(rule));
+  r.broker_error_code = 0;
+  return r;
+}
+
+/// kproxy answered in the broker's place with `e`.
+TxnResponse answered(ErrorCode e, std::string rule = "rule") {
+  TxnResponse r = error(e, std::move(rule));
+  r.from_broker = false;
+  return r;
+}
+
+TxnResponse epoch(int64_t pid, int16_t e) {
+  TxnResponse r;
+  r.producer_id = pid;
+  r.producer_epoch = e;
+  return r;
+}
+
+std::vector<TxnOutcome> outcomes(const TransactionTracker& t, const std::string& id) {
+  std::vector<TxnOutcome> out;
+  for (const auto& r : t.history(id)) out.push_back(r.outcome);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("transaction tracker under faults: transaction.version 1, an EndTxn answer lost and the EndTxn sent again is one commit") {
+  for (bool commit : {true, false}) {
+    CAPTURE(commit);
+    for (bool busy_first : {false, true}) {
+      CAPTURE(busy_first);
+      TransactionTracker t;
+      Client c{t, "lost-end"};
+      c.init(40, 0);
+      c.add_partitions(40, 0, {{"out", 0}});
+      c.produce(40, 0, {{"out", 0}}, 3);
+      c.end_txn(40, 0, commit, lost());  // the coordinator ended it; the client never heard
+      auto h = t.history("lost-end");
+      REQUIRE(h.size() == 1);
+      CHECK(h[0].outcome == (commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted));
+      CHECK_FALSE(h[0].end_acknowledged);
+      // On a new connection the client asks again: the coordinator, still writing markers, may
+      // answer CONCURRENT_TRANSACTIONS first; then NONE (a retried end of a completed one).
+      if (busy_first) c.end_txn(40, 0, commit, error(ErrorCode::kConcurrentTransactions));
+      c.end_txn(40, 0, commit);
+      h = t.history("lost-end");
+      REQUIRE(h.size() == 1);
+      CHECK(h[0].end_acknowledged);
+      CHECK(h[0].end_retries == (busy_first ? 2u : 1u));
+      CHECK(h[0].retries == (busy_first ? 1u : 0u));
+      auto s = t.stats(c.now);
+      CHECK(s.ended[commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted] == 1);
+      CHECK(s.open == 0);
+      // The next transaction (same producer id and epoch under transaction.version 1) is new.
+      c.add_partitions(40, 0, {{"out", 1}});
+      c.end_txn(40, 0, true);
+      CHECK(outcomes(t, "lost-end").size() == 2);
+      CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == (commit ? 2u : 1u));
+    }
+  }
+}
+
+TEST_CASE("transaction tracker under faults: an EndTxn answer rewritten into a retriable error, then the retry, is one commit") {
+  TransactionTracker t;
+  Client c{t, "rewritten-end"};
+  c.init(41, 0);
+  c.add_partitions(41, 0, {{"out", 0}});
+  c.end_txn(41, 0, true, rewritten(ErrorCode::kCoordinatorNotAvailable, "flaky-end"));
+  c.end_txn(41, 0, true);
+  auto h = t.history("rewritten-end");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].end_retries == 1);
+  REQUIRE(h[0].errors.size() == 1);
+  CHECK(h[0].errors[0].injected_by == "flaky-end");
+  REQUIRE(h[0].errors[0].broker_error_code);
+  CHECK(*h[0].errors[0].broker_error_code == 0);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 1);
+}
+
+TEST_CASE("transaction tracker under faults: an EndTxn answer held by a delay whose connection closed is retried as one commit") {
+  TransactionTracker t;
+  Client c{t, "held-end"};
+  c.init(42, 0);
+  c.add_partitions(42, 0, {{"out", 0}});
+  c.end_txn(42, 0, true);                    // handed in as delivered ...
+  t.on_response_withheld(1, c.correlation);  // ... but the client's connection closed before the delay ended
+  t.on_connection_closed(1);
+  CHECK_FALSE(t.history("held-end")[0].end_acknowledged);
+  c.end_txn(42, 0, true);
+  auto h = t.history("held-end");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].end_retries == 1);
+  CHECK(h[0].end_acknowledged);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 1);
+}
+
+TEST_CASE("transaction tracker under faults: transaction.version 2, an EndTxn sent again with the old epoch is one commit") {
+  TransactionTracker t;
+  Client c{t, "tv2-lost"};
+  c.init(43, 0);
+  c.produce(43, 0, {{"out", 0}}, 2);
+  c.end_txn(43, 0, true, lost(epoch(43, 1)), 5);
+  c.end_txn(43, 0, true, epoch(43, 1), 5);  // the retry carries the epoch the client had
+  c.produce(43, 1, {{"out", 0}}, 2);
+  c.end_txn(43, 1, true, epoch(43, 2), 5);
+  CHECK(outcomes(t, "tv2-lost") == std::vector<TxnOutcome>{TxnOutcome::kCommitted, TxnOutcome::kCommitted});
+  CHECK(t.history("tv2-lost")[0].end_retries == 1);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 2);
+}
+
+TEST_CASE("transaction tracker under faults: a transaction whose start kproxy did not see counts once, commit or abort") {
+  for (bool commit : {true, false}) {
+    CAPTURE(commit);
+    TransactionTracker t;
+    Client c{t, "unseen"};
+    c.end_txn(44, 3, commit);  // kproxy started mid-transaction: only its end passes
+    auto h = t.history("unseen");
+    REQUIRE(h.size() == 1);
+    CHECK(h[0].outcome == (commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted));
+    CHECK(h[0].producer_id == 44);
+    CHECK(t.stats(c.now).ended[h[0].outcome] == 1);
+  }
+}
+
+TEST_CASE("transaction tracker under faults: refused, the next one refused without EndTxn, then a commit: three transactions") {
+  TransactionTracker t;
+  Client c{t, "refusals"};
+  c.init(45, 0);
+  c.add_partitions(45, 0, {{"out", 0}}, error(ErrorCode::kTopicAuthorizationFailed));  // the coordinator refuses
+  // The client's next transaction: its AddPartitionsToTxn retried, then refused by a rule.
+  c.add_partitions(45, 0, {{"out", 1}}, error(ErrorCode::kConcurrentTransactions));
+  c.add_partitions(45, 0, {{"out", 1}}, answered(ErrorCode::kTopicAuthorizationFailed, "deny-out"));
+  // The one after: it goes through and commits.
+  c.add_partitions(45, 0, {{"out", 2}});
+  c.produce(45, 0, {{"out", 2}}, 4);
+  c.end_txn(45, 0, true);
+
+  auto h = t.history("refusals");
+  REQUIRE(h.size() == 3);
+  CHECK(h[0].outcome == TxnOutcome::kAborted);
+  CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 0}});
+  REQUIRE(h[0].cause);
+  CHECK(h[0].cause->injected_by.empty());
+  CHECK(h[1].outcome == TxnOutcome::kAborted);
+  CHECK(h[1].partitions == std::set<TopicPartition>{{"out", 1}});
+  REQUIRE(h[1].cause);
+  CHECK(h[1].cause->injected_by == "deny-out");
+  CHECK(h[1].retries == 1);
+  CHECK(h[2].outcome == TxnOutcome::kCommitted);
+  CHECK(h[2].partitions == std::set<TopicPartition>{{"out", 2}});
+  CHECK(h[2].records == 4);
+  CHECK_FALSE(h[2].cause);
+  CHECK(h[2].errors.empty());
+  CHECK(h[1].begin < h[2].begin);
+}
+
+TEST_CASE("transaction tracker under faults: a broker answer is still matched after kproxy answered a later request itself") {
+  TransactionTracker t;
+  Client c{t, "mixed"};
+  c.init(46, 0);
+  c.add_partitions(46, 0, {{"out", 0}});
+  // EndTxn goes to the broker; a second request on the same connection is answered by kproxy at once.
+  TxnRequest end = c.request(TxnApi::kEndTxn, 46, 0);
+  end.commit = true;
+  end.api_version = 3;
+  t.on_request(1, 700, end, c.now);
+  TxnRequest offsets = c.request(TxnApi::kAddOffsetsToTxn, 46, 0);
+  offsets.group_id = "g";
+  offsets.reached_broker = false;
+  t.on_request(1, 701, offsets, c.now);
+  TxnResponse mine = answered(ErrorCode::kCoordinatorNotAvailable);
+  mine.api = TxnApi::kAddOffsetsToTxn;
+  t.on_response(1, 701, mine, c.now);
+  CHECK(t.awaiting_responses());
+  TxnResponse done;
+  done.api = TxnApi::kEndTxn;
+  t.on_response(1, 700, done, c.now);  // the broker's answer to the earlier one
+  CHECK(outcomes(t, "mixed") == std::vector<TxnOutcome>{TxnOutcome::kCommitted});
+  CHECK(t.history("mixed")[0].groups.empty());  // kproxy's answer added no group at the coordinator
+}
+
+TEST_CASE("transaction tracker under faults: a request kproxy answered adds nothing the broker did not see") {
+  TransactionTracker t;
+  Client c{t, "answered"};
+  c.init(47, 0);
+  TxnRequest add = c.request(TxnApi::kAddPartitionsToTxn, 47, 0);
+  add.partitions = {{"out", 0}};
+  add.api_version = 3;
+  add.reached_broker = false;
+  c.exchange(1, add, answered(ErrorCode::kCoordinatorLoadInProgress));
+  TxnRequest produce = c.request(TxnApi::kProduce, 47, 0);
+  produce.partitions = {{"out", 0}};
+  produce.records = 9;
+  produce.reached_broker = false;
+  c.exchange(2, produce, answered(ErrorCode::kNotLeaderOrFollower));
+  c.add_partitions(47, 0, {{"out", 1}});
+  c.produce(47, 0, {{"out", 1}}, 2);
+  c.end_txn(47, 0, true);
+  auto h = t.history("answered");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 1}});
+  CHECK(h[0].records == 2);
+  CHECK(h[0].retries == 2);
+}
+
+TEST_CASE("transaction tracker under faults: an InitProducerId answer lost and asked again is no new instance") {
+  TransactionTracker t;
+  Client c{t, "init-lost"};
+  c.init(48, 0);
+  c.add_partitions(48, 0, {{"out", 0}});
+  c.end_txn(48, 0, true);
+  // The client restarts its producer: the first InitProducerId answer is lost, the second arrives.
+  TxnRequest again = c.request(TxnApi::kInitProducerId);
+  c.exchange(1, again, lost(epoch(48, 1)));
+  c.exchange(1, c.request(TxnApi::kInitProducerId), epoch(48, 2));
+  auto s = t.stats(c.now);
+  CHECK(s.fencing_events == 1);  // the restart fenced the old instance once; the retry fenced nothing
+  CHECK(s.ended[TxnOutcome::kFenced] == 0);
+  c.add_partitions(48, 2, {{"out", 0}});
+  c.end_txn(48, 2, true);
+  CHECK(outcomes(t, "init-lost") == std::vector<TxnOutcome>{TxnOutcome::kCommitted, TxnOutcome::kCommitted});
+}
+
+TEST_CASE("transaction tracker under faults: a KIP-360 bump answered twice (its first answer lost) is one bump") {
+  TransactionTracker t;
+  Client c{t, "bump-twice"};
+  c.init(49, 0);
+  c.add_partitions(49, 0, {{"out", 0}});
+  c.init(49, 1, 60000, 49, 0);  // bumps: aborts the open one
+  c.init(49, 1, 60000, 49, 0);  // the same request again: the coordinator gives the same epoch
+  auto s = t.stats(c.now);
+  CHECK(s.epoch_bumps == 1);
+  CHECK(s.ended[TxnOutcome::kAborted] == 1);
+}
+
+TEST_CASE("transaction tracker under faults: a rule's refusal of a successful AddPartitionsToTxn and the coordinator's own") {
+  for (bool by_rule : {true, false}) {
+    CAPTURE(by_rule);
+    TransactionTracker t;
+    Client c{t, "refusal-kinds"};
+    c.init(50, 0);
+    c.add_partitions(50, 0, {{"out", 0}},
+                     by_rule ? rewritten(ErrorCode::kTopicAuthorizationFailed, "deny") : error(ErrorCode::kTopicAuthorizationFailed));
+    // Either way the client saw a refusal before anything got in: it aborts without EndTxn.
+    auto h = t.history("refusal-kinds");
+    REQUIRE(h.size() == 1);
+    CHECK(h[0].outcome == TxnOutcome::kAborted);
+    CHECK(h[0].known_to_coordinator == by_rule);  // the rule's: the coordinator has it open all the same
+    CHECK_FALSE(h[0].client_saw_registration);
+    REQUIRE(h[0].cause);
+    CHECK(h[0].cause->injected_by == (by_rule ? "deny" : ""));
+    CHECK(h[0].cause->broker_error_code == (by_rule ? std::optional<int16_t>(0) : std::nullopt));
+    CHECK(t.stats(c.now).abort_causes[{"TOPIC_AUTHORIZATION_FAILED", by_rule}] == 1);
+    // Its next transaction is the client's next one.
+    c.add_partitions(50, 0, {{"out", 1}});
+    c.produce(50, 0, {{"out", 1}}, 1);
+    c.end_txn(50, 0, true);
+    CHECK(outcomes(t, "refusal-kinds") == std::vector<TxnOutcome>{TxnOutcome::kAborted, TxnOutcome::kCommitted});
+  }
+  // A refusal after the client saw a partition go in does not end it: the client ends it with EndTxn.
+  TransactionTracker t;
+  Client c{t, "late-refusal"};
+  c.init(51, 0);
+  c.add_partitions(51, 0, {{"out", 0}});
+  c.add_partitions(51, 0, {{"out", 1}}, rewritten(ErrorCode::kTopicAuthorizationFailed, "deny"));
+  CHECK(t.stats(c.now).open == 1);
+  c.end_txn(51, 0, false);
+  CHECK(outcomes(t, "late-refusal") == std::vector<TxnOutcome>{TxnOutcome::kAborted});
+}
+
+TEST_CASE(
+    "transaction tracker under faults: an id forgotten at max_ids keeps its producer: its zombie and a retried EndTxn begin nothing") {
+  TransactionTracker::Limits limits;
+  limits.max_ids = 1;
+  TransactionTracker t(limits);
+  Client a{t, "evicted"};
+  a.init(52, 0);
+  a.add_partitions(52, 0, {{"out", 0}});
+  a.end_txn(52, 0, true, lost());  // the coordinator committed; the client did not hear
+  Client b{t, "other", a.now};
+  b.init(53, 0);  // takes the only slot: "evicted" is forgotten
+  CHECK(t.history("evicted").empty());
+  a.now = b.now;
+  a.end_txn(52, 0, true);  // the retry: part of the commit it repeats
+  auto h = t.history("evicted");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].end_retries == 1);
+  CHECK(t.stats(a.now).ended[TxnOutcome::kCommitted] == 1);
+  // A new instance fenced the old producer (epoch 1); forgotten again, the zombie's Produce with epoch 0 begins nothing.
+  a.init(52, 1);
+  b.now = a.now;
+  b.add_partitions(53, 0, {{"out", 0}});
+  b.end_txn(53, 0, true);
+  t.on_connection_closed(1);
+  Client c{t, "third", b.now};
+  c.init(54, 0);  // "evicted" forgotten once more
+  a.now = c.now;
+  a.produce(52, 0, {{"out", 5}}, 3, error(ErrorCode::kInvalidProducerEpoch));
+  CHECK(t.stats(a.now).open == 0);
+  for (const auto& r : t.history("evicted")) CHECK(r.outcome != TxnOutcome::kOpen);
+}
+
+TEST_CASE(
+    "transaction tracker under faults: a commit in flight when a new instance's InitProducerId is answered is committed, not fenced") {
+  for (bool tv2 : {false, true}) {
+    for (bool init_answered_first : {false, true}) {
+      CAPTURE(tv2);
+      CAPTURE(init_answered_first);
+      TransactionTracker t;
+      Client old{t, "handover"};
+      old.init(60, 0);
+      if (tv2) old.produce(60, 0, {{"out", 0}}, 2);
+      else old.add_partitions(60, 0, {{"out", 0}});
+      TxnRequest end = old.request(TxnApi::kEndTxn, 60, 0);
+      end.commit = true;
+      end.api_version = tv2 ? 5 : 3;
+      t.on_request(1, 900, end, old.now);
+      // The new instance asks while the coordinator completes the commit: CONCURRENT_TRANSACTIONS.
+      Client fresh{t, "handover", old.now, 500};
+      TxnResponse busy = error(ErrorCode::kConcurrentTransactions);
+      fresh.exchange(7, fresh.request(TxnApi::kInitProducerId), busy);
+      TxnResponse committed = tv2 ? epoch(60, 1) : TxnResponse{};
+      committed.api = TxnApi::kEndTxn;
+      if (!init_answered_first) t.on_response(1, 900, committed, fresh.now);
+      fresh.exchange(7, fresh.request(TxnApi::kInitProducerId), epoch(60, tv2 ? 2 : 1));
+      if (init_answered_first) t.on_response(1, 900, committed, fresh.now);
+      CHECK(outcomes(t, "handover") == std::vector<TxnOutcome>{TxnOutcome::kCommitted});
+      auto s = t.stats(fresh.now);
+      CHECK(s.ended[TxnOutcome::kFenced] == 0);
+      CHECK(s.fencing_events == 1);
+      // The new instance's own transaction follows, with its epoch.
+      int16_t e = tv2 ? 2 : 1;
+      if (tv2) fresh.produce(60, e, {{"out", 1}}, 1);
+      else fresh.add_partitions(60, e, {{"out", 1}});
+      fresh.end_txn(60, e, true, tv2 ? epoch(60, 3) : TxnResponse{}, tv2 ? 5 : 3);
+      CHECK(outcomes(t, "handover") == std::vector<TxnOutcome>{TxnOutcome::kCommitted, TxnOutcome::kCommitted});
+    }
+  }
+  // The EndTxn's answer never comes (its connection closed): the new instance fenced it.
+  TransactionTracker t;
+  Client old{t, "handover"};
+  old.init(61, 0);
+  old.add_partitions(61, 0, {{"out", 0}});
+  TxnRequest end = old.request(TxnApi::kEndTxn, 61, 0);
+  end.commit = true;
+  t.on_request(1, 900, end, old.now);
+  Client fresh{t, "handover", old.now, 500};
+  fresh.exchange(7, fresh.request(TxnApi::kInitProducerId), epoch(61, 1));
+  CHECK(t.stats(fresh.now).open == 1);
+  t.on_connection_closed(1);
+  CHECK(outcomes(t, "handover") == std::vector<TxnOutcome>{TxnOutcome::kFenced});
+}
+
+TEST_CASE("transaction tracker under faults: a Produce error that arrives after its transaction ended is not the next one's") {
+  TransactionTracker t;
+  Client c{t, "late-produce"};
+  c.init(62, 0);
+  c.add_partitions(62, 0, {{"out", 0}});
+  TxnRequest slow = c.request(TxnApi::kProduce, 62, 0);
+  slow.partitions = {{"out", 0}};
+  slow.records = 1;
+  t.on_request(2, 800, slow, c.now);
+  c.end_txn(62, 0, false);
+  c.add_partitions(62, 0, {{"out", 1}});  // the next transaction has begun
+  TxnResponse late = error(ErrorCode::kNotEnoughReplicas);
+  late.api = TxnApi::kProduce;
+  t.on_response(2, 800, late, c.now);
+  c.end_txn(62, 0, true);
+  auto h = t.history("late-produce");
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].errors.size() == 1);
+  CHECK(h[1].errors.empty());
+  CHECK(h[1].retries == 0);
+  CHECK_FALSE(h[1].cause);
+}
