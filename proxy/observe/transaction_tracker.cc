@@ -190,7 +190,7 @@ TransactionTracker::IdState* TransactionTracker::state_for(std::string_view id, 
     if (victim->second.awaiting_end && !victim->second.ended.empty() &&
         victim->second.ended.back().sequence == victim->second.awaiting_end->sequence)
       tomb.awaiting_end = std::move(victim->second.ended.back());
-    if (tombstones_.size() >= limits_.max_ids && !tombstone_order_.empty()) {
+    if (tombstones_.size() >= std::max<size_t>(limits_.max_ids, kMinTombstones) && !tombstone_order_.empty()) {
       tombstones_.erase(tombstone_order_.front());
       tombstone_order_.pop_front();
     }
@@ -205,7 +205,7 @@ TransactionTracker::IdState* TransactionTracker::state_for(std::string_view id, 
         c.client_generation = 0;
       }
       if (c.produce.state == gone) c.produce = {};
-      if (c.last_end_answer.state == gone) c.last_end_answer = {};
+      if (c.last_answer.state == gone) c.last_answer = {};
     }
     ids_.erase(victim);
   }
@@ -531,20 +531,29 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   }
   current_connection_ = connection;
   ending_api_ = p.api;
+  const bool saw_registration = p.state->open && p.state->open->client_saw_registration;
   answer(connection, p, response, now);
   sync_produce_retry(*p.state);
-  if (p.api == TxnApi::kEndTxn && response.delivered) c.last_end_answer = {correlation_id, p.state, p.generation};
+  const bool registered_now = !saw_registration && p.state->open && p.state->open->client_saw_registration;
+  if ((p.api == TxnApi::kEndTxn && response.delivered) || registered_now)
+    c.last_answer = {correlation_id, p.state, p.state->open && registered_now ? p.state->open->sequence : p.generation, p.api};
 }
 
 void TransactionTracker::on_response_withheld(uint64_t connection, int32_t correlation_id) {
   std::lock_guard lock(mutex_);
   auto cit = connections_.find(connection);
   if (cit == connections_.end()) return;
-  ConnectionState::AnsweredEnd& a = cit->second.last_end_answer;
+  ConnectionState::LastAnswer& a = cit->second.last_answer;
   if (!a.state || a.correlation_id != correlation_id) return;
   IdState& s = *a.state;
   const uint64_t generation = a.generation;
+  const TxnApi api = a.api;
   a = {};
+  if (api != TxnApi::kEndTxn) {
+    // The success the client never got: it has not seen the transaction start after all.
+    if (s.open && s.open->sequence == generation) s.open->client_saw_registration = false;
+    return;
+  }
   TransactionRecord* t = ended_of(s, generation);
   if (!t || !t->end_acknowledged || s.ended.back().sequence != t->sequence || s.open) return;
   if (t->outcome != TxnOutcome::kCommitted && t->outcome != TxnOutcome::kAborted) return;

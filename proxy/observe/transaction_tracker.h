@@ -283,8 +283,9 @@ class TransactionTracker {
   /// Forgets the connection's requests still awaiting a response.
   void on_connection_closed(uint64_t connection);
   /// The answer to `correlation_id`, handed in by on_response as delivered, never reached the
-  /// client after all (its connection closed while a delay held it). Only an EndTxn's matters:
-  /// its transaction's end becomes unacknowledged (TransactionRecord::end_acknowledged).
+  /// client after all (its connection closed while a delay held it). An EndTxn's: its
+  /// transaction's end becomes unacknowledged (TransactionRecord::end_acknowledged); the first
+  /// registration the client saw: it did not see it (TransactionRecord::client_saw_registration).
   void on_response_withheld(uint64_t connection, int32_t correlation_id);
   /// True while some tracked request awaits its response (no lock: a response of a transaction
   /// API is looked up only then).
@@ -414,14 +415,16 @@ class TransactionTracker {
       TxnClock::time_point sent;
       uint64_t generation = 0;  ///< IdState::generation of the transaction it wrote to
     } produce;
-    /// The last EndTxn answered on this connection: if the pipeline reports afterwards that the
-    /// answer never reached the client (its connection closed while a delay held it), its
-    /// transaction's end is marked unacknowledged (on_response_withheld).
-    struct AnsweredEnd {
+    /// The last answer on this connection that told the client something the tracker acts on (an
+    /// EndTxn's, or the first registration the client saw of a transaction): if the pipeline
+    /// reports afterwards that it never reached the client (its connection closed while a delay
+    /// held it), that is undone (on_response_withheld).
+    struct LastAnswer {
       int32_t correlation_id = 0;
       IdState* state = nullptr;
       uint64_t generation = 0;
-    } last_end_answer;
+      TxnApi api = TxnApi::kEndTxn;
+    } last_answer;
     uint64_t client_generation = 0;  ///< IdState::generation when this connection last set the open transaction's client
     /// The partitions of this connection's last transactional Produce that the open transaction
     /// (of IdState::generation `partitions_generation`) has: a producer sends to the same
@@ -481,7 +484,8 @@ class TransactionTracker {
   Limits limits_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;
-  /// Ids forgotten at max_ids, at most max_ids of them (the oldest tombstone goes first).
+  /// Ids forgotten at max_ids, at most max(max_ids, kMinTombstones) of them (the oldest goes first).
+  static constexpr size_t kMinTombstones = 64;
   std::unordered_map<std::string, Tombstone, IdHash, std::equal_to<>> tombstones_;
   std::deque<std::string> tombstone_order_;
   /// Keeps only the pending requests `keep` says yes to (in order).
