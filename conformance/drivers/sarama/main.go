@@ -110,27 +110,55 @@ func main() {
 		cfg.Producer.Transaction.Timeout = time.Duration(o.TransactionTimeoutMs) * time.Millisecond
 	}
 
-	// NewSyncProducer runs InitProducerId; it may block, so it counts against the deadline.
+	// NewSyncProducer runs InitProducerId (Sarama retries it Producer.Transaction.Retry.Max times);
+	// it may block, so it counts against the deadline. A retriable error at the end of Sarama's own
+	// budget (the coordinator loading, moving or busy: the errors Kafka's protocol marks retriable,
+	// clients/src/main/java/org/apache/kafka/common/protocol/Errors.java) is retried with a new
+	// client, as the Java driver retries initTransactions() after a TimeoutException and the
+	// kafka-python driver init_transactions(); any other error ends the run.
 	type made struct {
+		c   sarama.Client
 		p   sarama.SyncProducer
 		err error
 	}
-	ch := make(chan made, 1)
-	go func() { p, err := sarama.NewSyncProducer([]string{o.Bootstrap}, cfg); ch <- made{p, err} }()
 	var mk made
-	select {
-	case mk = <-ch:
-	case <-time.After(time.Until(deadline)):
-		res.Emit("deadline")
-		return
-	}
-	if mk.err != nil {
-		for _, name := range errNames(mk.err) {
+	for attempt := 1; ; attempt++ {
+		ch := make(chan made, 1)
+		go func() {
+			c, err := sarama.NewClient([]string{o.Bootstrap}, cfg)
+			if err != nil {
+				ch <- made{nil, nil, err}
+				return
+			}
+			p, err := sarama.NewSyncProducerFromClient(c)
+			if err != nil {
+				c.Close() // NewSyncProducer would leave its client open on this error
+			}
+			ch <- made{c, p, err}
+		}()
+		select {
+		case mk = <-ch:
+		case <-time.After(time.Until(deadline)):
+			res.Emit("deadline")
+			return
+		}
+		if mk.err == nil {
+			break
+		}
+		names := errNames(mk.err)
+		for _, name := range names {
 			res.CountErr(name)
 		}
-		logf("NewSyncProducer: %v", mk.err)
-		res.Emit("NewSyncProducer failed: " + strings.Join(errNames(mk.err), ","))
-		return
+		logf("NewSyncProducer (attempt %d): %v", attempt, mk.err)
+		if !initRetriable(mk.err) {
+			res.Emit("NewSyncProducer failed: " + strings.Join(names, ","))
+			return
+		}
+		if time.Now().After(deadline) {
+			res.Emit("deadline")
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	p := mk.p
 	reason := run(p, res, o.Topic, o.Transactions, o.RecordsPerTxn, o.RunID, deadline)
@@ -138,7 +166,24 @@ func main() {
 		logf("giving up: %s", reason)
 	}
 	res.Emit(reason)
-	contract.CloseBounded(func() { p.Close() }, logf)
+	contract.CloseBounded(func() { p.Close(); mk.c.Close() }, logf)
+}
+
+// initRetriable: an error of InitProducerId that Kafka's protocol marks retriable (its exception
+// extends RetriableException in Errors.java), or no broker reachable right now.
+func initRetriable(err error) bool {
+	var ke sarama.KError
+	if errors.As(err, &ke) {
+		switch ke {
+		case sarama.ErrOffsetsLoadInProgress, sarama.ErrConsumerCoordinatorNotAvailable, sarama.ErrNotCoordinatorForConsumer,
+			sarama.ErrConcurrentTransactions, sarama.ErrRequestTimedOut, sarama.ErrNetworkException, sarama.ErrNotEnoughReplicas,
+			sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition:
+			return true
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected) || errors.As(err, &ne)
 }
 
 func run(p sarama.SyncProducer, res *contract.Account, topic string, n, m int, runID string, deadline time.Time) string {
