@@ -22,7 +22,7 @@ for (const m of ['log', 'info', 'warn', 'debug', 'error']) {
 const ckjs = require('@confluentinc/kafka-javascript')
 const version = require('@confluentinc/kafka-javascript/package.json').version
 
-const { parseArgs, logger, recordKey, sleep, Account, runMain } = require('../common-js/contract.js')
+const { parseArgs, logger, recordKey, sleep, Account, CtpProgress, runMain } = require('../common-js/contract.js')
 
 const FAMILY = 'confluent-kafka-javascript'
 const log = logger(FAMILY)
@@ -104,7 +104,8 @@ async function main () {
     if (await txnCall('initTransactions', (cb) => producer.initTransactions(budget(), cb)) !== 'ok') {
       throw new GiveUp('initTransactions requires abort')
     }
-    for (let i = 0; i < a.transactions; i++) {
+    if (a.mode === 'ctp') await runCtp(a, conf, producer, res, txnCall, abort, note, budget)
+    for (let i = 0; i < (a.mode === 'ctp' ? 0 : a.transactions); i++) {
       if (res.pastDeadline()) throw new GiveUp('deadline')
       try {
         await call((cb) => producer.beginTransaction(cb))
@@ -151,6 +152,69 @@ async function main () {
   if (reason) log(`giving up: ${reason}`)
   res.emit(reason)
   await res.closeAndExit(() => new Promise((resolve) => producer.disconnect(5000, () => resolve())), log)
+}
+
+// Consume-transform-produce (CONTRACT.md): a read_committed KafkaConsumer in group --group;
+// each consume(M) is one transaction: one output per input (in the input's partition number when
+// the output topic has it), sendOffsetsToTransaction(next offsets, consumer), commitTransaction;
+// errors as in produce mode; after an abort, seek back to the group's committed offsets.
+async function runCtp (a, conf, producer, res, txnCall, abort, note, budget) {
+  const want = a.transactions * a.recordsPerTxn
+  const prog = new CtpProgress(res, a.runId, a.recordsPerTxn)
+  const consumer = new ckjs.KafkaConsumer({
+    'bootstrap.servers': a.bootstrap,
+    'group.id': a.group,
+    'client.id': conf['client.id'] + '-consumer',
+    'isolation.level': 'read_committed',
+    'enable.auto.commit': false
+  }, { 'auto.offset.reset': 'earliest' })
+  await new Promise((resolve, reject) => consumer.connect({ timeout: budget() }, (err) => (err ? reject(err) : resolve())))
+  consumer.setDefaultConsumeTimeout(500)
+  consumer.subscribe([a.inputTopic])
+  const meta = await new Promise((resolve, reject) => producer.getMetadata({ topic: a.topic, timeout: 10000 },
+    (err, m) => (err ? reject(err) : resolve(m))))
+  const outParts = ((meta.topics.find((t) => t.name === a.topic) || {}).partitions || [0]).length
+  let n = 0
+  try {
+    while (prog.records < want) {
+      if (res.pastDeadline()) throw new GiveUp('deadline')
+      const msgs = await new Promise((resolve, reject) => consumer.consume(a.recordsPerTxn, (err, m) => (err ? reject(err) : resolve(m))))
+      if (!msgs.length) continue
+      const index = n++
+      try {
+        await call((cb) => producer.beginTransaction(cb))
+      } catch (e) {
+        const name = note('beginTransaction', e)
+        throw new GiveUp(`${e && e.isFatal ? 'fatal ' : ''}${name} in beginTransaction: ${e && e.message}`)
+      }
+      const offsets = {}
+      const keys = msgs.map((m) => m.key.toString())
+      msgs.forEach((m, k) => {
+        const out = Buffer.from(prog.outputKey(keys[k]))
+        producer.produce(a.topic, m.partition < outParts ? m.partition : null, out, out)
+        offsets[m.partition] = Math.max(offsets[m.partition] || 0, m.offset + 1)
+      })
+      const tps = Object.entries(offsets).map(([p, o]) => ({ topic: a.inputTopic, partition: Number(p), offset: o }))
+      let r = await txnCall('sendOffsetsToTransaction', (cb) => producer.sendOffsetsToTransaction(tps, consumer, budget(), cb))
+      if (r === 'ok') r = await txnCall('commitTransaction', (cb) => producer.commitTransaction(budget(), cb))
+      if (r === 'ok') {
+        prog.committed(keys)
+        log(`ctp txn ${index} committed (${msgs.length} records, ${prog.records}/${want})`)
+        continue
+      }
+      if (await txnCall('abortTransaction', (cb) => producer.abortTransaction(budget(), cb)) === 'abort') {
+        throw new GiveUp('abortTransaction failed with an abortable error')
+      }
+      const committed = await new Promise((resolve, reject) => consumer.committed(consumer.assignments(), 10000,
+        (err, c) => (err ? reject(err) : resolve(c))))
+      for (const tp of committed) {
+        await new Promise((resolve) => consumer.seek({ topic: tp.topic, partition: tp.partition, offset: tp.offset >= 0 ? tp.offset : 0 }, 5000, () => resolve()))
+      }
+      log(`ctp txn ${index} aborted; rewound to the committed offsets`)
+    }
+  } finally {
+    await new Promise((resolve) => consumer.disconnect(() => resolve()))
+  }
 }
 
 runMain(FAMILY, main)
