@@ -8,8 +8,9 @@ tests use), not only on hand-made reads:
   CONCURRENT_TRANSACTIONS twice), the driver never gives up: `no progress`, not exact;
 - `--break retry-duplicate`: a record sent twice inside one transaction: `duplicates`, written inside
   the same commit;
-- `--break offsets` (consume-transform-produce, scenario 25): each input's own offset committed
-  instead of offset + 1: `wrong offsets`;
+- `--break offsets` (consume-transform-produce, on the baseline): each input's own offset committed
+  instead of offset + 1: `wrong offsets` (under scenario 25's aborts the rewind to those offsets
+  also writes an input twice: `duplicates + wrong offsets`);
 - and the control: the same ctp cell with a correct driver is `exact`, with the group's offsets
   checked, and the observatory compared.
 
@@ -91,6 +92,9 @@ def test_ctp_offsets_checked_and_off_by_one_caught(kafka, tmp_path):
     assert c["workload"] == "ctp" and c["faults_injected_total"] >= 1, (c["faults"], log)
     assert c["class"] == "exact" and v["offsets_checked"] and v["inputs"] == 24, v
     assert "## Consume-transform-produce, transaction protocol 2" in md
-    bad, md, log = run_matrix(tmp_path / "bad", kafka, "25", "2", workloads="ctp", driver_args="--break offsets")
+    # On the baseline (no abort, so no rewind that would turn the bad offsets into a duplicate):
+    # each input partition's last input has its output but is not committed as consumed.
+    bad, md, log = run_matrix(tmp_path / "bad", kafka, "00", "2", workloads="ctp", driver_args="--break offsets")
     (c,) = bad["cells"]
     assert c["class"] == "wrong offsets" and c["verifier"]["offset_problems"], c["verifier"]
+    assert c["verifier"]["duplicate_count"] == 0 and c["verifier"]["missing_count"] == 0, c["verifier"]

@@ -170,6 +170,7 @@ public class ConformanceDriver {
                 String key = runId + ":" + keyIndex + ":0";
                 producer.send(new ProducerRecord<>(topic, key, key), ConformanceDriver::delivered);
             }
+            if ("no-progress".equals(breakMode)) producer.flush();   // on the broker, so the abort is a real EndTxn
             if (!send || "no-progress".equals(breakMode)) {
                 abortWithRetry(producer);
                 return "aborted";
