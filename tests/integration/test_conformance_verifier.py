@@ -328,11 +328,11 @@ def run_driver(family: str, bootstrap: str, topic: str, run_id: str, *extra, n=6
     return p.stdout, acc
 
 
-def verify(tmp_path: Path, bootstrap: str, topic: str, driver_stdout: str, timeout_s=30) -> dict:
+def verify(tmp_path: Path, bootstrap: str, topic: str, driver_stdout: str, timeout_s=30, extra=()) -> dict:
     acc = tmp_path / f"account-{time.monotonic_ns()}.json"
     acc.write_text(driver_stdout)
     cmd = [str(VERIFIER / "run"), "--bootstrap", bootstrap, "--topic", topic, "--account", str(acc),
-           "--timeout-s", str(timeout_s), "--save-read", str(tmp_path / "read.json")]
+           "--timeout-s", str(timeout_s), "--save-read", str(tmp_path / "read.json"), *extra]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=slowness.scaled(3 * timeout_s + 60), stdin=subprocess.DEVNULL)
     assert p.returncode == 0, f"verifier rc={p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
@@ -410,7 +410,12 @@ def test_open_transaction_makes_partition_stuck(kafka, topic, verifier_built, tm
     p.flush(30)
     try:
         acc = account(committed=[], aborted=[0], run_id="open", m=1)
-        v = verify(tmp_path, b, topic, json.dumps(acc), timeout_s=4)
+        # The verifier waits past the transaction timeout + the abort cleanup interval (here told
+        # 1 ms and 0: 10 s) before it calls a partition stuck.
+        t0 = time.monotonic()
+        v = verify(tmp_path, b, topic, json.dumps(acc), timeout_s=4,
+                   extra=["--transaction-timeout-ms", "1", "--abort-cleanup-ms", "0"])
+        assert time.monotonic() - t0 >= 10, "the verifier gave up waiting before transaction timeout + cleanup + 10 s"
         assert v["class"] == "stuck", v
         assert v["stuck_partitions"] == [1], v
     finally:
