@@ -389,7 +389,7 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
                 "--min-committed-fraction", str(workload.get("min_committed_fraction", s.min_committed_fraction)),
                 "--save-read", str(cell_dir / "read.json")]
         if ctp:
-            vcmd += ["--input-topic", input_topic, "--group", group]
+            vcmd += ["--workload", "ctp", "--input-topic", input_topic, "--group", group]
         if timed_out:
             vcmd.append("--driver-timed-out")
         rec["verifier_command"] = " ".join(vcmd)

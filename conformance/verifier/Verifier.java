@@ -5,7 +5,8 @@
 //   run --bootstrap B --topic T --account ACCOUNT.json [--timeout-s 60] [--driver-exit CODE]
 //       [--driver-timed-out] [--save-read READ.json] [--expect-run-id R] [--expect-transactions N]
 //       [--expect-records-per-txn M] [--transaction-timeout-ms MS] [--abort-cleanup-ms MS]
-//       [--min-committed-fraction F] [--fatal-table FILE] [--protocol 1|2] [--input-topic IN --group G]
+//       [--min-committed-fraction F] [--fatal-table FILE] [--protocol 1|2] [--workload produce|ctp]
+//       [--input-topic IN --group G]
 //   run --classify-only ACCOUNT.json READ.json [same options but --bootstrap/--topic/--save-read]
 //
 // ACCOUNT.json: the driver's stdout (its last line that is a JSON object is the account) or just
@@ -80,6 +81,9 @@ public class Verifier {
     static final long DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000;
     /** Fetch v12: the last version that names topics (v13+ uses topic ids; FetchRequest.json). */
     static final short FETCH_VERSION = 12;
+    /** --workload ctp: a consume-transform-produce run (its output transactions hold several
+     *  input transactions' records by design), also without --input-topic. */
+    static boolean ctpWorkload;
 
     /** One record read: partition, offset, key (null keys are read as ""). */
     record Rec(int partition, long offset, String key) {}
@@ -129,6 +133,7 @@ public class Verifier {
             o.put(a.substring(2), argv[++k]);
         }
         Integer driverExit = o.containsKey("driver-exit") ? Integer.valueOf(o.get("driver-exit")) : null;
+        ctpWorkload = "ctp".equals(o.get("workload")) || o.containsKey("input-topic");
         Expect expect = new Expect(o.get("expect-run-id"),
                                    o.containsKey("expect-transactions") ? Integer.valueOf(o.get("expect-transactions")) : null,
                                    o.containsKey("expect-records-per-txn") ? Integer.valueOf(o.get("expect-records-per-txn")) : null,
@@ -181,7 +186,7 @@ public class Verifier {
         String runId = account == null ? null : account.path("run_id").asText(null);
         int m = account == null ? 0 : account.path("records_per_txn").asInt(0);
         int nTxns = account == null ? 0 : account.path("transactions").asInt(0);
-        boolean ctp = account != null && (account.path("workload").asText("").equals("ctp") || read.input() != null);
+        boolean ctp = account != null && (account.path("workload").asText("").equals("ctp") || read.input() != null || ctpWorkload);
         Set<Integer> committed = ints(account, "committed"), aborted = ints(account, "aborted"), unknown = ints(account, "unknown");
 
         Map<String, Integer> seen = new LinkedHashMap<>();

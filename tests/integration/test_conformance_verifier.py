@@ -442,7 +442,9 @@ def test_consume_transform_produce_is_exact(kafka, topic, driver_built, verifier
     out, acc = run_driver("java-4.4", b, out_topic, "ctp", "--mode", "ctp", "--input-topic", topic,
                           "--group", f"g-{topic}", n=5, m=8)
     assert acc["run_id"] == "ctp:in" and acc["committed"] == [0, 1, 2, 3, 4] and not acc["gave_up"], acc
-    v = verify(tmp_path, b, out_topic, out)
+    # With the input topic and the group the verifier also checks the group's committed offsets.
+    v = verify(tmp_path, b, out_topic, out, extra=["--input-topic", topic, "--group", f"g-{topic}"])
+    assert v["offsets_checked"] and v["inputs"] == 40 and not v["offset_problems"], v
     assert v["class"] == "exact" and v["records_read"] == 40, v
     read = json.loads((tmp_path / "read.json").read_text())
     assert sorted(r["key"] for r in read["records"]) == sorted(f"ctp:in:{i}:{j}" for i in range(5) for j in range(8))
@@ -461,8 +463,11 @@ def test_abortable_broker_error_is_aborted_and_exact(kafka, topic_name, driver_b
     assert acc["committed"] == [] and acc["aborted"] == [0, 1, 2] and not acc["gave_up"], acc
     # Each refused record's delivery error (2 per transaction) and each commit that reports it.
     assert acc["errors"] == {"MESSAGE_TOO_LARGE": 9}, acc
+    # Nothing committed at all is "no progress" (v2), whatever the cause; with no minimum it is exact.
     v = verify(tmp_path, b, topic_name, out)
-    assert v["class"] == "exact" and v["records_read"] == 0 and v["committed_expected"] == 0, v
+    assert v["class"] == "no progress" and v["records_read"] == 0 and v["committed_expected"] == 0, v
+    v = verify(tmp_path, b, topic_name, out, extra=["--min-committed-fraction", "0"])
+    assert v["class"] == "exact", v
 
 
 def test_driver_without_account_is_crashed(driver_built, verifier_built, tmp_path):
