@@ -215,6 +215,9 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path) 
         print(f"scripts/conformance: --report-from: scenarios no longer in scenarios/: {unknown}", file=sys.stderr)
         return 2
     cells = doc.get("cells", [])
+    import observatory
+    for c in cells:
+        observatory.recompare(c)   # the comparison as it is now, from what each cell stored
     header = {k: v for k, v in doc.items() if k not in ("cells", "clients", "scenarios")}
     protocols = sorted({c["protocol"] for c in cells}) or [1, 2]
     # The scenario as it was in that run (its version), not as the file reads now.

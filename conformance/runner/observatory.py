@@ -71,7 +71,9 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         # The ctp account lists input transactions, not the driver's output transactions.
         out.update(verdict="not compared", difference="ctp: the account counts input transactions; kproxy " + fmt(k))
         return out
-    c, a, u = (len(account.get(x) or []) for x in ("committed", "aborted", "unknown"))
+    # The account itself (lists) or the cell record's summary of it (counts).
+    c, a, u = (len(account[x]) if isinstance(account.get(x), list) else int(account.get(f"{x}_count") or 0)
+               for x in ("committed", "aborted", "unknown"))
     present = len((verdict or {}).get("unknown_present") or [])
     want_committed = c + present
     diffs = []
@@ -106,6 +108,21 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         out["broker_log"] = (f"{u} transaction(s) of unknown outcome to the client; the broker's log shows {committed_unknown} of them "
                              f"committed, which supports " + ("kproxy's count" if sides else f"neither kproxy's {kc} committed nor the client's {c}"))
     return out
+
+
+def recompare(cell: Dict) -> None:
+    """A cell record's observatory verdict computed again from what it stored (kproxy's
+    transactions, the account's counts, the verifier's output): `--report-from` after this
+    comparison changed."""
+    obs = cell.get("observatory")
+    if not isinstance(obs, dict) or obs.get("transactions") is None:
+        return
+    acc = dict(cell.get("account") or {})
+    if acc.get("missing"):
+        acc = {"missing": acc["missing"]}
+    again = compare({"transactions": obs["transactions"]}, acc, cell.get("verifier"), int(cell.get("records_per_txn") or 0),
+                    cell.get("workload", "producer"))
+    cell["observatory"] = dict(again, transactions=obs["transactions"])
 
 
 def fmt(k: Dict[str, int]) -> str:
