@@ -244,6 +244,11 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              f"{int(100 * (header.get('min_committed_fraction') or 0.5))} % of its transactions. `n/a`: the scenario "
              "does not apply to that protocol. The observatory column: whether kproxy's `GET /transactions/{id}` "
              "counts the cell's transactions as the client's account does (\"agrees (n)\" over n cells; each difference named).", ""]
+    v1 = [c for c in cells if c.get("verifier") and "atomicity_checked" not in c["verifier"]]
+    if v1:
+        lines += [f"**{len(v1)} of the {len(cells)} cells were judged by the first verifier** (before issue #45: no atomicity "
+                  "check, any give-up counted as documented, no `no progress`, `stuck` hiding other classes, no observatory "
+                  "comparison): their classes are that verifier's, re-rendered here (`--report-from`), not v2 verdicts.", ""]
     workloads = [w for w in ("producer", "ctp") if any(c.get("workload", "producer") == w for c in cells)] or ["producer"]
     for w in workloads:
         for p in protocols:
