@@ -32,7 +32,7 @@ def fetch(admin: Callable[[str], Tuple[int, str]], transactional_id: str) -> Dic
         doc = json.loads(body)
     except ValueError:
         return {"error": f"GET /transactions/{transactional_id}: not JSON: {body[:200]}"}
-    keep = ("outcome", "producer_id", "producer_epoch", "transaction_version", "records", "partitions", "retries", "cause")
+    keep = ("outcome", "producer_id", "producer_epoch", "transaction_version", "records", "partitions", "retries", "cause", "groups")
     txns = [{k: t.get(k) for k in keep} for t in doc.get("transactions") or []]
     for t in txns:
         t["partitions"] = len(t.get("partitions") or [])
@@ -68,8 +68,25 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         out.update(verdict="not compared", difference="the driver printed no account")
         return out
     if workload == "ctp":
-        # The ctp account lists input transactions, not the driver's output transactions.
-        out.update(verdict="not compared", difference="ctp: the account counts input transactions; kproxy " + fmt(k))
+        # The ctp account lists input transactions, not the driver's output transactions; what
+        # can be compared: the records of kproxy's committed transactions with the outputs the
+        # verifier read (each committed output once), and each committed transaction carrying
+        # the group's offsets (AddOffsetsToTxn / TxnOffsetCommit name the group).
+        diffs = []
+        committed = [t for t in txns if t.get("outcome") == "committed"]
+        outputs = (verdict or {}).get("records_read")
+        recs = sum(t.get("records") or 0 for t in committed)
+        retried = any(t.get("retries") for t in committed)
+        if outputs is not None and (recs != outputs if not retried else recs < outputs):
+            diffs.append(f"records in committed transactions: kproxy {recs}, outputs read {outputs}")
+        no_group = sum(1 for t in committed if t.get("groups") == [])   # None: not stored (older cells)
+        if no_group:
+            diffs.append(f"{no_group} committed transaction(s) without the group's offsets")
+        if k.get("open") or k.get("unknown"):
+            diffs.append(f"kproxy open {k.get('open', 0)}, unknown {k.get('unknown', 0)}")
+        out["verdict"] = "differs" if diffs else "agrees"
+        if diffs:
+            out["difference"] = "; ".join(diffs)
         return out
     # The account itself (lists) or the cell record's summary of it (counts).
     c, a, u = (len(account[x]) if isinstance(account.get(x), list) else int(account.get(f"{x}_count") or 0)
