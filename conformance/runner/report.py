@@ -227,7 +227,10 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              f"- cluster: Kafka {header['kafka_version']}, {header['nodes']} node(s), transaction.version {header['cluster_tv']} finalized",
              f"- workload: {header['transactions']} transactions of {header['records_per_txn']} records per cell, "
              f"{header['partitions']} partitions, transaction.timeout.ms {header['transaction_timeout_ms'] or 'client default'}, "
-             f"cell bound {int(header['cell_timeout_s'])} s, verifier wait {int(header['verifier_timeout_s'])} s, {header['repeat']} run(s) per cell",
+             f"cell bound {int(header['cell_timeout_s'])} s, verifier wait for open transactions max({int(header['verifier_timeout_s'])} s, "
+             f"transaction timeout + the coordinator's 10 s abort cleanup + 10 s), {header['repeat']} run(s) per cell"
+             + (f", workloads {', '.join(header['workloads'])}" if header.get("workloads") else "")
+             + (f", `no progress` below {int(100 * header['min_committed_fraction'])} % committed" if header.get("min_committed_fraction") is not None else ""),
              "- clients: " + (", ".join(f"{k} {v.get('version') or '?'} ({v.get('library') or '?'})" for k, v in sorted(client_info.items())) or "none"),
              f"- command: `{header['command']}`",
              f"- cells: {len(cells)} of {header.get('cells_planned', len(cells))}, wall time {header['wall_s']:.0f} s"
