@@ -483,7 +483,6 @@ public class Verifier {
         // txn index -> its commit units: "partition/pid/epoch/markerOffset"
         Map<Integer, Set<String>> unitsOf = new TreeMap<>();
         Map<String, Set<Integer>> txnsIn = new HashMap<>();
-        Map<String, Integer> copiesInUnit = new HashMap<>();
         for (LogEntry e : log) {
             String pp = e.partition() + "/" + e.pid();
             if (e.control() == null) {
@@ -509,7 +508,6 @@ public class Verifier {
                 unitsOf.computeIfAbsent(ij[0], x -> new TreeSet<>()).add(unit);
                 txnsIn.computeIfAbsent(unit, x -> new TreeSet<>()).add(ij[0]);
             }
-            copiesInUnit.put(unit, recs.size());
         }
         if (ctp) return a;
         for (Map.Entry<Integer, Set<String>> t : unitsOf.entrySet()) {
