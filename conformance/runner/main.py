@@ -89,6 +89,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     ap.add_argument("--driver-args", default="",
                     help="test only: extra options for every driver (shell words), e.g. \"--break split\" for the "
                          "Java driver's known-bad modes")
+    ap.add_argument("--confirm", action="store_true",
+                    help="after the first run of every cell, run twice more each cell that was not exact and a seeded "
+                         "random tenth (at least one) of the exact ones; a cell whose runs disagree is 'flaky' "
+                         "(issue #45's publication rule; --repeat N runs every cell N times instead)")
     ap.add_argument("--shard", default=None, metavar="K/N",
                     help="run only the K-th of N slices of the cells (1-based; merge the JSON reports with --report-from)")
     ap.add_argument("--report-from", metavar="JSON", default=None, action="append",
@@ -340,7 +344,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for (c, sc, p, w) in plan:
                 # A cell is reported once all its runs are in (a partial report leaves it "not run").
                 runs = sorted(results.get((c, sc.name, p, w), []), key=lambda r: r["attempt"])
-                if runs and len(runs) == args.repeat:
+                if runs and len(runs) >= args.repeat and not (final is False and (c, sc.name, p, w) in pending_confirm):
                     cells.append(combine(runs))
             client_info: Dict[str, Dict] = {}
             for rec in cells:
@@ -359,7 +363,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "transaction_timeout_ms": args.transaction_timeout_ms, "verifier_timeout_s": args.verifier_timeout,
                 "command": command, "wall_s": time.monotonic() - t_start, "work_dir": str(work),
                 "complete": final, "cells_planned": len(plan), "workloads": args.workload_list,
-                "shard": args.shard, "min_committed_fraction": args.min_committed_fraction,
+                "shard": args.shard, "min_committed_fraction": args.min_committed_fraction, "confirm": args.confirm,
                 "driver_args": args.driver_args or None,
             }
             for rec in cells:
@@ -374,8 +378,26 @@ def main(argv: Optional[List[str]] = None) -> int:
                 write_report(False)  # a run stopped half-way still leaves the cells it finished
             return rec
 
+        pending_confirm: set = set()
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             list(pool.map(one_and_report, jobs))
+        if args.confirm:
+            # Not exact on the first run: twice more; and a seeded random tenth of the exact ones.
+            import random
+            firsts = {key: runs[0] for key, runs in results.items()}
+            exact = sorted(k for k, r in firsts.items() if r["class"] == "exact")
+            rng = random.Random(args.seed)
+            sample = set(rng.sample(exact, max(1, (len(exact) + 9) // 10))) if exact else set()
+            again = sorted(k for k, r in firsts.items() if r["class"] != "exact") + sorted(sample)
+            by_name = {sc.name: sc for sc in chosen}
+            more = [(c, by_name[n], p, w, k) for (c, n, p, w) in again for k in (args.repeat + 1, args.repeat + 2)]
+            pending_confirm.update(again)
+            say(f"confirming: {len(again) - len(sample)} cell(s) not exact and {len(sample)} exact one(s) sampled, "
+                f"{len(more)} more run(s)")
+            jobs.extend(more)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                list(pool.map(one_and_report, more))
+            pending_confirm.clear()
         with lock:
             cells = write_report(True)
         say(f"wrote {args.out} and {args.json} ({len(cells)} cell(s), {time.monotonic() - t_start:.0f} s)")

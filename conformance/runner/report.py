@@ -229,6 +229,7 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              f"{header['partitions']} partitions, transaction.timeout.ms {header['transaction_timeout_ms'] or 'client default'}, "
              f"cell bound {int(header['cell_timeout_s'])} s, verifier wait for open transactions max({int(header['verifier_timeout_s'])} s, "
              f"transaction timeout + the coordinator's 10 s abort cleanup + 10 s), {header['repeat']} run(s) per cell"
+             + (" (+2 for each cell not exact on its first run and for a seeded tenth of the exact ones: --confirm)" if header.get("confirm") else "")
              + (f", workloads {', '.join(header['workloads'])}" if header.get("workloads") else "")
              + (f", `no progress` below {int(100 * header['min_committed_fraction'])} % committed" if header.get("min_committed_fraction") is not None else ""),
              "- clients: " + (", ".join(f"{k} {v.get('version') or '?'} ({v.get('library') or '?'})" for k, v in sorted(client_info.items())) or "none"),
