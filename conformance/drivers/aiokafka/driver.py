@@ -134,6 +134,10 @@ async def run_ctp(a, p, res, deadline, note, fatal):
             except Exception as exc:  # noqa: BLE001
                 raise GiveUp(f"begin_transaction failed: {note('begin_transaction', exc)}")
             keys = [m.key.decode() for m in msgs]
+            firsts = {}
+            for m in msgs:
+                tp = aiokafka.TopicPartition(m.topic, m.partition)
+                firsts[tp] = min(firsts.get(tp, m.offset), m.offset)
             stage = "send"
             try:
                 offsets, futs = {}, []
@@ -161,12 +165,10 @@ async def run_ctp(a, p, res, deadline, note, fatal):
                     await p.abort_transaction()
                 except Exception as exc2:  # noqa: BLE001
                     raise GiveUp(f"abort_transaction failed ({note('abort_transaction', exc2)}) after {name}")
-                for tp in c.assignment():
-                    off = await c.committed(tp)
-                    if off is None:
-                        await c.seek_to_beginning(tp)
-                    else:
-                        c.seek(tp, off)
+                # Back to the committed offsets: every earlier chunk committed, so they are this
+                # chunk's first offsets.
+                for tp, first in firsts.items():
+                    c.seek(tp, first)
                 log(f"ctp txn {index} aborted after {name}; rewound")
     finally:
         await asyncio.wait_for(c.stop(), timeout=10)

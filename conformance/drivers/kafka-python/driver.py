@@ -145,6 +145,9 @@ def run_ctp(a, p, res, deadline, note, abort):
             except Exception as exc:  # noqa: BLE001
                 raise GiveUp(f"begin_transaction failed: {note(exc, 'begin_transaction')}")
             keys = [m.key.decode() for m in msgs]
+            firsts = {}
+            for m in msgs:
+                firsts[m.partition] = min(firsts.get(m.partition, m.offset), m.offset)
             try:
                 offsets = {}
                 for m, k in zip(msgs, keys):
@@ -167,13 +170,11 @@ def run_ctp(a, p, res, deadline, note, abort):
                     p.abort_transaction()
                 except Exception as exc2:  # noqa: BLE001
                     raise GiveUp(f"abort_transaction failed ({note(exc2, 'abort_transaction')}) after {name}")
-                for tp in c.assignment():
-                    off = c.committed(tp)
-                    if off is None:
-                        c.seek_to_beginning(tp)
-                    else:
-                        c.seek(tp, off)
-                log(f"ctp txn {index} aborted after {name}; rewound")
+                # Back to the committed offsets: every earlier chunk committed, so they are this
+                # chunk's first offsets (an explicit seek; seek_to_beginning() is lazy).
+                for q, first in sorted(firsts.items()):
+                    c.seek(TopicPartition(a.input_topic, q), first)
+                log(f"ctp txn {index} aborted after {name}; rewound to {firsts}")
     finally:
         c.close(autocommit=False)
 
