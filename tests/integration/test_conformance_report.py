@@ -47,6 +47,11 @@ def test_observatory_agrees_and_differs():
     assert unk["verdict"] == "agrees" and "shows 1 of them committed, which supports kproxy's count" in unk["broker_log"], unk
     unk2 = observatory.compare({"transactions": [txn("committed")] * 3}, acc(2, u=1), {"unknown_present": []}, 10, "producer")
     assert unk2["verdict"] == "differs" and "supports neither" in unk2["broker_log"], unk2
+    # A client that gave up leaving its transaction open: kproxy showing it open agrees.
+    left = observatory.compare({"transactions": [txn("open")]}, dict(acc(0, u=1), gave_up=True), {"unknown_present": []}, 10, "producer")
+    assert left["verdict"] == "agrees" and "left when it gave up" in left["note"], left
+    still = observatory.compare({"transactions": [txn("open")]}, acc(0, a=1), {}, 10, "producer")
+    assert still["verdict"] == "differs" and "still open 1" in still["difference"], still
     # Nothing seen by kproxy (404) and no account.
     assert observatory.compare({"transactions": [], "seen": False}, {"missing": "x"}, None, 10, "producer")["verdict"] == "not compared"
     # ctp: the records of the committed transactions against the outputs read, the group in each.
