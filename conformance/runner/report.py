@@ -97,6 +97,7 @@ def what_happened(c: Dict) -> str:
     obs = c.get("observatory") or {}
     if obs.get("verdict"):
         parts.append(f"observatory {obs['verdict']}" + (f": {obs['difference']}" if obs.get("difference") else "")
+                     + (f"; {obs['note']}" if obs.get("note") else "")
                      + (f"; {obs['broker_log']}" if obs.get("broker_log") else ""))
     return "; ".join(parts)
 
