@@ -21,12 +21,13 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import yaml
 
+import observatory
 from scenarios import EXPECT_CLASSES, Scenario, kproxy_copy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,32 @@ class Settings:
     partitions: int = 3
     verifier_timeout_s: float = 60.0
     transaction_timeout_ms: Optional[int] = None
+    driver_args: List[str] = field(default_factory=list)   # test-only: extra driver options (known-bad modes)
+    min_committed_fraction: float = 0.5
+    abort_cleanup_ms: int = 10000   # the cluster's transaction.abort.timed.out.transaction.cleanup.interval.ms
+
+
+def driver_modes(client: str) -> List[str]:
+    """The workloads a driver runs: conformance/drivers/<family>/modes (words, e.g. "produce ctp");
+    without that file, "produce" only."""
+    f = DRIVERS / client / "modes"
+    try:
+        return f.read_text().split() or ["produce"]
+    except OSError:
+        return ["produce"]
+
+
+def fill_input(bootstrap: str, topic: str, prefix: str, transactions: int, records_per_txn: int, out_dir: Path,
+               timeout: float = 90.0) -> None:
+    """The input of a consume-transform-produce cell: N committed transactions of M records keyed
+    PREFIX:i:j, written straight to the cluster (not through kproxy) by the Java driver."""
+    cmd = [str(DRIVERS / "java-4.4" / "run"), "--bootstrap", bootstrap, "--topic", topic,
+           "--transactional-id", f"fill-{topic}", "--transactions", str(transactions),
+           "--records-per-txn", str(records_per_txn), "--run-id", prefix, "--timeout-s", str(int(timeout - 10))]
+    rc, timed_out, _ = _run_bounded(cmd, timeout, out_dir / "fill.stdout", out_dir / "fill.stderr")
+    acc = last_json_line((out_dir / "fill.stdout").read_text(errors="replace"))
+    if rc != 0 or timed_out or not acc or len(acc.get("committed") or []) != transactions:
+        raise RuntimeError(f"filling the input topic {topic} failed (exit {rc}{', timed out' if timed_out else ''}): {acc}")
 
 
 def _free_ports(n: int) -> List[int]:
@@ -285,9 +312,13 @@ def protocol_seen(versions: Dict[str, Dict[str, int]]) -> Optional[int]:
     return None
 
 
-def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int = 1) -> Dict:
-    """Runs one cell and returns its record."""
-    run_id = f"{sc.index:02d}-{client}-tv{protocol}-{attempt}-{uuid.uuid4().hex[:6]}"
+def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int = 1, workload_mode: str = "producer") -> Dict:
+    """Runs one cell and returns its record. `workload_mode`: "producer" (the drivers' produce
+    workload) or "ctp" (consume-transform-produce: the runner fills an input topic, the driver
+    reads it in a group and writes one output per input, committing the input offsets in the same
+    transaction)."""
+    ctp = workload_mode == "ctp"
+    run_id = f"{sc.index:02d}-{client}-tv{protocol}{'-ctp' if ctp else ''}-{attempt}-{uuid.uuid4().hex[:6]}"
     run_id = re.sub(r"[^A-Za-z0-9._-]", "-", run_id)
     cell_dir = s.work_dir / "cells" / run_id
     cell_dir.mkdir(parents=True, exist_ok=True)
@@ -300,9 +331,11 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
     topic = f"conformance-{run_id}"
     client_id = (f"legacy-{run_id}" if protocol == 1 else f"conf-{run_id}")
     txn_id = f"txn-{run_id}"
+    input_topic, group = f"{topic}-in", f"g-{run_id}"
     rec: Dict = {
         "client": client, "scenario": sc.name, "scenario_version": sc.version, "number": sc.number,
         "protocol": protocol, "expect": sc.expect, "attempt": attempt, "run_id": run_id, "topic": topic,
+        "workload": workload_mode,
         "transactional_id": txn_id, "client_id": client_id, "dir": str(cell_dir),
         "transactions": transactions, "records_per_txn": records_per_txn, "cell_timeout_s": cell_timeout,
         "transaction_timeout_ms": txn_timeout,
@@ -310,6 +343,10 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
     kp: Optional[KproxyProcess] = None
     try:
         create_topic(s.cluster_bootstrap, topic, s.partitions, min(3, s.nodes))
+        if ctp:
+            rec["input_topic"], rec["group"] = input_topic, group
+            create_topic(s.cluster_bootstrap, input_topic, s.partitions, min(3, s.nodes))
+            fill_input(s.cluster_bootstrap, input_topic, "in", transactions, records_per_txn, cell_dir)
         doc = kproxy_copy(sc, seed=s.seed, protocol=protocol)
         kp = KproxyProcess(s, cell_dir, doc)
         rec["kproxy_command"] = " ".join(kp.cmd)
@@ -321,6 +358,9 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
                "--timeout-s", str(driver_timeout_s)]
         if txn_timeout:
             cmd += ["--transaction-timeout-ms", str(int(txn_timeout))]
+        if ctp:
+            cmd += ["--mode", "ctp", "--input-topic", input_topic, "--group", group]
+        cmd += list(s.driver_args)
         rec["driver_command"] = " ".join(cmd)
         rc, timed_out, secs = _run_bounded(cmd, cell_timeout, cell_dir / "driver.stdout", cell_dir / "driver.stderr")
         account = last_json_line((cell_dir / "driver.stdout").read_text(errors="replace"))
@@ -330,6 +370,8 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         rec["protocol_seen"] = protocol_seen(rec["request_versions"])
         count, lines = kp.fault_log_lines()
         rec["fault_log_count"], rec["fault_log_lines"] = count, lines
+        # kproxy's own account of the cell's transactional id, before it stops (issue #44).
+        obs_raw = observatory.fetch(kp.admin, txn_id)
         rec["kproxy_exit"] = kp.stop()
         if account is None:
             account = {"missing": "the driver printed no JSON line"}
@@ -340,15 +382,27 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         # printed no account (it classifies that as crashed, or stuck when killed at the bound).
         account_path = cell_dir / "driver.stdout"
         vcmd = [str(VERIFIER), "--bootstrap", s.cluster_bootstrap, "--topic", topic, "--account", str(account_path),
-                "--timeout-s", str(int(s.verifier_timeout_s)), "--driver-exit", str(rc if rc is not None else -9)]
+                "--timeout-s", str(int(s.verifier_timeout_s)), "--driver-exit", str(rc if rc is not None else -9),
+                "--expect-run-id", run_id, "--expect-transactions", str(transactions),
+                "--expect-records-per-txn", str(records_per_txn), "--protocol", str(rec["protocol_seen"] or protocol),
+                "--transaction-timeout-ms", str(int(txn_timeout or 0)), "--abort-cleanup-ms", str(s.abort_cleanup_ms),
+                "--min-committed-fraction", str(workload.get("min_committed_fraction", s.min_committed_fraction)),
+                "--save-read", str(cell_dir / "read.json")]
+        if ctp:
+            vcmd += ["--workload", "ctp", "--input-topic", input_topic, "--group", group]
         if timed_out:
             vcmd.append("--driver-timed-out")
         rec["verifier_command"] = " ".join(vcmd)
-        vrc, vto, vsecs = _run_bounded(vcmd, s.verifier_timeout_s + 60, cell_dir / "verifier.stdout", cell_dir / "verifier.stderr")
+        # The verifier waits up to max(--timeout-s, transaction timeout + abort cleanup + 10 s) for
+        # open transactions, then reads (bounded by 45 s per topic).
+        vwait = max(s.verifier_timeout_s, (int(txn_timeout or 60000) + s.abort_cleanup_ms) / 1000 + 10)
+        vrc, vto, vsecs = _run_bounded(vcmd, vwait + 120, cell_dir / "verifier.stdout", cell_dir / "verifier.stderr")
         verdict = last_json_line((cell_dir / "verifier.stdout").read_text(errors="replace"))
         rec["verifier"] = verdict if verdict is not None else {
             "error": f"verifier printed no JSON (exit {vrc}{', timed out' if vto else ''}): "
                      + (cell_dir / "verifier.stderr").read_text(errors="replace")[-500:]}
+        rec["observatory"] = dict(observatory.compare(obs_raw, account, verdict, records_per_txn, workload_mode),
+                                  transactions=obs_raw.get("transactions"))
         if verdict is not None and verdict.get("class"):
             rec["class"] = verdict["class"]
         elif timed_out:
@@ -366,5 +420,6 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
     injected = [f.get("injected") for f in rec.get("faults", []) if isinstance(f.get("injected"), int)]
     rec["faults_injected_total"] = sum(injected) if injected else None
     rec["elapsed_s"] = round(time.monotonic() - t0, 1)
+    rec["driver_s"] = (rec.get("driver") or {}).get("seconds")
     (cell_dir / "cell.json").write_text(json.dumps(rec, indent=1) + "\n")
     return rec

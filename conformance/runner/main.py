@@ -80,9 +80,24 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                          "api_versions in the config file; auto (default) = flag if `kproxy --help` lists --scenario")
     ap.add_argument("--no-setup", action="store_true", help="skip conformance/setup (drivers and verifier already installed)")
     ap.add_argument("--list", action="store_true", help="list the selected scenarios and clients, run nothing")
-    ap.add_argument("--report-from", metavar="JSON", default=None,
+    ap.add_argument("--workloads", default="producer,ctp",
+                    help="producer, ctp or both (default): ctp runs the scenarios whose workload is ctp, and the "
+                         "baseline, with the drivers whose `modes` file lists ctp")
+    ap.add_argument("--min-committed-fraction", type=float, default=0.5,
+                    help="a run that did not give up and committed fewer of its transactions than this is "
+                         "'no progress' (default 0.5; a scenario's workload.min_committed_fraction overrides it)")
+    ap.add_argument("--driver-args", default="",
+                    help="test only: extra options for every driver (shell words), e.g. \"--break split\" for the "
+                         "Java driver's known-bad modes")
+    ap.add_argument("--confirm", action="store_true",
+                    help="after the first run of every cell, run twice more each cell that was not exact and a seeded "
+                         "random tenth (at least one) of the exact ones; a cell whose runs disagree is 'flaky' "
+                         "(issue #45's publication rule; --repeat N runs every cell N times instead)")
+    ap.add_argument("--shard", default=None, metavar="K/N",
+                    help="run only the K-th of N slices of the cells (1-based; merge the JSON reports with --report-from)")
+    ap.add_argument("--report-from", metavar="JSON", default=None, action="append",
                     help="run nothing: rewrite --out (and --json) from the cells of an earlier run's JSON report "
-                         "(e.g. after a driver's FINDINGS.md changed)")
+                         "(e.g. after a driver's FINDINGS.md changed); repeat it to merge the reports of --shard runs")
     args = ap.parse_args(argv)
     try:
         args.protocols = sorted({int(x) for x in args.tv.split(",") if x.strip()})
@@ -92,6 +107,18 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         ap.error(f"--tv: want 1, 2 or 1,2, not {args.tv!r}")
     if args.jobs < 1 or args.repeat < 1 or args.nodes < 1:
         ap.error("--jobs, --repeat and --nodes must be >= 1")
+    args.workload_list = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if not args.workload_list or set(args.workload_list) - {"producer", "ctp"}:
+        ap.error(f"--workloads: want producer, ctp or producer,ctp, not {args.workloads!r}")
+    args.shard_k, args.shard_n = 1, 1
+    if args.shard:
+        try:
+            k, n = (int(x) for x in args.shard.split("/"))
+        except ValueError:
+            ap.error(f"--shard: want K/N, not {args.shard!r}")
+        if not 1 <= k <= n:
+            ap.error(f"--shard: want 1 <= K <= N, not {args.shard!r}")
+        args.shard_k, args.shard_n = k, n
     return args
 
 
@@ -140,7 +167,8 @@ def combine(runs: List[Dict]) -> Dict:
     first = dict(runs[0])
     classes = [r["class"] for r in runs]
     if len(runs) > 1:
-        first["runs"] = [{k: r.get(k) for k in ("class", "run_id", "elapsed_s", "faults_injected_total", "dir")} for r in runs]
+        first["runs"] = [{k: r.get(k) for k in ("class", "run_id", "elapsed_s", "driver_s", "faults_injected_total", "dir",
+                                                 "protocol_seen", "observatory")} for r in runs]
         first["classes"] = classes
         if len(set(classes)) > 1:
             first["class"] = "flaky"
@@ -151,14 +179,39 @@ def combine(runs: List[Dict]) -> Dict:
     return first
 
 
-def rewrite_report(source: Path, all_sc, md_path: Path, json_path: Path) -> int:
-    """The report of an earlier run, written again from its JSON (cells, header, clients): the
-    tables and notes are the run's; the findings and counts are read again."""
-    try:
-        doc = json.loads(source.read_text())
-    except (OSError, ValueError) as e:
-        print(f"scripts/conformance: --report-from {source}: {e}", file=sys.stderr)
-        return 2
+def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path) -> int:
+    """The report of earlier runs, written again from their JSON (cells, header, clients): the
+    tables and notes are the runs'; the findings and counts are read again. Several sources (the
+    shards of one run, --shard K/N) are merged: their cells, scenarios and clients together, the
+    header of the first with the wall times added up."""
+    docs = []
+    for source in sources:
+        try:
+            docs.append(json.loads(Path(source).read_text()))
+        except (OSError, ValueError) as e:
+            print(f"scripts/conformance: --report-from {source}: {e}", file=sys.stderr)
+            return 2
+    doc = dict(docs[0])
+    if len(docs) > 1:
+        seen = set()
+        doc["cells"], doc["scenarios"], doc["clients"] = [], [], {}
+        for d in docs:
+            for c in d.get("cells", []):
+                key = (c["client"], c["scenario"], c["protocol"], c.get("workload", "producer"))
+                if key not in seen:
+                    seen.add(key)
+                    doc["cells"].append(c)
+            for sc in d.get("scenarios", []):
+                if sc["name"] not in {x["name"] for x in doc["scenarios"]}:
+                    doc["scenarios"].append(sc)
+            for k, v in (d.get("clients") or {}).items():
+                if v.get("version") or k not in doc["clients"]:
+                    doc["clients"][k] = v
+        doc["scenarios"].sort(key=lambda x: x["name"])
+        doc["wall_s"] = sum(d.get("wall_s", 0) for d in docs)
+        doc["cells_planned"] = sum(d.get("cells_planned", 0) for d in docs)
+        doc["shards"] = [d.get("shard") for d in docs]
+        doc["complete"] = all(d.get("complete", True) for d in docs)
     names = [s["name"] for s in doc.get("scenarios", [])]
     by_name = {sc.name: sc for sc in all_sc}
     unknown = [n for n in names if n not in by_name]
@@ -166,13 +219,16 @@ def rewrite_report(source: Path, all_sc, md_path: Path, json_path: Path) -> int:
         print(f"scripts/conformance: --report-from: scenarios no longer in scenarios/: {unknown}", file=sys.stderr)
         return 2
     cells = doc.get("cells", [])
+    import observatory
+    for c in cells:
+        observatory.recompare(c)   # the comparison as it is now, from what each cell stored
     header = {k: v for k, v in doc.items() if k not in ("cells", "clients", "scenarios")}
     protocols = sorted({c["protocol"] for c in cells}) or [1, 2]
     # The scenario as it was in that run (its version), not as the file reads now.
     as_run = [dataclasses.replace(by_name[s["name"]], version=s["version"]) for s in doc.get("scenarios", [])]
     report.write(md_path, json_path, header=header, scenarios=as_run, clients=list(doc.get("clients", {})),
                  protocols=protocols, cells=cells, client_info=doc.get("clients", {}))
-    say(f"wrote {md_path} and {json_path} from {source} ({len(cells)} cell(s))")
+    say(f"wrote {md_path} and {json_path} from {', '.join(map(str, sources))} ({len(cells)} cell(s))")
     return 0
 
 
@@ -186,7 +242,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"scripts/conformance: {e}", file=sys.stderr)
         return 2
     if args.report_from:
-        return rewrite_report(Path(args.report_from), all_sc, Path(args.out), Path(args.json))
+        return rewrite_report([Path(x) for x in args.report_from], all_sc, Path(args.out), Path(args.json))
     available = families()
     clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else available
     missing = [c for c in clients if c not in available]
@@ -205,10 +261,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not (REPO_ROOT / "conformance" / "verifier" / "run").exists() and not args.list:
         print("scripts/conformance: conformance/verifier/run is missing", file=sys.stderr)
         return 2
-    plan = [(c, sc, p) for sc in chosen if sc.runnable for p in args.protocols if p in sc.protocols for c in clients]
+    plan = []
+    for w in args.workload_list:
+        for sc in chosen:
+            # ctp: the ctp scenarios and the baseline (the control row of the ctp table).
+            if not sc.runnable or (sc.mode != w and not (w == "ctp" and sc.number == 0)):
+                continue
+            for p in args.protocols:
+                if p not in sc.protocols:
+                    continue
+                for c in clients:
+                    if w == "producer" or "ctp" in cellmod.driver_modes(c):
+                        plan.append((c, sc, p, w))
+    if args.shard_n > 1:
+        plan = [job for k, job in enumerate(plan) if k % args.shard_n == args.shard_k - 1]
     if args.list:
         for sc in chosen:
-            print(f"{sc.name}  #{sc.number}  protocols {sc.protocols}  expect {sc.expect}" + ("" if sc.runnable else "  (workload: none)"))
+            print(f"{sc.name}  #{sc.number}  protocols {sc.protocols}  expect {sc.expect}"
+                  + ("" if sc.runnable else "  (workload: none)") + ("  (workload: ctp)" if sc.mode == "ctp" else ""))
         print(f"clients: {', '.join(clients)}; {len(plan)} cell(s) x {args.repeat} run(s)")
         return 0
 
@@ -247,20 +317,23 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     transactions=args.transactions, records_per_txn=args.records_per_txn,
                                     cell_timeout_s=args.cell_timeout, seed=args.seed, work_dir=work,
                                     partitions=args.partitions, transaction_timeout_ms=args.transaction_timeout_ms or None,
-                                    verifier_timeout_s=args.verifier_timeout)
-        jobs = [(c, sc, p, k) for (c, sc, p) in plan for k in range(1, args.repeat + 1)]
+                                    verifier_timeout_s=args.verifier_timeout, driver_args=shlex.split(args.driver_args),
+                                    min_committed_fraction=args.min_committed_fraction)
+        jobs = [(c, sc, p, w, k) for (c, sc, p, w) in plan for k in range(1, args.repeat + 1)]
         results: Dict = {}
         lock = threading.Lock()
         done = [0]
 
         def one(job):
-            c, sc, p, k = job
-            rec = cellmod.run_cell(settings, c, sc, p, attempt=k)
+            c, sc, p, w, k = job
+            rec = cellmod.run_cell(settings, c, sc, p, attempt=k, workload_mode=w)
             with lock:
                 done[0] += 1
-                results.setdefault((c, sc.name, p), []).append(rec)
+                results.setdefault((c, sc.name, p, w), []).append(rec)
                 extra = f", {rec['runner_error']}" if rec.get("runner_error") else ""
-                say(f"[{done[0]}/{len(jobs)}] {c} x {sc.name} x TV{p}"
+                if rec.get("observatory"):
+                    extra += f", observatory {rec['observatory'].get('verdict')}"
+                say(f"[{done[0]}/{len(jobs)}] {c} x {sc.name} x TV{p}" + (" ctp" if w == "ctp" else "")
                     + (f" run {k}" if args.repeat > 1 else "")
                     + f": {rec['class']}{'' if rec['matches_expect'] else ' (expected ' + sc.expect + ')'}"
                     + f", faults injected {rec.get('faults_injected_total')}, {rec['elapsed_s']:.1f} s{extra}")
@@ -268,10 +341,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         def write_report(final: bool) -> List[Dict]:
             cells = []
-            for (c, sc, p) in plan:
+            for (c, sc, p, w) in plan:
                 # A cell is reported once all its runs are in (a partial report leaves it "not run").
-                runs = sorted(results.get((c, sc.name, p), []), key=lambda r: r["attempt"])
-                if runs and len(runs) == args.repeat:
+                runs = sorted(results.get((c, sc.name, p, w), []), key=lambda r: r["attempt"])
+                if runs and len(runs) >= args.repeat and not (final is False and (c, sc.name, p, w) in pending_confirm):
                     cells.append(combine(runs))
             client_info: Dict[str, Dict] = {}
             for rec in cells:
@@ -289,7 +362,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "cell_timeout_s": args.cell_timeout, "repeat": args.repeat,
                 "transaction_timeout_ms": args.transaction_timeout_ms, "verifier_timeout_s": args.verifier_timeout,
                 "command": command, "wall_s": time.monotonic() - t_start, "work_dir": str(work),
-                "complete": final, "cells_planned": len(plan),
+                "complete": final, "cells_planned": len(plan), "workloads": args.workload_list,
+                "shard": args.shard, "min_committed_fraction": args.min_committed_fraction, "confirm": args.confirm,
+                "driver_args": args.driver_args or None,
             }
             for rec in cells:
                 rec["reproduce"] = report.reproduce_command(rec, header)
@@ -303,8 +378,26 @@ def main(argv: Optional[List[str]] = None) -> int:
                 write_report(False)  # a run stopped half-way still leaves the cells it finished
             return rec
 
+        pending_confirm: set = set()
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             list(pool.map(one_and_report, jobs))
+        if args.confirm:
+            # Not exact on the first run: twice more; and a seeded random tenth of the exact ones.
+            import random
+            firsts = {key: runs[0] for key, runs in results.items()}
+            exact = sorted(k for k, r in firsts.items() if r["class"] == "exact")
+            rng = random.Random(args.seed)
+            sample = set(rng.sample(exact, max(1, (len(exact) + 9) // 10))) if exact else set()
+            again = sorted(k for k, r in firsts.items() if r["class"] != "exact") + sorted(sample)
+            by_name = {sc.name: sc for sc in chosen}
+            more = [(c, by_name[n], p, w, k) for (c, n, p, w) in again for k in (args.repeat + 1, args.repeat + 2)]
+            pending_confirm.update(again)
+            say(f"confirming: {len(again) - len(sample)} cell(s) not exact and {len(sample)} exact one(s) sampled, "
+                f"{len(more)} more run(s)")
+            jobs.extend(more)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                list(pool.map(one_and_report, more))
+            pending_confirm.clear()
         with lock:
             cells = write_report(True)
         say(f"wrote {args.out} and {args.json} ({len(cells)} cell(s), {time.monotonic() - t_start:.0f} s)")

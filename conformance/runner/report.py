@@ -11,26 +11,46 @@ from scenarios import Scenario
 
 JSON_LOG_LINES = 3
 CLASS_LABEL = {"exact, gave up as documented": "gave up (exact)"}
+EXACT_CLASSES = ("exact", "exact, gave up as documented")
 
 
 def cell_label(c: Dict) -> str:
     text = CLASS_LABEL.get(c["class"], c["class"])
     if c["class"] == "flaky":
         text = "flaky: " + " / ".join(CLASS_LABEL.get(x, x) for x in c.get("classes", []))
+    also = [a for a in (c.get("verifier") or {}).get("also") or [] if a != c["class"]]
+    if also and c["class"] != "flaky":
+        text += " + " + ", ".join(also)
     if not c.get("matches_expect"):
         text = f"**{text}**"
     notes = []
     if c.get("faults_injected_total") == 0:
         notes.append("no fault fired")
     if c.get("protocol_seen") not in (None, c["protocol"]):
-        notes.append(f"client used TV{c['protocol_seen']}")
+        notes.append(f"TV{c['protocol_seen']} client")
     if c.get("kproxy_exit") not in (None, 0):
         notes.append(f"kproxy exit {c['kproxy_exit']}")
+    obs = c.get("observatory") or {}
+    if obs.get("verdict") == "differs":
+        notes.append("observatory differs")
     return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def observatory_summary(row_cells: List[Dict]) -> str:
+    """The row's observatory column: whether kproxy's GET /transactions/{id} agrees with each
+    client's account (conformance/runner/observatory.py)."""
+    judged = [c for c in row_cells if (c.get("observatory") or {}).get("verdict") in ("agrees", "differs")]
+    if not judged:
+        return "-"
+    differs = [c for c in judged if c["observatory"]["verdict"] == "differs"]
+    if not differs:
+        return f"agrees ({len(judged)})"
+    return "differs: " + "; ".join(f"{c['client']}: {c['observatory'].get('difference', '')}" for c in differs)
 
 
 def reproduce_command(c: Dict, settings: Dict) -> str:
     args = ["scripts/conformance", "--clients", c["client"], "--scenarios", c["scenario"], "--tv", str(c["protocol"]),
+            "--workloads", c.get("workload", "producer"),
             "--seed", str(settings["seed"]), "--transactions", str(settings["transactions"]),
             "--records-per-txn", str(settings["records_per_txn"]), "--nodes", str(settings["nodes"]),
             "--cell-timeout", str(int(settings["cell_timeout_s"])),
@@ -74,26 +94,90 @@ def what_happened(c: Dict) -> str:
         parts.append(f"kproxy exited {c['kproxy_exit']} (its log: {c.get('dir')}/kproxy.log)")
     if c["class"] == "flaky":
         parts.append("runs: " + " / ".join(c.get("classes", [])))
+    obs = c.get("observatory") or {}
+    if obs.get("verdict"):
+        parts.append(f"observatory {obs['verdict']}" + (f": {obs['difference']}" if obs.get("difference") else "")
+                     + (f"; {obs['note']}" if obs.get("note") else "")
+                     + (f"; {obs['broker_log']}" if obs.get("broker_log") else ""))
     return "; ".join(parts)
 
 
 DRIVERS = Path(__file__).resolve().parent.parent / "drivers"
 
 
-def counts_section(clients: List[str], protocols: List[int], cells: List[Dict], col) -> List[str]:
-    """Per client and protocol: cells run, exact (committed exactly once, whether or not the client
-    gave up), and as the scenario expects / not."""
-    out = ["## Counts per client", "",
-           "| client | protocol | cells | exact (incl. gave up as documented) | not exact | as expected | not as expected |",
-           "|---|---|---|---|---|---|---|"]
-    for client in clients:
-        for p in protocols:
-            mine = [c for c in cells if c["client"] == client and c["protocol"] == p]
-            if not mine:
+def table_section(w: str, p: int, scenarios: List[Scenario], clients: List[str], by_key: Dict, header: Dict, col) -> List[str]:
+    """One table: workload `w` (producer or ctp) under transaction protocol `p`, a row per scenario,
+    a column per client and the observatory's column; then a note per cell that is not exact."""
+    title = "transaction.version 2, KIP-890" if p == 2 else "pre-KIP-890, transaction.version 1 shown by kproxy"
+    if w == "ctp":
+        lines = [f"## Consume-transform-produce, transaction protocol {p} ({title})", "",
+                 "The runner fills an input topic with N committed transactions of M records; the driver reads it "
+                 "read_committed in a group, writes one output per input in a transaction and commits the input "
+                 "offsets with it. The verifier checks each input exactly once in the output and the group's "
+                 "committed offsets against the outputs (the last input of each committed transaction, + 1).", ""]
+        rows = [sc for sc in scenarios if sc.runnable and (sc.mode == "ctp" or sc.number == 0)]
+        cols = [c for c in clients if any(k[0] == c and k[3] == "ctp" for k in by_key)]
+    else:
+        lines = [f"## Transaction protocol {p} ({title})", ""]
+        rows = [sc for sc in scenarios if sc.mode != "ctp"]
+        cols = clients
+    if not cols:
+        return lines + ["No client ran this workload.", ""]
+    lines.append("| scenario | " + " | ".join(col(c) for c in cols) + " | observatory |")
+    lines.append("|---|" + "---|" * (len(cols) + 1))
+    notes = []
+    for sc in rows:
+        row = [f"{sc.name} (v{sc.version}, #{sc.number or '-'}, expect {sc.expect})"]
+        row_cells = []
+        for client in cols:
+            if not sc.runnable:
+                row.append("workload: none")
                 continue
-            exact = sum(1 for c in mine if c["class"] in ("exact", "exact, gave up as documented"))
-            expected = sum(1 for c in mine if c.get("matches_expect"))
-            out.append(f"| {col(client)} | TV{p} | {len(mine)} | {exact} | {len(mine) - exact} | {expected} | {len(mine) - expected} |")
+            if p not in sc.protocols:
+                row.append("n/a")
+                continue
+            c = by_key.get((client, sc.name, p, w))
+            if c is None:
+                row.append("not run")
+                continue
+            row_cells.append(c)
+            row.append(cell_label(c))
+            if (c["class"] != "exact" or not c.get("matches_expect") or c.get("faults_injected_total") == 0
+                    or (c.get("observatory") or {}).get("verdict") == "differs"):
+                notes.append(f"- {client} x {sc.name}{' (ctp)' if w == 'ctp' else ''}: **{CLASS_LABEL.get(c['class'], c['class'])}** "
+                             f"(expect {sc.expect}). {what_happened(c)}. Reproduce: `{reproduce_command(c, header)}`")
+        row.append(observatory_summary(row_cells))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines += notes or ["Every cell run was exact."]
+    lines.append("")
+    return lines
+
+
+def counts_section(clients: List[str], protocols: List[int], cells: List[Dict], col) -> List[str]:
+    """Per client, table and protocol: cells run, exact (committed exactly once, whether or not the
+    client gave up as documented), not exact, flaky, as the scenario expects / not, the cells in
+    which the client spoke the other protocol, the observatory's agreement, and the time per cell."""
+    out = ["## Counts per client", "",
+           "| client | table | protocol | cells | exact (incl. gave up as documented) | not exact | flaky | as expected | "
+           "not as expected | spoke the other protocol | observatory agrees / differs | s per cell (median, max) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for client in clients:
+        for w in ("producer", "ctp"):
+            for p in protocols:
+                mine = [c for c in cells if c["client"] == client and c["protocol"] == p and c.get("workload", "producer") == w]
+                if not mine:
+                    continue
+                exact = sum(1 for c in mine if c["class"] in EXACT_CLASSES)
+                flaky = sum(1 for c in mine if c["class"] == "flaky")
+                expected = sum(1 for c in mine if c.get("matches_expect"))
+                other = sum(1 for c in mine if c.get("protocol_seen") not in (None, p))
+                agree = sum(1 for c in mine if (c.get("observatory") or {}).get("verdict") == "agrees")
+                differ = sum(1 for c in mine if (c.get("observatory") or {}).get("verdict") == "differs")
+                times = sorted(r.get("elapsed_s") or 0 for c in mine for r in (c.get("runs") or [c]))
+                med = times[len(times) // 2] if times else 0
+                out.append(f"| {col(client)} | {w} | TV{p} | {len(mine)} | {exact} | {len(mine) - exact - flaky} | {flaky} | {expected} | "
+                           f"{len(mine) - expected} | {other} | {agree} / {differ} | {med:.0f}, {times[-1] if times else 0:.0f} |")
     out.append("")
     return out
 
@@ -129,7 +213,7 @@ def dumps(doc: Dict) -> str:
 
 def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scenario], clients: List[str],
           protocols: List[int], cells: List[Dict], client_info: Dict[str, Dict]) -> None:
-    by_key = {(c["client"], c["scenario"], c["protocol"]): c for c in cells}
+    by_key = {(c["client"], c["scenario"], c["protocol"], c.get("workload", "producer")): c for c in cells}
 
     def col(client: str) -> str:
         info = client_info.get(client) or {}
@@ -144,42 +228,36 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              f"- cluster: Kafka {header['kafka_version']}, {header['nodes']} node(s), transaction.version {header['cluster_tv']} finalized",
              f"- workload: {header['transactions']} transactions of {header['records_per_txn']} records per cell, "
              f"{header['partitions']} partitions, transaction.timeout.ms {header['transaction_timeout_ms'] or 'client default'}, "
-             f"cell bound {int(header['cell_timeout_s'])} s, verifier wait {int(header['verifier_timeout_s'])} s, {header['repeat']} run(s) per cell",
+             f"cell bound {int(header['cell_timeout_s'])} s, verifier wait for open transactions max({int(header['verifier_timeout_s'])} s, "
+             f"transaction timeout + the coordinator's 10 s abort cleanup + 10 s), {header['repeat']} run(s) per cell"
+             + (" (+2 for each cell not exact on its first run and for a seeded tenth of the exact ones: --confirm)" if header.get("confirm") else "")
+             + (f", workloads {', '.join(header['workloads'])}" if header.get("workloads") else "")
+             + (f", `no progress` below {int(100 * header['min_committed_fraction'])} % committed" if header.get("min_committed_fraction") is not None else ""),
              "- clients: " + (", ".join(f"{k} {v.get('version') or '?'} ({v.get('library') or '?'})" for k, v in sorted(client_info.items())) or "none"),
              f"- command: `{header['command']}`",
              f"- cells: {len(cells)} of {header.get('cells_planned', len(cells))}, wall time {header['wall_s']:.0f} s"
              + ("" if header.get("complete", True) else " (run not finished: the rest are \"not run\")"), "",
              "Classes are the verifier's ([conformance/verifier/README.md](../conformance/verifier/README.md)). **Bold**: not what the scenario "
              "expects of a correct client (`expect:` in the scenario file). \"no fault fired\": the scenario's rules "
-             "never injected in that cell, so it shows nothing about the fault. \"client used TVn\": the EndTxn / "
-             "AddPartitionsToTxn versions the client sent show the other protocol. `n/a`: the scenario does not apply "
-             "to that protocol.", ""]
-    for p in protocols:
-        lines += [f"## Transaction protocol {p} ({'transaction.version 2, KIP-890' if p == 2 else 'pre-KIP-890, transaction.version 1 shown by kproxy'})", ""]
-        lines.append("| scenario | " + " | ".join(col(c) for c in clients) + " |")
-        lines.append("|---|" + "---|" * len(clients))
-        notes = []
-        for sc in scenarios:
-            row = [f"{sc.name} (v{sc.version}, #{sc.number or '-'}, expect {sc.expect})"]
-            for client in clients:
-                if not sc.runnable:
-                    row.append("workload: none")
-                    continue
-                if p not in sc.protocols:
-                    row.append("n/a")
-                    continue
-                c = by_key.get((client, sc.name, p))
-                if c is None:
-                    row.append("not run")
-                    continue
-                row.append(cell_label(c))
-                if c["class"] != "exact" or not c.get("matches_expect") or c.get("faults_injected_total") == 0:
-                    notes.append(f"- {client} x {sc.name}: **{CLASS_LABEL.get(c['class'], c['class'])}** "
-                                 f"(expect {sc.expect}). {what_happened(c)}. Reproduce: `{reproduce_command(c, header)}`")
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
-        lines += notes or ["Every cell run was exact."]
-        lines.append("")
+             "never injected in that cell, so it shows nothing about the fault. \"TV1 client\" (in a TV2 table): the "
+             "EndTxn / AddPartitionsToTxn versions the client sent show the pre-KIP-890 protocol, so the cell is no "
+             "KIP-890 result. `+ stuck` and the like: further classes the verifier found in the same cell. "
+             "`flaky`: the runs of one cell disagree (each run's class shown). `gave up (undocumented)`: the client "
+             "stopped on an error its own documentation does not name as fatal for that call "
+             "([conformance/verifier/documented-fatal.json](../conformance/verifier/documented-fatal.json)). "
+             "`no progress`: the client did not give up but committed fewer than "
+             f"{int(100 * (header.get('min_committed_fraction') or 0.5))} % of its transactions. `n/a`: the scenario "
+             "does not apply to that protocol. The observatory column: whether kproxy's `GET /transactions/{id}` "
+             "counts the cell's transactions as the client's account does (\"agrees (n)\" over n cells; each difference named).", ""]
+    v1 = [c for c in cells if c.get("verifier") and "atomicity_checked" not in c["verifier"]]
+    if v1:
+        lines += [f"**{len(v1)} of the {len(cells)} cells were judged by the first verifier** (before issue #45: no atomicity "
+                  "check, any give-up counted as documented, no `no progress`, `stuck` hiding other classes, no observatory "
+                  "comparison): their classes are that verifier's, re-rendered here (`--report-from`), not v2 verdicts.", ""]
+    workloads = [w for w in ("producer", "ctp") if any(c.get("workload", "producer") == w for c in cells)] or ["producer"]
+    for w in workloads:
+        for p in protocols:
+            lines += table_section(w, p, scenarios, clients, by_key, header, col)
     lines += counts_section(clients, protocols, cells, col)
     lines += findings_section(clients)
     skipped = [sc for sc in scenarios if not sc.runnable]
@@ -192,7 +270,8 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
     doc = dict(header)
     doc["clients"] = client_info
     doc["scenarios"] = [{"name": s.name, "version": s.version, "number": s.number, "protocols": s.protocols,
-                         "expect": s.expect, "runnable": s.runnable, "description": s.description} for s in scenarios]
+                         "expect": s.expect, "runnable": s.runnable, "mode": s.mode, "description": s.description}
+                        for s in scenarios]
     # The first few fault log lines per cell (cell.json in the work dir keeps up to 40): the
     # committed JSON stays small enough to diff.
     doc["cells"] = [dict(c, fault_log_lines=(c.get("fault_log_lines") or [])[:JSON_LOG_LINES]) for c in cells]

@@ -30,9 +30,10 @@ KPROXY_KEYS = ("scenario", "version", "number", "description", "protocols", "exp
 # Keys only the runner reads; left out of the copy given to kproxy.
 RUNNER_KEYS = ("workload",)
 # `workload:` words (proxy/chaos/scenario.h): what shows the scenario. The drivers are producers.
-RUNNABLE_WORKLOADS = {"producer"}
-NOT_RUNNABLE_WORKLOADS = {"none", "ctp", "admin"}
-WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn"}
+# `ctp`: consume-transform-produce (runs with the drivers whose `modes` file lists ctp).
+RUNNABLE_WORKLOADS = {"producer", "ctp"}
+NOT_RUNNABLE_WORKLOADS = {"none", "admin"}
+WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn", "min_committed_fraction"}
 # APIs that only the pre-KIP-890 transaction protocol (transaction.version 1) sends from a client.
 TV1_ONLY_APIS = {"AddPartitionsToTxn", "AddOffsetsToTxn", "24", "25", 24, 25}
 NAME_RX = re.compile(r"^(\d\d)-[a-z0-9]+(-[a-z0-9]+)*$")
@@ -55,6 +56,7 @@ class Scenario:
     expect: str = "exact"
     workload: Optional[Dict] = None   # None: runs with the default workload
     runnable: bool = True             # False: `workload: none`
+    mode: str = "producer"            # "ctp": consume-transform-produce only
 
     @property
     def fault_names(self) -> List[str]:
@@ -133,7 +135,7 @@ def load(path: Path) -> Scenario:
     return Scenario(path=path, data=data, name=path.stem, index=int(m.group(1)), number=data.get("number", 0),
                     version=data["version"], description=str(data["description"]), protocols=list(prot),
                     expect=data["expect"], workload=workload if isinstance(workload, dict) else None,
-                    runnable=runnable)
+                    runnable=runnable, mode="ctp" if workload == "ctp" else "producer")
 
 
 def load_all(directory: Path = SCENARIO_DIR) -> List[Scenario]:

@@ -39,8 +39,8 @@ import scenarios as scn  # noqa: E402
 
 CLIENTS = ["java-4.4", "confluent-kafka-python"]
 SCENARIOS = ["06-concurrent-transactions-endtxn", "09-producer-fenced-endtxn", "15-not-enough-replicas"]
-VERIFIER_CLASSES = {"exact", "exact, gave up as documented", "duplicates", "loss", "dirty read", "stuck", "crashed",
-                    "reordered"}
+VERIFIER_CLASSES = {"exact", "exact, gave up as documented", "gave up (undocumented)", "no progress", "bad account",
+                    "duplicates", "loss", "not atomic", "wrong offsets", "dirty read", "stuck", "crashed", "reordered"}
 # Checked by hand (conformance/README.md "Smoke test"): (client, scenario) -> class, both protocols.
 HAND_CHECKED = {
     ("java-4.4", "06-concurrent-transactions-endtxn"): "exact",
@@ -124,6 +124,10 @@ def test_conformance_smoke(tmp_path):
         assert f"--clients {c['client']}" in c["reproduce"] and f"--scenarios {c['scenario']}" in c["reproduce"], c["reproduce"]
         assert f"--tv {c['protocol']}" in c["reproduce"], c["reproduce"]
         assert c["kproxy_exit"] == 0, (key, c["kproxy_exit"], c["dir"])
+        # Verifier v2: the raw log was read (atomicity) and the account matched the run.
+        assert c["verifier"]["atomicity_checked"] and c["class"] != "bad account", (key, c["verifier"])
+        # The observatory column: kproxy's history of the id compared with the account.
+        assert c["observatory"]["verdict"] in ("agrees", "differs"), (key, c["observatory"])
         # Which protocol the client really spoke.
         if c["client"] == "java-4.4":
             assert c["protocol_seen"] == c["protocol"], (key, c["request_versions"])
@@ -141,6 +145,9 @@ def test_conformance_smoke(tmp_path):
         for s in chosen:
             row = next(line for line in section.splitlines() if line.startswith(f"| {s.name} "))
             cells = [x.strip() for x in row.strip("|").split("|")][1:]
+            # The last column is the observatory's: kproxy's history of each cell's id vs the account.
+            obs, cells = cells[-1], cells[:-1]
+            assert obs.startswith(("agrees", "differs", "-")), row
             assert len(cells) == len(CLIENTS), row
             for client, text in zip(CLIENTS, cells):
                 c = by_key.get((client, s.name, p))

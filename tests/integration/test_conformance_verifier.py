@@ -59,9 +59,11 @@ def _last_json(out: str) -> dict:
     return json.loads(lines[-1])
 
 
-def classify(tmp_path: Path, account, records, *, stuck=(), driver_exit=None, timed_out=False) -> dict:
+def classify(tmp_path: Path, account, records, *, stuck=(), driver_exit=None, timed_out=False, extra=None,
+             args=()) -> dict:
     """Runs the classifier on `account` (a dict, a raw string for the file, or None: no file) and
-    `records` (keys in read order, or (partition, key) pairs)."""
+    `records` (keys in read order, or (partition, key) pairs); `extra` adds keys to READ.json
+    (log, lso, input, group_offsets), `args` options to the verifier."""
     acc = tmp_path / f"account-{time.monotonic_ns()}.json"
     if isinstance(account, dict):
         acc.write_text("progress line\n" + json.dumps(account) + "\n")
@@ -72,8 +74,8 @@ def classify(tmp_path: Path, account, records, *, stuck=(), driver_exit=None, ti
     for n, r in enumerate(records):
         p, k = (0, r) if isinstance(r, str) else r
         recs.append({"partition": p, "offset": n, "key": k})
-    read.write_text(json.dumps({"records": recs, "stuck_partitions": list(stuck)}))
-    cmd = [str(VERIFIER / "run"), "--classify-only", str(acc), str(read)]
+    read.write_text(json.dumps(dict({"records": recs, "stuck_partitions": list(stuck)}, **(extra or {}))))
+    cmd = [str(VERIFIER / "run"), "--classify-only", str(acc), str(read), *map(str, args)]
     if driver_exit is not None:
         cmd += ["--driver-exit", str(driver_exit)]
     if timed_out:
@@ -85,9 +87,9 @@ def classify(tmp_path: Path, account, records, *, stuck=(), driver_exit=None, ti
     return v
 
 
-def account(committed=(), aborted=(), unknown=(), m=3, n=None, gave_up=False, reason=None, run_id="R"):
+def account(committed=(), aborted=(), unknown=(), m=3, n=None, gave_up=False, reason=None, run_id="R", client="hand"):
     n = n if n is not None else len(committed) + len(aborted) + len(unknown)
-    return {"client": "hand", "version": "0", "library": "none", "transactions": n, "records_per_txn": m,
+    return {"client": client, "version": "0", "library": "none", "transactions": n, "records_per_txn": m,
             "run_id": run_id, "committed": list(committed), "aborted": list(aborted), "unknown": list(unknown),
             "errors": {}, "gave_up": gave_up, "give_up_reason": reason, "elapsed_s": 1.0}
 
@@ -156,10 +158,21 @@ def test_classify_reordered_within_one_partition_only(verifier_built, tmp_path):
 
 
 def test_classify_gave_up_as_documented(verifier_built, tmp_path):
-    v = classify(tmp_path, account(committed=[0], unknown=[1], n=4, gave_up=True, reason="fatal: PRODUCER_FENCED"),
-                 keys(0))
+    """Gave up as documented only with an entry of conformance/verifier/documented-fatal.json for
+    the client: the same reason from a client whose docs do not name it, or another reason from
+    the Java client, is "gave up (undocumented)"."""
+    acc = account(committed=[0], unknown=[1], n=4, gave_up=True, reason="fatal: PRODUCER_FENCED", client="java-4.4")
+    v = classify(tmp_path, acc, keys(0))
     assert v["class"] == "exact, gave up as documented", v
-    assert "PRODUCER_FENCED" in v["detail"], v
+    assert "PRODUCER_FENCED" in v["detail"] and v["documented_by"]["doc"].startswith("https://kafka.apache.org/"), v
+    other = classify(tmp_path, dict(acc, client="hand"), keys(0))
+    assert other["class"] == "gave up (undocumented)" and other["gave_up_documented"] is False, other
+    abort = classify(tmp_path, dict(acc, give_up_reason="abort failed: KafkaException"), keys(0))
+    assert abort["class"] == "gave up (undocumented)", abort
+    # A per-protocol entry: franz-go's docs call INVALID_PRODUCER_EPOCH recoverable below KIP-890 part 2.
+    fg = dict(acc, client="franz-go", give_up_reason="EndTransaction(TryCommit) failed: INVALID_PRODUCER_EPOCH")
+    assert classify(tmp_path, fg, keys(0), args=["--protocol", "2"])["class"] == "exact, gave up as documented"
+    assert classify(tmp_path, fg, keys(0), args=["--protocol", "1"])["class"] == "gave up (undocumented)"
 
 
 def test_classify_stuck(verifier_built, tmp_path):
@@ -189,9 +202,115 @@ def test_classify_precedence(verifier_built, tmp_path):
     assert classify(tmp_path, acc, [r for r in everything if r != "R:2:0"])["class"] == "duplicates"
     assert classify(tmp_path, acc, keys(0) + [(0, "R:3:1"), (0, "R:3:0")])["class"] == "loss"
     assert classify(tmp_path, acc, keys(0) + keys(1) + [(0, "R:3:1"), (0, "R:3:0"), (0, "R:3:2")])["class"] == "reordered"
-    stuck = account(committed=[0, 1, 3], aborted=[2], gave_up=True, reason="deadline")
-    assert classify(tmp_path, stuck, everything)["class"] == "stuck"
+    # A driver stopped at its deadline is stuck, but that no longer hides what was read.
+    stuck = account(committed=[0, 1, 3], aborted=[2], n=4, gave_up=True, reason="deadline")
+    v = classify(tmp_path, stuck, everything)
+    assert v["class"] == "dirty read" and {"duplicates", "loss", "reordered", "stuck"} <= set(v["also"]), v
+    assert classify(tmp_path, stuck, keys(0) + keys(1) + keys(3))["class"] == "stuck"
     assert classify(tmp_path, None, everything, driver_exit=1)["class"] == "crashed"
+
+
+def test_classify_bad_account(verifier_built, tmp_path):
+    """The account must be the run the runner started (run id, N, M), list each index once, and
+    give every transaction an outcome unless the driver gave up."""
+    ok = ["--expect-run-id", "R", "--expect-transactions", "2", "--expect-records-per-txn", "3"]
+    assert classify(tmp_path, account(committed=[0, 1]), keys(0) + keys(1), args=ok)["class"] == "exact"
+    v = classify(tmp_path, account(committed=[0, 1], run_id="S"), [], args=ok)
+    assert v["class"] == "bad account" and "run_id S" in v["detail"], v
+    v = classify(tmp_path, account(committed=[0, 1], m=2), keys(0, 2) + keys(1, 2), args=ok)
+    assert v["class"] == "bad account" and "records_per_txn 2" in v["detail"], v
+    v = classify(tmp_path, account(committed=[0], n=2), keys(0), args=ok)
+    assert v["class"] == "bad account" and "[1] have no outcome" in v["detail"], v
+    v = classify(tmp_path, account(committed=[0, 1], aborted=[1], n=2), keys(0) + keys(1), args=ok)
+    assert v["class"] == "bad account" and "listed twice" in v["detail"], v
+    # Gave up: the indexes from the one in progress on may be missing, not earlier ones.
+    gave = account(committed=[0], n=4, gave_up=True, reason="fatal: PRODUCER_FENCED", client="java-4.4")
+    assert classify(tmp_path, gave, keys(0))["class"] == "exact, gave up as documented"
+    hole = account(committed=[0, 2], n=4, gave_up=True, reason="fatal: PRODUCER_FENCED", client="java-4.4")
+    assert classify(tmp_path, hole, keys(0) + keys(2))["class"] == "bad account"
+
+
+def test_classify_no_progress(verifier_built, tmp_path):
+    """Every transaction aborted after a bounded fault, the driver never gave up: not exact."""
+    v = classify(tmp_path, account(aborted=[0, 1, 2, 3, 4]), [])
+    assert v["class"] == "no progress" and v["progress"] == 0 and "0 of 5" in v["detail"], v
+    # 2 of 5 is below the default half, 3 of 5 is not; the fraction is an option.
+    assert classify(tmp_path, account(committed=[0, 1], aborted=[2, 3, 4]), keys(0) + keys(1))["class"] == "no progress"
+    assert classify(tmp_path, account(committed=[0, 1, 2], aborted=[3, 4]), keys(0) + keys(1) + keys(2))["class"] == "exact"
+    assert classify(tmp_path, account(committed=[0, 1], aborted=[2, 3, 4]), keys(0) + keys(1),
+                    args=["--min-committed-fraction", "0.2"])["class"] == "exact"
+    # Unknown outcomes that are wholly visible committed.
+    assert classify(tmp_path, account(committed=[0], unknown=[1, 2]), keys(0) + keys(1) + keys(2))["class"] == "exact"
+
+
+def log_of(units):
+    """A raw log: `units` = [(partition, pid, epoch, [keys], "COMMIT"|"ABORT"|None)], in order."""
+    out, offs = [], {}
+    for p, pid, epoch, ks, marker in units:
+        for k in ks:
+            out.append({"partition": p, "offset": offs.get(p, 0), "key": k, "pid": pid, "epoch": epoch})
+            offs[p] = offs.get(p, 0) + 1
+        if marker:
+            out.append({"partition": p, "offset": offs.get(p, 0), "control": marker, "pid": pid, "epoch": epoch})
+            offs[p] = offs.get(p, 0) + 1
+    return out
+
+
+def test_classify_atomicity(verifier_built, tmp_path):
+    acc = account(committed=[0, 1, 2])
+    recs = [(0, k) for k in keys(0)] + [(1, k) for k in keys(1)] + [(0, k) for k in keys(2)]
+    good = log_of([(0, 7, 0, keys(0), "COMMIT"), (1, 7, 0, keys(1), "COMMIT"), (0, 7, 0, ["R:9:0"], "ABORT"),
+                   (0, 7, 0, keys(2), "COMMIT")])
+    v = classify(tmp_path, acc, recs, extra={"log": good})
+    assert v["class"] == "exact" and v["atomicity_checked"] and v["commits"] == 3 and v["aborts"] == 1, v
+    # Transaction 1 split over two commits in one partition (the read_committed view is the same).
+    split = log_of([(0, 7, 0, keys(0), "COMMIT"), (1, 7, 0, keys(1)[:1], "COMMIT"), (1, 7, 0, keys(1)[1:], "COMMIT"),
+                    (0, 7, 0, keys(2), "COMMIT")])
+    v = classify(tmp_path, acc, recs, extra={"log": split})
+    assert v["class"] == "not atomic" and v["not_atomic"] == ["transaction 1: partition 1: 2 commits"], v
+    # Transaction 1's records in two partitions under two epochs (transaction.version 2: one epoch per transaction).
+    recs2 = [(0, k) for k in keys(0)] + [(0, "R:1:0"), (1, "R:1:1"), (1, "R:1:2")] + [(0, k) for k in keys(2)]
+    epochs = log_of([(0, 7, 1, keys(0), "COMMIT"), (0, 7, 2, ["R:1:0"], "COMMIT"), (1, 7, 3, ["R:1:1", "R:1:2"], "COMMIT"),
+                     (0, 7, 4, keys(2), "COMMIT")])
+    v = classify(tmp_path, acc, recs2, extra={"log": epochs})
+    assert v["class"] == "not atomic" and "producer id/epoch" in v["not_atomic"][0], v
+    # Two transactions in one commit.
+    merged = log_of([(0, 7, 0, keys(0) + keys(2), "COMMIT"), (1, 7, 0, keys(1), "COMMIT")])
+    v = classify(tmp_path, acc, [(0, k) for k in keys(0) + keys(2)] + [(1, k) for k in keys(1)], extra={"log": merged})
+    assert v["class"] == "not atomic" and "together with transaction(s) [2]" in v["not_atomic"][0], v
+    # A retry inside one transaction: the duplicate is written inside the same commit.
+    dup = log_of([(0, 7, 0, keys(0) + ["R:0:1"], "COMMIT")])
+    v = classify(tmp_path, account(committed=[0]), keys(0) + ["R:0:1"], extra={"log": dup})
+    assert v["class"] == "duplicates" and "inside the same transaction" in v["detail"], v
+
+
+def test_classify_stuck_does_not_hide_loss(verifier_built, tmp_path):
+    """A partition left open: committed records behind it (in the log, past its LSO) are hidden,
+    not lost; a committed record that is nowhere is loss, with stuck in "also"."""
+    acc = account(committed=[0, 1])
+    log = log_of([(0, 7, 0, keys(0), "COMMIT"), (0, 8, 0, ["other:0:0"], None), (0, 7, 0, keys(1), "COMMIT")])
+    v = classify(tmp_path, acc, keys(0), stuck=[0], extra={"log": log, "lso": {"0": 4}})
+    assert v["class"] == "stuck" and v["hidden_by_open_transaction"] == 3 and v["missing_count"] == 0, v
+    gone = log_of([(0, 7, 0, keys(0), "COMMIT"), (0, 8, 0, ["other:0:0"], None)])
+    v = classify(tmp_path, acc, keys(0), stuck=[0], extra={"log": gone, "lso": {"0": 4}})
+    assert v["class"] == "loss" and v["also"] == ["stuck"] and v["missing_count"] == 3, v
+
+
+def test_classify_ctp_offsets(verifier_built, tmp_path):
+    """Consume-transform-produce: the group's committed offsets must be the last input of each
+    committed transaction + 1: inputs below them all have an output, none above."""
+    acc = dict(account(committed=[0, 1], m=2, run_id="C:in"), workload="ctp")
+    inputs = [{"partition": 0, "offset": 0, "key": "in:0:0"}, {"partition": 0, "offset": 1, "key": "in:0:1"},
+              {"partition": 0, "offset": 3, "key": "in:1:0"}, {"partition": 0, "offset": 4, "key": "in:1:1"}]
+    outs = ["C:in:0:0", "C:in:0:1", "C:in:1:0", "C:in:1:1"]
+    v = classify(tmp_path, acc, outs, extra={"input": inputs, "group_offsets": {"0": 6}})
+    assert v["class"] == "exact" and v["offsets_checked"], v
+    # Off by one: the last input is committed as consumed although its offset was.
+    v = classify(tmp_path, acc, outs, extra={"input": inputs, "group_offsets": {"0": 4}})
+    assert v["class"] == "wrong offsets" and "in:1:1" in v["offset_problems"][0], v
+    # Offsets past an input that has no output.
+    v = classify(tmp_path, dict(acc, committed=[0], aborted=[1]), outs[:2], extra={"input": inputs, "group_offsets": {"0": 6}})
+    assert v["class"] == "wrong offsets" and len(v["offset_problems"]) == 2, v
 
 
 # ---------------------------------------------------------------- against one real broker
@@ -209,11 +328,11 @@ def run_driver(family: str, bootstrap: str, topic: str, run_id: str, *extra, n=6
     return p.stdout, acc
 
 
-def verify(tmp_path: Path, bootstrap: str, topic: str, driver_stdout: str, timeout_s=30) -> dict:
+def verify(tmp_path: Path, bootstrap: str, topic: str, driver_stdout: str, timeout_s=30, extra=()) -> dict:
     acc = tmp_path / f"account-{time.monotonic_ns()}.json"
     acc.write_text(driver_stdout)
     cmd = [str(VERIFIER / "run"), "--bootstrap", bootstrap, "--topic", topic, "--account", str(acc),
-           "--timeout-s", str(timeout_s), "--save-read", str(tmp_path / "read.json")]
+           "--timeout-s", str(timeout_s), "--save-read", str(tmp_path / "read.json"), *extra]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=slowness.scaled(3 * timeout_s + 60), stdin=subprocess.DEVNULL)
     assert p.returncode == 0, f"verifier rc={p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
@@ -291,7 +410,12 @@ def test_open_transaction_makes_partition_stuck(kafka, topic, verifier_built, tm
     p.flush(30)
     try:
         acc = account(committed=[], aborted=[0], run_id="open", m=1)
-        v = verify(tmp_path, b, topic, json.dumps(acc), timeout_s=4)
+        # The verifier waits past the transaction timeout + the abort cleanup interval (here told
+        # 1 ms and 0: 10 s) before it calls a partition stuck.
+        t0 = time.monotonic()
+        v = verify(tmp_path, b, topic, json.dumps(acc), timeout_s=4,
+                   extra=["--transaction-timeout-ms", "1", "--abort-cleanup-ms", "0"])
+        assert time.monotonic() - t0 >= 10, "the verifier gave up waiting before transaction timeout + cleanup + 10 s"
         assert v["class"] == "stuck", v
         assert v["stuck_partitions"] == [1], v
     finally:
@@ -318,7 +442,9 @@ def test_consume_transform_produce_is_exact(kafka, topic, driver_built, verifier
     out, acc = run_driver("java-4.4", b, out_topic, "ctp", "--mode", "ctp", "--input-topic", topic,
                           "--group", f"g-{topic}", n=5, m=8)
     assert acc["run_id"] == "ctp:in" and acc["committed"] == [0, 1, 2, 3, 4] and not acc["gave_up"], acc
-    v = verify(tmp_path, b, out_topic, out)
+    # With the input topic and the group the verifier also checks the group's committed offsets.
+    v = verify(tmp_path, b, out_topic, out, extra=["--input-topic", topic, "--group", f"g-{topic}"])
+    assert v["offsets_checked"] and v["inputs"] == 40 and not v["offset_problems"], v
     assert v["class"] == "exact" and v["records_read"] == 40, v
     read = json.loads((tmp_path / "read.json").read_text())
     assert sorted(r["key"] for r in read["records"]) == sorted(f"ctp:in:{i}:{j}" for i in range(5) for j in range(8))
@@ -337,8 +463,11 @@ def test_abortable_broker_error_is_aborted_and_exact(kafka, topic_name, driver_b
     assert acc["committed"] == [] and acc["aborted"] == [0, 1, 2] and not acc["gave_up"], acc
     # Each refused record's delivery error (2 per transaction) and each commit that reports it.
     assert acc["errors"] == {"MESSAGE_TOO_LARGE": 9}, acc
+    # Nothing committed at all is "no progress" (v2), whatever the cause; with no minimum it is exact.
     v = verify(tmp_path, b, topic_name, out)
-    assert v["class"] == "exact" and v["records_read"] == 0 and v["committed_expected"] == 0, v
+    assert v["class"] == "no progress" and v["records_read"] == 0 and v["committed_expected"] == 0, v
+    v = verify(tmp_path, b, topic_name, out, extra=["--min-committed-fraction", "0"])
+    assert v["class"] == "exact", v
 
 
 def test_driver_without_account_is_crashed(driver_built, verifier_built, tmp_path):

@@ -13,9 +13,10 @@ function parseArgs (family, argv) {
   const spec = {
     '--bootstrap': 'bootstrap', '--topic': 'topic', '--transactional-id': 'transactionalId',
     '--transactions': 'transactions', '--records-per-txn': 'recordsPerTxn', '--run-id': 'runId',
-    '--client-id': 'clientId', '--timeout-s': 'timeoutS', '--transaction-timeout-ms': 'transactionTimeoutMs'
+    '--client-id': 'clientId', '--timeout-s': 'timeoutS', '--transaction-timeout-ms': 'transactionTimeoutMs',
+    '--mode': 'mode', '--input-topic': 'inputTopic', '--group': 'group'
   }
-  const a = { clientId: `conformance-${family}`, timeoutS: 120 }
+  const a = { clientId: `conformance-${family}`, timeoutS: 120, mode: 'produce' }
   for (let i = 0; i < argv.length; i++) {
     let flag = argv[i]
     let value
@@ -109,6 +110,26 @@ class Account {
   }
 }
 
+// Consume-transform-produce (CONTRACT.md): output key = RUNID:<input key>; the input keys are
+// PREFIX:i:j, the account's run_id becomes RUNID:PREFIX, and input transaction i is committed once
+// all M of its records went out in committed transactions.
+class CtpProgress {
+  constructor (account, runId, m) { this.account = account; this.runId = runId; this.m = m; this.done = {}; this.records = 0 }
+  outputKey (inputKey) { return `${this.runId}:${inputKey}` }
+  committed (inputKeys) {
+    for (const k of inputKeys) {
+      this.records++
+      const parts = k.split(':')
+      const i = parseInt(parts[parts.length - 2], 10)
+      if (parts.length < 2 || Number.isNaN(i)) continue
+      const prefix = parts.slice(0, -2).join(':')
+      if (prefix && this.account.d.run_id === this.runId) this.account.d.run_id = `${this.runId}:${prefix}`
+      this.done[i] = (this.done[i] || 0) + 1
+      if (this.done[i] === this.m) this.account.settle(i, 'committed')
+    }
+  }
+}
+
 // Runs the driver's main; a crash (not a client error) exits with status 3.
 function runMain (family, main) {
   main().catch(e => {
@@ -117,4 +138,4 @@ function runMain (family, main) {
   })
 }
 
-module.exports = { parseArgs, logger, recordKey, sleep, Account, runMain }
+module.exports = { parseArgs, logger, recordKey, sleep, Account, CtpProgress, runMain }

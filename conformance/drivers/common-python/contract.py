@@ -38,6 +38,10 @@ def parse_args(argv=None):
     ap.add_argument("--client-id", default=None)
     ap.add_argument("--timeout-s", type=float, default=120.0)
     ap.add_argument("--transaction-timeout-ms", type=int, default=None)
+    # Consume-transform-produce (CONTRACT.md "Consume-transform-produce"), for drivers that have it.
+    ap.add_argument("--mode", choices=("produce", "ctp"), default="produce")
+    ap.add_argument("--input-topic", default=None)
+    ap.add_argument("--group", default=None)
     return ap.parse_args(argv)
 
 
@@ -125,6 +129,43 @@ class Account:
             self.d["elapsed_s"] = round(time.monotonic() - self.t0, 3)
             sys.stdout.write(json.dumps(self.d) + "\n")
             sys.stdout.flush()
+
+
+class CtpProgress:
+    """The consume-transform-produce account (CONTRACT.md): output key = RUNID:<input key>; the
+    input keys are PREFIX:i:j, the account's run_id becomes RUNID:PREFIX, and input transaction i
+    is committed once all M of its records went out in committed transactions."""
+
+    def __init__(self, account, run_id, records_per_txn):
+        self.account, self.run_id, self.m = account, run_id, records_per_txn
+        self.done = {}   # input transaction -> its records out in committed transactions
+        self.records = 0
+
+    def output_key(self, input_key):
+        return f"{self.run_id}:{input_key}"
+
+    @staticmethod
+    def input_txn(input_key):
+        parts = input_key.split(":")
+        try:
+            int(parts[-1])
+            return int(parts[-2]), ":".join(parts[:-2])
+        except (ValueError, IndexError):
+            return None, None
+
+    def committed(self, input_keys):
+        """One output transaction with these inputs committed."""
+        for k in input_keys:
+            i, prefix = self.input_txn(k)
+            self.records += 1
+            if i is None:
+                continue
+            with self.account.lock:
+                if prefix and self.account.d["run_id"] == self.run_id:
+                    self.account.d["run_id"] = f"{self.run_id}:{prefix}"
+            self.done[i] = self.done.get(i, 0) + 1
+            if self.done[i] == self.m:
+                self.account.settle(i, "committed")
 
 
 def start_watchdog(account, deadline, log, grace_s=5.0):

@@ -11,7 +11,7 @@ import time
 import confluent_kafka as ck
 from confluent_kafka import KafkaError, KafkaException
 
-from contract import Account, Deadline, GiveUp, close_bounded, finish, logger, parse_args, \
+from contract import Account, CtpProgress, Deadline, GiveUp, close_bounded, finish, logger, parse_args, \
     record_key, start_watchdog
 
 FAMILY = "confluent-kafka-python"
@@ -105,6 +105,9 @@ def main():
             raise GiveUp("abort_transaction failed with an abortable error")
         res.settle(current, "aborted")
 
+    if a.mode == "ctp":
+        return run_ctp(a, p, conf, res, deadline, call, handle, on_delivery)
+
     reason = None
     try:
         if call("init_transactions", p.init_transactions) != "ok":
@@ -151,6 +154,72 @@ def main():
     res.emit(reason)
     # Close the producer, bounded: a close that hangs must not hold the run past the watchdog.
     close_bounded(lambda: p.close() if hasattr(p, "close") else p.flush(0), deadline, log)
+    finish()
+
+
+def run_ctp(a, p, conf, res, deadline, call, handle, on_delivery):
+    """Consume-transform-produce (CONTRACT.md): a read_committed consumer in group --group reads
+    --input-topic; each consume() of at most M records is one transaction writing one output per
+    input (in the input's partition number when the output topic has it), then
+    send_offsets_to_transaction(the next offset per partition, consumer_group_metadata()) and
+    commit_transaction(), errors handled as for commit (retriable: again; txn_requires_abort:
+    abort_transaction() and rewind the consumer to the group's committed offsets; else fatal).
+    Stops when N x M inputs went out in committed transactions."""
+    want = a.transactions * a.records_per_txn
+    prog = CtpProgress(res, a.run_id, a.records_per_txn)
+    consumer = ck.Consumer({"bootstrap.servers": a.bootstrap, "group.id": a.group, "client.id": conf["client.id"] + "-consumer",
+                            "isolation.level": "read_committed", "enable.auto.commit": False,
+                            "auto.offset.reset": "earliest"})
+    consumer.subscribe([a.input_topic])
+    reason, n = None, 0
+
+    def rewind():
+        parts = consumer.assignment()
+        for tp in consumer.committed(parts, timeout=max(0.1, min(deadline.remaining(), 10.0))):
+            try:
+                consumer.seek(ck.TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else ck.OFFSET_BEGINNING))
+            except KafkaException as exc:
+                log("seek:", exc)
+
+    try:
+        if call("init_transactions", p.init_transactions) != "ok":
+            raise GiveUp("init_transactions requires abort")
+        out_parts = len(p.list_topics(a.topic, timeout=10).topics[a.topic].partitions)
+        while prog.records < want:
+            deadline.check()
+            msgs = [m for m in consumer.consume(num_messages=a.records_per_txn, timeout=0.5) if m.error() is None]
+            if not msgs:
+                continue
+            index, n = n, n + 1
+            try:
+                p.begin_transaction()
+            except KafkaException as exc:
+                handle(exc, "begin_transaction")
+                raise GiveUp("begin_transaction failed")
+            offsets = {}
+            for m in msgs:
+                k = m.key().decode()
+                part = m.partition() if m.partition() < out_parts else -1
+                p.produce(a.topic, key=prog.output_key(k), value=prog.output_key(k), partition=part, on_delivery=on_delivery)
+                offsets[m.partition()] = max(offsets.get(m.partition(), -1), m.offset() + 1)
+            tps = [ck.TopicPartition(a.input_topic, q, o) for q, o in sorted(offsets.items())]
+            r = call("send_offsets_to_transaction",
+                     lambda t: p.send_offsets_to_transaction(tps, consumer.consumer_group_metadata(), t))
+            if r == "ok":
+                r = call("commit_transaction", p.commit_transaction)
+            if r == "ok":
+                prog.committed([m.key().decode() for m in msgs])
+                log(f"ctp txn {index} committed ({len(msgs)} records, {prog.records}/{want})")
+            else:
+                if call("abort_transaction", p.abort_transaction) != "ok":
+                    raise GiveUp("abort_transaction failed with an abortable error")
+                log(f"ctp txn {index} aborted; rewinding to the committed offsets")
+                rewind()
+    except GiveUp as g:
+        reason = str(g)
+        log("giving up:", reason)
+    res.emit(reason)
+    close_bounded(lambda: (consumer.close(), p.flush(0)), deadline, log)
     finish()
 
 

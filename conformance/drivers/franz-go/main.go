@@ -23,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kproxy/conformance/drivers/common-go/contract"
 )
@@ -87,6 +88,15 @@ func main() {
 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	if o.Mode == "ctp" {
+		cl.Close()
+		reason := runCtp(ctx, o, opts, res, deadline)
+		if reason != "" {
+			logf("giving up: %s", reason)
+		}
+		res.Emit(reason)
+		return
+	}
 	reason := run(ctx, cl, res, o.Transactions, o.RecordsPerTxn, o.RunID, deadline)
 	if reason != "" {
 		logf("giving up: %s", reason)
@@ -181,4 +191,90 @@ func run(ctx context.Context, cl *kgo.Client, res *contract.Account, n, m int, r
 		}
 	}
 	return ""
+}
+
+// runCtp is consume-transform-produce (CONTRACT.md) with kgo's GroupTransactSession, the way
+// franz-go documents exactly-once processing: PollRecords (at most M), Begin, one output per
+// input (to the input's partition number, ManualPartitioner), End(TryCommit), which commits the
+// polled offsets in the transaction, aborts instead when the group rebalanced or the offset
+// commit failed abortably, and then rewinds to the committed offsets itself. End's doc: "No
+// returned error is retryable" -> give up.
+func runCtp(ctx context.Context, o contract.Options, opts []kgo.Opt, res *contract.Account, deadline time.Time) string {
+	opts = append(opts, kgo.ConsumerGroup(o.Group), kgo.ConsumeTopics(o.InputTopic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		res.CountErr(errName(err))
+		return "NewGroupTransactSession failed: " + errName(err)
+	}
+	defer contract.CloseBounded(sess.Close, logf)
+	want := o.Transactions * o.RecordsPerTxn
+	outParts := int32(-1)
+	for txn := 0; res.CtpRecords < want; txn++ {
+		if time.Now().After(deadline) {
+			return "deadline"
+		}
+		fetches := sess.PollRecords(ctx, o.RecordsPerTxn)
+		if fetches.IsClientClosed() {
+			return "client closed"
+		}
+		fetches.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				res.CountErr(errName(err))
+			}
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		if outParts < 0 {
+			outParts = partitionsOf(ctx, sess.Client(), o.Topic)
+		}
+		if err := sess.Begin(); err != nil {
+			res.CountErr(errName(err))
+			return "Begin failed: " + errName(err)
+		}
+		var keys []string
+		var failed error
+		for _, r := range recs {
+			k := []byte(o.RunID + ":" + string(r.Key))
+			p := r.Partition
+			if p >= outParts {
+				p = 0
+			}
+			keys = append(keys, string(r.Key))
+			if err := sess.ProduceSync(ctx, &kgo.Record{Topic: o.Topic, Partition: p, Key: k, Value: k}).FirstErr(); err != nil && failed == nil {
+				failed = err
+				res.CountErr(errName(err))
+			}
+		}
+		try := kgo.TryCommit
+		if failed != nil {
+			try = kgo.TryAbort
+		}
+		committed, err := sess.End(context.Background(), try)
+		if err != nil {
+			res.CountErr(errName(err))
+			return "End failed: " + errName(err)
+		}
+		if committed {
+			res.CtpCommitted(keys, o.RunID)
+		}
+		logf("ctp txn %d committed=%v (%d records, %d/%d)", txn, committed, len(recs), res.CtpRecords, want)
+	}
+	return ""
+}
+
+// partitionsOf: how many partitions the output topic has (metadata), or 1 when unknown.
+func partitionsOf(ctx context.Context, cl *kgo.Client, topic string) int32 {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
+		return 1
+	}
+	return int32(len(resp.Topics[0].Partitions))
 }

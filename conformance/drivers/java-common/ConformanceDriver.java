@@ -17,6 +17,11 @@
 //   --break duplicate        after the run, one more committed transaction re-sends txn 0's records
 //   --break drop             transaction N/2 is aborted but reported as committed
 //   --break dirty            transaction N/2 is committed but reported as aborted
+//   --break split            transaction N/2's records go out in two committed transactions (first
+//                            half, then second half, all to partition 0), reported as one committed
+//   --break no-progress      every transaction is sent and then aborted (reported aborted)
+//   --break retry-duplicate  transaction N/2 sends its record 0 a second time before its commit
+//   --break offsets          (--mode ctp) commits each input's offset, not offset + 1
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -83,8 +88,8 @@ public class ConformanceDriver {
         breakMode = opt("break", null);
         mode = opt("mode", "produce");
         fenceAt = Integer.parseInt(opt("fence-before-commit", "-1"));
-        if (breakMode != null && !List.of("duplicate", "drop", "dirty").contains(breakMode))
-            throw new IllegalArgumentException("--break must be duplicate, drop or dirty");
+        if (breakMode != null && !List.of("duplicate", "drop", "dirty", "split", "no-progress", "retry-duplicate", "offsets").contains(breakMode))
+            throw new IllegalArgumentException("--break must be duplicate, drop, dirty, split, no-progress, retry-duplicate or offsets");
 
         Thread watchdog = new Thread(() -> {
             long until = t0 + (long) (timeoutS * 1e9);
@@ -128,7 +133,8 @@ public class ConformanceDriver {
                     if (breakMode.equals("drop")) sendIt = false;     // aborted, reported committed
                     if (breakMode.equals("dirty")) reportSwap = true; // committed, reported aborted
                 }
-                String outcome = oneTransaction(producer, i, i, sendIt);
+                String outcome = "split".equals(breakMode) && i == nTxns / 2 ? splitTransaction(producer, i)
+                                 : oneTransaction(producer, i, i, sendIt);
                 if (outcome.equals("fatal-closed")) return; // unreachable: Fatal is thrown
                 if (!sendIt && outcome.equals("aborted")) outcome = "committed";
                 if (reportSwap && outcome.equals("committed")) outcome = "aborted";
@@ -159,7 +165,13 @@ public class ConformanceDriver {
                 String key = runId + ":" + keyIndex + ":" + j;
                 if (send) producer.send(new ProducerRecord<>(topic, key, key), ConformanceDriver::delivered);
             }
-            if (!send) {
+            if ("retry-duplicate".equals(breakMode) && index == nTxns / 2) {
+                // An application-level "retry" of record 0 inside the same transaction.
+                String key = runId + ":" + keyIndex + ":0";
+                producer.send(new ProducerRecord<>(topic, key, key), ConformanceDriver::delivered);
+            }
+            if ("no-progress".equals(breakMode)) producer.flush();   // on the broker, so the abort is a real EndTxn
+            if (!send || "no-progress".equals(breakMode)) {
                 abortWithRetry(producer);
                 return "aborted";
             }
@@ -175,6 +187,30 @@ public class ConformanceDriver {
             note(e);
             producer.close(Duration.ZERO);
             throw new Fatal("unexpected: " + name(e));
+        }
+    }
+
+    /** --break split: transaction `index`'s records in two committed transactions, the first half
+     *  and then the second, all to partition 0 (so one partition holds both commits); the caller
+     *  reports it as one committed transaction. */
+    static String splitTransaction(KafkaProducer<String, String> producer, int index) {
+        synchronized (LOCK) { current = index; commitCalled = false; }
+        try {
+            for (int half = 0; half < 2; half++) {
+                producer.beginTransaction();
+                for (int j = half == 0 ? 0 : perTxn / 2; j < (half == 0 ? perTxn / 2 : perTxn); j++) {
+                    String key = runId + ":" + index + ":" + j;
+                    producer.send(new ProducerRecord<>(topic, 0, key, key), ConformanceDriver::delivered);
+                }
+                if (half == 1) markCommitCalled();
+                commitWithRetry(producer);
+            }
+            System.err.println("[driver] transaction " + index + " split over two commits");
+            return "committed";
+        } catch (Fatal f) {
+            throw f;
+        } catch (KafkaException e) {
+            return abortOrGiveUp(producer, e);
         }
     }
 
@@ -301,7 +337,9 @@ public class ConformanceDriver {
                         String key = runId + ":" + r.key();
                         Integer partition = r.partition() < outPartitions ? r.partition() : null;
                         producer.send(new ProducerRecord<>(topic, partition, key, key), ConformanceDriver::delivered);
-                        offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                        // The next offset to read; --break offsets commits the record's own (off by one).
+                        long next = "offsets".equals(breakMode) ? r.offset() : r.offset() + 1;
+                        offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(next));
                         inThis.merge(inputTxn(r.key()), 1, Integer::sum);
                     }
                     producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());

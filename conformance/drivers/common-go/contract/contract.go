@@ -10,6 +10,8 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,6 +27,9 @@ type Options struct {
 	ClientID             string  // default conformance-<family>
 	TimeoutS             float64 // default 120
 	TransactionTimeoutMs int     // 0: the client's default
+	Mode                 string  // "produce" (default) or "ctp" (CONTRACT.md "Consume-transform-produce")
+	InputTopic           string  // ctp
+	Group                string  // ctp
 }
 
 // Parse reads the options from the command line; a missing required one exits with status 2.
@@ -39,6 +44,9 @@ func Parse(family string) Options {
 	flag.StringVar(&o.ClientID, "client-id", "conformance-"+family, "client id")
 	flag.Float64Var(&o.TimeoutS, "timeout-s", 120, "deadline for the whole run")
 	flag.IntVar(&o.TransactionTimeoutMs, "transaction-timeout-ms", 0, "transaction timeout (client default when 0)")
+	flag.StringVar(&o.Mode, "mode", "produce", "produce or ctp")
+	flag.StringVar(&o.InputTopic, "input-topic", "", "ctp: the input topic")
+	flag.StringVar(&o.Group, "group", "", "ctp: the consumer group")
 	flag.Parse()
 	if o.Bootstrap == "" || o.Topic == "" || o.TransactionalID == "" || o.RunID == "" {
 		fmt.Fprintln(os.Stderr, "missing required arguments")
@@ -81,7 +89,9 @@ type Account struct {
 	mu         sync.Mutex
 	printed    bool
 	t0         time.Time
-	committing int // index whose commit was requested and not settled; -1 none
+	committing int         // index whose commit was requested and not settled; -1 none
+	ctpDone    map[int]int // ctp: input transaction -> its records out in committed transactions
+	CtpRecords int         `json:"-"` // ctp: inputs out in committed transactions
 
 	Client        string         `json:"client"`
 	Version       string         `json:"version"`
@@ -103,6 +113,40 @@ func NewAccount(family, version, library string, o Options, t0 time.Time) *Accou
 	return &Account{t0: t0, committing: -1, Client: family, Version: version, Library: library,
 		Transactions: o.Transactions, RecordsPerTxn: o.RecordsPerTxn, RunID: o.RunID,
 		Committed: []int{}, Aborted: []int{}, Unknown: []int{}, Errors: map[string]int{}}
+}
+
+// CtpCommitted records the inputs (their keys PREFIX:i:j) of one committed consume-transform-
+// produce transaction: the account's run id becomes RUNID:PREFIX, and input transaction i is
+// committed once all M of its records went out in committed transactions (CONTRACT.md).
+func (r *Account) CtpCommitted(inputKeys []string, runID string) {
+	r.mu.Lock()
+	if r.ctpDone == nil {
+		r.ctpDone = map[int]int{}
+	}
+	var done []int
+	for _, k := range inputKeys {
+		r.CtpRecords++
+		parts := strings.Split(k, ":")
+		if len(parts) < 2 {
+			continue
+		}
+		i, err1 := strconv.Atoi(parts[len(parts)-2])
+		_, err2 := strconv.Atoi(parts[len(parts)-1])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if prefix := strings.Join(parts[:len(parts)-2], ":"); prefix != "" && r.RunID == runID {
+			r.RunID = runID + ":" + prefix
+		}
+		r.ctpDone[i]++
+		if r.ctpDone[i] == r.RecordsPerTxn {
+			done = append(done, i)
+		}
+	}
+	r.mu.Unlock()
+	for _, i := range done {
+		r.Settle(i, "committed")
+	}
 }
 
 // CountErr counts one error under its name.

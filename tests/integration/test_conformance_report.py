@@ -1,0 +1,111 @@
+"""The conformance runner's report parts that need no broker (issues #44, #45): the observatory
+comparison (conformance/runner/observatory.py) on kproxy histories shaped like the ones the matrix
+saw, and shards merged by --report-from into one report with the observatory column, the
+"TV1 client" note, flaky cells and the time per cell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from test_proxy_support import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "conformance" / "runner"))
+import observatory  # noqa: E402
+
+
+def txn(outcome, records=10, retries=0, groups=None):
+    t = {"outcome": outcome, "records": records, "retries": retries, "producer_id": 7, "producer_epoch": 0}
+    if groups is not None:
+        t["groups"] = groups
+    return t
+
+
+def acc(c, a=0, u=0):
+    return {"committed": list(range(c)), "aborted": list(range(c, c + a)), "unknown": list(range(c + a, c + a + u))}
+
+
+def test_observatory_agrees_and_differs():
+    ok = observatory.compare({"transactions": [txn("committed")] * 5}, acc(5), {"unknown_present": []}, 10, "producer")
+    assert ok["verdict"] == "agrees" and ok["kproxy"] == {"committed": 5}, ok
+    # Scenario 21 under transaction.version 1, as the matrix saw it: the EndTxn answer dropped, the
+    # client's retried commit counted as a second, empty commit.
+    double = [txn("committed"), txn("committed", records=0), txn("committed"), txn("committed"), txn("committed"),
+              txn("committed")]
+    d = observatory.compare({"transactions": double}, acc(5), {}, 10, "producer")
+    assert d["verdict"] == "differs" and "committed: kproxy 6, client 5" in d["difference"], d
+    assert "records [0]" in d["difference"], d
+    # A retried Produce counts its records again (docs/transactions.md): not a difference.
+    retried = observatory.compare({"transactions": [txn("committed", 13, 1)] + [txn("committed")] * 4}, acc(5), {}, 10, "producer")
+    assert retried["verdict"] == "agrees", retried
+    # A record more without a retry is one.
+    extra = observatory.compare({"transactions": [txn("committed", 11)] + [txn("committed")] * 4}, acc(5), {}, 10, "producer")
+    assert extra["verdict"] == "differs" and "records [11]" in extra["difference"], extra
+    # The client gave up before EndTxn's answer: the broker's log decides which side it supports.
+    unk = observatory.compare({"transactions": [txn("committed")] * 3}, acc(2, u=1), {"unknown_present": [2]}, 10, "producer")
+    assert unk["verdict"] == "agrees" and "shows 1 of them committed, which supports kproxy's count" in unk["broker_log"], unk
+    unk2 = observatory.compare({"transactions": [txn("committed")] * 3}, acc(2, u=1), {"unknown_present": []}, 10, "producer")
+    assert unk2["verdict"] == "differs" and "supports neither" in unk2["broker_log"], unk2
+    # A client that gave up leaving its transaction open: kproxy showing it open agrees.
+    left = observatory.compare({"transactions": [txn("open")]}, dict(acc(0, u=1), gave_up=True), {"unknown_present": []}, 10, "producer")
+    assert left["verdict"] == "agrees" and "left when it gave up" in left["note"], left
+    still = observatory.compare({"transactions": [txn("open")]}, acc(0, a=1), {}, 10, "producer")
+    assert still["verdict"] == "differs" and "still open 1" in still["difference"], still
+    # Nothing seen by kproxy (404) and no account.
+    assert observatory.compare({"transactions": [], "seen": False}, {"missing": "x"}, None, 10, "producer")["verdict"] == "not compared"
+    # ctp: the records of the committed transactions against the outputs read, the group in each.
+    ctp = observatory.compare({"transactions": [txn("committed", 6, groups=["g"])] * 4}, acc(4), {"records_read": 24}, 6, "ctp")
+    assert ctp["verdict"] == "agrees", ctp
+    ctp2 = observatory.compare({"transactions": [txn("committed", 6, groups=[])] * 4}, acc(4), {"records_read": 24}, 6, "ctp")
+    assert ctp2["verdict"] == "differs" and "without the group's offsets" in ctp2["difference"], ctp2
+
+
+def cell(client, scenario, protocol, cls, seen=None, obs="agrees", runs=None, elapsed=10.0):
+    c = {"client": client, "scenario": scenario, "protocol": protocol, "workload": "producer", "class": cls,
+         "matches_expect": cls == "exact", "expect": "exact", "protocol_seen": seen or protocol, "elapsed_s": elapsed,
+         "faults_injected_total": 1, "kproxy_exit": 0, "records_per_txn": 10,
+         "account": {"committed_count": 5, "aborted_count": 0, "unknown_count": 0},
+         "verifier": {"class": cls, "atomicity_checked": True, "also": [], "records_read": 50},
+         "observatory": {"verdict": obs, "transactions": [txn("committed")] * (5 if obs == "agrees" else 6)},
+         "run_id": f"{scenario}-{client}", "dir": "/nonexistent"}
+    if runs:
+        c["runs"] = [{"class": r, "elapsed_s": elapsed} for r in runs]
+        c["classes"] = runs
+    return c
+
+
+def test_shards_merge_into_one_report(tmp_path):
+    header = {"date": "d", "seed": 1, "kproxy_commit": "c", "kproxy": "k", "scenario_mode": "flag", "scenario_mode_text": "t",
+              "kafka_version": "4.4.0", "nodes": 3, "cluster_tv": 2, "transactions": 5, "records_per_txn": 10, "partitions": 3,
+              "cell_timeout_s": 120, "repeat": 2, "transaction_timeout_ms": 10000, "verifier_timeout_s": 60, "command": "x",
+              "work_dir": "w", "complete": True, "min_committed_fraction": 0.5}
+    sc = [{"name": "00-baseline", "version": 1, "number": 0, "protocols": [1, 2], "expect": "exact", "runnable": True,
+           "mode": "producer", "description": "b"},
+          {"name": "06-concurrent-transactions-endtxn", "version": 1, "number": 3, "protocols": [1, 2], "expect": "exact",
+           "runnable": True, "mode": "producer", "description": "c"}]
+    a = dict(header, wall_s=100, cells_planned=2, shard="1/2", scenarios=sc, clients={"java-4.4": {"version": "4.4.0"}},
+             cells=[cell("java-4.4", "00-baseline", 2, "exact", elapsed=12.0),
+                    cell("java-4.4", "06-concurrent-transactions-endtxn", 2, "flaky", runs=["exact", "stuck"], elapsed=30.0)])
+    b = dict(header, wall_s=50, cells_planned=2, shard="2/2", scenarios=sc, clients={"sarama": {"version": "v1"}},
+             cells=[cell("sarama", "00-baseline", 2, "exact", seen=1),
+                    cell("sarama", "06-concurrent-transactions-endtxn", 2, "exact", seen=1, obs="differs")])
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    out_md, out_json = tmp_path / "m.md", tmp_path / "m.json"
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "conformance"), "--report-from", str(tmp_path / "a.json"),
+                        "--report-from", str(tmp_path / "b.json"), "--tv", "2", "--out", str(out_md), "--json", str(out_json)],
+                       capture_output=True, text=True, timeout=60, cwd=str(REPO_ROOT))
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc, md = json.loads(out_json.read_text()), out_md.read_text()
+    assert len(doc["cells"]) == 4 and doc["wall_s"] == 150 and doc["shards"] == ["1/2", "2/2"], {k: doc[k] for k in ("wall_s", "shards")}
+    row = next(l for l in md.splitlines() if l.startswith("| 06-concurrent-transactions-endtxn "))
+    assert "**flaky: exact / stuck**" in row and "exact (TV1 client; observatory differs)" in row, row
+    # The observatory column was computed again from the stored history (6 commits against 5).
+    assert row.rstrip(" |").endswith("differs: sarama: committed: kproxy 6, client 5"), row
+    base = next(l for l in md.splitlines() if l.startswith("| 00-baseline "))
+    assert "exact (TV1 client)" in base and base.rstrip(" |").endswith("agrees (2)"), base
+    counts = md.split("## Counts per client")[1]
+    assert "| java-4.4 (4.4.0) | producer | TV2 | 2 | 1 | 0 | 1 | 1 | 1 | 0 | 2 / 0 | 30, 30 |" in counts, counts
+    # sarama spoke TV1 in both of its TV2 cells.
+    assert "| sarama (v1) | producer | TV2 | 2 | 2 | 0 | 0 | 2 | 0 | 2 | 1 / 1 | 10, 10 |" in counts, counts
