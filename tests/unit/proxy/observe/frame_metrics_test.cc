@@ -1,5 +1,7 @@
 #include "proxy/observe/frame_metrics.h"
 
+#include <deque>
+
 #include <doctest/doctest.h>
 
 #include "codec/frame_reader.h"
@@ -181,4 +183,45 @@ TEST_CASE("frame metrics: without opt-in there are no topic or client id series"
   std::string text = f.metrics.render();
   CHECK_FALSE(contains(text, "kproxy_topic_requests_total"));
   CHECK_FALSE(contains(text, "kproxy_label_values_folded_total"));
+}
+
+TEST_CASE("frame metrics: a transactional request closed on before forwarding changes no transaction; kproxy's answer adds nothing") {
+  // Issue #44: a close-before rule's request reached no broker and got no answer.
+  Fixture f;
+  std::deque<std::vector<uint8_t>> frames;
+  auto send = [&](const auto& body, int16_t version, int32_t correlation, bool close_before, bool answered) {
+    codec::RequestHeader header;
+    auto& frame = frames.emplace_back(kproxy::testing::encoded_request_frame(body, version, correlation, "app", header));
+    proxy::RequestContext ctx(header, frame, f.connection);
+    if (close_before) ctx.close({proxy::CloseCategory::kFault, "test: close before forwarding"});
+    if (answered) ctx.answer({});
+    f.frames.on_request(ctx);
+  };
+  codec::InitProducerIdRequest init;
+  init.transactional_id = "closing";
+  init.transaction_timeout_ms = 60000;
+  codec::AddPartitionsToTxnRequest add;
+  add.v3_and_below_transactional_id = "closing";
+  add.v3_and_below_producer_id = 3;
+  add.v3_and_below_producer_epoch = 0;
+  add.v3_and_below_topics.push_back({"out", {0}, {}});
+  codec::EndTxnRequest end;
+  end.transactional_id = "closing";
+  end.producer_id = 3;
+  end.producer_epoch = 0;
+  end.committed = true;
+  send(init, 4, 1, true, false);
+  send(add, 3, 2, true, false);
+  send(end, 3, 3, true, false);
+  CHECK(f.frames.transactions().history("closing").empty());
+  CHECK_FALSE(f.frames.transactions().awaiting_responses());
+  // Answered by kproxy: the client has begun a transaction, but no partition was added.
+  send(add, 3, 4, false, true);
+  auto h = f.frames.transactions().history("closing");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].partitions.empty());
+  send(add, 3, 5, false, false);
+  h = f.frames.transactions().history("closing");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].partitions.size() == 1);
 }

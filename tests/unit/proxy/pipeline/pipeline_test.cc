@@ -448,3 +448,82 @@ TEST_CASE("pipeline: frames that go straight on are noted for residence, frames 
   }
   close_loop(&loop);
 }
+
+namespace {
+
+/// Records what the observer is told of each response: withheld or not, and the answers
+/// reported withheld when the connection closed.
+struct WithheldRecorder final : proxy::FrameObserver {
+  std::vector<std::pair<int32_t, bool>> responses;  ///< (correlation id, withheld)
+  std::vector<int32_t> withheld_on_close;
+  void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds) override {
+    responses.emplace_back(codec::peek_response_correlation_id(ctx.frame().subspan(4)), ctx.withheld());
+  }
+  void on_response_withheld(uint64_t, int32_t correlation_id) override { withheld_on_close.push_back(correlation_id); }
+};
+
+/// Sets the process-wide frame observer for one test and puts the do-nothing one back after.
+struct ObserverScope {
+  std::shared_ptr<WithheldRecorder> recorder = std::make_shared<WithheldRecorder>();
+  ObserverScope() { proxy::set_frame_observer(recorder); }
+  ~ObserverScope() { proxy::set_frame_observer(nullptr); }
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: the observer learns which answers the client will not get (issue #44)") {
+  SUBCASE("a dropped answer and every later one (blackhole)") {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ObserverScope observed;
+    chaos::LiveRules control;
+    put_rule(control, "hole", R"({"match":{"api":"Heartbeat"},"action":{"drop_response":true},"trigger":{"nth":2}})");
+    Recorder rec;
+    {
+      PipelineCollaborators with;
+      Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{11, "l", 0, nullptr, {}}, rec, with.metrics);
+      for (int32_t c = 1; c <= 3; ++c) REQUIRE(offer(p, heartbeat_request(c)));
+      for (int32_t c = 1; c <= 3; ++c) REQUIRE(answer(p, heartbeat_response(c)));
+      CHECK(rec.to_client.size() == 1);
+    }
+    CHECK(observed.recorder->responses == std::vector<std::pair<int32_t, bool>>{{1, false}, {2, true}, {3, true}});
+    close_loop(&loop);
+  }
+  SUBCASE("close after the answer: that answer is withheld") {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ObserverScope observed;
+    chaos::LiveRules control;
+    put_rule(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"after"},"trigger":{"nth":1}})");
+    Recorder rec;
+    {
+      PipelineCollaborators with;
+      Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{12, "l", 0, nullptr, {}}, rec, with.metrics);
+      REQUIRE(offer(p, heartbeat_request(1)));
+      answer(p, heartbeat_response(1));
+      CHECK(rec.closed);
+      CHECK(rec.to_client.empty());
+    }
+    CHECK(observed.recorder->responses == std::vector<std::pair<int32_t, bool>>{{1, true}});
+    close_loop(&loop);
+  }
+  SUBCASE("a delayed answer still held when the connection closes is reported withheld") {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ObserverScope observed;
+    chaos::LiveRules control;
+    put_rule(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":"60s"}})");
+    Recorder rec;
+    {
+      PipelineCollaborators with;
+      Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{13, "l", 0, nullptr, {}}, rec, with.metrics);
+      REQUIRE(offer(p, heartbeat_request(7)));
+      REQUIRE(answer(p, heartbeat_response(7)));
+      CHECK(rec.to_client.empty());
+      CHECK(observed.recorder->withheld_on_close.empty());
+    }  // the connection goes with the answer still held
+    CHECK(observed.recorder->responses == std::vector<std::pair<int32_t, bool>>{{7, false}});
+    CHECK(observed.recorder->withheld_on_close == std::vector<int32_t>{7});
+    close_loop(&loop);
+  }
+}
