@@ -41,7 +41,7 @@ const char* ctl_usage() {
          "                                and the counts by outcome since start (also `kproxy transactions`)\n"
          "  transactions --open           only the transactions open now, oldest first\n"
          "  transactions show ID          one transactional.id's recent transactions and its open one\n"
-         "The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN.\n"
+         "The admin address defaults to $KPROXY_ADMIN, then 127.0.0.1:9644; the token to $KPROXY_ADMIN_TOKEN.\n"
          "The API and the rule format: docs/admin-api.openapi.yaml (kproxy serves it at GET /openapi.json).\n"
          "Example: kproxy ctl faults put slow '{\"match\":{\"api\":\"Produce\"},\"action\":{\"delay\":\"200ms\"}}'\n"
          "Example: kproxy ctl api-versions put '[{\"feature\":\"transaction.version\",\"max\":1,\"client_id\":\"legacy-*\"}]'\n"
@@ -308,6 +308,7 @@ std::string transaction_overview(const nlohmann::json& body) {
 
 bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error) {
   if (const char* t = std::getenv("KPROXY_ADMIN_TOKEN")) call.token = t;
+  if (const char* a = std::getenv("KPROXY_ADMIN"); a && *a) call.admin = a;
   std::vector<std::string> words;
   std::string transactions_option;  ///< --open or --last, given: only `transactions [list]` takes them
   bool last_given = false;

@@ -20,7 +20,7 @@
 //     transactions --open                 GET    /transactions     only the open ones, as a table
 //     transactions show ID                GET    /transactions/ID  a table of its recent transactions
 //
-// The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN. The answer's
+// The admin address defaults to $KPROXY_ADMIN, then 127.0.0.1:9644; the token to $KPROXY_ADMIN_TOKEN. The answer's
 // JSON is printed indented on stdout. Exit status: 0 on success, 1 when kproxy refused the call
 // (its error message on stderr, e.g. "HTTP 400: match.api: unknown API 'EndTxnn'") or cannot be
 // reached, 2 for a usage error.
@@ -51,7 +51,8 @@ struct CtlCall {
 };
 
 /// Parses the arguments after "ctl". On a usage error returns false with `error` set. Reads
-/// @FILE and - (stdin) bodies; `token` starts from $KPROXY_ADMIN_TOKEN.
+/// @FILE and - (stdin) bodies; `token` starts from $KPROXY_ADMIN_TOKEN, `admin` from $KPROXY_ADMIN
+/// (when set and not empty).
 bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error);
 
 /// The rules of GET /faults ({"faults": [...]}'s array) as an aligned text table: name, API (and

@@ -62,6 +62,16 @@ TEST_CASE("kproxy ctl maps commands to admin API calls") {
   CHECK(parse_ok({"faults", "-h"}).help);
 }
 
+TEST_CASE("kproxy ctl: the admin address comes from $KPROXY_ADMIN unless --admin gives one") {
+  ::setenv("KPROXY_ADMIN", "127.0.0.1:19644", 1);
+  CHECK(parse_ok({"faults", "list"}).admin == "127.0.0.1:19644");
+  CHECK(parse_ok({"faults", "list", "--admin", "127.0.0.1:7"}).admin == "127.0.0.1:7");
+  ::setenv("KPROXY_ADMIN", "", 1);
+  CHECK(parse_ok({"transactions"}).admin == "127.0.0.1:9644");
+  ::unsetenv("KPROXY_ADMIN");
+  CHECK(parse_ok({"transactions"}).admin == "127.0.0.1:9644");
+}
+
 TEST_CASE("kproxy ctl reads a body from @FILE and the token from the environment") {
   std::string path = "/tmp/kproxy-ctl-test-" + std::to_string(::getpid()) + ".json";
   {
