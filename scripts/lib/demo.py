@@ -63,13 +63,14 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
 
 def pick_ports(listen: int, broker_base: int, admin: int, nodes: int, any_ports: bool = False):
     """The documented demo ports if free (unless any_ports), else a block reserved through the
-    test harness (tests/integration/ports.py): listen = base, admin = base + 1, broker N = base + 1 + N."""
+    test harness (tests/integration/ports.py): listen = base, broker N = base + 1 + N, admin =
+    base + nodes + 2. Returns (listen, broker_base, admin)."""
     wanted = [listen, admin] + [broker_base + i for i in range(1, nodes + 1)]
     if not any_ports and all(port_free(p) for p in wanted):
         return listen, broker_base, admin
     if any_ports:
         base = ports.port_block(nodes + 3)
-        return base, base + 1, base + 1
+        return base, base + 1, base + nodes + 2
     for _ in range(100):
         base = kh.free_ports(1)[0]
         if base + nodes + 3 < 65000 and all(port_free(base + i) for i in range(nodes + 3)):
@@ -328,10 +329,14 @@ def fault_run(args, admin: int, bootstrap: str, stamp: int, times: Dict[str, flo
     say(f"== 2. The same workload with faults: {rel(SCENARIO)}")
     t0 = time.monotonic()
     applied = kproxy_cli(admin, "ctl", "scenario", "apply", str(SCENARIO))
-    say(f"   $ {kp} ctl scenario apply {rel(SCENARIO)}   -> {applied.stdout.strip().splitlines()[-1] if applied.stdout.strip() else ''}"
-        if applied.returncode == 0 else f"   !! applying the scenario failed: {applied.stdout.strip()}")
     if applied.returncode != 0:
+        say(f"   !! $ {kp} ctl scenario apply {rel(SCENARIO)} failed: {applied.stdout.strip()}")
         return 1
+    try:
+        rules = ", ".join(json.loads(applied.stdout).get("rules", []))
+    except (ValueError, AttributeError):
+        rules = "?"
+    say(f"   $ {kp} ctl scenario apply {rel(SCENARIO)}   (PUT /scenario: rules {rules})")
     say("   (the 2nd commit's answer is lost on its way back; the 5th commit is answered NOT_COORDINATOR)")
     prod = run_client("TxnProducer", [
         "--bootstrap", bootstrap, "--topic", TOPIC, "--records", args.records, "--transactions", args.transactions,
@@ -364,6 +369,9 @@ def fault_run(args, admin: int, bootstrap: str, stamp: int, times: Dict[str, flo
     say(f"   kproxy's account of each transaction ($ {kp} transactions --last {len(ended) or args.transactions}):")
     listing = kproxy_cli(admin, "transactions", "--last", str(len(ended) or args.transactions))
     say(indent(listing.stdout, "     "))
+    say("     (a lost answer is no error on the wire: the broker committed that transaction and kproxy saw its answer")
+    say("      before dropping it; the client waited out its request timeout, reconnected and sent EndTxn again:")
+    say("      the gap in ENDED_S_AGO after the 2nd transaction)")
     agree = account_outcomes == client_outcomes and len(client_outcomes) == args.transactions
     say(f"     kproxy's outcomes {'equal' if agree else 'DIFFER FROM'} the client's: "
         f"client {summarize(client_outcomes)}, kproxy {summarize(account_outcomes)}")
