@@ -37,7 +37,7 @@ CLEAN_ID = "demo-producer"
 FAULT_ID = "demo-producer-faults"
 # The whole conformance matrix for the Java client (conformance/README.md): every scenarios/*.yaml
 # under both transaction protocols.
-MATRIX_COMMAND = "scripts/conformance --clients java-4.4"
+MATRIX_COMMAND = "scripts/conformance --clients java-4.4 --out /tmp/java-4.4.md --json /tmp/java-4.4.json"
 # What the Java client logs (demo-client-log4j2.properties) that says what it saw of the faults.
 CLIENT_SAW = re.compile(r"request timeout|Cancelled in-flight|Disconnecting from node|NOT_COORDINATOR|"
                         r"COORDINATOR_NOT_AVAILABLE|Discovered transaction coordinator|retry|Retrying|"

@@ -94,7 +94,9 @@ class Snippets:
             ("scenarios/", f"{root}/scenarios/"),
             ("'build/java-classes:.cache/kafka-4.4.0/libs/*'", f"'{clients.java_classes()}:{kh.kafka_classpath()}'"),
             ("--topic orders", f"--topic {topic}"),
-            ("scripts/conformance", f"{root}/scripts/conformance"),
+            # The conformance cell runs the kproxy under test (else it builds build-release/).
+            ("scripts/conformance", f"{root}/scripts/conformance --kproxy {kproxy_binary()}"),
+            ("--out /tmp/c.md --json /tmp/c.json", f"--out {workdir}/c.md --json {workdir}/c.json"),
         ]
 
     def apply(self, code: str) -> Tuple[str, set]:
