@@ -153,12 +153,15 @@ def test_readme_snippets_run(kafka, topic_name, tmp_path):
     env.pop("KPROXY_ADMIN_TOKEN", None)
     bg: List[int] = []
     try:
-        r = subprocess.run(["bash", str(tmp_path / "snippets.sh")], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=slowness.scaled(900),
-                           preexec_fn=kh._child_setup)
+        # Output to a file, not a pipe: the background kproxy keeps its inherited stdout open.
+        log = tmp_path / "snippets.out"
+        with open(log, "wb") as sink:
+            r = subprocess.run(["bash", str(tmp_path / "snippets.sh")], cwd=tmp_path, env=env, stdout=sink,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=slowness.scaled(900),
+                               preexec_fn=kh._child_setup)
         bg = [int(p) for p in (tmp_path / "bg.pids").read_text().split()]
-        assert r.returncode == 0, f"the README's snippets failed (exit {r.returncode}):\n{r.stdout[-8000:]}"
-        out = r.stdout
+        out = log.read_text(errors="replace")
+        assert r.returncode == 0, f"the README's snippets failed (exit {r.returncode}):\n{out[-8000:]}"
         # The sidecar entry: kproxy ready in front of the broker.
         assert '"status":"ready"' in out.replace(" ", ""), out[-4000:]
         # The chaos entry: the account and the rules were printed; the conformance cell ran.
