@@ -1,6 +1,7 @@
 #include "proxy/admin/transaction_routes.h"
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "codec/generated/error_code.h"
@@ -12,6 +13,33 @@ namespace {
 
 /// The longest transactional.id the path may name (docs/admin-api.openapi.yaml).
 constexpr size_t kMaxIdLength = 1024;
+
+/// The most ended transactions GET /transactions?ended=N lists.
+constexpr size_t kMaxEnded = 1000;
+
+/// `?ended=N`: decimal digits only, 0..kMaxEnded.
+std::optional<size_t> parse_ended(const std::string& text) {
+  if (text.empty() || text.size() > 4) return std::nullopt;
+  size_t n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<size_t>(c - '0');
+  }
+  if (n > kMaxEnded) return std::nullopt;
+  return n;
+}
+
+/// Every outcome's count since start: the ended ones by outcome, and `open` now.
+nlohmann::json outcome_counts(const observe::TransactionStats& stats) {
+  nlohmann::json out = nlohmann::json::object();
+  for (auto outcome : {observe::TxnOutcome::kCommitted, observe::TxnOutcome::kAborted, observe::TxnOutcome::kFenced,
+                       observe::TxnOutcome::kTimedOut, observe::TxnOutcome::kUnknown}) {
+    auto it = stats.ended.find(outcome);
+    out[std::string(observe::txn_outcome_name(outcome))] = it == stats.ended.end() ? 0 : it->second;
+  }
+  out["open"] = stats.open;
+  return out;
+}
 
 double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
 
@@ -64,12 +92,23 @@ nlohmann::json transaction_json(const observe::TransactionRecord& t, observe::Tx
 }
 
 void register_transaction_routes(AdminServer& server, std::shared_ptr<observe::TransactionTracker> tracker) {
-  server.route("GET", "/transactions", [tracker](const HttpRequest&) {
+  server.route("GET", "/transactions", [tracker](const HttpRequest& r) {
+    std::optional<size_t> ended;
+    if (auto it = r.query_params.find("ended"); it != r.query_params.end()) {
+      ended = parse_ended(it->second);
+      if (!ended) return json_error(400, "ended: expected a whole number from 0 to " + std::to_string(kMaxEnded));
+    }
     auto now = observe::TxnClock::now();
     tracker->sweep(now);
     nlohmann::json list = nlohmann::json::array();
     for (const auto& t : tracker->open_transactions()) list.push_back(transaction_json(t, now));
     nlohmann::json body = {{"count", list.size()}, {"transactions", std::move(list)}};
+    if (ended) {
+      nlohmann::json recent = nlohmann::json::array();
+      for (const auto& t : tracker->recent_ended(*ended)) recent.push_back(transaction_json(t, now));
+      body["ended"] = std::move(recent);
+      body["outcomes"] = outcome_counts(tracker->stats(now));
+    }
     return HttpResponse{200, "application/json", body.dump() + "\n"};
   });
   server.route("GET", "/transactions/{transactional_id}", [tracker](const HttpRequest& r) {

@@ -1,6 +1,9 @@
 // The admin routes over the transactions kproxy rebuilt from the wire (docs/transactions.md):
 //
 //   GET /transactions                       open transactions, oldest first
+//   GET /transactions?ended=N               the same, plus the N most recent ended transactions
+//                                           across ids (newest first, N <= 1000) and the counts
+//                                           by outcome since start
 //   GET /transactions/{transactional_id}    the id's recent transactions (bounded history), then its
 //                                           open one; 404 for an id kproxy does not track
 #pragma once

@@ -36,9 +36,12 @@ const char* ctl_usage() {
          "  scenario show                 the scenario applied now\n"
          "  scenario clear                back to the config's rules and ApiVersions policy\n"
          "  reload                        re-read the config file\n"
-         "  transactions [list]           the transactions open now, oldest first, as a table (also `kproxy transactions`)\n"
+         "  transactions [list] [--last N]  the open transactions, then the N (default 20) most recent ended ones,\n"
+         "                                newest first, with outcome, cause and the rule that injected each error,\n"
+         "                                and the counts by outcome since start (also `kproxy transactions`)\n"
+         "  transactions --open           only the transactions open now, oldest first\n"
          "  transactions show ID          one transactional.id's recent transactions and its open one\n"
-         "The admin address defaults to 127.0.0.1:9644, the token to $KPROXY_ADMIN_TOKEN.\n"
+         "The admin address defaults to $KPROXY_ADMIN, then 127.0.0.1:9644; the token to $KPROXY_ADMIN_TOKEN.\n"
          "The API and the rule format: docs/admin-api.openapi.yaml (kproxy serves it at GET /openapi.json).\n"
          "Example: kproxy ctl faults put slow '{\"match\":{\"api\":\"Produce\"},\"action\":{\"delay\":\"200ms\"}}'\n"
          "Example: kproxy ctl api-versions put '[{\"feature\":\"transaction.version\",\"max\":1,\"client_id\":\"legacy-*\"}]'\n"
@@ -229,9 +232,86 @@ std::string transaction_table(const nlohmann::json& transactions) {
   return text_table(rows);
 }
 
+namespace {
+/// "API:ERROR (rule NAME)" of one TransactionError object; "-" for null.
+std::string error_cell(const nlohmann::json& e) {
+  if (!e.is_object()) return "-";
+  std::string out = cell(e.value("api", nlohmann::json())) + ":" + cell(e.value("error", nlohmann::json()));
+  if (e.contains("injected_by") && e["injected_by"].is_string()) out += " (rule " + e["injected_by"].get<std::string>() + ")";
+  return out;
+}
+
+std::string number_cell(const nlohmann::json& v, const char* format) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, v.is_number() ? v.get<double>() : 0.0);
+  return buf;
+}
+
+/// Why an ended transaction ended as it did: its cause, else what the outcome implies.
+std::string cause_cell(const nlohmann::json& t) {
+  nlohmann::json cause = t.value("cause", nlohmann::json());
+  if (cause.is_object()) return error_cell(cause);
+  std::string outcome = t.value("outcome", std::string());
+  if (outcome == "aborted") return "the client aborted";
+  if (outcome == "fenced") {
+    nlohmann::json by = t.value("fenced_by", nlohmann::json());
+    if (by.is_object())
+      return "a new producer (id " + cell(by.value("producer_id", nlohmann::json())) + ", epoch " +
+             cell(by.value("producer_epoch", nlohmann::json())) + ")";
+    return "fenced";
+  }
+  if (outcome == "timed_out") return "open past transaction.timeout.ms";
+  if (outcome == "unknown") return "the client went silent";
+  return "-";
+}
+}  // namespace
+
+std::string transaction_overview(const nlohmann::json& body) {
+  std::string out;
+  nlohmann::json open = body.is_object() ? body.value("transactions", nlohmann::json::array()) : nlohmann::json::array();
+  if (!open.is_array() || open.empty()) {
+    out += "Open transactions: none\n";
+  } else {
+    out += "Open transactions (" + std::to_string(open.size()) + "), oldest first:\n" + transaction_table(open);
+  }
+  nlohmann::json ended = body.is_object() ? body.value("ended", nlohmann::json::array()) : nlohmann::json::array();
+  out += "\n";
+  if (!ended.is_array() || ended.empty()) {
+    out += "Ended transactions: none yet\n";
+  } else {
+    out += "Ended transactions, newest first (the last " + std::to_string(ended.size()) + "):\n";
+    std::vector<std::vector<std::string>> rows{
+        {"TRANSACTIONAL_ID", "PRODUCER", "EPOCH", "OUTCOME", "ENDED_S_AGO", "DURATION_S", "RECORDS", "RETRIES", "CAUSE", "ERRORS"}};
+    for (const auto& t : ended) {
+      if (!t.is_object()) continue;
+      double started = t.value("started_seconds_ago", 0.0), duration = t.value("duration_seconds", 0.0);
+      std::string errors;
+      for (const auto& e : t.value("errors", nlohmann::json::array())) errors += (errors.empty() ? "" : ", ") + error_cell(e);
+      if (t.value("errors_dropped", 0) > 0) errors += " +" + std::to_string(t.value("errors_dropped", 0)) + " more";
+      rows.push_back({cell(t.value("transactional_id", nlohmann::json())), cell(t.value("producer_id", nlohmann::json())),
+                      cell(t.value("producer_epoch", nlohmann::json())), cell(t.value("outcome", nlohmann::json())),
+                      number_cell(std::max(0.0, started - duration), "%.1f"), number_cell(duration, "%.3f"),
+                      cell(t.value("records", nlohmann::json(0))), cell(t.value("retries", nlohmann::json(0))), cause_cell(t),
+                      errors.empty() ? "-" : errors});
+    }
+    out += text_table(rows);
+  }
+  nlohmann::json outcomes = body.is_object() ? body.value("outcomes", nlohmann::json()) : nlohmann::json();
+  if (outcomes.is_object()) {
+    std::string line;
+    for (const char* k : {"committed", "aborted", "fenced", "timed_out", "unknown"})
+      line += (line.empty() ? "" : ", ") + cell(outcomes.value(k, nlohmann::json(0))) + " " + k;
+    out += "\nSince start: " + line + "; " + cell(outcomes.value("open", nlohmann::json(0))) + " open\n";
+  }
+  return out;
+}
+
 bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::string& error) {
   if (const char* t = std::getenv("KPROXY_ADMIN_TOKEN")) call.token = t;
+  if (const char* a = std::getenv("KPROXY_ADMIN"); a && *a) call.admin = a;
   std::vector<std::string> words;
+  std::string transactions_option;  ///< --open or --last, given: only `transactions [list]` takes them
+  bool last_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -246,6 +326,32 @@ bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::st
       (a == "--admin" ? call.admin : call.token) = args[++i];
     } else if (a == "--json") {
       call.json = true;
+    } else if (a == "--open") {
+      call.open_only = true;
+      transactions_option = a;
+    } else if (a == "--last" || a.rfind("--last=", 0) == 0) {
+      std::string value;
+      if (a == "--last") {
+        if (i + 1 >= args.size()) {
+          error = "--last needs a value";
+          return false;
+        }
+        value = args[++i];
+      } else {
+        value = a.substr(7);
+      }
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long n =
+          value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) ? 0 : std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || errno != 0 || *end != '\0' ||
+          n > CtlCall::kMaxEndedShown) {
+        error = "--last: expected a whole number from 0 to " + std::to_string(CtlCall::kMaxEndedShown) + ", got '" + value + "'";
+        return false;
+      }
+      call.last = static_cast<size_t>(n);
+      last_given = true;
+      transactions_option = "--last";
     } else if (a.rfind("--admin=", 0) == 0) {
       call.admin = a.substr(8);
     } else if (a.rfind("--token=", 0) == 0) {
@@ -268,6 +374,10 @@ bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::st
   }
   const std::string& what = words[0];
   std::string verb = words.size() > 1 ? words[1] : "";
+  if (!transactions_option.empty() && !(what == "transactions" && (verb.empty() || verb == "list"))) {
+    error = transactions_option + " applies to `transactions [list]` only";
+    return false;
+  }
   if (what == "reload") {
     if (!want(1, "reload")) return false;
     call.method = "POST";
@@ -277,8 +387,12 @@ bool parse_ctl_args(const std::vector<std::string>& args, CtlCall& call, std::st
   if (what == "transactions") {
     if (verb.empty() || verb == "list") {
       if (words.size() > 2) return want(2, "transactions list");
+      if (call.open_only && last_given) {
+        error = "--open lists the open transactions only: it takes no --last";
+        return false;
+      }
       call.method = "GET";
-      call.path = "/transactions";
+      call.path = call.open_only ? "/transactions" : "/transactions?ended=" + std::to_string(call.last);
     } else if (verb == "show") {
       if (!want(3, "transactions show TRANSACTIONAL_ID")) return false;
       call.method = "GET";
@@ -383,6 +497,8 @@ int run_ctl_command(int argc, char** argv) {
     std::printf("ok\n");
   } else if (!call.json && call.method == "GET" && call.path == "/faults" && parsed.is_object() && parsed.contains("faults")) {
     std::fputs(fault_table(parsed["faults"]).c_str(), stdout);
+  } else if (!call.json && call.method == "GET" && call.path.rfind("/transactions?", 0) == 0 && parsed.is_object()) {
+    std::fputs(transaction_overview(parsed).c_str(), stdout);
   } else if (!call.json && call.method == "GET" && call.path.rfind("/transactions", 0) == 0 && parsed.is_object() &&
              parsed.contains("transactions")) {
     std::fputs(transaction_table(parsed["transactions"]).c_str(), stdout);

@@ -101,13 +101,14 @@ void usage() {
                "usage: kproxy tap [--admin HOST:PORT] [--token TOKEN | --token-file PATH] [--json] [--api NAME] [--client-id ID]\n"
                "                  [--connection N] [--direction request|response] [--errors] [--transactions]\n"
                "  --transactions: one line per transaction step (begin, partitions added, offsets added, error, end)\n"
-               "                  instead of frames (docs/transactions.md)\n");
+               "                  instead of frames (docs/transactions.md)\n"
+               "  The admin address defaults to $KPROXY_ADMIN, then 127.0.0.1:9644; the token to $KPROXY_ADMIN_TOKEN.\n");
 }
 
 }  // namespace
 
 int run_tap_command(int argc, char** argv) {
-  std::string admin = "127.0.0.1:9644";
+  std::string admin = std::getenv("KPROXY_ADMIN") && *std::getenv("KPROXY_ADMIN") ? std::getenv("KPROXY_ADMIN") : "127.0.0.1:9644";
   std::string token = std::getenv("KPROXY_ADMIN_TOKEN") ? std::getenv("KPROXY_ADMIN_TOKEN") : "";
   bool raw = false;
   std::string query;

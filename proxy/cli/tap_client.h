@@ -3,7 +3,7 @@
 //   kproxy tap [--admin HOST:PORT] [--token TOKEN | --token-file PATH] [--json] [--api NAME] [--client-id ID]
 //              [--connection N] [--direction request|response] [--errors] [--transactions]
 //
-// Default admin address 127.0.0.1:9644; the token defaults to $KPROXY_ADMIN_TOKEN
+// Default admin address $KPROXY_ADMIN, else 127.0.0.1:9644; the token defaults to $KPROXY_ADMIN_TOKEN
 // (--token-file reads it from the file the proxy's admin.token_file names). One line per
 // frame: time, connection, client id, arrow (→ request, ← response), API and version,
 // correlation id, latency, then the body as compact JSON. --json prints the raw JSON lines.

@@ -889,4 +889,28 @@ std::vector<TransactionRecord> TransactionTracker::history(const std::string& tr
   return out;
 }
 
+std::vector<TransactionRecord> TransactionTracker::recent_ended(size_t max) const {
+  std::lock_guard lock(mutex_);
+  struct Ended {
+    const TransactionRecord* record;
+    size_t position;  ///< in its id's history: of one id's, the later ended later when the times are equal
+  };
+  std::vector<Ended> all;
+  for (const auto& [id, s] : ids_) {
+    size_t position = 0;
+    for (const auto& t : s.ended) all.push_back({&t, position++});
+  }
+  auto newer = [](const Ended& a, const Ended& b) {
+    if (a.record->end != b.record->end) return a.record->end > b.record->end;
+    if (a.record->transactional_id != b.record->transactional_id) return a.record->transactional_id < b.record->transactional_id;
+    return a.position > b.position;
+  };
+  size_t n = std::min(max, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(), newer);
+  std::vector<TransactionRecord> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(*all[i].record);
+  return out;
+}
+
 }  // namespace kproxy::observe

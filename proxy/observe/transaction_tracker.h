@@ -315,6 +315,9 @@ class TransactionTracker {
   /// `max_requests`; past it one with an error or an EndTxn takes the place of the latest plain
   /// one) and handed to `hook` when it ends. Without it nothing of this is kept.
   void set_trace_hook(TraceHook hook, size_t max_requests);
+  /// The most recent ended transactions across every id, newest first (by when they ended), at
+  /// most `max` of them; only those still in their id's bounded history (Limits::history_per_id).
+  std::vector<TransactionRecord> recent_ended(size_t max) const;
 
  private:
   struct IdState {

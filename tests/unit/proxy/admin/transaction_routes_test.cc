@@ -119,3 +119,72 @@ TEST_CASE("transaction routes: a fenced transaction names the producer id and ep
   CHECK(open["count"] == 0);
   server.stop();
 }
+
+TEST_CASE("transaction routes: ?ended=N adds the recent ended transactions of every id, newest first, and the counts by outcome") {
+  auto tracker = std::make_shared<observe::TransactionTracker>();
+  auto now = TxnClock::now() - std::chrono::seconds(10);
+  int32_t correlation = 0;
+  // "orders" commits, then "payments" aborts after an injected error, then "orders" commits again.
+  auto transaction = [&](std::string_view id, int32_t partition, bool commit, TxnResponse add_answer) {
+    TxnRequest add = request(TxnApi::kAddPartitionsToTxn, id);
+    add.partitions = {{"out", partition}};
+    ++correlation;
+    tracker->on_request(1, correlation, add, now);
+    tracker->on_response(1, correlation, add_answer, now);
+    now += std::chrono::milliseconds(100);
+    TxnRequest end = request(TxnApi::kEndTxn, id);
+    end.commit = commit;
+    ++correlation;
+    tracker->on_request(1, correlation, end, now);
+    tracker->on_response(1, correlation, TxnResponse{}, now);
+    now += std::chrono::milliseconds(100);
+  };
+  transaction("orders", 1, true, TxnResponse{});
+  TxnResponse abortable;
+  abortable.error_code = static_cast<int16_t>(codec::ErrorCode::kTransactionAbortable);
+  abortable.injected_by = "abortable";
+  transaction("payments", 2, false, abortable);
+  transaction("orders", 3, true, TxnResponse{});
+  TxnRequest open = request(TxnApi::kAddPartitionsToTxn, "open-one");
+  open.partitions = {{"pay", 1}};
+  tracker->on_request(2, 1, open, now);
+  tracker->on_response(2, 1, TxnResponse{}, now);
+
+  admin::AdminServerOptions options;
+  options.listen = "127.0.0.1:0";
+  admin::AdminServer server(options);
+  admin::register_transaction_routes(server, tracker);
+  REQUIRE(server.start() == "");
+
+  json plain = get(server.port(), "/transactions", 200);  // without ?ended: the open ones only, as before
+  CHECK(plain["count"] == 1);
+  CHECK_FALSE(plain.contains("ended"));
+  CHECK_FALSE(plain.contains("outcomes"));
+
+  json body = get(server.port(), "/transactions?ended=10", 200);
+  CHECK(body["count"] == 1);
+  CHECK(body["transactions"][0]["transactional_id"] == "open-one");
+  REQUIRE(body["ended"].size() == 3);
+  CHECK(body["ended"][0]["transactional_id"] == "orders");
+  CHECK(body["ended"][0]["outcome"] == "committed");
+  CHECK(body["ended"][1]["transactional_id"] == "payments");
+  CHECK(body["ended"][1]["outcome"] == "aborted");
+  CHECK(body["ended"][1]["cause"]["error"] == "TRANSACTION_ABORTABLE");
+  CHECK(body["ended"][1]["cause"]["injected_by"] == "abortable");
+  CHECK(body["ended"][2]["transactional_id"] == "orders");
+  CHECK(body["ended"][0]["partitions"] == json::parse(R"([{"topic":"out","partition":3}])"));
+  CHECK(body["ended"][2]["partitions"] == json::parse(R"([{"topic":"out","partition":1}])"));
+  CHECK(body["ended"][0]["started_seconds_ago"].get<double>() < body["ended"][2]["started_seconds_ago"].get<double>());
+  CHECK(body["outcomes"] == json::parse(R"({"committed":2,"aborted":1,"fenced":0,"timed_out":0,"unknown":0,"open":1})"));
+
+  json one = get(server.port(), "/transactions?ended=1", 200);
+  REQUIRE(one["ended"].size() == 1);
+  CHECK(one["ended"][0]["partitions"] == json::parse(R"([{"topic":"out","partition":3}])"));
+  CHECK(get(server.port(), "/transactions?ended=0", 200)["ended"].empty());
+  CHECK(get(server.port(), "/transactions?ended=1000", 200)["ended"].size() == 3);
+  for (const char* bad : {"1001", "-1", "x", "", "1e2", "99999"}) {
+    json refused = get(server.port(), std::string("/transactions?ended=") + bad, 400);
+    CHECK(refused["error"] == "ended: expected a whole number from 0 to 1000");
+  }
+  server.stop();
+}

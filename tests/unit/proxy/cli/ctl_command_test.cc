@@ -62,6 +62,16 @@ TEST_CASE("kproxy ctl maps commands to admin API calls") {
   CHECK(parse_ok({"faults", "-h"}).help);
 }
 
+TEST_CASE("kproxy ctl: the admin address comes from $KPROXY_ADMIN unless --admin gives one") {
+  ::setenv("KPROXY_ADMIN", "127.0.0.1:19644", 1);
+  CHECK(parse_ok({"faults", "list"}).admin == "127.0.0.1:19644");
+  CHECK(parse_ok({"faults", "list", "--admin", "127.0.0.1:7"}).admin == "127.0.0.1:7");
+  ::setenv("KPROXY_ADMIN", "", 1);
+  CHECK(parse_ok({"transactions"}).admin == "127.0.0.1:9644");
+  ::unsetenv("KPROXY_ADMIN");
+  CHECK(parse_ok({"transactions"}).admin == "127.0.0.1:9644");
+}
+
 TEST_CASE("kproxy ctl reads a body from @FILE and the token from the environment") {
   std::string path = "/tmp/kproxy-ctl-test-" + std::to_string(::getpid()) + ".json";
   {
@@ -137,7 +147,20 @@ TEST_CASE("scenario apply reads the file; show and clear need no argument") {
 TEST_CASE("kproxy ctl transactions: list and show map to the admin API; the id is one encoded path segment") {
   auto list = parse_ok({"transactions"});
   CHECK(list.method == "GET");
-  CHECK(list.path == "/transactions");
+  CHECK(list.path == "/transactions?ended=20");  // the open ones, the last 20 ended ones, the counts
+  CHECK(parse_ok({"transactions", "list"}).path == "/transactions?ended=20");
+  CHECK(parse_ok({"transactions", "--last", "5"}).path == "/transactions?ended=5");
+  CHECK(parse_ok({"transactions", "--last=0", "--json"}).path == "/transactions?ended=0");
+  CHECK(parse_ok({"transactions", "--json"}).json);
+  CHECK(parse_ok({"transactions", "--open"}).path == "/transactions");  // today's view: open ones only
+  CHECK(parse_ok({"--open", "transactions", "list"}).path == "/transactions");
+  CHECK(parse_error({"transactions", "--last", "1001"}).find("--last: expected a whole number from 0 to 1000") == 0);
+  CHECK(parse_error({"transactions", "--last", "-3"}).find("--last: expected") == 0);
+  CHECK(parse_error({"transactions", "--last", "5x"}).find("--last: expected") == 0);
+  CHECK(parse_error({"transactions", "--last"}) == "--last needs a value");
+  CHECK(parse_error({"transactions", "--last", "3", "--open"}).find("--open lists the open transactions only") == 0);
+  CHECK(parse_error({"transactions", "show", "x", "--open"}) == "--open applies to `transactions [list]` only");
+  CHECK(parse_error({"faults", "list", "--last", "3"}) == "--last applies to `transactions [list]` only");
   CHECK(parse_ok({"transactions", "list", "--admin", "127.0.0.1:1"}).admin == "127.0.0.1:1");
   auto show = parse_ok({"transactions", "show", "orders/eu 1"});
   CHECK(show.path == "/transactions/orders%2Feu%201");
@@ -163,4 +186,48 @@ TEST_CASE("kproxy ctl transactions: a table with age, partitions and the last er
   CHECK(std::count(table.begin(), table.end(), '\n') == 3);
   CHECK(kproxy::cli::transaction_table(nlohmann::json::array()) == "no transactions\n");
   CHECK(kproxy::cli::text_table({{"A", "BB"}, {"ccc", "d"}}) == "A    BB\nccc  d\n");
+}
+
+TEST_CASE("kproxy transactions: open ones, then the ended ones newest first with cause and rules, then the counts") {
+  auto body = nlohmann::json::parse(R"({
+    "count": 0, "transactions": [],
+    "ended": [
+      {"transactional_id":"demo-chaos","producer_id":8,"producer_epoch":0,"outcome":"committed","started_seconds_ago":2.5,
+       "duration_seconds":1.25,"records":100,"retries":1,"cause":null,"errors_dropped":0,
+       "errors":[{"api":"EndTxn","error":"NOT_COORDINATOR","injected_by":"coordinator-moved","seconds_ago":1.5}]},
+      {"transactional_id":"demo-chaos","producer_id":8,"producer_epoch":0,"outcome":"aborted","started_seconds_ago":9.0,
+       "duration_seconds":0.5,"records":100,"retries":0,"errors_dropped":2,
+       "cause":{"api":"Produce","error":"TRANSACTION_ABORTABLE","injected_by":"abortable","seconds_ago":8.6},
+       "errors":[{"api":"Produce","error":"TRANSACTION_ABORTABLE","injected_by":"abortable","seconds_ago":8.6}]},
+      {"transactional_id":"demo","producer_id":7,"producer_epoch":0,"outcome":"aborted","started_seconds_ago":20.0,
+       "duration_seconds":0.1,"records":5,"retries":0,"cause":null,"errors":[],"errors_dropped":0},
+      {"transactional_id":"old","producer_id":6,"producer_epoch":3,"outcome":"fenced","started_seconds_ago":30.0,
+       "duration_seconds":1.0,"records":0,"retries":0,"cause":null,"errors":[],"errors_dropped":0,
+       "fenced_by":{"producer_id":6,"producer_epoch":4}}
+    ],
+    "outcomes": {"committed":10,"aborted":2,"fenced":1,"timed_out":0,"unknown":0,"open":0}
+  })");
+  std::string text = kproxy::cli::transaction_overview(body);
+  INFO(text);
+  CHECK(text.rfind("Open transactions: none\n", 0) == 0);
+  CHECK(text.find("Ended transactions, newest first (the last 4):\n") != std::string::npos);
+  // The API's order is kept (newest first): the committed one, then the aborted ones, then the fenced one.
+  CHECK(text.find("committed") < text.find("TRANSACTION_ABORTABLE"));
+  CHECK(text.find("TRANSACTION_ABORTABLE") < text.find("the client aborted"));
+  CHECK(text.find("the client aborted") < text.find("a new producer (id 6, epoch 4)"));
+  CHECK(text.find("EndTxn:NOT_COORDINATOR (rule coordinator-moved)") != std::string::npos);
+  CHECK(text.find("Produce:TRANSACTION_ABORTABLE (rule abortable) +2 more") != std::string::npos);
+  CHECK(text.find("1.250") != std::string::npos);    // duration
+  CHECK(text.find("  1.2  ") != std::string::npos);  // ended 2.5 - 1.25 s ago
+  CHECK(text.find("Since start: 10 committed, 2 aborted, 1 fenced, 0 timed_out, 0 unknown; 0 open\n") != std::string::npos);
+
+  auto open = nlohmann::json::parse(R"({"count":1,"transactions":[{"transactional_id":"orders","producer_id":7,"producer_epoch":2,
+    "outcome":"open","started_seconds_ago":3.0,"partitions":[{"topic":"out","partition":1}],"records":4,"retries":0,
+    "client_id":"billing","last_error":null}],"ended":[],"outcomes":{"committed":0,"aborted":0,"fenced":0,"timed_out":0,"unknown":0,"open":1}})");
+  std::string first = kproxy::cli::transaction_overview(open);
+  INFO(first);
+  CHECK(first.rfind("Open transactions (1), oldest first:\nTRANSACTIONAL_ID", 0) == 0);
+  CHECK(first.find("out-1") != std::string::npos);
+  CHECK(first.find("Ended transactions: none yet\n") != std::string::npos);
+  CHECK(first.find("; 1 open\n") != std::string::npos);
 }

@@ -1224,3 +1224,52 @@ TEST_CASE("transaction tracker under faults: a Produce error that arrives after 
   CHECK(h[1].retries == 0);
   CHECK_FALSE(h[1].cause);
 }
+
+TEST_CASE("transaction tracker: recent_ended lists the ended transactions of every id, newest first, bounded") {
+  TransactionTracker::Limits limits;
+  limits.history_per_id = 3;
+  TransactionTracker tracker(limits);
+  Client a{tracker, "orders"};
+  Client b{tracker, "payments"};
+  a.init(7, 0);
+  b.now = a.now;
+  b.init(8, 0);
+  CHECK(tracker.recent_ended(10).empty());
+  // orders commits 4 transactions, payments 2 (one aborted), interleaved in time.
+  for (int i = 0; i < 4; ++i) {
+    a.now += 10ms;
+    a.add_partitions(7, 0, {{"out", i}});
+    a.produce(7, 0, {{"out", i}}, 5);
+    a.end_txn(7, 0, true);
+    if (i < 2) {
+      b.now = a.now + 5ms;
+      b.add_partitions(8, 0, {{"pay", 0}});
+      b.produce(8, 0, {{"pay", 0}}, 1);
+      b.end_txn(8, 0, i == 0);
+    }
+  }
+  a.now += 10ms;
+  a.add_partitions(7, 0, {{"out", 9}});  // open: not listed
+
+  auto all = tracker.recent_ended(100);
+  // orders keeps its last 3 (history_per_id), payments its 2.
+  REQUIRE(all.size() == 5);
+  for (size_t i = 1; i < all.size(); ++i) CHECK(all[i - 1].end >= all[i].end);
+  CHECK(all[0].transactional_id == "orders");
+  CHECK(all[0].partitions == std::set<TopicPartition>{{"out", 3}});
+  CHECK(all[1].transactional_id == "orders");
+  CHECK(all[1].partitions == std::set<TopicPartition>{{"out", 2}});
+  CHECK(all[2].transactional_id == "payments");
+  CHECK(all[2].outcome == TxnOutcome::kAborted);
+  CHECK(all[3].transactional_id == "orders");
+  CHECK(all[3].partitions == std::set<TopicPartition>{{"out", 1}});
+  CHECK(all[4].transactional_id == "payments");
+  CHECK(all[4].outcome == TxnOutcome::kCommitted);
+  for (const auto& t : all) CHECK(t.outcome != TxnOutcome::kOpen);
+
+  auto two = tracker.recent_ended(2);
+  REQUIRE(two.size() == 2);
+  CHECK(two[0].partitions == all[0].partitions);
+  CHECK(two[1].partitions == all[1].partitions);
+  CHECK(tracker.recent_ended(0).empty());
+}
