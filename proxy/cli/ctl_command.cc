@@ -247,11 +247,26 @@ std::string number_cell(const nlohmann::json& v, const char* format) {
   return buf;
 }
 
-/// Why an ended transaction ended as it did: its cause, else what the outcome implies.
+/// What the client was told of an EndTxn the coordinator completed (docs/transactions.md "What
+/// kproxy counts under faults"): "" when its answer reached the client at once.
+std::string end_answer_note(const nlohmann::json& t) {
+  const bool acknowledged = !t.contains("end_acknowledged") || t["end_acknowledged"] != false;
+  const auto retries = t.value("end_retries", nlohmann::json(0));
+  const bool retried = retries.is_number() && retries.get<int64_t>() > 0;
+  if (!acknowledged)
+    return retried ? "EndTxn answer lost; sent again " + cell(retries) + "x, not told yet" : "EndTxn answer lost; not told yet";
+  if (retried) return "EndTxn answer lost; sent again " + cell(retries) + "x";
+  return "";
+}
+
+/// Why an ended transaction ended as it did: its cause, else what the outcome implies; and an
+/// EndTxn answer the client did not get at once.
 std::string cause_cell(const nlohmann::json& t) {
+  std::string note = end_answer_note(t);
   nlohmann::json cause = t.value("cause", nlohmann::json());
-  if (cause.is_object()) return error_cell(cause);
+  if (cause.is_object()) return error_cell(cause) + (note.empty() ? "" : "; " + note);
   std::string outcome = t.value("outcome", std::string());
+  if (!note.empty()) return outcome == "aborted" ? "the client aborted; " + note : note;
   if (outcome == "aborted") return "the client aborted";
   if (outcome == "fenced") {
     nlohmann::json by = t.value("fenced_by", nlohmann::json());

@@ -445,8 +445,11 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
         // Answered by kproxy: the client has begun a transaction, the coordinator has nothing of
         // this request (no partition, record or offset). Kept as after a refusal when that is
         // where the id stands.
-        if (!(request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal))
-          take_after_refusal(s, open_transaction(s, request, now), connection, request.api);
+        if (!(request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal)) {
+          TransactionRecord& t = open_transaction(s, request, now);
+          take_after_refusal(s, t, connection, request.api);
+          if (request.api == TxnApi::kAddPartitionsToTxn) t.transaction_version = 1;  // only transaction.version 1 clients send it
+        }
         break;
       }
       if (request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal) {

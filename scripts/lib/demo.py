@@ -370,8 +370,8 @@ def fault_run(args, admin: int, bootstrap: str, stamp: int, times: Dict[str, flo
     listing = kproxy_cli(admin, "transactions", "--last", str(len(ended) or args.transactions))
     say(indent(listing.stdout, "     "))
     say("     (a lost answer is no error on the wire: the broker committed that transaction and kproxy saw its answer")
-    say("      before dropping it; the client waited out its request timeout, reconnected and sent EndTxn again:")
-    say("      the gap in ENDED_S_AGO after the 2nd transaction)")
+    say("      before dropping it; the client waited out its request timeout, reconnected and sent EndTxn again,")
+    say("      which kproxy counts with that commit, not as a new one: CAUSE says 'EndTxn answer lost; sent again')")
     agree = account_outcomes == client_outcomes and len(client_outcomes) == args.transactions
     say(f"     kproxy's outcomes {'equal' if agree else 'DIFFER FROM'} the client's: "
         f"client {summarize(client_outcomes)}, kproxy {summarize(account_outcomes)}")

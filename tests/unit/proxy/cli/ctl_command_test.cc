@@ -231,3 +231,23 @@ TEST_CASE("kproxy transactions: open ones, then the ended ones newest first with
   CHECK(first.find("Ended transactions: none yet\n") != std::string::npos);
   CHECK(first.find("; 1 open\n") != std::string::npos);
 }
+
+TEST_CASE("ctl: kproxy transactions says when a commit's EndTxn answer was lost and sent again (issue #44)") {
+  auto body = nlohmann::json::parse(R"({"count":0,"transactions":[],"ended":[
+    {"transactional_id":"a","producer_id":1,"producer_epoch":0,"outcome":"committed","started_seconds_ago":9,"duration_seconds":1,
+     "records":10,"retries":0,"errors":[],"errors_dropped":0,"cause":null,"end_acknowledged":true,"end_retries":1},
+    {"transactional_id":"b","producer_id":2,"producer_epoch":0,"outcome":"committed","started_seconds_ago":8,"duration_seconds":1,
+     "records":10,"retries":0,"errors":[],"errors_dropped":0,"cause":null,"end_acknowledged":false,"end_retries":0},
+    {"transactional_id":"c","producer_id":3,"producer_epoch":0,"outcome":"committed","started_seconds_ago":7,"duration_seconds":1,
+     "records":10,"retries":0,"errors":[],"errors_dropped":0,"cause":null,"end_acknowledged":true,"end_retries":0}],
+    "outcomes":{"committed":3,"aborted":0,"fenced":0,"timed_out":0,"unknown":0,"open":0}})");
+  std::string text = kproxy::cli::transaction_overview(body);
+  INFO(text);
+  CHECK(text.find("EndTxn answer lost; sent again 1x") != std::string::npos);
+  CHECK(text.find("EndTxn answer lost; not told yet") != std::string::npos);
+  CHECK(text.find("EndTxn answer lost") < text.find("EndTxn answer lost; not told yet"));
+  // The third one's answer arrived at once: nothing said.
+  auto third = text.find("\nc ");
+  REQUIRE(third != std::string::npos);
+  CHECK(text.find("EndTxn", third) == std::string::npos);
+}

@@ -1048,6 +1048,7 @@ TEST_CASE("transaction tracker under faults: a request kproxy answered adds noth
   auto h = t.history("answered");
   REQUIRE(h.size() == 1);
   CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].transaction_version == 1);
   CHECK(h[0].partitions == std::set<TopicPartition>{{"out", 1}});
   CHECK(h[0].records == 2);
   CHECK(h[0].retries == 2);
