@@ -46,9 +46,11 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
       upstream_(env.loop(), *this, *this), requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
       pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
-                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_) {}
+                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_),
+      request_deadline_(env.loop(), [this] { on_request_deadline(); }) {}
 
 ClientConnection::~ClientConnection() {
+  env_.read_pressure().forget(*this);
   release_streamed_charge();
   env_.release_connection_slot();
 }
@@ -93,6 +95,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
                                                                 " ms (limits.proxy_header_timeout)"});
   }
   if (sni && tls.clients && !listener_->proxy_protocol) arm_client_hello_deadline();
+  track_request_deadline(opened_at_);  // limits.first_request_timeout
   if (tls.clients) {
     auto session = std::make_unique<tls::TlsSession>(*tls.clients, "");
     if (listener_->proxy_protocol || sni) rare_->client_tls_pending = std::move(session);
@@ -143,6 +146,8 @@ void ClientConnection::refuse_self_connection(std::string detail) {
 
 void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   enter(ConnectionState::kClosing);
+  env_.read_pressure().forget(*this);
+  request_deadline_.cancel();
   SelfConnectionDetector::instance().accepted_closed(client_endpoint_);
   SelfConnectionDetector::instance().upstream_closed(upstream_endpoint_);
   if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
@@ -264,7 +269,7 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
 void ClientConnection::brokers_discovered() {
   if (closing() || !rare_) return;
   RareState& r = *rare_;
-  client_.start_reading();
+  if (!memory_paused_) client_.start_reading();
   route_to(r.pending_route, r.pending_name, r.pending_error, std::move(r.held));
 }
 
@@ -391,6 +396,9 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       close({CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
       return;
     }
+    track_request_deadline(now);
+    env_.read_pressure().after_read(*this);
+    if (closing()) return;
     stream_large_request();
     // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
@@ -462,6 +470,94 @@ void ClientConnection::stream_large_request() {
   // A view into the reader's buffer: flushed (or copied, when the socket is backed up) before
   // the next read can move it.
   upstream_.stream().append_borrowed(requests_.take_unstreamed());
+}
+
+void ClientConnection::track_request_deadline(std::chrono::steady_clock::time_point now) {
+  if (requests_.buffered() == 0) {
+    partial_since_ = {};
+  } else if (partial_since_ == std::chrono::steady_clock::time_point{} || requests_.frames() != partial_frame_index_) {
+    partial_since_ = now;  // a new frame began in this read
+    partial_frame_index_ = requests_.frames();
+  }
+  bool first = false;
+  auto at = next_request_deadline(&first);
+  // A timer armed for an earlier deadline stays: when it fires it finds the next one and re-arms.
+  if (at == std::chrono::steady_clock::time_point::max() || at >= request_deadline_at_) return;
+  request_deadline_at_ = at;
+  request_deadline_.arm(at);
+}
+
+std::chrono::steady_clock::time_point ClientConnection::next_request_deadline(bool* first_request) const {
+  auto at = std::chrono::steady_clock::time_point::max();
+  *first_request = false;
+  if (requests_in_ == 0) {
+    at = opened_at_ + config_->limits.first_request_timeout;
+    *first_request = true;
+  }
+  if (partial_since_ != std::chrono::steady_clock::time_point{} && partial_since_ + config_->limits.request_completion_timeout < at) {
+    at = partial_since_ + config_->limits.request_completion_timeout;
+    *first_request = false;
+  }
+  return at;
+}
+
+void ClientConnection::on_request_deadline() {
+  request_deadline_at_ = std::chrono::steady_clock::time_point::max();
+  if (closing() || state_ == ConnectionState::kDraining) return;  // a drain has its own deadline
+  bool first = false;
+  auto at = next_request_deadline(&first);
+  if (at == std::chrono::steady_clock::time_point::max()) {
+    request_deadline_.cancel();  // nothing due: the handle goes back until a frame stays partial
+    return;
+  }
+  if (at > std::chrono::steady_clock::now()) {
+    request_deadline_at_ = at;
+    request_deadline_.arm(at);
+    return;
+  }
+  static LogThrottle first_throttle(std::chrono::seconds(10));
+  static LogThrottle completion_throttle(std::chrono::seconds(10));
+  uint64_t suppressed = 0;
+  std::string detail;
+  if (first) {
+    metrics::count(metrics::ProxyEvent::kFirstRequestDeadline);
+    detail = "no request within " + std::to_string(config_->limits.first_request_timeout.count()) +
+             " ms of the accept (limits.first_request_timeout): " + std::to_string(metrics_.bytes_in()) + " bytes received";
+    if (first_throttle.allow(&suppressed))
+      spdlog::warn("listener={} conn={} from {}: closed: {}{}", listener_->label(), id_, peer(), detail,
+                   LogThrottle::suppressed_note(suppressed));
+    close({CloseCategory::kFirstRequestTimeout, std::move(detail)});
+    return;
+  }
+  metrics::count(metrics::ProxyEvent::kRequestCompletionDeadline);
+  detail = "no whole request within " + std::to_string(config_->limits.request_completion_timeout.count()) +
+           " ms (limits.request_completion_timeout): " + std::to_string(requests_.buffered()) + " bytes of a " +
+           (requests_.partial_frame_size() ? std::to_string(requests_.partial_frame_size()) + "-byte" : std::string("still unsized")) +
+           " request frame arrived" + (memory_paused_ ? " (reads paused for memory)" : "");
+  if (completion_throttle.allow(&suppressed))
+    spdlog::warn("listener={} conn={} from {}: closed: {}{}", listener_->label(), id_, peer(), detail,
+                 LogThrottle::suppressed_note(suppressed));
+  close({CloseCategory::kRequestTimeout, std::move(detail)});
+}
+
+void ClientConnection::pause_reads(const std::string& why) {
+  memory_paused_ = true;
+  client_.stop_reading();
+  static LogThrottle throttle(std::chrono::seconds(10));
+  uint64_t suppressed = 0;
+  if (throttle.allow(&suppressed)) {
+    spdlog::warn("listener={} conn={} from {}: reads paused: {}{}", listener_->label(), id_, peer(), why,
+                 LogThrottle::suppressed_note(suppressed));
+  } else {
+    spdlog::debug("conn={} reads paused: {}", id_, why);
+  }
+}
+
+void ClientConnection::resume_reads() {
+  memory_paused_ = false;
+  if (closing()) return;
+  spdlog::debug("conn={} reads resumed: partial frames hold {} bytes", id_, env_.frame_budget().used());
+  apply_backpressure(client_, upstream_.stream());
 }
 
 void ClientConnection::release_streamed_charge() {
@@ -555,8 +651,10 @@ void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) { env_.o
 void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
   size_t held = &to == &client_ ? pipeline_.held_bytes_to_client() : pipeline_.held_bytes_to_broker();
   if (to.queued_bytes() + held > kWriteQueueHighWater) {
+    if (&from == &client_ && from.reading()) count_read_pause(ReadPauseReason::kWriteQueue);
     from.stop_reading();
-  } else if (!from.reading() && held < kWriteQueueLowWater && !(state_ == ConnectionState::kDraining && &from == &client_) &&
+  } else if (!from.reading() && held < kWriteQueueLowWater &&
+             !(&from == &client_ && (memory_paused_ || state_ == ConnectionState::kDraining)) &&
              (&from == &client_ || upstream_.stream().connected())) {
     from.start_reading();
   }

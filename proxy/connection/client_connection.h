@@ -25,6 +25,7 @@
 #include "proxy/connection/connection_environment.h"
 #include "proxy/connection/connection_state.h"
 #include "proxy/connection/listener_spec.h"
+#include "proxy/connection/read_pressure.h"
 #include "proxy/connection/sni_route.h"
 #include "proxy/metrics/connection_metrics.h"
 #include "proxy/net/close_reason.h"
@@ -43,7 +44,11 @@ namespace kproxy::proxy {
 inline constexpr size_t kStreamedRequestMin = 128 << 10;
 
 /// The IntrusiveListHook links it into its worker's registry (Worker::connections_).
-class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput, public IntrusiveListHook {
+class ClientConnection final : public TcpStreamEvents,
+                               public UpstreamConnectionEvents,
+                               public PipelineOutput,
+                               public PausableReader,
+                               public IntrusiveListHook {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
   ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
@@ -89,6 +94,12 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void reset_client() override;
   void open_broker_port(int32_t node_id, uint16_t port) override;
 
+  // PausableReader (proxy/connection/read_pressure.h)
+  size_t partial_bytes() const override { return requests_.buffered(); }
+  size_t partial_missing() const override { return requests_.missing(); }
+  void pause_reads(const std::string& why) override;
+  void resume_reads() override;
+
  private:
   /// Queues `bytes` on `to` with the least copying: a frame gathered by `reader` is moved over,
   /// a view into `piece` (the read being handled, flushed before its callback returns) is
@@ -117,6 +128,15 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// the request's announced size fits limits.max_streamed_request_bytes (a broker allocates it
   /// at once), and only while its bytes keep coming (limits.request_stall_timeout).
   void stream_large_request();
+  /// Notes when the partial request frame being gathered began (after a read at `now`) and keeps
+  /// the request deadline armed: limits.first_request_timeout until the first request is whole,
+  /// limits.request_completion_timeout for each partial request frame.
+  void track_request_deadline(std::chrono::steady_clock::time_point now);
+  /// The earliest request deadline due now or later (max() when none), and whether it is the
+  /// first-request one.
+  std::chrono::steady_clock::time_point next_request_deadline(bool* first_request) const;
+  /// The request deadline fired: closes the connection if a deadline has passed, else re-arms.
+  void on_request_deadline();
   /// Gives back what the streamed request charged to the streamed-request budget.
   void release_streamed_charge();
   struct RareState;
@@ -180,6 +200,15 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   std::unique_ptr<RareState> rare_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;
+  /// When the partial request frame being gathered began (epoch: none), and requests_.frames()
+  /// then (a later count means a later frame).
+  std::chrono::steady_clock::time_point partial_since_{};
+  uint64_t partial_frame_index_ = 0;
+  /// Closes a connection whose first request or current request frame is late (see
+  /// track_request_deadline); armed for request_deadline_at_ (max(): not armed).
+  DeadlineTimer request_deadline_;
+  std::chrono::steady_clock::time_point request_deadline_at_ = std::chrono::steady_clock::time_point::max();
+  bool memory_paused_ = false;  ///< ReadPressure stopped reading the client (pause_reads)
 };
 
 }  // namespace kproxy::proxy
