@@ -4,6 +4,9 @@
 
 #include <cassert>
 #include <functional>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -132,10 +135,29 @@ ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) 
 
 void ClientConnection::refuse_self_connection(std::string detail) {
   metrics::count(metrics::ProxyEvent::kSelfConnection);
-  // A misconfigured cluster makes every client attempt hit this: one error line per 10 s.
+  // The first looping connection of each port (a broker node's, or the bootstrap's) is named in
+  // an error line of its own, whatever else was logged lately (issue #46: 89 looping connections
+  // once wrote 188 lines, none naming the loop); after it, a misconfigured cluster makes every
+  // client attempt hit this: one error line per 10 s.
+  static std::mutex named_mutex;
+  static std::set<std::pair<size_t, int32_t>> named;
+  bool first;
+  {
+    std::lock_guard lock(named_mutex);
+    first = named.emplace(listener_->listener_index, listener_->node_id).second;
+  }
+  if (first) {
+    spdlog::error(
+        "listener={} kproxy is connecting to itself (a loop, the first on this port): {} ({}; check the brokers' advertised.listeners: "
+        "they must name the brokers, not the proxy){}",
+        listener_->label(), detail,
+        listener_->is_broker_port() ? "broker node " + std::to_string(listener_->node_id) + " is advertised at an address of kproxy's"
+                                    : "the listener's upstream is kproxy",
+        "; this port's later looping connections are logged at most once per 10 s");
+  }
   static LogThrottle throttle(std::chrono::seconds(10));
   uint64_t suppressed = 0;
-  if (throttle.allow(&suppressed)) {
+  if (!first && throttle.allow(&suppressed)) {
     spdlog::error(
         "listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
         "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",

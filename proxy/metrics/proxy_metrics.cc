@@ -124,7 +124,9 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"broker_ports_opened", "Broker ports opened (port per broker)."},
     {"broker_port_failures", "Broker ports that could not be opened (no port left, or bind failed)."},
     {"loops_closed_uncleanly", "Worker loops that still had handles when they closed (a kproxy bug)."},
-    {"self_connections", "Connections refused because kproxy connected to itself (a broker advertises kproxy's own address)."},
+    {"self_connections",
+     "Connections refused because kproxy connected to itself, and broker ports not opened because the broker was advertised at "
+     "kproxy's own address (a broker advertises kproxy's address)."},
     {"frame_memory_refusals",
      "Connections closed because their frame alone is larger than limits.max_buffered_frame_bytes (lowered by a reload); a full "
      "budget refuses nobody, it pauses reading (kproxy_proxy_reads_paused_total)."},

@@ -13,6 +13,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/bound_socket.h"
 #include "proxy/net/owned_descriptor.h"
+#include "proxy/net/self_connection.h"
 #include "proxy/runtime/startup_check.h"
 #include "proxy/util/bound_report.h"
 #include "proxy/util/logging.h"
@@ -245,6 +246,19 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   auto route = directory.route_for_port(port);
   // A draining worker has closed its listeners and must not open new ones (its loop would never end).
   if (caller.draining()) return;
+  // A broker that advertises kproxy's own address (its advertised.listeners name the proxy) would
+  // make every client connection to this port connect to kproxy again: no port for it. Named once
+  // per node; asked again when the next response names the node (BrokerDirectory::learn).
+  if (route && SelfConnectionDetector::instance().advertises_kproxy(route->real.host, route->real.port, l.listen.host, port)) {
+    metrics::count(metrics::ProxyEvent::kSelfConnection);
+    if (directory.open_failed(node_id) <= 1) {
+      spdlog::error(
+          "listener={} opens no port for broker node {}: the broker advertises {}, which is kproxy itself (the brokers' "
+          "advertised.listeners must name the brokers, not the proxy); clients of this listener cannot reach node {}",
+          spec.label(), node_id, route->real.to_string(), node_id);
+    }
+    return;
+  }
   // broker_ports: 0: the directory bound the port when it picked it; listen on that socket.
   OwnedDescriptor reserved = directory.take_reserved_socket(node_id);
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec, reserved ? reserved.get() : -1);
