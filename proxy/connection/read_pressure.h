@@ -26,7 +26,9 @@
 // Every call is made on the worker's loop thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>

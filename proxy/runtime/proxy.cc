@@ -44,6 +44,29 @@ void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balanc
         });
   });
 }
+
+/// kproxy_partial_frame_bytes: what the Proxy's frame budget holds now (the Proxy of the moment:
+/// tests make several in turn; nullptr between them).
+std::mutex partial_frames_mutex;
+const codec::FrameMemoryBudget* partial_frames_budget = nullptr;
+void export_partial_frame_bytes(const codec::FrameMemoryBudget* budget) {
+  static std::once_flag registered;
+  {
+    std::lock_guard lock(partial_frames_mutex);
+    partial_frames_budget = budget;
+  }
+  std::call_once(registered, [] {
+    metrics::ProxyMetrics::instance().add_gauge(
+        "kproxy_partial_frame_bytes",
+        "Bytes of frames split across reads that kproxy holds now, requests and responses (limits.max_buffered_frame_bytes "
+        "counts them; above it the clients holding the most are paused: kproxy_proxy_reads_paused).",
+        "", [] {
+          std::lock_guard lock(partial_frames_mutex);
+          return std::vector<std::pair<std::string, double>>{
+              {"", partial_frames_budget ? static_cast<double>(partial_frames_budget->used()) : 0.0}};
+        });
+  });
+}
 }  // namespace
 
 Proxy::Proxy(std::shared_ptr<const config::Config> config)
@@ -78,6 +101,10 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
 Proxy::~Proxy() {
   join();
   workers_.clear();
+  {
+    std::lock_guard lock(partial_frames_mutex);
+    if (partial_frames_budget == &frame_budget_) partial_frames_budget = nullptr;
+  }
 }
 
 std::string Proxy::start() {
@@ -93,6 +120,7 @@ std::string Proxy::start() {
   unsigned n = config_->worker_count();
   balancer_ = std::make_shared<ConnectionBalancer>(n);
   export_worker_connections(balancer_);
+  export_partial_frame_bytes(&frame_budget_);
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
     const auto& l = config_->listeners[li];
