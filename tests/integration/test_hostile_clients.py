@@ -276,7 +276,7 @@ def test_stalled_partial_frames_never_cost_a_steady_client_its_connection(kafka,
 
 
 def test_slow_senders_are_closed_by_their_deadlines(kafka, topic_name):
-    n = 40
+    n = 200  # the count
     limits = {"request_completion_timeout": "3s", "first_request_timeout": "6s"}
     kafka.create_topic(topic_name, partitions=1)
     with ChaosKproxy(kafka.bootstrap(), name="slowloris", limits=limits, log_level="info") as kp:
