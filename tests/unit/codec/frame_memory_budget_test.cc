@@ -59,6 +59,7 @@ TEST_CASE("frame memory budget: a partial frame is charged the bytes received, n
   auto start = frame_start(100 << 20, 1000);
   REQUIRE(r.feed(start, [](Bytes) { return true; }));
   feed_like_a_socket(r, (16 << 20) - start.size());
+  (void)r.read_space();  // libuv asks for room once more, then its read finds nothing (the sender stalls)
   CHECK(r.buffered() == (16u << 20));
   CHECK(r.reserved() > r.buffered());   // the buffer has grown ahead of the bytes...
   CHECK(budget.used() == (16u << 20));  // ...and only the bytes are charged

@@ -107,9 +107,9 @@ faults:
   CHECK(c.drain_timeout == std::chrono::minutes(2));
   CHECK(c.log.format == LogConfig::Format::kJson);
   CHECK(c.log.level == "debug");
-  CHECK(c.api_versions.line == 17);
+  CHECK(c.api_versions.line == 19);
   CHECK(c.api_versions.yaml.find("Produce") != std::string::npos);
-  CHECK(c.faults.line == 19);
+  CHECK(c.faults.line == 21);
   CHECK(c.faults.yaml.find("PRODUCER_FENCED") != std::string::npos);
 }
 
