@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cassert>
 #include <functional>
 #include <mutex>
@@ -49,8 +50,7 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
       upstream_(env.loop(), *this, *this), requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
       pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
-                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_),
-      request_deadline_(env.loop(), [this] { on_request_deadline(); }) {}
+                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_) {}
 
 ClientConnection::~ClientConnection() {
   env_.read_pressure().forget(*this);
@@ -169,7 +169,7 @@ void ClientConnection::refuse_self_connection(std::string detail) {
 void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   enter(ConnectionState::kClosing);
   env_.read_pressure().forget(*this);
-  request_deadline_.cancel();
+  request_timer_.reset();
   SelfConnectionDetector::instance().accepted_closed(client_endpoint_);
   SelfConnectionDetector::instance().upstream_closed(upstream_endpoint_);
   if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
@@ -496,17 +496,38 @@ void ClientConnection::stream_large_request() {
 
 void ClientConnection::track_request_deadline(std::chrono::steady_clock::time_point now) {
   if (requests_.buffered() == 0) {
-    partial_since_ = {};
-  } else if (partial_since_ == std::chrono::steady_clock::time_point{} || requests_.frames() != partial_frame_index_) {
-    partial_since_ = now;  // a new frame began in this read
-    partial_frame_index_ = requests_.frames();
+    partial_since_ms_ = kNoPartial;
+  } else if (partial_since_ms_ == kNoPartial || static_cast<uint32_t>(requests_.frames()) != partial_frame_index_) {
+    // A new frame began in this read.
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - opened_at_).count();
+    partial_since_ms_ = static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, kNoPartial - 1));
+    partial_frame_index_ = static_cast<uint32_t>(requests_.frames());
   }
   bool first = false;
   auto at = next_request_deadline(&first);
+  if (at == std::chrono::steady_clock::time_point::max()) return;
   // A timer armed for an earlier deadline stays: when it fires it finds the next one and re-arms.
-  if (at == std::chrono::steady_clock::time_point::max() || at >= request_deadline_at_) return;
-  request_deadline_at_ = at;
-  request_deadline_.arm(at);
+  if (uv_timer_t* t = request_timer_.get(); t && request_timer_.open() && uv_is_active(reinterpret_cast<uv_handle_t*>(t))) {
+    auto due = now + std::chrono::milliseconds(uv_timer_get_due_in(t));
+    if (due <= at + std::chrono::milliseconds(1)) return;
+  }
+  arm_request_timer(at);
+}
+
+void ClientConnection::arm_request_timer(std::chrono::steady_clock::time_point at) {
+  if (!request_timer_.open()) {
+    request_timer_.reset();
+    request_timer_.init(env_.loop(), this, uv_timer_init);
+  }
+  uv_update_time(env_.loop());
+  auto now = std::chrono::steady_clock::now();
+  // +1: libuv's clock is in whole milliseconds (as DeadlineTimer::arm).
+  auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;
+  uv_timer_start(request_timer_.get(), on_request_timer, static_cast<uint64_t>(ms), 0);
+}
+
+void ClientConnection::on_request_timer(uv_timer_t* timer) {
+  if (auto* self = static_cast<ClientConnection*>(timer->data)) self->on_request_deadline();
 }
 
 std::chrono::steady_clock::time_point ClientConnection::next_request_deadline(bool* first_request) const {
@@ -516,25 +537,26 @@ std::chrono::steady_clock::time_point ClientConnection::next_request_deadline(bo
     at = opened_at_ + config_->limits.first_request_timeout;
     *first_request = true;
   }
-  if (partial_since_ != std::chrono::steady_clock::time_point{} && partial_since_ + config_->limits.request_completion_timeout < at) {
-    at = partial_since_ + config_->limits.request_completion_timeout;
-    *first_request = false;
+  if (partial_since_ms_ != kNoPartial) {
+    auto completion = opened_at_ + std::chrono::milliseconds(partial_since_ms_) + config_->limits.request_completion_timeout;
+    if (completion < at) {
+      at = completion;
+      *first_request = false;
+    }
   }
   return at;
 }
 
 void ClientConnection::on_request_deadline() {
-  request_deadline_at_ = std::chrono::steady_clock::time_point::max();
   if (closing() || state_ == ConnectionState::kDraining) return;  // a drain has its own deadline
   bool first = false;
   auto at = next_request_deadline(&first);
   if (at == std::chrono::steady_clock::time_point::max()) {
-    request_deadline_.cancel();  // nothing due: the handle goes back until a frame stays partial
+    request_timer_.reset();  // nothing due: the handle goes back until a frame stays partial
     return;
   }
   if (at > std::chrono::steady_clock::now()) {
-    request_deadline_at_ = at;
-    request_deadline_.arm(at);
+    arm_request_timer(at);
     return;
   }
   static LogThrottle first_throttle(std::chrono::seconds(10));

@@ -182,6 +182,7 @@ class ClientConnection final : public TcpStreamEvents,
   ConnectionState state_ = ConnectionState::kConnecting;
   bool answered_ = false;        ///< something was sent to the client: it is past its first packet
   bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
+  bool memory_paused_ = false;   ///< ReadPressure stopped reading the client (pause_reads)
   /// This connection's keys in the SelfConnectionDetector (empty = not registered).
   ConnectionKey client_endpoint_;
   ConnectionKey upstream_endpoint_;
@@ -200,15 +201,18 @@ class ClientConnection final : public TcpStreamEvents,
   std::unique_ptr<RareState> rare_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;
-  /// When the partial request frame being gathered began (epoch: none), and requests_.frames()
-  /// then (a later count means a later frame).
-  std::chrono::steady_clock::time_point partial_since_{};
-  uint64_t partial_frame_index_ = 0;
+  /// When the partial request frame being gathered began, in ms after opened_at_ (kNoPartial:
+  /// none), and requests_.frames() then, mod 2^32 (another count means another frame). 32 bits
+  /// each: every idle connection carries them (client_connection_test.cc's size budget).
+  static constexpr uint32_t kNoPartial = UINT32_MAX;
+  uint32_t partial_since_ms_ = kNoPartial;
+  uint32_t partial_frame_index_ = 0;
   /// Closes a connection whose first request or current request frame is late (see
-  /// track_request_deadline); armed for request_deadline_at_ (max(): not armed).
-  DeadlineTimer request_deadline_;
-  std::chrono::steady_clock::time_point request_deadline_at_ = std::chrono::steady_clock::time_point::max();
-  bool memory_paused_ = false;  ///< ReadPressure stopped reading the client (pause_reads)
+  /// track_request_deadline). A bare handle (8 bytes, allocated while armed): its due time is
+  /// libuv's (uv_timer_get_due_in).
+  UvHandle<uv_timer_t> request_timer_;
+  static void on_request_timer(uv_timer_t* timer);
+  void arm_request_timer(std::chrono::steady_clock::time_point at);
 };
 
 }  // namespace kproxy::proxy
