@@ -57,14 +57,15 @@ bool FrameReader::make_room(size_t n) {
     size_t doubled = std::min(frame_total_, 2 * pending_.capacity());
     want = std::max({need, upfront, doubled});
   }
-  if (budget_ && want > charged_ && !budget_->charge(want - charged_)) {
+  // Only a frame larger than the whole budget is refused: it could never be held. A budget that
+  // is merely full refuses nobody (its owner pauses the largest holders instead).
+  size_t limit = budget_ ? budget_->limit() : 0;
+  if (limit != 0 && frame_total_ > limit) {
     over_budget_ = true;
-    set_error("partial frames of all connections would hold more than " + std::to_string(budget_->limit()) +
-              " bytes (limits.max_buffered_frame_bytes; " + std::to_string(budget_->used()) + " held now): this connection's " +
-              (frame_total_ ? std::to_string(frame_total_) + "-byte frame" : std::string("frame")) + " is refused");
+    set_error("a " + std::to_string(frame_total_) + "-byte frame is larger than all partial frames may hold together (" +
+              std::to_string(limit) + " bytes, limits.max_buffered_frame_bytes)");
     return false;
   }
-  if (budget_ && want > charged_) charged_ = want;
   pending_.reserve(want);
   return true;
 }

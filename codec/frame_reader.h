@@ -12,7 +12,8 @@
 // Memory is bounded by what arrives, not by what the size prefix claims: the first reservation is
 // the whole frame only up to kFrameUpfrontReserve; beyond that the buffer at most doubles each
 // time the bytes already received fill it. A hostile prefix announcing 100 MiB therefore costs
-// 4 MiB of untouched address space until the bytes really come.
+// 4 MiB of untouched address space until the bytes really come, and the budget of partial-frame
+// memory (codec/frame_memory_budget.h) is charged the bytes that came, not the room reserved.
 //
 // Framing errors (docs/protocol.md "Framing"): a negative size, a size above the configured maximum, or
 // the first bytes of a TLS record on a plaintext port. Size 0 is legal at this layer (SASL).
@@ -100,10 +101,15 @@ class FrameReader {
   const std::string& error() const { return error_ ? *error_ : no_error(); }
   /// The refused stream started like a TLS handshake record (a TLS client on a plaintext port).
   bool looks_like_tls() const { return looks_like_tls_; }
-  /// The stream was refused because the budget of partial-frame memory is used up.
+  /// The stream was refused because its frame alone is larger than the budget of partial-frame
+  /// memory could ever hold (the budget's limit was lowered below the frame limit by a reload).
+  /// A full budget refuses nobody: the owner pauses reading instead (codec/frame_memory_budget.h).
   bool over_budget() const { return over_budget_; }
-  /// Bytes held for an incomplete frame.
+  /// Bytes held for an incomplete frame (what the budget is charged).
   size_t buffered() const { return pending_.size(); }
+  /// Bytes the frame being gathered still misses (0 when none is under way or its size prefix is
+  /// not whole yet).
+  size_t missing() const { return frame_total_ > pending_.size() ? frame_total_ - pending_.size() : 0; }
   /// Bytes of memory held for an incomplete frame (at least buffered()).
   size_t reserved() const { return pending_.capacity(); }
   /// Frames handed out so far.
@@ -117,12 +123,13 @@ class FrameReader {
   /// Checks the size prefix at p[0..3]; records an error and returns -1 when it is refused.
   int64_t frame_size(const uint8_t* p);
   /// Grows pending_ (by the policy above) so that `n` more bytes fit. False (error() says why)
-  /// when the budget refuses the memory.
+  /// when the frame alone is larger than the budget's limit.
   bool make_room(size_t n);
   /// Appends bytes of the frame being gathered. False when make_room() failed.
   bool gather(Bytes bytes) {
     if (!make_room(bytes.size())) return false;
     pending_.append(bytes);
+    settle_budget();
     return true;
   }
   /// Frees pending_ and gives back what it was charged.
@@ -130,12 +137,14 @@ class FrameReader {
     pending_.release();
     settle_budget();
   }
-  /// Gives the budget back whatever pending_ no longer holds.
+  /// Makes the budget's charge the bytes pending_ holds now: what arrived, not the capacity
+  /// reserved ahead of them (untouched pages cost no memory).
   void settle_budget() {
-    if (budget_ && charged_ > pending_.capacity()) {
-      budget_->refund(charged_ - pending_.capacity());
-      charged_ = pending_.capacity();
-    }
+    if (!budget_) return;
+    size_t held = pending_.size();
+    if (held > charged_) budget_->hold(held - charged_);
+    else if (held < charged_) budget_->release(charged_ - held);
+    charged_ = held;
   }
 
   size_t max_frame_size_;
@@ -146,7 +155,7 @@ class FrameReader {
   /// connection has two readers: bench/proxy, idle memory per pair).
   std::unique_ptr<std::string> error_;
   FrameMemoryBudget* budget_;
-  size_t charged_ = 0;  ///< bytes of pending_'s capacity charged to budget_
+  size_t charged_ = 0;  ///< bytes of pending_ charged to budget_ (settle_budget)
   bool looks_like_tls_ = false;
   bool over_budget_ = false;
   uint32_t streamed_ = 0;  ///< see take_unstreamed() (frames are at most 2 GiB: the size prefix is an int32)
@@ -161,6 +170,7 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
   if (!pending_.empty()) {
     if (is_read_space(data)) {
       pending_.commit(data.size());  // read into read_space(): already in place
+      settle_budget();
       pos = data.size();
     } else {
       if (pending_.size() < kFrameSizePrefix) {

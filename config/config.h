@@ -154,9 +154,10 @@ struct Limits {
   size_t max_request_frame_bytes = 100 * kMiB;
   /// Largest response frame accepted from a broker.
   size_t max_response_frame_bytes = 256 * kMiB;
-  /// Memory all connections together may hold for frames still arriving (split across reads);
-  /// a frame that would pass it closes its own connection (codec/frame_memory_budget.h). At
-  /// least each of the two frame limits above.
+  /// Memory all connections together may hold for frames still arriving (split across reads):
+  /// the bytes received of them. Above it, kproxy stops reading the clients holding the most
+  /// until it is back under seven eighths (proxy/connection/read_pressure.h); nobody is refused
+  /// for it. At least each of the two frame limits above.
   size_t max_buffered_frame_bytes = 512 * kMiB;
   /// Announced size of all requests being forwarded while they arrive (cut-through, requests of
   /// 128 KiB and more), over all connections. A Kafka broker allocates a request's announced size
@@ -167,6 +168,13 @@ struct Limits {
   /// A request being forwarded while it arrives closes its connection when none of its bytes
   /// arrive for this long (a broker holds the announced size meanwhile).
   std::chrono::milliseconds request_stall_timeout{30000};
+  /// A request frame must be whole this long after its first byte arrived, or its connection is
+  /// closed (a client sending a byte now and then holds two sockets and a connection slot for as
+  /// long as it likes otherwise). Of the order of Kafka's request.timeout.ms (30 s).
+  std::chrono::milliseconds request_completion_timeout{30000};
+  /// A new connection must have sent its first whole request this long after the accept, or it is
+  /// closed (a client that connects and never speaks, or dribbles its first bytes).
+  std::chrono::milliseconds first_request_timeout{30000};
   /// After a client closed its side (half-close) with requests in flight, kproxy waits this long
   /// for their answers (longer only for a Produce whose own timeout is longer), then closes both
   /// sides: a broker that went silent never holds a connection for good.

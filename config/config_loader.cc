@@ -555,7 +555,7 @@ class Loader {
     if (!check_map(n, "limits",
                    {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections", "connect_timeout",
                     "tls_handshake_timeout", "proxy_header_timeout", "max_fault_rules", "max_streamed_request_bytes",
-                    "request_stall_timeout", "unanswered_request_timeout"}))
+                    "request_stall_timeout", "unanswered_request_timeout", "request_completion_timeout", "first_request_timeout"}))
       return;
     // The size prefix is an int32: no frame can be larger than INT32_MAX.
     auto frame_limit = [&](const char* key, size_t& out) {
@@ -585,6 +585,18 @@ class Loader {
         error(v,
               "limits.request_stall_timeout: must be more than 0 (a request forwarded while it arrives gets that long between two reads)");
       else if (d) limits.request_stall_timeout = *d;
+    }
+    if (auto v = n["request_completion_timeout"]) {
+      auto d = duration(v, "limits.request_completion_timeout");
+      if (d && d->count() == 0)
+        error(v, "limits.request_completion_timeout: must be more than 0 (a request frame gets that long from its first byte to its last)");
+      else if (d) limits.request_completion_timeout = *d;
+    }
+    if (auto v = n["first_request_timeout"]) {
+      auto d = duration(v, "limits.first_request_timeout");
+      if (d && d->count() == 0)
+        error(v, "limits.first_request_timeout: must be more than 0 (a new connection gets that long to send its first whole request)");
+      else if (d) limits.first_request_timeout = *d;
     }
     if (auto v = n["unanswered_request_timeout"]) {
       auto d = duration(v, "limits.unanswered_request_timeout");
@@ -811,6 +823,24 @@ class Loader {
           if (listen && *base == listen->port)
             error(ports, path + ".broker_ports: base " + std::to_string(*base) + " would give node 0 the bootstrap port");
           claims_.push_back({*base, *base, path + ".broker_ports", "broker node 0 of " + owner, ports.Mark(), index, ClaimKind::kBase});
+          // The nodes advertise names are known before any response: their ports are checked now
+          // too, instead of at discovery (issue #46: a base + node id on another listener's port
+          // passed check-config and was refused only at run time).
+          for (const auto& [node, _] : l.advertise_nodes) {
+            if (node <= 0) continue;  // node 0 is the base itself
+            uint32_t at = uint32_t{*base} + static_cast<uint32_t>(node);
+            std::string what = "base " + std::to_string(*base) + " + node " + std::to_string(node) + " (named in advertise)";
+            if (at > 65535) {
+              error(ports, path + ".broker_ports: " + what + " is past port 65535");
+            } else if (listen && at == listen->port) {
+              error(ports, path + ".broker_ports: " + what + " would give node " + std::to_string(node) + " the bootstrap port " +
+                               std::to_string(at));
+            } else {
+              claims_.push_back({static_cast<uint16_t>(at), static_cast<uint16_t>(at), path + ".broker_ports",
+                                 "broker node " + std::to_string(node) + " of " + owner + ", " + what, ports.Mark(), index,
+                                 ClaimKind::kBase});
+            }
+          }
         }
       } else if (range) {
         load_port_range(range, path + ".broker_port_range", listen, l.broker_ports);
@@ -1037,9 +1067,10 @@ class Loader {
   }
 
   // No port may be claimed twice (issue #15 bug 4: two listeners sharing broker ports send one
-  // cluster's clients to the other). A broker_ports base is checked here as its node 0 port; the
-  // ports of other node ids are only known at discovery, where BrokerPortClaims refuses them
-  // (proxy/cluster/broker_directory.h). Each conflict is reported at the later of the two keys.
+  // cluster's clients to the other). A broker_ports base is checked here as its node 0 port and
+  // the ports of the node ids `advertise` names; the ports of other node ids are only known at
+  // discovery, where BrokerPortClaims refuses them (proxy/cluster/broker_directory.h). Each conflict is reported at the later of the two
+  // keys.
   void check_port_claims() {
     for (size_t j = 0; j < claims_.size(); ++j) {
       for (size_t i = 0; i < j; ++i) {

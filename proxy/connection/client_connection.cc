@@ -2,8 +2,12 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cassert>
 #include <functional>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -49,6 +53,7 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
                 ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_) {}
 
 ClientConnection::~ClientConnection() {
+  env_.read_pressure().forget(*this);
   release_streamed_charge();
   env_.release_connection_slot();
 }
@@ -93,6 +98,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
                                                                 " ms (limits.proxy_header_timeout)"});
   }
   if (sni && tls.clients && !listener_->proxy_protocol) arm_client_hello_deadline();
+  track_request_deadline(opened_at_);  // limits.first_request_timeout
   if (tls.clients) {
     auto session = std::make_unique<tls::TlsSession>(*tls.clients, "");
     if (listener_->proxy_protocol || sni) rare_->client_tls_pending = std::move(session);
@@ -129,10 +135,29 @@ ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) 
 
 void ClientConnection::refuse_self_connection(std::string detail) {
   metrics::count(metrics::ProxyEvent::kSelfConnection);
-  // A misconfigured cluster makes every client attempt hit this: one error line per 10 s.
+  // The first looping connection of each port (a broker node's, or the bootstrap's) is named in
+  // an error line of its own, whatever else was logged lately (issue #46: 89 looping connections
+  // once wrote 188 lines, none naming the loop); after it, a misconfigured cluster makes every
+  // client attempt hit this: one error line per 10 s.
+  static std::mutex named_mutex;
+  static std::set<std::pair<size_t, int32_t>> named;
+  bool first;
+  {
+    std::lock_guard lock(named_mutex);
+    first = named.emplace(listener_->listener_index, listener_->node_id).second;
+  }
+  if (first) {
+    spdlog::error(
+        "listener={} kproxy is connecting to itself (a loop, the first on this port): {} ({}; check the brokers' advertised.listeners: "
+        "they must name the brokers, not the proxy){}",
+        listener_->label(), detail,
+        listener_->is_broker_port() ? "broker node " + std::to_string(listener_->node_id) + " is advertised at an address of kproxy's"
+                                    : "the listener's upstream is kproxy",
+        "; this port's later looping connections are logged at most once per 10 s");
+  }
   static LogThrottle throttle(std::chrono::seconds(10));
   uint64_t suppressed = 0;
-  if (throttle.allow(&suppressed)) {
+  if (!first && throttle.allow(&suppressed)) {
     spdlog::error(
         "listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
         "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
@@ -143,6 +168,8 @@ void ClientConnection::refuse_self_connection(std::string detail) {
 
 void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   enter(ConnectionState::kClosing);
+  env_.read_pressure().forget(*this);
+  request_timer_.reset();
   SelfConnectionDetector::instance().accepted_closed(client_endpoint_);
   SelfConnectionDetector::instance().upstream_closed(upstream_endpoint_);
   if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
@@ -264,7 +291,7 @@ void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
 void ClientConnection::brokers_discovered() {
   if (closing() || !rare_) return;
   RareState& r = *rare_;
-  client_.start_reading();
+  if (!memory_paused_) client_.start_reading();
   route_to(r.pending_route, r.pending_name, r.pending_error, std::move(r.held));
 }
 
@@ -391,6 +418,9 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       close({CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
       return;
     }
+    track_request_deadline(now);
+    env_.read_pressure().after_read(*this);
+    if (closing()) return;
     stream_large_request();
     // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
@@ -462,6 +492,116 @@ void ClientConnection::stream_large_request() {
   // A view into the reader's buffer: flushed (or copied, when the socket is backed up) before
   // the next read can move it.
   upstream_.stream().append_borrowed(requests_.take_unstreamed());
+}
+
+void ClientConnection::track_request_deadline(std::chrono::steady_clock::time_point now) {
+  if (requests_.buffered() == 0) {
+    partial_since_ms_ = kNoPartial;
+  } else if (partial_since_ms_ == kNoPartial || static_cast<uint32_t>(requests_.frames()) != partial_frame_index_) {
+    // A new frame began in this read.
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - opened_at_).count();
+    partial_since_ms_ = static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, kNoPartial - 1));
+    partial_frame_index_ = static_cast<uint32_t>(requests_.frames());
+  }
+  bool first = false;
+  auto at = next_request_deadline(&first);
+  if (at == std::chrono::steady_clock::time_point::max()) return;
+  // A timer armed for an earlier deadline stays: when it fires it finds the next one and re-arms.
+  if (uv_timer_t* t = request_timer_.get(); t && request_timer_.open() && uv_is_active(reinterpret_cast<uv_handle_t*>(t))) {
+    auto due = now + std::chrono::milliseconds(uv_timer_get_due_in(t));
+    if (due <= at + std::chrono::milliseconds(1)) return;
+  }
+  arm_request_timer(at);
+}
+
+void ClientConnection::arm_request_timer(std::chrono::steady_clock::time_point at) {
+  if (!request_timer_.open()) {
+    request_timer_.reset();
+    request_timer_.init(env_.loop(), this, uv_timer_init);
+  }
+  uv_update_time(env_.loop());
+  auto now = std::chrono::steady_clock::now();
+  // +1: libuv's clock is in whole milliseconds (as DeadlineTimer::arm).
+  auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;
+  uv_timer_start(request_timer_.get(), on_request_timer, static_cast<uint64_t>(ms), 0);
+}
+
+void ClientConnection::on_request_timer(uv_timer_t* timer) {
+  if (auto* self = static_cast<ClientConnection*>(timer->data)) self->on_request_deadline();
+}
+
+std::chrono::steady_clock::time_point ClientConnection::next_request_deadline(bool* first_request) const {
+  auto at = std::chrono::steady_clock::time_point::max();
+  *first_request = false;
+  if (requests_in_ == 0) {
+    at = opened_at_ + config_->limits.first_request_timeout;
+    *first_request = true;
+  }
+  if (partial_since_ms_ != kNoPartial) {
+    auto completion = opened_at_ + std::chrono::milliseconds(partial_since_ms_) + config_->limits.request_completion_timeout;
+    if (completion < at) {
+      at = completion;
+      *first_request = false;
+    }
+  }
+  return at;
+}
+
+void ClientConnection::on_request_deadline() {
+  if (closing() || state_ == ConnectionState::kDraining) return;  // a drain has its own deadline
+  bool first = false;
+  auto at = next_request_deadline(&first);
+  if (at == std::chrono::steady_clock::time_point::max()) {
+    request_timer_.reset();  // nothing due: the handle goes back until a frame stays partial
+    return;
+  }
+  if (at > std::chrono::steady_clock::now()) {
+    arm_request_timer(at);
+    return;
+  }
+  static LogThrottle first_throttle(std::chrono::seconds(10));
+  static LogThrottle completion_throttle(std::chrono::seconds(10));
+  uint64_t suppressed = 0;
+  std::string detail;
+  if (first) {
+    metrics::count(metrics::ProxyEvent::kFirstRequestDeadline);
+    detail = "no request within " + std::to_string(config_->limits.first_request_timeout.count()) +
+             " ms of the accept (limits.first_request_timeout): " + std::to_string(metrics_.bytes_in()) + " bytes received";
+    if (first_throttle.allow(&suppressed))
+      spdlog::warn("listener={} conn={} from {}: closed: {}{}", listener_->label(), id_, peer(), detail,
+                   LogThrottle::suppressed_note(suppressed));
+    close({CloseCategory::kFirstRequestTimeout, std::move(detail)});
+    return;
+  }
+  metrics::count(metrics::ProxyEvent::kRequestCompletionDeadline);
+  detail = "no whole request within " + std::to_string(config_->limits.request_completion_timeout.count()) +
+           " ms (limits.request_completion_timeout): " + std::to_string(requests_.buffered()) + " bytes of a " +
+           (requests_.partial_frame_size() ? std::to_string(requests_.partial_frame_size()) + "-byte" : std::string("still unsized")) +
+           " request frame arrived" + (memory_paused_ ? " (reads paused for memory)" : "");
+  if (completion_throttle.allow(&suppressed))
+    spdlog::warn("listener={} conn={} from {}: closed: {}{}", listener_->label(), id_, peer(), detail,
+                 LogThrottle::suppressed_note(suppressed));
+  close({CloseCategory::kRequestTimeout, std::move(detail)});
+}
+
+void ClientConnection::pause_reads(const std::string& why) {
+  memory_paused_ = true;
+  client_.stop_reading();
+  static LogThrottle throttle(std::chrono::seconds(10));
+  uint64_t suppressed = 0;
+  if (throttle.allow(&suppressed)) {
+    spdlog::warn("listener={} conn={} from {}: reads paused: {}{}", listener_->label(), id_, peer(), why,
+                 LogThrottle::suppressed_note(suppressed));
+  } else {
+    spdlog::debug("conn={} reads paused: {}", id_, why);
+  }
+}
+
+void ClientConnection::resume_reads() {
+  memory_paused_ = false;
+  if (closing()) return;
+  spdlog::debug("conn={} reads resumed: partial frames hold {} bytes", id_, env_.frame_budget().used());
+  apply_backpressure(client_, upstream_.stream());
 }
 
 void ClientConnection::release_streamed_charge() {
@@ -555,8 +695,10 @@ void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) { env_.o
 void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
   size_t held = &to == &client_ ? pipeline_.held_bytes_to_client() : pipeline_.held_bytes_to_broker();
   if (to.queued_bytes() + held > kWriteQueueHighWater) {
+    if (&from == &client_ && from.reading()) count_read_pause(ReadPauseReason::kWriteQueue);
     from.stop_reading();
-  } else if (!from.reading() && held < kWriteQueueLowWater && !(state_ == ConnectionState::kDraining && &from == &client_) &&
+  } else if (!from.reading() && held < kWriteQueueLowWater &&
+             !(&from == &client_ && (memory_paused_ || state_ == ConnectionState::kDraining)) &&
              (&from == &client_ || upstream_.stream().connected())) {
     from.start_reading();
   }

@@ -25,6 +25,7 @@
 #include "proxy/connection/connection_environment.h"
 #include "proxy/connection/connection_state.h"
 #include "proxy/connection/listener_spec.h"
+#include "proxy/connection/read_pressure.h"
 #include "proxy/connection/sni_route.h"
 #include "proxy/metrics/connection_metrics.h"
 #include "proxy/net/close_reason.h"
@@ -43,7 +44,11 @@ namespace kproxy::proxy {
 inline constexpr size_t kStreamedRequestMin = 128 << 10;
 
 /// The IntrusiveListHook links it into its worker's registry (Worker::connections_).
-class ClientConnection final : public TcpStreamEvents, public UpstreamConnectionEvents, public PipelineOutput, public IntrusiveListHook {
+class ClientConnection final : public TcpStreamEvents,
+                               public UpstreamConnectionEvents,
+                               public PipelineOutput,
+                               public PausableReader,
+                               public IntrusiveListHook {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
   ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
@@ -89,6 +94,12 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   void reset_client() override;
   void open_broker_port(int32_t node_id, uint16_t port) override;
 
+  // PausableReader (proxy/connection/read_pressure.h)
+  size_t partial_bytes() const override { return requests_.buffered(); }
+  size_t partial_missing() const override { return requests_.missing(); }
+  void pause_reads(const std::string& why) override;
+  void resume_reads() override;
+
  private:
   /// Queues `bytes` on `to` with the least copying: a frame gathered by `reader` is moved over,
   /// a view into `piece` (the read being handled, flushed before its callback returns) is
@@ -117,6 +128,15 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   /// the request's announced size fits limits.max_streamed_request_bytes (a broker allocates it
   /// at once), and only while its bytes keep coming (limits.request_stall_timeout).
   void stream_large_request();
+  /// Notes when the partial request frame being gathered began (after a read at `now`) and keeps
+  /// the request deadline armed: limits.first_request_timeout until the first request is whole,
+  /// limits.request_completion_timeout for each partial request frame.
+  void track_request_deadline(std::chrono::steady_clock::time_point now);
+  /// The earliest request deadline due now or later (max() when none), and whether it is the
+  /// first-request one.
+  std::chrono::steady_clock::time_point next_request_deadline(bool* first_request) const;
+  /// The request deadline fired: closes the connection if a deadline has passed, else re-arms.
+  void on_request_deadline();
   /// Gives back what the streamed request charged to the streamed-request budget.
   void release_streamed_charge();
   struct RareState;
@@ -162,6 +182,7 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   ConnectionState state_ = ConnectionState::kConnecting;
   bool answered_ = false;        ///< something was sent to the client: it is past its first packet
   bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
+  bool memory_paused_ = false;   ///< ReadPressure stopped reading the client (pause_reads)
   /// This connection's keys in the SelfConnectionDetector (empty = not registered).
   ConnectionKey client_endpoint_;
   ConnectionKey upstream_endpoint_;
@@ -180,6 +201,18 @@ class ClientConnection final : public TcpStreamEvents, public UpstreamConnection
   std::unique_ptr<RareState> rare_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;
+  /// When the partial request frame being gathered began, in ms after opened_at_ (kNoPartial:
+  /// none), and requests_.frames() then, mod 2^32 (another count means another frame). 32 bits
+  /// each: every idle connection carries them (client_connection_test.cc's size budget).
+  static constexpr uint32_t kNoPartial = UINT32_MAX;
+  uint32_t partial_since_ms_ = kNoPartial;
+  uint32_t partial_frame_index_ = 0;
+  /// Closes a connection whose first request or current request frame is late (see
+  /// track_request_deadline). A bare handle (8 bytes, allocated while armed): its due time is
+  /// libuv's (uv_timer_get_due_in).
+  UvHandle<uv_timer_t> request_timer_;
+  static void on_request_timer(uv_timer_t* timer);
+  void arm_request_timer(std::chrono::steady_clock::time_point at);
 };
 
 }  // namespace kproxy::proxy

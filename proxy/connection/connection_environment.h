@@ -25,6 +25,7 @@
 namespace kproxy::proxy {
 
 class ClientConnection;
+class ReadPressure;
 
 class ConnectionEnvironment {
  public:
@@ -34,6 +35,9 @@ class ConnectionEnvironment {
   virtual uv_loop_t* loop() = 0;
   /// Memory every connection's FrameReaders may hold for partial frames (limits.max_buffered_frame_bytes).
   virtual codec::FrameMemoryBudget& frame_budget() = 0;
+  /// The loop's read pressure: pauses the clients holding the most partial bytes while the frame
+  /// budget is over its limit (proxy/connection/read_pressure.h).
+  virtual ReadPressure& read_pressure() = 0;
   /// Announced bytes of all requests forwarded while they arrive (limits.max_streamed_request_bytes):
   /// what brokers hold for requests not yet whole. Never limited by 0: a limit of 0 means no streaming.
   virtual codec::FrameMemoryBudget& streamed_budget() = 0;

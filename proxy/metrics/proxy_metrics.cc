@@ -124,8 +124,12 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"broker_ports_opened", "Broker ports opened (port per broker)."},
     {"broker_port_failures", "Broker ports that could not be opened (no port left, or bind failed)."},
     {"loops_closed_uncleanly", "Worker loops that still had handles when they closed (a kproxy bug)."},
-    {"self_connections", "Connections refused because kproxy connected to itself (a broker advertises kproxy's own address)."},
-    {"frame_memory_refusals", "Connections closed because their partial frame would pass limits.max_buffered_frame_bytes."},
+    {"self_connections",
+     "Connections refused because kproxy connected to itself, and broker ports not opened because the broker was advertised at "
+     "kproxy's own address (a broker advertises kproxy's address)."},
+    {"frame_memory_refusals",
+     "Connections closed because their frame alone is larger than limits.max_buffered_frame_bytes (lowered by a reload); a full "
+     "budget refuses nobody, it pauses reading (kproxy_proxy_reads_paused_total)."},
     {"connections_handed_over", "Client connections accepted by one worker and served by another with fewer connections."},
     {"requests_streamed", "Large requests forwarded to the broker while they were still arriving (cut-through)."},
     {"requests_stream_refused", "Large requests gathered whole instead: their announced size passed limits.max_streamed_request_bytes."},
@@ -144,6 +148,10 @@ constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kP
     {"broker_discovery_failures",
      "Of those, the ones that learnt no broker (no answer, a refusal, a broker that wants authentication first): the waiting "
      "connections were served at the bootstrap."},
+    {"request_completion_deadlines",
+     "Connections closed because a request frame was not whole within limits.request_completion_timeout of its first byte (a "
+     "slow or stalled sender)."},
+    {"first_request_deadlines", "Connections closed because they sent no whole request within limits.first_request_timeout of the accept."},
 }};
 }  // namespace
 

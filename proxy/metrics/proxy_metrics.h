@@ -110,18 +110,20 @@ enum class ProxyEvent : uint8_t {
   kRequestWithoutResponse,  ///< Produce with acks=0
   kSaslRawToken,            ///< SaslHandshake v0 raw-token frames passed through
   kBrokerPortOpened,
-  kBrokerPortFailure,       ///< no port left, or bind failed
-  kLoopClosedUncleanly,     ///< a worker loop still had handles at uv_loop_close (a bug)
-  kSelfConnection,          ///< kproxy connected to itself (proxy/net/self_connection.h)
-  kFrameMemoryRefusal,      ///< a frame refused over limits.max_buffered_frame_bytes
-  kConnectionHandedOver,    ///< accepted by one worker, served by another (proxy/runtime/connection_balancer.h)
-  kRequestStreamed,         ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
-  kRequestStreamRefused,    ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
-  kWaitDeadline,            ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
-  kMemoryTrim,              ///< a worker gave freed memory back to the system (proxy/runtime/memory_return.h)
-  kProxyHeaderRefused,      ///< a connection to a proxy_protocol listener without a valid PROXY v2 header (proxy/net/proxy_header.h)
-  kBrokerDiscovery,         ///< an SNI listener asked its bootstrap for the brokers (proxy/runtime/broker_discovery.h)
-  kBrokerDiscoveryFailure,  ///< ... and got no answer naming them
+  kBrokerPortFailure,          ///< no port left, or bind failed
+  kLoopClosedUncleanly,        ///< a worker loop still had handles at uv_loop_close (a bug)
+  kSelfConnection,             ///< kproxy connected to itself (proxy/net/self_connection.h)
+  kFrameMemoryRefusal,         ///< a frame refused over limits.max_buffered_frame_bytes
+  kConnectionHandedOver,       ///< accepted by one worker, served by another (proxy/runtime/connection_balancer.h)
+  kRequestStreamed,            ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
+  kRequestStreamRefused,       ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
+  kWaitDeadline,               ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
+  kMemoryTrim,                 ///< a worker gave freed memory back to the system (proxy/runtime/memory_return.h)
+  kProxyHeaderRefused,         ///< a connection to a proxy_protocol listener without a valid PROXY v2 header (proxy/net/proxy_header.h)
+  kBrokerDiscovery,            ///< an SNI listener asked its bootstrap for the brokers (proxy/runtime/broker_discovery.h)
+  kBrokerDiscoveryFailure,     ///< ... and got no answer naming them
+  kRequestCompletionDeadline,  ///< a connection closed: a request frame not whole within limits.request_completion_timeout
+  kFirstRequestDeadline,       ///< a connection closed: no whole request within limits.first_request_timeout of the accept
   kCount,
 };
 /// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.

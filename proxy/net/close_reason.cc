@@ -15,6 +15,8 @@ std::string_view close_label(CloseCategory category) {
     case CloseCategory::kShutdown: return "shutdown";
     case CloseCategory::kSelfConnection: return "self_connection";
     case CloseCategory::kUnanswered: return "unanswered";
+    case CloseCategory::kRequestTimeout: return "request_timeout";
+    case CloseCategory::kFirstRequestTimeout: return "first_request_timeout";
     case CloseCategory::kOther: break;
   }
   return "other";

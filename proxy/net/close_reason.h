@@ -24,6 +24,8 @@ enum class CloseCategory : uint8_t {
   kShutdown,               ///< kproxy is draining: every in-flight request was answered first
   kSelfConnection,         ///< the upstream is kproxy itself (a broker advertises kproxy's own address)
   kUnanswered,             ///< the client closed its side and the broker left its requests unanswered (limits.unanswered_request_timeout)
+  kRequestTimeout,         ///< a request frame not whole within limits.request_completion_timeout of its first byte
+  kFirstRequestTimeout,    ///< no whole request within limits.first_request_timeout of the accept
   kOther,
 };
 

@@ -1,5 +1,6 @@
 #include "proxy/net/self_connection.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
@@ -158,6 +159,37 @@ bool SelfConnectionDetector::is_own_listener(const sockaddr* target) const {
     any_match = listeners_.contains(any);
   }
   return any_match && is_local_address(addr);
+}
+
+bool SelfConnectionDetector::advertises_kproxy(const std::string& host, uint16_t port, const std::string& listen_host,
+                                               uint16_t opening) const {
+  // An IP literal (brackets of "[::1]" already gone in a HostPort), or localhost.
+  auto literal = [](const std::string& h, uint16_t p, sockaddr_storage& out) {
+    out = {};
+    std::string ip = h == "localhost" ? "127.0.0.1" : h;
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&out);
+    if (inet_pton(AF_INET, ip.c_str(), &a4->sin_addr) == 1) {
+      a4->sin_family = AF_INET;
+      a4->sin_port = htons(p);
+      return true;
+    }
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&out);
+    if (inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr) == 1) {
+      a6->sin6_family = AF_INET6;
+      a6->sin6_port = htons(p);
+      return true;
+    }
+    return false;
+  };
+  sockaddr_storage target{};
+  if (!literal(host, port, target)) return false;
+  if (is_own_listener(reinterpret_cast<const sockaddr*>(&target))) return true;
+  if (port != opening) return false;
+  // The port about to open: it will serve `target` when the listen host is the target's
+  // address, or unspecified and the target is an address of this host.
+  sockaddr_storage bound{};
+  if (listen_host.empty() || listen_host == "0.0.0.0" || listen_host == "::") return is_local_address(target);
+  return literal(listen_host, port, bound) && endpoint_key(bound) == endpoint_key(target);
 }
 
 size_t SelfConnectionDetector::size() const {

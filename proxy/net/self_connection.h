@@ -17,7 +17,8 @@
 //     the match.
 //
 // Either way the connection is closed with a log line that says what is misconfigured and
-// counted in kproxy_proxy_self_connections_total.
+// counted in kproxy_proxy_self_connections_total. And before any of it, a broker a response names
+// at one of kproxy's own addresses gets no broker port at all (advertises_kproxy).
 #pragma once
 
 #include <sys/socket.h>
@@ -72,6 +73,12 @@ class SelfConnectionDetector {
   void listener_closed(const sockaddr_storage& local);
   /// True when connecting to `target` would reach one of kproxy's own listening sockets.
   bool is_own_listener(const sockaddr* target) const;
+  /// True when a broker a response names at `host`:`port` is kproxy itself, checked before a
+  /// broker port is opened for it (a broker whose advertised.listeners name kproxy): `host` an IP
+  /// literal or "localhost" that one of kproxy's listening sockets serves on `port`, or the very
+  /// port `opening` about to be opened on `listen_host` (the port kproxy gives that broker). A
+  /// host name is not resolved here: the connect's own check (is_own_listener) sees it.
+  bool advertises_kproxy(const std::string& host, uint16_t port, const std::string& listen_host, uint16_t opening) const;
 
   /// Endpoints registered now (tests).
   size_t size() const;

@@ -13,6 +13,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/bound_socket.h"
 #include "proxy/net/owned_descriptor.h"
+#include "proxy/net/self_connection.h"
 #include "proxy/runtime/startup_check.h"
 #include "proxy/util/bound_report.h"
 #include "proxy/util/logging.h"
@@ -40,6 +41,29 @@ void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balanc
           }
           for (size_t w = 0; b && w < b->workers(); ++w) out.emplace_back(std::to_string(w), static_cast<double>(b->load(w)));
           return out;
+        });
+  });
+}
+
+/// kproxy_partial_frame_bytes: what the Proxy's frame budget holds now (the Proxy of the moment:
+/// tests make several in turn; nullptr between them).
+std::mutex partial_frames_mutex;
+const codec::FrameMemoryBudget* partial_frames_budget = nullptr;
+void export_partial_frame_bytes(const codec::FrameMemoryBudget* budget) {
+  static std::once_flag registered;
+  {
+    std::lock_guard lock(partial_frames_mutex);
+    partial_frames_budget = budget;
+  }
+  std::call_once(registered, [] {
+    metrics::ProxyMetrics::instance().add_gauge(
+        "kproxy_partial_frame_bytes",
+        "Bytes of frames split across reads that kproxy holds now, requests and responses (limits.max_buffered_frame_bytes "
+        "counts them; above it the clients holding the most are paused: kproxy_proxy_reads_paused).",
+        "", [] {
+          std::lock_guard lock(partial_frames_mutex);
+          return std::vector<std::pair<std::string, double>>{
+              {"", partial_frames_budget ? static_cast<double>(partial_frames_budget->used()) : 0.0}};
         });
   });
 }
@@ -77,6 +101,10 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
 Proxy::~Proxy() {
   join();
   workers_.clear();
+  {
+    std::lock_guard lock(partial_frames_mutex);
+    if (partial_frames_budget == &frame_budget_) partial_frames_budget = nullptr;
+  }
 }
 
 std::string Proxy::start() {
@@ -92,6 +120,7 @@ std::string Proxy::start() {
   unsigned n = config_->worker_count();
   balancer_ = std::make_shared<ConnectionBalancer>(n);
   export_worker_connections(balancer_);
+  export_partial_frame_bytes(&frame_budget_);
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
     const auto& l = config_->listeners[li];
@@ -245,6 +274,19 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   auto route = directory.route_for_port(port);
   // A draining worker has closed its listeners and must not open new ones (its loop would never end).
   if (caller.draining()) return;
+  // A broker that advertises kproxy's own address (its advertised.listeners name the proxy) would
+  // make every client connection to this port connect to kproxy again: no port for it. Named once
+  // per node; asked again when the next response names the node (BrokerDirectory::learn).
+  if (route && SelfConnectionDetector::instance().advertises_kproxy(route->real.host, route->real.port, l.listen.host, port)) {
+    metrics::count(metrics::ProxyEvent::kSelfConnection);
+    if (directory.open_failed(node_id) <= 1) {
+      spdlog::error(
+          "listener={} opens no port for broker node {}: the broker advertises {}, which is kproxy itself (the brokers' "
+          "advertised.listeners must name the brokers, not the proxy); clients of this listener cannot reach node {}",
+          spec.label(), node_id, route->real.to_string(), node_id);
+    }
+    return;
+  }
   // broker_ports: 0: the directory bound the port when it picked it; listen on that socket.
   OwnedDescriptor reserved = directory.take_reserved_socket(node_id);
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec, reserved ? reserved.get() : -1);

@@ -16,7 +16,7 @@
 
 namespace kproxy::proxy {
 
-Worker::Worker(Proxy& proxy, unsigned index) : proxy_(proxy), index_(index) {
+Worker::Worker(Proxy& proxy, unsigned index) : proxy_(proxy), index_(index), read_pressure_(&loop_, proxy.frame_budget()) {
   uv_loop_init(&loop_);
   wakeup_.init(&loop_, this, uv_async_init, on_wakeup);
   drain_timer_.init(&loop_, this, uv_timer_init);
@@ -368,6 +368,7 @@ void Worker::close_handles() {
   wakeup_.close();
   drain_timer_.close();
   trim_timer_.close();
+  read_pressure_.stop();
   for (auto& [listener_index, d] : discoveries_) {
     d.run->cancel();
     finished_discoveries_.push_back(std::move(d.run));

@@ -20,6 +20,7 @@
 
 #include "config/config.h"
 #include "proxy/connection/connection_environment.h"
+#include "proxy/connection/read_pressure.h"
 #include "proxy/net/uv_handle.h"
 #include "proxy/runtime/broker_discovery.h"
 #include "proxy/runtime/listener.h"
@@ -79,6 +80,7 @@ class Worker final : public ConnectionEnvironment {
   // ConnectionEnvironment (the rest): the Proxy's, for the connections of this worker.
   codec::FrameMemoryBudget& frame_budget() override;
   codec::FrameMemoryBudget& streamed_budget() override;
+  ReadPressure& read_pressure() override { return read_pressure_; }
   chaos::LiveRules& live_rules() override;
   const BrokerAddressRewrite& rewrite(size_t listener_index) override;
   tls::ListenerTls listener_tls(size_t listener_index) override;
@@ -118,6 +120,7 @@ class Worker final : public ConnectionEnvironment {
   UvHandle<uv_async_t> wakeup_;
   UvHandle<uv_timer_t> drain_timer_;
   UvHandle<uv_timer_t> trim_timer_;
+  ReadPressure read_pressure_;  ///< this loop's clients paused for the frame budget
   IdleTrimPolicy trim_policy_;  ///< when opens and closes call for a trim (at most one per kTrimDelay)
   std::thread thread_;
   std::mutex tasks_mutex_;

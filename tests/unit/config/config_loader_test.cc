@@ -50,6 +50,8 @@ TEST_CASE("a minimal config gets every default") {
   CHECK(c.limits.max_connections == 10000);
   CHECK(c.limits.connect_timeout == std::chrono::seconds(10));
   CHECK(c.limits.tls_handshake_timeout == std::chrono::seconds(10));
+  CHECK(c.limits.request_completion_timeout == std::chrono::seconds(30));
+  CHECK(c.limits.first_request_timeout == std::chrono::seconds(30));
   CHECK(c.drain_timeout == std::chrono::seconds(30));
   CHECK(c.workers == 0);
   CHECK(c.worker_count() >= 1);
@@ -73,6 +75,8 @@ limits:
   max_connections: 5
   connect_timeout: 250ms
   tls_handshake_timeout: 3s
+  request_completion_timeout: 20s
+  first_request_timeout: 1500ms
 workers: 3
 drain_timeout: 2m
 log: { format: json, level: debug }
@@ -96,14 +100,16 @@ faults:
   CHECK(c.limits.max_response_frame_bytes == 64 * 1024);
   CHECK(c.limits.max_connections == 5);
   CHECK(c.limits.connect_timeout == std::chrono::milliseconds(250));
+  CHECK(c.limits.request_completion_timeout == std::chrono::seconds(20));
+  CHECK(c.limits.first_request_timeout == std::chrono::milliseconds(1500));
   CHECK(c.limits.tls_handshake_timeout == std::chrono::seconds(3));
   CHECK(c.worker_count() == 3);
   CHECK(c.drain_timeout == std::chrono::minutes(2));
   CHECK(c.log.format == LogConfig::Format::kJson);
   CHECK(c.log.level == "debug");
-  CHECK(c.api_versions.line == 17);
+  CHECK(c.api_versions.line == 19);
   CHECK(c.api_versions.yaml.find("Produce") != std::string::npos);
-  CHECK(c.faults.line == 19);
+  CHECK(c.faults.line == 21);
   CHECK(c.faults.yaml.find("PRODUCER_FENCED") != std::string::npos);
 }
 
@@ -168,6 +174,10 @@ TEST_CASE("errors name the file, line and column") {
     CHECK(first_error(std::string(kMinimal) + "limits: { max_connections: many }\n").reason.find("max_connections") != std::string::npos);
     CHECK(first_error(std::string(kMinimal) + "limits: { tls_handshake_timeout: 0s }\n").reason ==
           "limits.tls_handshake_timeout: must be more than 0 (a client gets that long to finish its TLS handshake)");
+    CHECK(first_error(std::string(kMinimal) + "limits: { request_completion_timeout: 0s }\n").reason ==
+          "limits.request_completion_timeout: must be more than 0 (a request frame gets that long from its first byte to its last)");
+    CHECK(first_error(std::string(kMinimal) + "limits: { first_request_timeout: 0ms }\n").reason ==
+          "limits.first_request_timeout: must be more than 0 (a new connection gets that long to send its first whole request)");
     CHECK(first_error(std::string(kMinimal) + "limits: { bogus: 1 }\n").reason.find("limits.bogus: unknown key") != std::string::npos);
     CHECK(first_error(std::string(kMinimal) + "faults: { a: 1 }\n").reason.find("expected a list") != std::string::npos);
   }
@@ -535,6 +545,22 @@ TEST_CASE("no port is claimed by two parts of the config") {
     auto r = load(two_listeners("broker_ports: 9192", "broker_ports: 9200"));
     REQUIRE_FALSE(r.ok());
     CHECK(r.errors[0].reason.find("listeners[1].listen: port 9192 overlaps listeners[0].broker_ports") != std::string::npos);
+  }
+  SUBCASE("a base + a node id advertise names lands on another listener's port (issue #46)") {
+    auto r = load(two_listeners("broker_ports: 9100\n    advertise: \"1=h:9001,92=h:9002\"", "broker_ports: 9200"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].to_string() ==
+          "test.yaml:8:13: listeners[1].listen: port 9192 overlaps listeners[0].broker_ports (broker node 92 of listener 'east', base "
+          "9100 + node 92 (named in advertise), port 9192): port 9192 would be claimed by both, and clients of one would reach the other");
+    // The other way round: the listener with the advertised nodes comes second.
+    r = load(two_listeners("broker_ports: 9300", "broker_ports: 9000\n    advertise: \"92=h:9002\""));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].to_string().rfind("test.yaml:9:19: listeners[1].broker_ports: port 9092 overlaps listeners[0].listen", 0) == 0);
+    // Its own bootstrap port.
+    r = load(two_listeners("broker_ports: 9000\n    advertise: \"92=h:9002\"", "broker_ports: 9200"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.errors[0].reason ==
+          "listeners[0].broker_ports: base 9000 + node 92 (named in advertise) would give node 92 the bootstrap port 9092");
   }
   SUBCASE("distinct ports load, whatever base + node id may reach later (refused at discovery)") {
     auto r = load(two_listeners("broker_ports: 9100", "broker_port_range: 9200-9203", "admin: { listen: 127.0.0.1:9644 }\n"));

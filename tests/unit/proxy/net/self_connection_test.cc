@@ -104,3 +104,19 @@ TEST_CASE("self connection: a target kproxy listens on is found before connectin
   d.listener_closed(v4("127.0.0.1", 40010));
   CHECK_FALSE(d.is_own_listener(as_sockaddr(v4("127.0.0.1", 40010))));
 }
+
+TEST_CASE("self connection: a broker advertised at kproxy's own address gets no broker port (issue #46)") {
+  SelfConnectionDetector d;
+  d.listener_opened(v4("127.0.0.1", 40020));  // the bootstrap port
+  // A broker advertised at the bootstrap port, or at the very port kproxy would open for it.
+  CHECK(d.advertises_kproxy("127.0.0.1", 40020, "127.0.0.1", 40031));
+  CHECK(d.advertises_kproxy("localhost", 40020, "127.0.0.1", 40031));
+  CHECK(d.advertises_kproxy("127.0.0.1", 40031, "127.0.0.1", 40031));
+  CHECK(d.advertises_kproxy("127.0.0.1", 40031, "0.0.0.0", 40031));
+  // A real broker: another port, another host, or a name (resolved at connect, checked there).
+  CHECK_FALSE(d.advertises_kproxy("127.0.0.1", 9092, "127.0.0.1", 40031));
+  CHECK_FALSE(d.advertises_kproxy("127.0.0.2", 40031, "127.0.0.1", 40031));
+  CHECK_FALSE(d.advertises_kproxy("192.0.2.7", 40031, "0.0.0.0", 40031));
+  CHECK_FALSE(d.advertises_kproxy("broker-1.example", 40031, "127.0.0.1", 40031));
+  CHECK(d.advertises_kproxy("::1", 40031, "::1", 40031));
+}
