@@ -131,10 +131,10 @@ def test_refusals_are_logged_and_counted(kp):
 # Seeds 20261204 and 20261205 find a contract gap that predates issue #46 and is still open:
 # PUT /listeners/{name} declares its body only as `type: object`, so schema-valid bodies such as
 # `{}` ("listen: missing") or strings with lone surrogate escapes (yaml-cpp: "invalid unicode")
-# get 400. They are expected to fail (strict: a pass turns the suite red until this mark goes)
-# until the listener entry has an exact schema.
+# get 400. They are expected to fail (not strict: whether a seed reaches such a body depends on
+# the examples left within the time limit) until the listener entry has an exact schema.
 _LISTENER_BODY_GAP = pytest.mark.xfail(
-    strict=True, reason="PUT /listeners/{name}: body schema is only `type: object` (schema-valid bodies refused with 400)")
+    strict=False, reason="PUT /listeners/{name}: body schema is only `type: object` (schema-valid bodies refused with 400)")
 SEEDS = ([int(os.environ["KPROXY_SCHEMATHESIS_SEED"])] if os.environ.get("KPROXY_SCHEMATHESIS_SEED")
          else [20261202, 20261203, pytest.param(20261204, marks=_LISTENER_BODY_GAP),
                pytest.param(20261205, marks=_LISTENER_BODY_GAP)])
