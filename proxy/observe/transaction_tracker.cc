@@ -678,14 +678,9 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
         }
         note_span(s, connection, p, response, now);
         TransactionRecord& t = *s.open;
-        if (response.error_code != 0) {
-          // A rule rewrote the coordinator's success: kept with it, no cause (it ended as asked).
-          TxnError e{r.api, response.error_code, response.injected_by, now, response.broker_error_code};
-          if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, r.api, {}, {}, &e});
-          if (is_retried_error(e.error_code)) ++t.retries;
-          if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
-          else ++t.errors_dropped;
-        }
+        // A rule rewrote the coordinator's success: kept with it, no cause (it ended as asked).
+        if (response.error_code != 0)
+          keep_error(t, TxnError{r.api, response.error_code, response.injected_by, now, response.broker_error_code});
         t.end_acknowledged = response.delivered && response.error_code == 0;
         if (!t.end_acknowledged) s.awaiting_end = IdState::LastEnd{t.sequence, r.producer_id, r.producer_epoch};
         if (t.unresolved_retry && t.unresolved_retry->api == TxnApi::kEndTxn) t.unresolved_retry.reset();
@@ -760,6 +755,13 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
   }
 }
 
+void TransactionTracker::keep_error(TransactionRecord& t, TxnError e) {
+  if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, e.api, {}, {}, &e});
+  if (is_retried_error(e.error_code)) ++t.retries;
+  if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
+  else ++t.errors_dropped;
+}
+
 TransactionRecord* TransactionTracker::ended_of(IdState& s, uint64_t generation) {
   for (auto t = s.ended.rbegin(); t != s.ended.rend(); ++t)
     if (t->sequence == generation) return &*t;
@@ -776,13 +778,7 @@ TransactionRecord* TransactionTracker::awaiting_end_of(IdState& s, int64_t produ
 void TransactionTracker::attach_end_retry(IdState& s, TransactionRecord& t, const Pending& p, const TxnResponse& response,
                                           TxnClock::time_point now) {
   ++t.end_retries;
-  if (response.error_code != 0) {
-    TxnError e{p.api, response.error_code, response.injected_by, now, response.broker_error_code};
-    if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kError, t, current_connection_, p.api, {}, {}, &e});
-    if (is_retried_error(response.error_code)) ++t.retries;
-    if (t.errors.size() < TransactionRecord::kMaxErrors) t.errors.push_back(std::move(e));
-    else ++t.errors_dropped;
-  }
+  if (response.error_code != 0) keep_error(t, TxnError{p.api, response.error_code, response.injected_by, now, response.broker_error_code});
   if (response.broker_code() != 0) return;
   if (t.outcome == TxnOutcome::kUnknown) {
     // kproxy gave it up as silent; the coordinator's answer tells how it ended.

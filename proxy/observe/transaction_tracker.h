@@ -475,6 +475,9 @@ class TransactionTracker {
   /// The ended transaction an EndTxn of `(producer_id, epoch)` belongs to when none is open for
   /// it: the last one, while it awaits its end (IdState::awaiting_end) from that producer.
   static TransactionRecord* awaiting_end_of(IdState& s, int64_t producer_id, int16_t producer_epoch);
+  /// Keeps `e` in `t`'s errors (bounded) and its retry count, without making it a cause: an error
+  /// of a transaction the coordinator has ended as asked.
+  void keep_error(TransactionRecord& t, TxnError e);
   /// An EndTxn sent again for `t` (IdState::awaiting_end), answered with `response`.
   void attach_end_retry(IdState& s, TransactionRecord& t, const Pending& p, const TxnResponse& response, TxnClock::time_point now);
   /// True when some EndTxn of the open transaction awaits its answer.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 ALL_TARGETS = [
     "frame_reader", "request_decode", "response_decode", "api_versions_rewrite", "broker_address_rewrite",
-    "config_loader", "admin_json", "admin_request", "client_hello", "proxy_header", "txn_produce",
+    "config_loader", "admin_json", "admin_request", "client_hello", "proxy_header", "txn_produce", "txn_model",
 ]
 FLOOR = 10_000_000  # issue #46: every target to 10 M executions
 
