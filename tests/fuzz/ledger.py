@@ -105,7 +105,10 @@ def render(rows, notes):
 
 
 def main(argv):
-    if len(argv) < 2:
+    if len(argv) >= 2 and argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if len(argv) < 2 or argv[1].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
     path = Path(argv[1])
