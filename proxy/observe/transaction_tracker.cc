@@ -51,6 +51,24 @@ TopicPartition owned(const PartitionRef& p) {
 
 }  // namespace
 
+namespace {
+/// The request that opens a transaction kproxy saw only an answer of: the API and producer of the
+/// request answered, and `client`'s names (views into `client`, which must outlive the result).
+TxnRequest request_as_seen(TxnApi api, int64_t producer_id, int16_t producer_epoch, const TxnClient* client) {
+  TxnRequest r;
+  r.api = api;
+  r.producer_id = producer_id;
+  r.producer_epoch = producer_epoch;
+  if (client) {
+    r.transactional_id = client->transactional_id;
+    r.listener = client->listener;
+    r.client_id = client->client_id;
+    r.client_software = client->client_software;
+  }
+  return r;
+}
+}  // namespace
+
 bool is_retried_error(int16_t code) {
   switch (static_cast<ErrorCode>(code)) {
     // The coordinator's (Kafka's TransactionManager retries them).
@@ -663,17 +681,7 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
         if (!s.open) {
           // A transaction whose start kproxy did not see (it began before kproxy started, or on a
           // path kproxy does not observe): recorded so that the counts stay whole.
-          TxnRequest as_seen;
-          as_seen.api = r.api;
-          as_seen.producer_id = r.producer_id;
-          as_seen.producer_epoch = r.producer_epoch;
-          if (p.client) {
-            as_seen.transactional_id = p.client->transactional_id;
-            as_seen.listener = p.client->listener;
-            as_seen.client_id = p.client->client_id;
-            as_seen.client_software = p.client->client_software;
-          }
-          open_transaction(s, as_seen, p.sent);
+          open_transaction(s, request_as_seen(r.api, r.producer_id, r.producer_epoch, p.client.get()), p.sent);
           take_after_refusal(s, *s.open, connection, r.api);
         }
         note_span(s, connection, p, response, now);
@@ -716,16 +724,8 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
         // refusal.
         const TransactionRecord& last = s.ended.back();
         TxnClient client{last.transactional_id, last.listener, last.client_id, last.client_software};
-        TxnRequest as_seen;
-        as_seen.api = r.api;
-        as_seen.transactional_id = client.transactional_id;
-        as_seen.producer_id = r.producer_id;
-        as_seen.producer_epoch = r.producer_epoch;
-        as_seen.listener = client.listener;
-        as_seen.client_id = client.client_id;
-        as_seen.client_software = client.client_software;
         const TxnClock::time_point since = s.after_refusal->since;
-        TransactionRecord& t = open_transaction(s, as_seen, since);
+        TransactionRecord& t = open_transaction(s, request_as_seen(r.api, r.producer_id, r.producer_epoch, &client), since);
         take_after_refusal(s, t, connection, r.api);
         t.transaction_version = 1;
         note_error(s, r.api, response, now);
