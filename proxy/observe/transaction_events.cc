@@ -210,10 +210,11 @@ TxnResponse txn_response(const proxy::ResponseContext& ctx) {
   }
   // The first error, but not OPERATION_NOT_ATTEMPTED when there is another: an
   // AddPartitionsToTxn refused for one partition says so for the others (all or nothing).
-  auto note = [&out](int16_t code) {
+  auto note_into = [](int16_t& first, int16_t code) {
     constexpr auto kNotAttempted = static_cast<int16_t>(codec::ErrorCode::kOperationNotAttempted);
-    if (code != 0 && (out.error_code == 0 || (out.error_code == kNotAttempted && code != kNotAttempted))) out.error_code = code;
+    if (code != 0 && (first == 0 || (first == kNotAttempted && code != kNotAttempted))) first = code;
   };
+  auto note = [&](int16_t code) { note_into(out.error_code, code); };
   if (const codec::ResponseScan* scan = ctx.dirty() ? nullptr : ctx.scan()) {
     for (size_t i = 0; i < scan->error_count; ++i) note(scan->errors[i].code);
   }
@@ -226,9 +227,7 @@ TxnResponse txn_response(const proxy::ResponseContext& ctx) {
     // A stage changed the body: the scan still describes the broker's bytes, what it said itself.
     if (const codec::ResponseScan* scan = ctx.scan(); scan && !scan->errors_overflow) {
       int16_t broker = 0;
-      std::swap(broker, out.error_code);
-      for (size_t i = 0; i < scan->error_count; ++i) note(scan->errors[i].code);
-      std::swap(broker, out.error_code);
+      for (size_t i = 0; i < scan->error_count; ++i) note_into(broker, scan->errors[i].code);
       out.broker_error_code = broker;
     }
   }

@@ -207,12 +207,10 @@ class Producer {
     sink_.closed(c);
     c = 0;
   }
-  Fault pick(const Exchange& x, bool refusable) {
+  Fault pick(bool refusable) {
     if (choose_(100) >= fault_percent_) return Fault::kNone;
     auto f = static_cast<Fault>(1 + choose_(static_cast<uint32_t>(Fault::kCount) - 1));
-    if (f == Fault::kAnsweredRefusal && !refusable) return Fault::kNone;
-    (void)x;
-    return f;
+    return f == Fault::kAnsweredRefusal && !refusable ? Fault::kNone : f;
   }
   int16_t retriable_for(TxnApi api) const {
     return api == TxnApi::kProduce ? code(codec::ErrorCode::kNotLeaderOrFollower) : code(codec::ErrorCode::kCoordinatorNotAvailable);
@@ -222,7 +220,7 @@ class Producer {
   /// without faults, so that every transaction ends.
   Answer call(Exchange x, bool coordinator, bool refusable) {
     for (int attempt = 0;; ++attempt) {
-      Fault f = attempt < 12 ? pick(x, refusable) : Fault::kNone;
+      Fault f = attempt < 12 ? pick(refusable) : Fault::kNone;
       x.connection = connection(coordinator);
       x.correlation_id = ++correlation_;
       sink_.request(x, f);
