@@ -10,7 +10,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -157,16 +159,49 @@ class Loader {
  private:
   // The one walk over the whole document, aliases expanded (config_loader.h): counts nodes,
   // bounds the depth, and reports every key given twice in one mapping at its second occurrence.
-  // False when the document is too big or too deep to be read further.
+  // False when the document is too big or too deep to be read further. `path` names where the
+  // walk starts ("" for the top level).
   bool walk(const YAML::Node& node, int depth, const std::string& path) {
-    const std::string where = path.empty() ? "the top level" : path;
+    walk_base_ = path;
+    walk_path_.clear();
+    return walk_node(node, depth);
+  }
+
+  // One step of the walk's path: a mapping key (pointing into the document, which outlives the
+  // walk) or a sequence index.
+  struct WalkStep {
+    const std::string* key = nullptr;
+    size_t index = 0;
+  };
+
+  // The dotted path of the node being walked, built only when an error names it: an alias-heavy
+  // document walks up to kMaxConfigNodes nodes, and building every node's path string made the
+  // walk cost more than the parse.
+  std::string walk_path() const {
+    std::string out = walk_base_;
+    for (const WalkStep& step : walk_path_) {
+      if (step.key) {
+        if (!out.empty()) out += '.';
+        out += *step.key;
+      } else {
+        out += "[" + std::to_string(step.index) + "]";
+      }
+    }
+    return out;
+  }
+
+  bool walk_node(const YAML::Node& node, int depth) {
     if (++nodes_ > kMaxConfigNodes) {
+      const std::string path = walk_path();
       error(node, "the config expands to more than " + std::to_string(kMaxConfigNodes) +
-                      " YAML nodes (each use of an alias counts again; reached at " + where + "): refused");
+                      " YAML nodes (each use of an alias counts again; reached at " + (path.empty() ? "the top level" : path) +
+                      "): refused");
       return false;
     }
     if (depth > kMaxConfigDepth) {
-      error(node, where + ": nested more than " + std::to_string(kMaxConfigDepth) + " levels deep: refused");
+      const std::string path = walk_path();
+      error(node, (path.empty() ? "the top level" : path) + ": nested more than " + std::to_string(kMaxConfigDepth) +
+                      " levels deep: refused");
       return false;
     }
     if (node.IsScalar()) {
@@ -176,33 +211,45 @@ class Loader {
       if (size_t at = invalid_utf8_at(node.Scalar()); at != std::string_view::npos && reported_encoding_.insert(mark_of(node)).second) {
         char byte[8];
         std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(node.Scalar()[at]));
-        error(node, where + ": not valid UTF-8 (byte " + byte + " at offset " + std::to_string(at) + " of the value)");
+        const std::string path = walk_path();
+        error(node, (path.empty() ? "the top level" : path) + ": not valid UTF-8 (byte " + byte + " at offset " +
+                        std::to_string(at) + " of the value)");
       }
     } else if (node.IsSequence()) {
       size_t i = 0;
       for (const auto& item : node) {
-        if (!walk(item, depth + 1, path + "[" + std::to_string(i++) + "]")) return false;
+        walk_path_.push_back({nullptr, i++});
+        const bool ok = walk_node(item, depth + 1);
+        walk_path_.pop_back();
+        if (!ok) return false;
       }
     } else if (node.IsMap()) {
-      std::map<std::string, YAML::Mark> seen;
+      std::map<std::string_view, YAML::Mark> seen;
+      static const std::string kNonScalarKey = "?";
       for (const auto& kv : node) {
-        std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
-        std::string sub = path.empty() ? key : path + "." + key;
+        const std::string& key = kv.first.IsScalar() ? kv.first.Scalar() : kNonScalarKey;
+        walk_path_.push_back({&key, 0});
         if (kv.first.IsScalar()) {
           if (invalid_utf8_at(key) != std::string_view::npos && reported_encoding_.insert(mark_of(kv.first)).second) {
+            walk_path_.pop_back();
+            const std::string path = walk_path();
+            walk_path_.push_back({&key, 0});
             error(kv.first, (path.empty() ? std::string("a key") : path + ": a key") + " is not valid UTF-8");
           }
           auto [first, fresh] = seen.emplace(key, kv.first.Mark());
           // An aliased mapping is walked once per use: report each duplicate once.
           auto at = std::make_pair(kv.first.Mark().line, kv.first.Mark().column);
           if (!fresh && reported_duplicates_.insert(at).second) {
-            error(kv.first, sub + ": duplicate key (first given at line " + std::to_string(first->second.line + 1) + ", column " +
-                                std::to_string(first->second.column + 1) + "; YAML would silently keep only one)");
+            error(kv.first, walk_path() + ": duplicate key (first given at line " + std::to_string(first->second.line + 1) +
+                                ", column " + std::to_string(first->second.column + 1) + "; YAML would silently keep only one)");
           }
-        } else if (!walk(kv.first, depth + 1, sub)) {
+        } else if (!walk_node(kv.first, depth + 1)) {
+          walk_path_.pop_back();
           return false;
         }
-        if (!walk(kv.second, depth + 1, sub)) return false;
+        const bool ok = walk_node(kv.second, depth + 1);
+        walk_path_.pop_back();
+        if (!ok) return false;
       }
     }
     return true;
@@ -1115,6 +1162,8 @@ class Loader {
   std::vector<ConfigError> errors_;
   std::vector<ConfigError> warnings_;
   size_t nodes_ = 0;
+  std::string walk_base_;              ///< where the current walk started (walk())
+  std::vector<WalkStep> walk_path_;    ///< the steps from there to the node being walked
   std::set<std::pair<int, int>> reported_duplicates_;
   std::set<std::pair<int, int>> reported_encoding_;  ///< an aliased value is walked once per use: one error
   static std::pair<int, int> mark_of(const YAML::Node& n) { return {n.Mark().line, n.Mark().column}; }
@@ -1174,13 +1223,34 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
   return parse_and_load([&] { return YAML::Load(yaml); }, path, options);
 }
 
+namespace {
+// ListenerEntry::well_formed.
+bool listener_body_well_formed(const YAML::Node& item) {
+  static constexpr std::string_view kKeys[] = {"name",          "listen",           "upstream",        "advertise",
+                                               "broker_ports",  "broker_port_range", "max_broker_ports", "proxy_protocol"};
+  if (!item.IsMap()) return false;
+  for (const auto& kv : item) {
+    if (!kv.first.IsScalar() || std::find(std::begin(kKeys), std::end(kKeys), kv.first.Scalar()) == std::end(kKeys)) return false;
+    if (kv.second.IsScalar()) continue;
+    if (kv.first.Scalar() != "upstream" || !kv.second.IsSequence()) return false;
+    for (const auto& one : kv.second) {
+      if (!one.IsScalar()) return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
 ListenerEntry load_listener_entry(std::string_view body, const std::string& name, const Config& running,
                                   const std::vector<ListenerConfig>& added, const std::string& source, const LoadOptions& options) {
   Loader loader(source, options);
   ListenerEntry out;
   try {
     YAML::Node item = YAML::Load(std::string(body));
-    return loader.load_entry(item, name, running, added);
+    const bool well_formed = listener_body_well_formed(item);
+    out = loader.load_entry(item, name, running, added);
+    out.well_formed = well_formed;
+    return out;
   } catch (const YAML::Exception& e) {
     out.errors.push_back(invalid_yaml(e, source));
   }

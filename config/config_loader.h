@@ -78,6 +78,12 @@ struct ListenerEntry {
   std::optional<ListenerConfig> listener;  ///< set when there is no error
   std::vector<ConfigError> errors;
   std::vector<ConfigError> warnings;  ///< e.g. a port inside the kernel's ephemeral range
+  /// True when the body read as a mapping whose keys are all ones a run-time listener takes
+  /// (name, listen, upstream, advertise, broker_ports, broker_port_range, max_broker_ports,
+  /// proxy_protocol) and whose values are scalars (upstream: or a list of scalars). Errors of such
+  /// a body are about what it asks for (a port taken, a wildcard address without advertise), not
+  /// about its form: the admin API answers them 422, the others 400.
+  bool well_formed = false;
   /// The errors, one per line.
   std::string error_text() const;
 };

@@ -128,16 +128,12 @@ def test_refusals_are_logged_and_counted(kp):
 # Four seeds, every check schemathesis has (issue #30: a run with --checks all once found 12
 # failures that the chosen subset missed; issue #46: seed 20261202 found two more).
 # KPROXY_SCHEMATHESIS_SEED replaces them with one.
-# Seeds 20261204 and 20261205 find a contract gap that predates issue #46 and is still open:
-# PUT /listeners/{name} declares its body only as `type: object`, so schema-valid bodies such as
-# `{}` ("listen: missing") or strings with lone surrogate escapes (yaml-cpp: "invalid unicode")
-# get 400. They are expected to fail (not strict: whether a seed reaches such a body depends on
-# the examples left within the time limit) until the listener entry has an exact schema.
-_LISTENER_BODY_GAP = pytest.mark.xfail(
-    strict=False, reason="PUT /listeners/{name}: body schema is only `type: object` (schema-valid bodies refused with 400)")
+# Seeds 20261204 and 20261205 found PUT /listeners/{name} declaring its body only as `type: object`:
+# schema-valid bodies such as `{}` or strings with lone surrogate escapes got 400. The body is now
+# the ListenerEntry schema (ASCII patterns for every string), and a body of that form that cannot
+# be opened as asked is 422, documented.
 SEEDS = ([int(os.environ["KPROXY_SCHEMATHESIS_SEED"])] if os.environ.get("KPROXY_SCHEMATHESIS_SEED")
-         else [20261202, 20261203, pytest.param(20261204, marks=_LISTENER_BODY_GAP),
-               pytest.param(20261205, marks=_LISTENER_BODY_GAP)])
+         else [20261202, 20261203, 20261204, 20261205])
 
 
 @pytest.mark.parametrize("seed", SEEDS)

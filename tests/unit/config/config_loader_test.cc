@@ -845,6 +845,7 @@ TEST_CASE("a listener entry checked at run time: the loader's checks and texts, 
   CHECK(inside.error_text().find(
             "listeners[1].listen: port 19105 overlaps listeners[0].broker_port_range (the broker ports of listener 'a'") !=
         std::string::npos);
+  CHECK(inside.well_formed);  // the right form, a port taken: the admin API answers 422
   auto same = load_listener_entry(R"({"listen": "127.0.0.1:19092", "upstream": "x:1", "broker_ports": 0})", "late", *loaded.config, none,
                                   "PUT", no_ephemeral);
   CHECK(same.error_text().find("listeners[1].listen: port 19092 is also used by listener 'a'") != std::string::npos);
@@ -857,9 +858,27 @@ TEST_CASE("a listener entry checked at run time: the loader's checks and texts, 
   auto unknown = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": "x:1", "broker_ports": 0, "colour": 1})", "late",
                                      *loaded.config, none, "PUT", no_ephemeral);
   CHECK(unknown.error_text().find("listeners[1].colour: unknown key") != std::string::npos);
+  CHECK_FALSE(unknown.well_formed);  // not a listener entry: 400
   auto tls = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": "x:1", "broker_ports": 0, "tls": {}})", "late", *loaded.config,
                                  none, "PUT", no_ephemeral);
   CHECK(tls.error_text().find("not taken for a listener added at run time") != std::string::npos);
+  CHECK_FALSE(tls.well_formed);
+  // Neither broker_ports nor broker_port_range, and an empty body: the form is right, the entry
+  // cannot be opened; a nested value, a sequence and text that is not YAML are not entries.
+  auto no_ports = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": ["x:1", "y:2"]})", "late", *loaded.config, none, "PUT",
+                                      no_ephemeral);
+  CHECK_FALSE(no_ports.listener);
+  CHECK(no_ports.well_formed);
+  CHECK(no_ports.error_text().find("missing broker_ports") != std::string::npos);
+  auto empty = load_listener_entry("{}", "late", *loaded.config, none, "PUT", no_ephemeral);
+  CHECK_FALSE(empty.listener);
+  CHECK(empty.well_formed);
+  CHECK(empty.error_text().find("listeners[1].listen: missing") != std::string::npos);
+  CHECK_FALSE(load_listener_entry(R"({"listen": {"host": "a"}, "upstream": "x:1"})", "late", *loaded.config, none, "PUT").well_formed);
+  CHECK_FALSE(load_listener_entry(R"(["listen"])", "late", *loaded.config, none, "PUT").well_formed);
+  auto not_yaml = load_listener_entry(R"({"listen": "\ud800"})", "late", *loaded.config, none, "PUT");
+  CHECK_FALSE(not_yaml.listener);
+  CHECK_FALSE(not_yaml.well_formed);
   // A listener added before claims its ports too.
   std::vector<ListenerConfig> added{*ok.listener};
   added[0].listen.port = 19200;
