@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -164,6 +165,8 @@ class Loader {
   bool walk(const YAML::Node& node, int depth, const std::string& path) {
     walk_base_ = path;
     walk_path_.clear();
+    walked_.clear();
+    deepest_ = 0;
     return walk_node(node, depth);
   }
 
@@ -190,7 +193,43 @@ class Loader {
     return out;
   }
 
+  // A collection walked before (an alias used again: yaml-cpp hands out the same node, at the
+  // same position in the text) is not walked again: its nodes are counted again and its height
+  // checked against the depth bound, and what it could report (a duplicate key, a stray byte) was
+  // reported at its first walk. The walk then costs the size of the text, not of its expansion.
+  struct WalkedSubtree {
+    size_t nodes = 0;  ///< the collection and everything under it, aliases expanded
+    int height = 0;    ///< levels below the collection
+  };
+  using WalkKey = std::tuple<int, int, int>;  // line, column, node type
+
   bool walk_node(const YAML::Node& node, int depth) {
+    const bool collection = node.IsMap() || node.IsSequence();
+    const YAML::Mark mark = node.Mark();
+    const WalkKey key{mark.line, mark.column, static_cast<int>(node.Type())};
+    if (collection && !mark.is_null()) {
+      if (auto it = walked_.find(key); it != walked_.end()) {
+        if (nodes_ + it->second.nodes > kMaxConfigNodes) {
+          nodes_ = kMaxConfigNodes;
+        } else if (depth + it->second.height > kMaxConfigDepth) {
+          depth = kMaxConfigDepth;
+        } else {
+          nodes_ += it->second.nodes;
+          deepest_ = std::max(deepest_, depth + it->second.height);
+          return true;
+        }
+      }
+    }
+    const size_t nodes_before = nodes_;
+    const int deepest_before = deepest_;
+    deepest_ = depth;
+    const bool ok = walk_one(node, depth);
+    if (ok && collection && !mark.is_null()) walked_.emplace(key, WalkedSubtree{nodes_ - nodes_before, deepest_ - depth});
+    deepest_ = std::max(deepest_before, deepest_);
+    return ok;
+  }
+
+  bool walk_one(const YAML::Node& node, int depth) {
     if (++nodes_ > kMaxConfigNodes) {
       const std::string path = walk_path();
       error(node, "the config expands to more than " + std::to_string(kMaxConfigNodes) +
@@ -200,8 +239,8 @@ class Loader {
     }
     if (depth > kMaxConfigDepth) {
       const std::string path = walk_path();
-      error(node, (path.empty() ? "the top level" : path) + ": nested more than " + std::to_string(kMaxConfigDepth) +
-                      " levels deep: refused");
+      error(node,
+            (path.empty() ? "the top level" : path) + ": nested more than " + std::to_string(kMaxConfigDepth) + " levels deep: refused");
       return false;
     }
     if (node.IsScalar()) {
@@ -212,8 +251,8 @@ class Loader {
         char byte[8];
         std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(node.Scalar()[at]));
         const std::string path = walk_path();
-        error(node, (path.empty() ? "the top level" : path) + ": not valid UTF-8 (byte " + byte + " at offset " +
-                        std::to_string(at) + " of the value)");
+        error(node, (path.empty() ? "the top level" : path) + ": not valid UTF-8 (byte " + byte + " at offset " + std::to_string(at) +
+                        " of the value)");
       }
     } else if (node.IsSequence()) {
       size_t i = 0;
@@ -240,8 +279,8 @@ class Loader {
           // An aliased mapping is walked once per use: report each duplicate once.
           auto at = std::make_pair(kv.first.Mark().line, kv.first.Mark().column);
           if (!fresh && reported_duplicates_.insert(at).second) {
-            error(kv.first, walk_path() + ": duplicate key (first given at line " + std::to_string(first->second.line + 1) +
-                                ", column " + std::to_string(first->second.column + 1) + "; YAML would silently keep only one)");
+            error(kv.first, walk_path() + ": duplicate key (first given at line " + std::to_string(first->second.line + 1) + ", column " +
+                                std::to_string(first->second.column + 1) + "; YAML would silently keep only one)");
           }
         } else if (!walk_node(kv.first, depth + 1)) {
           walk_path_.pop_back();
@@ -1162,8 +1201,10 @@ class Loader {
   std::vector<ConfigError> errors_;
   std::vector<ConfigError> warnings_;
   size_t nodes_ = 0;
-  std::string walk_base_;              ///< where the current walk started (walk())
-  std::vector<WalkStep> walk_path_;    ///< the steps from there to the node being walked
+  std::string walk_base_;                    ///< where the current walk started (walk())
+  std::vector<WalkStep> walk_path_;          ///< the steps from there to the node being walked
+  std::map<WalkKey, WalkedSubtree> walked_;  ///< collections walked once (walk_node)
+  int deepest_ = 0;                          ///< the deepest level the current subtree's walk reached
   std::set<std::pair<int, int>> reported_duplicates_;
   std::set<std::pair<int, int>> reported_encoding_;  ///< an aliased value is walked once per use: one error
   static std::pair<int, int> mark_of(const YAML::Node& n) { return {n.Mark().line, n.Mark().column}; }
@@ -1226,8 +1267,8 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
 namespace {
 // ListenerEntry::well_formed.
 bool listener_body_well_formed(const YAML::Node& item) {
-  static constexpr std::string_view kKeys[] = {"name",          "listen",           "upstream",        "advertise",
-                                               "broker_ports",  "broker_port_range", "max_broker_ports", "proxy_protocol"};
+  static constexpr std::string_view kKeys[] = {
+      "name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "proxy_protocol"};
   if (!item.IsMap()) return false;
   for (const auto& kv : item) {
     if (!kv.first.IsScalar() || std::find(std::begin(kKeys), std::end(kKeys), kv.first.Scalar()) == std::end(kKeys)) return false;

@@ -7,6 +7,8 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 import kafka_harness as kh
 
 from test_chaos_support import ChaosKproxy
@@ -106,6 +108,50 @@ def test_kproxy_pointed_at_itself_refuses_at_once_and_says_why():
         assert kp.metric("kproxy_proxy_connections_accepted_total") - accepted_before == attempts  # no second connection
         assert kp.metric("kproxy_connections_closed_total", reason="self_connection") - closed_before == attempts
         assert kp.alive()
+
+
+def test_a_broker_advertising_kproxys_broker_port_gets_no_port_and_one_log_line():
+    # Issue #46 item 3: a broker whose advertised.listeners name kproxy's own broker port for it
+    # (node 1 at base + 1) made kproxy accept 89 connections from one retrying client in 8 s and
+    # write 188 log lines, none naming the loop. Now kproxy opens no port for that node and says
+    # why once; a retrying librdkafka client costs only its bootstrap connections.
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kp = ChaosKproxy("127.0.0.1:1", name="advloop", broker_ports="block")
+    loop_port = kp.base + 1
+    cluster = kh.KafkaCluster(1, advertise={1: ("127.0.0.1", loop_port)}, name="advloop")
+    cluster.start()
+    try:
+        kp.upstream = cluster.bootstrap()
+        kp.config_text = kp.config_text.replace("upstream: 127.0.0.1:1\n", f"upstream: {kp.upstream}\n")
+        kp.config_path.write_text(kp.config_text)
+        with kp:
+            _wait_no_client_connections(kp)  # start() probed the port with a connection of its own
+            accepted_before = kp.metric("kproxy_proxy_connections_accepted_total")
+            # The client is told node 1 is at kproxy's port for it, as for any broker ...
+            meta = kh.metadata("127.0.0.1", kp.port, (), timeout=10)
+            assert meta.brokers == {1: ("127.0.0.1", loop_port)}, meta.brokers
+            kp.wait_for_log(rf"opens no port for broker node 1: the broker advertises 127\.0\.0\.1:{loop_port}, which is kproxy "
+                            r"itself \(the brokers' advertised\.listeners must name the brokers")
+            # ... but nothing listens there: the loop never starts.
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", loop_port), timeout=5).close()
+            # A librdkafka producer retrying for a bounded time: every connection it makes to
+            # kproxy is a bootstrap connection, none comes back from kproxy itself.
+            producer = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{kp.port}", "message.timeout.ms": 4000,
+                                                "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
+                                                "socket.connection.setup.timeout.ms": 1000})
+            failed = []
+            producer.produce("advloop", b"v", on_delivery=lambda err, msg: failed.append(err))
+            producer.flush(10)
+            assert len(failed) == 1 and failed[0] is not None, failed  # nothing could be delivered: the broker is unreachable
+            accepted = kp.metric("kproxy_proxy_connections_accepted_total") - accepted_before
+            assert 1 <= accepted <= 12, f"{accepted} connections accepted from one client in about 5 s"
+            loop_lines = re.findall(r"opens no port for broker node 1", kp.log_text())
+            assert len(loop_lines) == 1, loop_lines  # named once, however often responses name the node
+            assert kp.metric("kproxy_proxy_self_connections_total") >= 1
+            assert kp.alive()
+    finally:
+        cluster.stop()
 
 
 def test_a_second_process_cannot_take_a_share_of_a_listener_port(kafka):

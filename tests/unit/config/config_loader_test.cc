@@ -498,6 +498,37 @@ TEST_CASE("an alias bomb is refused before it expands") {
   CHECK_MESSAGE(ok.ok(), ok.error_text());
 }
 
+TEST_CASE("an alias counts its nodes at every use, and its depth where it is used") {
+  // One anchored list of 1,000 nodes (the list and 999 scalars), used N times.
+  auto uses = [](int n) {
+    std::string yaml = std::string(kMinimal) + "faults:\n  - &big [x";
+    for (int i = 1; i < 999; ++i) yaml += ", x";
+    yaml += "]\n";
+    for (int i = 0; i < n; ++i) yaml += "  - *big\n";
+    return yaml;
+  };
+  auto refused_for_size = [](const kproxy::config::LoadResult& r) {
+    for (const auto& e : r.errors) {
+      if (e.reason.find("more than 100000 YAML nodes") != std::string::npos) return true;
+    }
+    return false;
+  };
+  auto under = load(uses(90));  // about 91,000 nodes: read on
+  CHECK_FALSE(refused_for_size(under));
+  auto over = load(uses(110));  // about 111,000 nodes
+  REQUIRE_FALSE(over.ok());
+  CHECK(refused_for_size(over));
+  CHECK(over.errors.size() == 1);
+  // A list 40 deep is fine at the top; used 30 levels down it would nest 70 deep.
+  const std::string deep = std::string(40, '[') + "x" + std::string(40, ']');
+  auto shallow = load(std::string(kMinimal) + "faults:\n  - &deep " + deep + "\n  - *deep\n");
+  for (const auto& e : shallow.errors) CHECK(e.reason.find("levels deep") == std::string::npos);
+  auto nested =
+      load(std::string(kMinimal) + "faults:\n  - &deep " + deep + "\n  - " + std::string(30, '[') + "*deep" + std::string(30, ']') + "\n");
+  REQUIRE_FALSE(nested.ok());
+  CHECK(nested.errors[0].reason.find("nested more than 64 levels deep") != std::string::npos);
+}
+
 TEST_CASE("nesting deeper than kMaxConfigDepth is refused") {
   const size_t levels = kMaxConfigDepth + 5;
   std::string deep = std::string(kMinimal) + "faults: " + std::string(levels, '[') + std::string(levels, ']') + "\n";
@@ -865,8 +896,8 @@ TEST_CASE("a listener entry checked at run time: the loader's checks and texts, 
   CHECK_FALSE(tls.well_formed);
   // Neither broker_ports nor broker_port_range, and an empty body: the form is right, the entry
   // cannot be opened; a nested value, a sequence and text that is not YAML are not entries.
-  auto no_ports = load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": ["x:1", "y:2"]})", "late", *loaded.config, none, "PUT",
-                                      no_ephemeral);
+  auto no_ports =
+      load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": ["x:1", "y:2"]})", "late", *loaded.config, none, "PUT", no_ephemeral);
   CHECK_FALSE(no_ports.listener);
   CHECK(no_ports.well_formed);
   CHECK(no_ports.error_text().find("missing broker_ports") != std::string::npos);
