@@ -145,6 +145,8 @@ def test_a_broker_advertising_kproxys_broker_port_gets_no_port_and_one_log_line(
             producer.flush(10)
             assert len(failed) == 1 and failed[0] is not None, failed  # nothing could be delivered: the broker is unreachable
             accepted = kp.metric("kproxy_proxy_connections_accepted_total") - accepted_before
+            print(f"\n[advloop] one librdkafka producer for ~5 s: {accepted:.0f} connections accepted, "
+                  f"{len(kp.log_text().splitlines())} log lines")
             assert 1 <= accepted <= 12, f"{accepted} connections accepted from one client in about 5 s"
             loop_lines = re.findall(r"opens no port for broker node 1", kp.log_text())
             assert len(loop_lines) == 1, loop_lines  # named once, however often responses name the node
