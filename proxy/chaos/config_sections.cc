@@ -8,6 +8,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "proxy/chaos/yaml_number.h"
+
 namespace kproxy::chaos {
 
 namespace {
@@ -42,10 +44,9 @@ nlohmann::json to_json(const YAML::Node& n, const std::string& path, std::map<st
         size_t used = 0;
         long long v = std::stoll(s, &used);
         if (used == s.size()) return v;
-        double d = std::stod(s, &used);
-        if (used == s.size()) return d;
       } catch (...) {
       }
+      if (auto d = yaml_number(s)) return *d;
       return s;
     }
     default: return nullptr;

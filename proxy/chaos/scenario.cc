@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "proxy/chaos/yaml_number.h"
 #include "proxy/util/utf8.h"
 
 namespace kproxy::chaos {
@@ -33,15 +34,10 @@ bool valid_name(const std::string& s) {
 /// A whole number in [lo, hi] (3 and 3.0 alike, as JSON Schema reads an integer); not a quoted one.
 bool read_int(const YAML::Node& n, int lo, int hi, int& out) {
   if (!n.IsScalar() || n.Tag() == "!") return false;
-  try {
-    size_t used = 0;
-    double v = std::stod(n.Scalar(), &used);
-    if (used != n.Scalar().size() || v != std::floor(v) || v < lo || v > hi) return false;
-    out = static_cast<int>(v);
-    return true;
-  } catch (...) {
-    return false;
-  }
+  auto v = yaml_number(n.Scalar());
+  if (!v || *v != std::floor(*v) || *v < lo || *v > hi) return false;
+  out = static_cast<int>(*v);
+  return true;
 }
 
 /// Text: a quoted scalar, or a plain one that YAML does not read as a boolean, null or number
@@ -52,13 +48,7 @@ bool is_text(const YAML::Node& n) {
   const std::string& s = n.Scalar();
   static const std::set<std::string> kNotText = {"true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL", "~", ""};
   if (kNotText.count(s)) return false;
-  try {
-    size_t used = 0;
-    (void)std::stod(s, &used);
-    return used != s.size();
-  } catch (...) {
-    return true;
-  }
+  return !yaml_number(s);
 }
 
 }  // namespace
