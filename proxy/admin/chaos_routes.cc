@@ -89,7 +89,8 @@ HttpResponse ChaosAdmin::put_api_versions(const std::string& body) {
     nlohmann::json inner = std::move(list["api_versions"]);
     list = std::move(inner);
   }
-  if (auto e = control_.set_api_versions(list); !e.empty()) return error(400, "api_versions" + e);
+  bool unprocessable = false;
+  if (auto e = control_.set_api_versions(list, &unprocessable); !e.empty()) return error(unprocessable ? 422 : 400, "api_versions" + e);
   return get_api_versions();
 }
 

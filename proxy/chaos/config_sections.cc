@@ -100,10 +100,11 @@ std::string load_root(const YAML::Node& root, const std::string& source, ChaosCo
   if (auto av = root["api_versions"]; av && !av.IsNull()) {
     auto list = to_json(av, "api_versions", marks);
     std::string why;
-    auto parsed = policy::parse_api_versions_policy(list, why);
+    bool unprocessable = false;
+    auto parsed = policy::parse_api_versions_policy(list, why, &unprocessable);
     if (!parsed) {
       errors += locate(source, "api_versions" + why, marks) + "\n";
-      note_refusal(worst, Refusal::kMalformed);
+      note_refusal(worst, unprocessable ? Refusal::kUnprocessable : Refusal::kMalformed);
     } else {
       out.api_versions = std::move(*parsed);
     }

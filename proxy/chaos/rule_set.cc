@@ -72,9 +72,9 @@ void LiveRules::reset_rules() {
   publish(std::move(next));
 }
 
-std::string LiveRules::set_api_versions(const nlohmann::json& list) {
+std::string LiveRules::set_api_versions(const nlohmann::json& list, bool* unprocessable) {
   std::string error;
-  auto parsed = policy::parse_api_versions_policy(list, error);
+  auto parsed = policy::parse_api_versions_policy(list, error, unprocessable);
   if (!parsed) return error;
   for (const auto& line : parsed->shadowed) spdlog::warn("api_versions{}", line);
   std::lock_guard lock(mutex_);

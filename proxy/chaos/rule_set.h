@@ -65,8 +65,9 @@ class LiveRules {
   bool delete_rule(const std::string& name);
   /// Removes every rule (the ApiVersions policy stays).
   void reset_rules();
-  /// Replaces the ApiVersions policy. "" or why refused.
-  std::string set_api_versions(const nlohmann::json& list);
+  /// Replaces the ApiVersions policy. "" or why refused; `unprocessable`, when given, is set when
+  /// the list is well formed but cannot apply (policy::parse_api_versions_policy).
+  std::string set_api_versions(const nlohmann::json& list, bool* unprocessable = nullptr);
   /// Replaces everything at once (config load / reload): rules already parsed, policy parsed.
   void replace(std::vector<std::shared_ptr<FaultRule>> rules, policy::ApiVersionsPolicy api_versions);
 

@@ -85,7 +85,8 @@ std::string scope_text(const PolicyScope& s) {
   return out;
 }
 
-bool parse_api_entry(const nlohmann::json& e, const std::string& at, ApiVersionsPolicy::Entry& entry, std::string& error) {
+bool parse_api_entry(const nlohmann::json& e, const std::string& at, ApiVersionsPolicy::Entry& entry, std::string& error,
+                     bool& unprocessable) {
   if (!known(e, {"api", "min", "max", "hide", "listener", "client_id"}, at, kApiKeys, error)) return false;
   std::optional<int16_t> k;
   if (e["api"].is_string()) {
@@ -105,6 +106,7 @@ bool parse_api_entry(const nlohmann::json& e, const std::string& at, ApiVersions
   if (!read_bool(e, "hide", at, entry.hide, error) || !read_scope(e, at, entry.scope, error)) return false;
   if (*k == kApiVersions && (entry.hide || (entry.min && entry.max && *entry.min > *entry.max))) {
     error = at + ".hide: ApiVersions cannot be hidden (clients need it to negotiate)";
+    unprocessable = true;  // well formed; what it asks of this one API cannot be
     return false;
   }
   return true;
@@ -187,8 +189,9 @@ const std::vector<ImpliedApiLimit>& implied_api_limits() {
   return table;
 }
 
-std::optional<ApiVersionsPolicy> parse_api_versions_policy(const nlohmann::json& list, std::string& error) {
+std::optional<ApiVersionsPolicy> parse_api_versions_policy(const nlohmann::json& list, std::string& error, bool* unprocessable) {
   ApiVersionsPolicy policy;
+  bool cannot_apply = false;
   if (list.is_null()) return policy;
   if (!list.is_array()) {
     error = ": expected a list of {api, min, max, hide} or {feature, max, supported_min, supported_max, hide}";
@@ -218,7 +221,10 @@ std::optional<ApiVersionsPolicy> parse_api_versions_policy(const nlohmann::json&
       policy.features.push_back(std::move(entry));
     } else if (e.contains("api")) {
       ApiVersionsPolicy::Entry entry;
-      if (!parse_api_entry(e, at, entry, error)) return std::nullopt;
+      if (!parse_api_entry(e, at, entry, error, cannot_apply)) {
+        if (unprocessable) *unprocessable = cannot_apply;
+        return std::nullopt;
+      }
       target = std::string("api ") + codec::api_name(entry.api);
       scope = entry.scope;
       policy.apis.push_back(entry);

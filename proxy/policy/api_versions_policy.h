@@ -93,8 +93,10 @@ struct ImpliedApiLimit {
 /// The table (docs/api-versions-policy.md "Implied API versions", with the Kafka sources it comes from).
 const std::vector<ImpliedApiLimit>& implied_api_limits();
 
-/// Parses the list; nullopt with `error` = "[i].key: why" when invalid.
-std::optional<ApiVersionsPolicy> parse_api_versions_policy(const nlohmann::json& list, std::string& error);
+/// Parses the list; nullopt with `error` = "[i].key: why" when invalid. `unprocessable`, when
+/// given, is set when the list is well formed but asks what cannot be (ApiVersions hidden, or
+/// given an empty range): the admin API answers that 422, anything else 400.
+std::optional<ApiVersionsPolicy> parse_api_versions_policy(const nlohmann::json& list, std::string& error, bool* unprocessable = nullptr);
 
 /// Applies `policy` (the entries whose scope matches `who`) and kproxy's own decode limits to a
 /// decoded response. True when changed.

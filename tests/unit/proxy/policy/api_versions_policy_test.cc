@@ -107,10 +107,18 @@ TEST_CASE("policy errors") {
   std::string e;
   CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"Nope","max":1}])"), e));
   CHECK(e.rfind("[0].api", 0) == 0);
-  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","hide":true}])"), e));
-  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","min":4,"max":1}])"), e));  // an empty range hides
-  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":65536,"max":1}])"), e));                  // never wraps onto Produce
+  // Hiding ApiVersions is well formed but cannot be (422 at the admin API); an unknown API is not
+  // well formed (400).
+  bool unprocessable = false;
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","hide":true}])"), e, &unprocessable));
+  CHECK(unprocessable);
+  unprocessable = false;
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":"ApiVersions","min":4,"max":1}])"), e, &unprocessable));  // hides
+  CHECK(unprocessable);
+  unprocessable = false;
+  CHECK(!policy::parse_api_versions_policy(json::parse(R"([{"api":65536,"max":1}])"), e, &unprocessable));  // never wraps onto Produce
   CHECK(e.rfind("[0].api: unknown API", 0) == 0);
+  CHECK_FALSE(unprocessable);
   // Valid by the document's schema, so accepted (issue #30): min above max is an empty range (the
   // API is left out); an entry that changes nothing changes nothing.
   auto empty = policy::parse_api_versions_policy(json::parse(R"([{"api":"EndTxn","min":4,"max":1}])"), e);
