@@ -803,14 +803,17 @@ class Loader {
       load_listener(named, path, index, names, c);
       if (!c.listeners.empty()) {
         const ListenerConfig& l = c.listeners.front();
-        for (const auto* other : all) {
-          if (l.listen.port != 0 && l.listen.port == other->listen.port) error(named["listen"], same_port_text(path, l, *other));
-        }
         // Certificates are read at start and reload only (proxy/runtime/startup_check.h).
         for (const char* key : {"tls", "upstream_tls", "sni"}) {
           if (named[key]) error(named[key], path + "." + key + ": not taken for a listener added at run time: put it in the config file");
         }
+        // What is left to refuse is a port another part of the running config claims.
+        const size_t before_claims = errors_.size();
+        for (const auto* other : all) {
+          if (l.listen.port != 0 && l.listen.port == other->listen.port) error(named["listen"], same_port_text(path, l, *other));
+        }
         check_port_claims();
+        out.port_conflict = before_claims == 0 && errors_.size() > before_claims;
       }
     }
     if (errors_.empty() && !c.listeners.empty()) out.listener = std::move(c.listeners.front());

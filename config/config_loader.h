@@ -84,6 +84,9 @@ struct ListenerEntry {
   /// a body are about what it asks for (a port taken, a wildcard address without advertise), not
   /// about its form: the admin API answers them 422, the others 400.
   bool well_formed = false;
+  /// True when the only errors are ports that the running config (its listeners, those added at
+  /// run time, the admin and Toxiproxy APIs) already claims: the admin API answers 409.
+  bool port_conflict = false;
   /// The errors, one per line.
   std::string error_text() const;
 };

@@ -54,10 +54,11 @@ HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const st
     if (l.name == name) return json_error(409, "listener '" + name + "' exists: DELETE it first");
   }
   auto entry = config::load_listener_entry(body, name, *proxy.config(), added, "PUT /listeners/" + name);
-  // A body of the right form that asks for what cannot be (a port taken, a wildcard address
-  // without advertise, a name that differs from the path's) is 422, as a fault rule that cannot
-  // apply is; a body that is not a listener entry at all is 400 (docs/admin-api.openapi.yaml).
-  if (!entry.listener) return json_error(entry.well_formed ? 422 : 400, entry.error_text());
+  // A port another listener or API claims is a conflict (409), as an address taken is; a body of
+  // the right form that asks for what cannot be (a wildcard address without advertise, a name
+  // that differs from the path's) is 422, as a fault rule that cannot apply is; a body that is not
+  // a listener entry at all is 400 (docs/admin-api.openapi.yaml).
+  if (!entry.listener) return json_error(entry.port_conflict ? 409 : entry.well_formed ? 422 : 400, entry.error_text());
   auto result = proxy.add_listener(*entry.listener);
   if (!result.error.empty()) return json_error(result.status ? result.status : 409, result.error);
   ListenerSnapshot snapshot;

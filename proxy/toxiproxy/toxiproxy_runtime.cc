@@ -106,7 +106,8 @@ bool ToxiproxyRuntime::open_kafka(const std::string& name, const KafkaOptions& o
   for (const auto& [i, l] : kafka_->runtime_listeners()) added.push_back(*l);
   auto checked = config::load_listener_entry(entry.dump(), listener_name(name), *kafka_->config(), added, "proxy " + name);
   if (!checked.listener) {
-    error = {400, checked.error_text()};
+    // A port another listener or API of kproxy claims is a conflict, as an address in use is.
+    error = {checked.port_conflict ? 409 : 400, checked.error_text()};
     return false;
   }
   auto result = kafka_->add_listener(*checked.listener);

@@ -876,7 +876,8 @@ TEST_CASE("a listener entry checked at run time: the loader's checks and texts, 
   CHECK(inside.error_text().find(
             "listeners[1].listen: port 19105 overlaps listeners[0].broker_port_range (the broker ports of listener 'a'") !=
         std::string::npos);
-  CHECK(inside.well_formed);  // the right form, a port taken: the admin API answers 422
+  CHECK(inside.well_formed);
+  CHECK(inside.port_conflict);  // a port taken: the admin API answers 409
   auto same = load_listener_entry(R"({"listen": "127.0.0.1:19092", "upstream": "x:1", "broker_ports": 0})", "late", *loaded.config, none,
                                   "PUT", no_ephemeral);
   CHECK(same.error_text().find("listeners[1].listen: port 19092 is also used by listener 'a'") != std::string::npos);
@@ -900,6 +901,7 @@ TEST_CASE("a listener entry checked at run time: the loader's checks and texts, 
       load_listener_entry(R"({"listen": "127.0.0.1:0", "upstream": ["x:1", "y:2"]})", "late", *loaded.config, none, "PUT", no_ephemeral);
   CHECK_FALSE(no_ports.listener);
   CHECK(no_ports.well_formed);
+  CHECK_FALSE(no_ports.port_conflict);  // 422
   CHECK(no_ports.error_text().find("missing broker_ports") != std::string::npos);
   auto empty = load_listener_entry("{}", "late", *loaded.config, none, "PUT", no_ephemeral);
   CHECK_FALSE(empty.listener);
