@@ -231,7 +231,7 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, 
     for c in cells:
         observatory.recompare(c)   # the comparison as it is now, from what each cell stored
     header = {k: v for k, v in doc.items() if k not in ("cells", "clients", "scenarios")}
-    protocols = sorted({c["protocol"] for c in cells}) or [1, 2]
+    protocols = sorted({c["protocol"] for c in cells if not c.get("regression")}) or [1, 2]
     # The scenario as it was in that run (its version), not as the file reads now.
     as_run = [dataclasses.replace(by_name[s["name"]], version=s["version"]) for s in doc.get("scenarios", [])]
     reg_by_name = {r.name: r for r in all_reg}
@@ -241,7 +241,8 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, 
         print(f"scripts/conformance: --report-from: regressions no longer in scenarios/regressions/: {gone}", file=sys.stderr)
         return 2
     header = {k: v for k, v in header.items() if k != "regressions"}
-    plain_clients = [c for c in doc.get("clients", {}) if "@" not in c]
+    # The matrix's columns: every client with a cell outside the regressions set.
+    plain_clients = [c for c in doc.get("clients", {}) if any(x["client"] == c and not x.get("regression") for x in cells)]
     report.write(md_path, json_path, header=header, scenarios=as_run, clients=plain_clients,
                  protocols=protocols, cells=cells, client_info=doc.get("clients", {}),
                  regressions=[reg_by_name[n] for n in reg_names])
