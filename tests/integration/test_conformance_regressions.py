@@ -34,7 +34,7 @@ RUN_TIMEOUT_S = 420
 
 def test_regression_files_are_valid():
     regs = scn.load_all(scn.REGRESSION_DIR)
-    assert len(regs) >= 6, [r.name for r in regs]
+    assert len([r for r in regs if r.runnable]) >= 6, [r.name for r in regs]
     for r in regs:
         reg = r.regression
         assert reg["issue"].startswith("https://"), r.name
