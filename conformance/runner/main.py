@@ -312,7 +312,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if sc.runnable:
             for v in (r["affected"], r["fixed"]):
                 if f"{r['family']}@{v}" in clients:
-                    plan.append((f"{r['family']}@{v}", sc, int(r["protocol"]), "producer"))
+                    plan.append((f"{r['family']}@{v}", sc, int(r["protocol"]), sc.mode))
     for w in (args.workload_list if not args.regressions else []):
         for sc in chosen:
             # ctp: the ctp scenarios and the baseline (the control row of the ctp table).

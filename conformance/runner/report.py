@@ -210,6 +210,10 @@ def regression_verdict(affected: Optional[Dict], fixed: Optional[Dict]) -> str:
     the fixed version's cell is `exact`; otherwise what is missing."""
     if affected is None or fixed is None:
         return "not run" if affected is None and fixed is None else "half run"
+    # A cell in which the scenario's faults never fired shows nothing about the defect.
+    silent = [side for side, c in (("affected", affected), ("fixed", fixed)) if c.get("faults_injected_total") == 0]
+    if silent:
+        return "NOT as expected: no fault fired in the " + " and the ".join(silent) + " version's cell"
     a_ok = affected["class"] not in EXACT_CLASSES
     f_ok = fixed["class"] == "exact"
     if a_ok and f_ok:
@@ -247,7 +251,7 @@ def regressions_section(regressions: List[Scenario], cells: List[Dict], header: 
              "in [scenarios/regressions/](../scenarios/regressions/) through kproxy against the real cluster, once on "
              "a client version that has the defect and once on the version that fixed it (both pinned in the file). "
              "\"as expected\": the affected version is not `exact` (nor a documented give-up) and the fixed version is "
-             "`exact`, on the same scenario, seed and protocol. `scripts/conformance --regressions` runs this set.", "",
+             "`exact`, on the same scenario, seed and protocol, and the scenario's faults fired in both cells. `scripts/conformance --regressions` runs this set.", "",
              "| defect | scenario | client | TV | affected version: class | fixed version: class | verdict |",
              "|---|---|---|---|---|---|---|"]
     notes = []

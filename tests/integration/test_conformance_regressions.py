@@ -66,6 +66,10 @@ def test_regression_verdicts():
     assert verdict("exact", "exact").startswith("NOT as expected")
     assert verdict("loss", "exact, gave up as documented") == "NOT as expected: the fixed version is not exact"
     assert report.regression_rows([sc], [_cell("1.0", "loss")])[0]["verdict"] == "half run"
+    # An affected cell that failed without the fault having fired shows nothing about the defect.
+    silent = dict(_cell("1.0", "stuck"), faults_injected_total=0)
+    assert report.regression_rows([sc], [silent, _cell("1.1", "exact")])[0]["verdict"] == \
+        "NOT as expected: no fault fired in the affected version's cell"
 
 
 def test_regressions_end_to_end(kafka, tmp_path):
