@@ -57,10 +57,28 @@ class Settings:
     abort_cleanup_ms: int = 10000   # the cluster's transaction.abort.timed.out.transaction.cleanup.interval.ms
 
 
+def split_client(client: str) -> Tuple[str, Optional[str]]:
+    """"family" or "family@version" (a version-pinned variant: the family's setup and run get
+    CONFORMANCE_CLIENT_VERSION=version; conformance/README.md "Client versions")."""
+    family, _, version = client.partition("@")
+    return family, (version or None)
+
+
+def driver_env(client: str) -> Optional[Dict[str, str]]:
+    """The environment of a driver's setup and run: CONFORMANCE_CLIENT_VERSION for a pinned
+    variant, else None (the runner's own)."""
+    _, version = split_client(client)
+    if version is None:
+        return None
+    env = dict(os.environ)
+    env["CONFORMANCE_CLIENT_VERSION"] = version
+    return env
+
+
 def driver_modes(client: str) -> List[str]:
     """The workloads a driver runs: conformance/drivers/<family>/modes (words, e.g. "produce ctp");
     without that file, "produce" only."""
-    f = DRIVERS / client / "modes"
+    f = DRIVERS / split_client(client)[0] / "modes"
     try:
         return f.read_text().split() or ["produce"]
     except OSError:
@@ -336,6 +354,8 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         "client": client, "scenario": sc.name, "scenario_version": sc.version, "number": sc.number,
         "protocol": protocol, "expect": sc.expect, "attempt": attempt, "run_id": run_id, "topic": topic,
         "workload": workload_mode,
+        **({"regression": sc.name, "client_family": split_client(client)[0],
+            "client_version": split_client(client)[1]} if sc.regression else {}),
         "transactional_id": txn_id, "client_id": client_id, "dir": str(cell_dir),
         "transactions": transactions, "records_per_txn": records_per_txn, "cell_timeout_s": cell_timeout,
         "transaction_timeout_ms": txn_timeout,
@@ -352,7 +372,7 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         rec["kproxy_command"] = " ".join(kp.cmd)
         kp.start()
         driver_timeout_s = max(10, int(cell_timeout * 0.8) - 5)
-        cmd = [str(DRIVERS / client / "run"), "--bootstrap", kp.bootstrap, "--topic", topic,
+        cmd = [str(DRIVERS / split_client(client)[0] / "run"), "--bootstrap", kp.bootstrap, "--topic", topic,
                "--transactional-id", txn_id, "--transactions", str(transactions),
                "--records-per-txn", str(records_per_txn), "--run-id", run_id, "--client-id", client_id,
                "--timeout-s", str(driver_timeout_s)]
@@ -361,8 +381,13 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         if ctp:
             cmd += ["--mode", "ctp", "--input-topic", input_topic, "--group", group]
         cmd += list(s.driver_args)
-        rec["driver_command"] = " ".join(cmd)
-        rc, timed_out, secs = _run_bounded(cmd, cell_timeout, cell_dir / "driver.stdout", cell_dir / "driver.stderr")
+        if sc.regression:
+            cmd += list(sc.regression.get("driver_args") or [])
+        env = driver_env(client)
+        rec["driver_command"] = ((f"CONFORMANCE_CLIENT_VERSION={env['CONFORMANCE_CLIENT_VERSION']} " if env else "")
+                                 + " ".join(cmd))
+        rc, timed_out, secs = _run_bounded(cmd, cell_timeout, cell_dir / "driver.stdout", cell_dir / "driver.stderr",
+                                           env=env)
         account = last_json_line((cell_dir / "driver.stdout").read_text(errors="replace"))
         rec["driver"] = {"exit": rc, "timed_out": timed_out, "seconds": round(secs, 1), "json": account is not None}
         rec["faults"] = kp.faults()
@@ -417,6 +442,12 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         if kp is not None:
             rec["kproxy_exit"] = kp.stop()
     rec["matches_expect"] = rec["class"] in EXPECT_CLASSES[sc.expect]
+    if sc.regression and split_client(client)[1] == str(sc.regression["affected"]):
+        # A version with the known defect is expected to show it: neither exact nor a documented give-up.
+        rec["regression_side"] = "affected"
+        rec["matches_expect"] = rec["class"] not in EXPECT_CLASSES["exact-or-gave-up"]
+    elif sc.regression:
+        rec["regression_side"] = "fixed"
     injected = [f.get("injected") for f in rec.get("faults", []) if isinstance(f.get("injected"), int)]
     rec["faults_injected_total"] = sum(injected) if injected else None
     rec["elapsed_s"] = round(time.monotonic() - t0, 1)

@@ -79,6 +79,11 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                     help="how kproxy gets a scenario: flag = `kproxy --scenario FILE`; config = its faults and "
                          "api_versions in the config file; auto (default) = flag if `kproxy --help` lists --scenario")
     ap.add_argument("--no-setup", action="store_true", help="skip conformance/setup (drivers and verifier already installed)")
+    ap.add_argument("--regressions", action="store_true",
+                    help="run the known-defect set instead of the matrix: each scenarios/regressions/*.yaml on its "
+                         "affected and its fixed client version (--scenarios and --clients filter it; --tv is the "
+                         "file's protocol); the report's regressions table says whether the affected version is not "
+                         "exact and the fixed one exact")
     ap.add_argument("--list", action="store_true", help="list the selected scenarios and clients, run nothing")
     ap.add_argument("--workloads", default="producer,ctp",
                     help="producer, ctp or both (default): ctp runs the scenarios whose workload is ctp, and the "
@@ -179,7 +184,7 @@ def combine(runs: List[Dict]) -> Dict:
     return first
 
 
-def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path) -> int:
+def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, all_reg=()) -> int:
     """The report of earlier runs, written again from their JSON (cells, header, clients): the
     tables and notes are the runs'; the findings and counts are read again. Several sources (the
     shards of one run, --shard K/N) are merged: their cells, scenarios and clients together, the
@@ -204,6 +209,9 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path) 
             for sc in d.get("scenarios", []):
                 if sc["name"] not in {x["name"] for x in doc["scenarios"]}:
                     doc["scenarios"].append(sc)
+            for r in d.get("regressions", []):
+                if r["name"] not in {x["name"] for x in doc.setdefault("regressions_merged", [])}:
+                    doc["regressions_merged"].append(r)
             for k, v in (d.get("clients") or {}).items():
                 if v.get("version") or k not in doc["clients"]:
                     doc["clients"][k] = v
@@ -223,11 +231,21 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path) 
     for c in cells:
         observatory.recompare(c)   # the comparison as it is now, from what each cell stored
     header = {k: v for k, v in doc.items() if k not in ("cells", "clients", "scenarios")}
-    protocols = sorted({c["protocol"] for c in cells}) or [1, 2]
+    protocols = sorted({c["protocol"] for c in cells if not c.get("regression")}) or [1, 2]
     # The scenario as it was in that run (its version), not as the file reads now.
     as_run = [dataclasses.replace(by_name[s["name"]], version=s["version"]) for s in doc.get("scenarios", [])]
-    report.write(md_path, json_path, header=header, scenarios=as_run, clients=list(doc.get("clients", {})),
-                 protocols=protocols, cells=cells, client_info=doc.get("clients", {}))
+    reg_by_name = {r.name: r for r in all_reg}
+    reg_names = [r["name"] for r in doc.pop("regressions_merged", None) or doc.get("regressions", [])]
+    gone = [n for n in reg_names if n not in reg_by_name]
+    if gone:
+        print(f"scripts/conformance: --report-from: regressions no longer in scenarios/regressions/: {gone}", file=sys.stderr)
+        return 2
+    header = {k: v for k, v in header.items() if k != "regressions"}
+    # The matrix's columns: every client with a cell outside the regressions set.
+    plain_clients = [c for c in doc.get("clients", {}) if any(x["client"] == c and not x.get("regression") for x in cells)]
+    report.write(md_path, json_path, header=header, scenarios=as_run, clients=plain_clients,
+                 protocols=protocols, cells=cells, client_info=doc.get("clients", {}),
+                 regressions=[reg_by_name[n] for n in reg_names])
     say(f"wrote {md_path} and {json_path} from {', '.join(map(str, sources))} ({len(cells)} cell(s))")
     return 0
 
@@ -241,11 +259,38 @@ def main(argv: Optional[List[str]] = None) -> int:
     except scn.ScenarioError as e:
         print(f"scripts/conformance: {e}", file=sys.stderr)
         return 2
+    try:
+        all_reg = scn.load_all(scn.REGRESSION_DIR) if scn.REGRESSION_DIR.is_dir() else []
+    except scn.ScenarioError as e:
+        print(f"scripts/conformance: {e}", file=sys.stderr)
+        return 2
     if args.report_from:
-        return rewrite_report([Path(x) for x in args.report_from], all_sc, Path(args.out), Path(args.json))
+        return rewrite_report([Path(x) for x in args.report_from], all_sc, Path(args.out), Path(args.json), all_reg)
     available = families()
-    clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else available
-    missing = [c for c in clients if c not in available]
+    if args.regressions:
+        try:
+            chosen = scn.select(all_reg, args.scenarios.split(",") if args.scenarios else None)
+        except scn.ScenarioError as e:
+            print(f"scripts/conformance: {e}", file=sys.stderr)
+            return 2
+        wanted = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else None
+        clients = []
+        for sc in chosen:
+            r = sc.regression
+            for v in (r["affected"], r["fixed"]):
+                spec = f"{r['family']}@{v}"
+                if sc.runnable and (wanted is None or spec in wanted or r["family"] in wanted) and spec not in clients:
+                    clients.append(spec)
+        args.clients = ",".join(clients)
+    else:
+        clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients else available
+    missing = [c for c in clients if cellmod.split_client(c)[0] not in available]
+    pinned_unsupported = [c for c in clients if cellmod.split_client(c)[1] is not None
+                          and "CONFORMANCE_CLIENT_VERSION" not in (DRIVERS / cellmod.split_client(c)[0] / "run").read_text()]
+    if pinned_unsupported:
+        print(f"scripts/conformance: {pinned_unsupported}: that family has no version-pinned variants "
+              "(its run script ignores CONFORMANCE_CLIENT_VERSION)", file=sys.stderr)
+        return 2
     if missing:
         print(f"scripts/conformance: no driver {missing} (conformance/drivers/<family>/run; have {available})", file=sys.stderr)
         return 2
@@ -262,7 +307,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("scripts/conformance: conformance/verifier/run is missing", file=sys.stderr)
         return 2
     plan = []
-    for w in args.workload_list:
+    for sc in (chosen if args.regressions else []):
+        r = sc.regression
+        if sc.runnable:
+            for v in (r["affected"], r["fixed"]):
+                if f"{r['family']}@{v}" in clients:
+                    plan.append((f"{r['family']}@{v}", sc, int(r["protocol"]), sc.mode))
+    for w in (args.workload_list if not args.regressions else []):
         for sc in chosen:
             # ctp: the ctp scenarios and the baseline (the control row of the ctp table).
             if not sc.runnable or (sc.mode != w and not (w == "ctp" and sc.number == 0)):
@@ -277,6 +328,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         plan = [job for k, job in enumerate(plan) if k % args.shard_n == args.shard_k - 1]
     if args.list:
         for sc in chosen:
+            if sc.regression:
+                r = sc.regression
+                print(f"{sc.name}  {r['issue']}  {r['family']} {r['affected']} -> {r['fixed']}  TV{r['protocol']}"
+                      + (f"  (not provokable: {r['not_provokable']})" if r.get("not_provokable") else ""))
+                continue
             print(f"{sc.name}  #{sc.number}  protocols {sc.protocols}  expect {sc.expect}"
                   + ("" if sc.runnable else "  (workload: none)") + ("  (workload: ctp)" if sc.mode == "ctp" else ""))
         print(f"clients: {', '.join(clients)}; {len(plan)} cell(s) x {args.repeat} run(s)")
@@ -335,7 +391,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     extra += f", observatory {rec['observatory'].get('verdict')}"
                 say(f"[{done[0]}/{len(jobs)}] {c} x {sc.name} x TV{p}" + (" ctp" if w == "ctp" else "")
                     + (f" run {k}" if args.repeat > 1 else "")
-                    + f": {rec['class']}{'' if rec['matches_expect'] else ' (expected ' + sc.expect + ')'}"
+                    + f": {rec['class']}{'' if rec['matches_expect'] else ' (expected ' + ('not exact: the affected version' if rec.get('regression_side') == 'affected' else sc.expect) + ')'}"
                     + f", faults injected {rec.get('faults_injected_total')}, {rec['elapsed_s']:.1f} s{extra}")
             return rec
 
@@ -364,12 +420,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "command": command, "wall_s": time.monotonic() - t_start, "work_dir": str(work),
                 "complete": final, "cells_planned": len(plan), "workloads": args.workload_list,
                 "shard": args.shard, "min_committed_fraction": args.min_committed_fraction, "confirm": args.confirm,
-                "driver_args": args.driver_args or None,
+                "driver_args": args.driver_args or None, "regressions_run": args.regressions,
             }
             for rec in cells:
                 rec["reproduce"] = report.reproduce_command(rec, header)
-            report.write(Path(args.out), Path(args.json), header=header, scenarios=chosen, clients=clients,
-                         protocols=args.protocols, cells=cells, client_info=client_info)
+            report.write(Path(args.out), Path(args.json), header=header,
+                         scenarios=[] if args.regressions else chosen, clients=[] if args.regressions else clients,
+                         protocols=args.protocols, cells=cells, client_info=client_info,
+                         regressions=chosen if args.regressions else [])
             return cells
 
         def one_and_report(job):

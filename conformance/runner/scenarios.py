@@ -17,6 +17,9 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = REPO_ROOT / "scenarios"
+# Known client defects, reproduced (issue #45 item 4): scenario files with a `regression:` mapping,
+# run on an affected and a fixed client version (conformance/README.md "Regressions").
+REGRESSION_DIR = SCENARIO_DIR / "regressions"
 
 EXPECTS = ("exact", "exact-or-gave-up", "gave-up")
 # Verifier classes that meet each expectation (conformance/verifier/README.md).
@@ -28,7 +31,14 @@ EXPECT_CLASSES = {
 # Keys kproxy's scenario loader reads (the copy given to kproxy has exactly these).
 KPROXY_KEYS = ("scenario", "version", "number", "description", "protocols", "expect", "notes", "faults", "api_versions")
 # Keys only the runner reads; left out of the copy given to kproxy.
-RUNNER_KEYS = ("workload",)
+RUNNER_KEYS = ("workload", "regression")
+# `regression:` keys (scenarios/regressions/*.yaml). Required: issue (the upstream link), title,
+# family (a driver family), affected and fixed (client versions the family's setup can install),
+# protocol (the transaction protocol of the cells). Optional: driver_args (extra driver options,
+# a list of words), fixed_in (where the fix is: a release note, a PR), not_provokable (why no
+# proxy fault can show it: the entry is listed in the report and runs no cell).
+REGRESSION_REQUIRED = {"issue", "title", "family", "affected", "fixed", "protocol"}
+REGRESSION_OPTIONAL = {"driver_args", "fixed_in", "not_provokable", "notes"}
 # `workload:` words (proxy/chaos/scenario.h): what shows the scenario. The drivers are producers.
 # `ctp`: consume-transform-produce (runs with the drivers whose `modes` file lists ctp).
 RUNNABLE_WORKLOADS = {"producer", "ctp"}
@@ -57,6 +67,7 @@ class Scenario:
     workload: Optional[Dict] = None   # None: runs with the default workload
     runnable: bool = True             # False: `workload: none`
     mode: str = "producer"            # "ctp": consume-transform-produce only
+    regression: Optional[Dict] = None  # scenarios/regressions/: the known defect it reproduces
 
     @property
     def fault_names(self) -> List[str]:
@@ -84,9 +95,10 @@ def load(path: Path) -> Scenario:
     if unknown:
         raise ScenarioError(f"{where}: unknown key(s) {sorted(unknown)}")
     baseline = not data.get("faults") and not data.get("api_versions")
+    regression = data.get("regression")
     for key in ("scenario", "version", "number", "description", "protocols", "expect"):
-        if key == "number" and baseline:
-            continue  # a baseline (nothing injected) belongs to no docs/faults.md scenario
+        if key == "number" and (baseline or regression is not None):
+            continue  # a baseline (nothing injected) or a regression belongs to no docs/faults.md scenario
         if key not in data:
             raise ScenarioError(f"{where}: missing key {key!r}")
     m = NAME_RX.match(path.stem)
@@ -129,17 +141,45 @@ def load(path: Path) -> Scenario:
             raise ScenarioError(f"{where}: workload: one of {sorted(RUNNABLE_WORKLOADS | NOT_RUNNABLE_WORKLOADS)} or a mapping")
     elif workload is not None and (not isinstance(workload, dict) or set(workload) - WORKLOAD_KEYS):
         raise ScenarioError(f"{where}: workload must be a word or a mapping of {sorted(WORKLOAD_KEYS)}")
+    if regression is not None:
+        if not isinstance(regression, dict):
+            raise ScenarioError(f"{where}: regression must be a mapping")
+        missing = REGRESSION_REQUIRED - set(regression)
+        extra = set(regression) - REGRESSION_REQUIRED - REGRESSION_OPTIONAL
+        if missing or extra:
+            raise ScenarioError(f"{where}: regression: missing {sorted(missing)}, unknown {sorted(extra)}")
+        if not str(regression["issue"]).startswith("https://"):
+            raise ScenarioError(f"{where}: regression.issue must be a link (https://...)")
+        if regression["protocol"] not in prot:
+            raise ScenarioError(f"{where}: regression.protocol {regression['protocol']} is not in protocols {prot}")
+        if str(regression["affected"]) == str(regression["fixed"]):
+            raise ScenarioError(f"{where}: regression: affected and fixed are the same version")
+        da = regression.get("driver_args", [])
+        if not isinstance(da, list) or not all(isinstance(x, str) for x in da):
+            raise ScenarioError(f"{where}: regression.driver_args must be a list of strings")
+        if regression.get("not_provokable"):
+            runnable = False
+        elif not faults:
+            raise ScenarioError(f"{where}: a regression needs faults (or not_provokable: why none can show it)")
     if runnable and 2 in prot and faults and all(_apis(r) and set(_apis(r)) <= TV1_ONLY_APIS for r in faults):
         raise ScenarioError(f"{where}: every rule names only AddPartitionsToTxn/AddOffsetsToTxn, which TV2 clients "
                             f"never send: protocols must be [1]")
     return Scenario(path=path, data=data, name=path.stem, index=int(m.group(1)), number=data.get("number", 0),
                     version=data["version"], description=str(data["description"]), protocols=list(prot),
                     expect=data["expect"], workload=workload if isinstance(workload, dict) else None,
-                    runnable=runnable, mode="ctp" if workload == "ctp" else "producer")
+                    runnable=runnable, mode="ctp" if workload == "ctp" else "producer",
+                    regression=dict(regression) if isinstance(regression, dict) else None)
 
 
 def load_all(directory: Path = SCENARIO_DIR) -> List[Scenario]:
     out = [load(p) for p in sorted(Path(directory).glob("*.yaml"))]
+    regressions = [s.name for s in out if s.regression is not None] if Path(directory) != REGRESSION_DIR else []
+    if regressions:
+        raise ScenarioError(f"{regressions}: a regression: mapping belongs in {REGRESSION_DIR.relative_to(REPO_ROOT)}/")
+    if Path(directory) == REGRESSION_DIR:
+        plain = [s.name for s in out if s.regression is None]
+        if plain:
+            raise ScenarioError(f"{plain}: every file in {REGRESSION_DIR.relative_to(REPO_ROOT)}/ needs a regression: mapping")
     seen: Dict[int, str] = {}
     for s in out:
         if s.index in seen:

@@ -42,7 +42,21 @@ def parse_args(argv=None):
     ap.add_argument("--mode", choices=("produce", "ctp"), default="produce")
     ap.add_argument("--input-topic", default=None)
     ap.add_argument("--group", default=None)
+    # Extra client configuration, key=value, repeatable (regression scenarios set e.g. a short
+    # message timeout this way: scenarios/regressions/); drivers that honour it say so.
+    ap.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
     return ap.parse_args(argv)
+
+
+def properties(a):
+    """`--property key=value` options as a dict (values as strings)."""
+    out = {}
+    for kv in a.property:
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            raise SystemExit(f"--property wants key=value, not {kv!r}")
+        out[key] = value
+    return out
 
 
 def record_key(run_id, i, j):

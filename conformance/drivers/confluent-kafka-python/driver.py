@@ -11,7 +11,7 @@ import time
 import confluent_kafka as ck
 from confluent_kafka import KafkaError, KafkaException
 
-from contract import Account, CtpProgress, Deadline, GiveUp, close_bounded, finish, logger, parse_args, \
+from contract import Account, CtpProgress, Deadline, GiveUp, close_bounded, finish, logger, parse_args, properties, \
     record_key, start_watchdog
 
 FAMILY = "confluent-kafka-python"
@@ -50,6 +50,7 @@ def main():
     }
     if a.transaction_timeout_ms is not None:
         conf["transaction.timeout.ms"] = a.transaction_timeout_ms
+    conf.update(properties(a))   # --property key=value: any other librdkafka setting
 
     def on_delivery(err, _msg):
         if err is not None:

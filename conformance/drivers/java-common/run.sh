@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Shared by java-4.4/run and java-3.x/run:  run.sh FAMILY CLASSPATH SETUP_SCRIPT -- DRIVER ARGS...
-# Runs the conformance driver compiled for FAMILY (running SETUP_SCRIPT first, output to stderr,
+# FAMILY may name a version-pinned variant, FAMILY@VERSION: its classes are its own, the account's
+# client is FAMILY. Runs the conformance driver compiled for FAMILY (running SETUP_SCRIPT first, output to stderr,
 # if its classes are missing). stdout: progress lines, then the account JSON as the last line.
 set -euo pipefail
 family=$1; cp=$2; setup=$3; shift 4
@@ -12,4 +13,4 @@ classes=$root/.cache/conformance/$family/classes
 exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
     -Dlog4j2.configurationFile="$root/conformance/drivers/java-common/log4j2.properties" \
     -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -Dorg.slf4j.simpleLogger.logFile=System.err \
-    -Dconformance.family="$family" -cp "$cp:$classes" ConformanceDriver "$@"
+    -Dconformance.family="${family%%@*}" -cp "$cp:$classes" ConformanceDriver "$@"
