@@ -120,6 +120,7 @@ bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
   r.commit = false;
   r.transaction_timeout_ms = -1;
   r.records = r.bytes = 0;
+  r.batches.clear();
   r.listener = r.client_id = r.client_software = {};
   r.reached_broker = !ctx.answered();
   if (*api == TxnApi::kProduce) {

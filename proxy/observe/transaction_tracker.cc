@@ -41,6 +41,25 @@ uint64_t partition_key(const PartitionRef& p) {
   return mix(topic ^ (static_cast<uint64_t>(static_cast<uint32_t>(p.partition)) << 1 | (p.topic.empty() ? 1 : 0)));
 }
 
+/// The records of a Produce that its transaction has not counted yet: a batch resent after a lost
+/// or late answer (same partition, same base sequence: KIP-98's idempotent retry) was written
+/// once by the broker and is counted once. Without batch details, every record counts.
+uint64_t new_records(std::unordered_set<uint64_t>& counted, const TxnRequest& r) {
+  constexpr size_t kMaxCountedBatches = 1 << 16;  // past it (a very long transaction) nothing is deduplicated
+  uint64_t known = 0, repeated = 0;
+  for (const auto& b : r.batches) {
+    known += b.records;
+    if (b.base_sequence < 0) continue;
+    const uint64_t key = mix(partition_key(b.partition) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(b.base_sequence)) + 1));
+    if (counted.contains(key)) {
+      repeated += b.records;
+    } else if (counted.size() < kMaxCountedBatches) {
+      counted.insert(key);
+    }
+  }
+  return known > r.records ? r.records : r.records - repeated;
+}
+
 /// The partition as a transaction records it: a topic named by id (KIP-516) by the name kproxy
 /// learnt from a Metadata response, else by the id as Kafka prints it.
 TopicPartition owned(const PartitionRef& p) {
@@ -178,7 +197,7 @@ bool TransactionTracker::produce_fast_path(IdState& s, ConnectionState& c, const
   }
   TransactionRecord& t = *s.open;
   t.last_activity = now;
-  t.records += r.records;
+  t.records += new_records(s.counted_batches, r);
   t.bytes += r.bytes;
   return true;
 }
@@ -258,6 +277,7 @@ TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnReq
     s.open = std::move(t);
     s.awaiting_end.reset();  // a new transaction: the client is done with the last one
     s.known_partitions.clear();
+    s.counted_batches.clear();
     s.spans.clear();
     s.spans_dropped = 0;
     if (emitting()) event_hook_(TxnEvent{TxnEvent::Kind::kBegin, *s.open, current_connection_, r.api, {}, {}, nullptr});
@@ -500,7 +520,7 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
         event_hook_(TxnEvent{TxnEvent::Kind::kPartitions, t, connection, request.api, std::move(added), {}, nullptr});
       if (!request.group_id.empty() && t.groups.emplace(request.group_id).second && emitting())
         event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, std::string(request.group_id), nullptr});
-      t.records += request.records;
+      t.records += new_records(s.counted_batches, request);
       t.bytes += request.bytes;
       break;
     }

@@ -76,6 +76,15 @@ struct PartitionRef {
   bool operator==(const PartitionRef&) const = default;
 };
 
+/// One record batch of a transactional Produce (the first of a partition's record set): an
+/// idempotent producer resends a batch whose answer it did not get with the same base sequence
+/// (KIP-98), and the broker writes it once; the tracker counts its records once.
+struct ProducedBatch {
+  PartitionRef partition;
+  int32_t base_sequence = -1;
+  uint64_t records = 0;  ///< every record of the partition's record set
+};
+
 /// Who sent a request: what a transaction records of its client.
 struct TxnClient {
   std::string transactional_id, listener, client_id, client_software;
@@ -95,6 +104,9 @@ struct TxnRequest {
   bool commit = false;                   ///< EndTxn
   int32_t transaction_timeout_ms = -1;   ///< InitProducerId
   uint64_t records = 0, bytes = 0;       ///< Produce: records and record-batch bytes
+  /// Produce: the partitions' first batches with their base sequence, when readable; their
+  /// records are part of `records`. Empty when not known (then `records` counts as it is).
+  std::vector<ProducedBatch> batches;
   std::string_view listener, client_id, client_software;
   /// False when kproxy answered the request itself (a fault rule's `answer`): the broker never
   /// saw it, so it adds no partitions, records or offsets at the coordinator. A request that a
@@ -344,6 +356,9 @@ class TransactionTracker {
     /// Keys (partition_key()) of partitions the open transaction has: a Produce that writes to
     /// them again (most of them) costs a hash look-up, not a name and a set search.
     std::unordered_set<uint64_t> known_partitions;
+    /// Keys (partition and base sequence) of the batches whose records the open transaction
+    /// counted: a batch sent again after a lost answer adds none (new_records()).
+    std::unordered_set<uint64_t> counted_batches;
     /// Counts the transactions opened for the id: a connection that recorded its client in the
     /// open one (ConnectionState::client_generation) need not compare its strings again.
     uint64_t generation = 0;

@@ -18,6 +18,16 @@ bool batch_producer(codec::Bytes records, int64_t& producer_id, int16_t& produce
   return true;
 }
 
+/// The base sequence of a record set's first batch (KIP-98: RecordBatch v2, bytes 53-56; -1 when
+/// the producer is not idempotent); false when it is too short for one or not magic 2.
+bool batch_base_sequence(codec::Bytes records, int32_t& sequence) {
+  if (records.size() < 61 || records[16] != 2) return false;
+  const uint8_t* b = records.data() + 53;
+  sequence =
+      static_cast<int32_t>(static_cast<uint32_t>(b[0]) << 24 | static_cast<uint32_t>(b[1]) << 16 | static_cast<uint32_t>(b[2]) << 8 | b[3]);
+  return true;
+}
+
 /// A bounds-checked cursor over a Produce body, for the walk below: the first read past the end
 /// (or a length that cannot be) stops it, and every later read returns nothing. Leaner than
 /// codec::Reader (no error text): the walk runs for every transactional Produce.
@@ -118,8 +128,10 @@ bool read_transactional_produce(codec::Bytes body, int16_t version, TxnRequest& 
       if (!records) continue;
       codec::Bytes batches(records, static_cast<size_t>(records_length));
       r.bytes += batches.size();
-      r.records += count_records(batches).records;
+      const uint64_t records_here = count_records(batches).records;
+      r.records += records_here;
       if (r.producer_id < 0) batch_producer(batches, r.producer_id, r.producer_epoch);
+      if (int32_t sequence = -1; batch_base_sequence(batches, sequence)) r.batches.push_back({topic, sequence, records_here});
     }
     if (flexible) in.tagged_fields();
   }

@@ -1274,3 +1274,43 @@ TEST_CASE("transaction tracker: recent_ended lists the ended transactions of eve
   CHECK(two[1].partitions == all[1].partitions);
   CHECK(tracker.recent_ended(0).empty());
 }
+
+TEST_CASE("transaction tracker: a batch resent after a lost Produce answer counts its records once (same base sequence, KIP-98)") {
+  // Seen in the conformance matrix (network scenarios 30, 32, 33: reset, close after, blackhole on
+  // Produce): the client resends the batch whose answer it did not get; the broker writes it once.
+  TransactionTracker t;
+  Client c{t, "orders"};
+  c.init(7, 0);
+  c.add_partitions(7, 0, {{"out", 0}, {"out", 1}});
+  auto produce = [&](std::vector<std::pair<int32_t, int32_t>> partition_sequence, uint64_t per_batch) {
+    TxnRequest r = c.request(TxnApi::kProduce, 7, 0);
+    for (auto [partition, sequence] : partition_sequence) {
+      r.partitions.push_back({"out", partition});
+      r.batches.push_back({{"out", partition}, sequence, per_batch});
+      r.records += per_batch;
+    }
+    r.bytes = r.records * 100;
+    c.exchange(2, std::move(r));
+  };
+  produce({{0, 0}, {1, 0}}, 5);  // 10 records
+  produce({{0, 0}, {1, 0}}, 5);  // resent as it was: nothing new
+  produce({{0, 5}}, 3);          // the next batch of partition 0
+  produce({{0, 5}, {1, 5}}, 3);  // partition 0's resent, partition 1's new
+  REQUIRE(t.open_transactions().size() == 1);
+  CHECK(t.open_transactions()[0].records == 16);
+  c.end_txn(7, 0, true);
+  // The next transaction counts its own batches, whatever sequences the last one had.
+  c.add_partitions(7, 0, {{"out", 0}});
+  produce({{0, 0}}, 4);
+  c.end_txn(7, 0, true);
+  auto h = t.history("orders");
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].records == 16);  // oldest first
+  CHECK(h[1].records == 4);
+  // Without batch details (an older message format), every record counts as before.
+  c.add_partitions(7, 0, {{"out", 0}});
+  c.produce(7, 0, {{"out", 0}}, 6);
+  c.produce(7, 0, {{"out", 0}}, 6);
+  REQUIRE(t.open_transactions().size() == 1);
+  CHECK(t.open_transactions()[0].records == 12);
+}

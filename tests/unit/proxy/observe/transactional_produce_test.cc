@@ -56,6 +56,11 @@ TEST_CASE("transactional produce: the id, partitions, records and producer of a 
   CHECK(r.bytes == records.size());
   CHECK(r.producer_id == 501);
   CHECK(r.producer_epoch == 3);
+  // The partition's first batch with its base sequence (0 in this batch): a resent batch is known by it.
+  REQUIRE(r.batches.size() == 1);
+  CHECK(r.batches[0].partition == PartitionRef{"out", 4});
+  CHECK(r.batches[0].base_sequence == 0);
+  CHECK(r.batches[0].records == 6);
 
   for (const char* id : {static_cast<const char*>(nullptr), ""}) {
     auto plain = produce_v9(id, records);
