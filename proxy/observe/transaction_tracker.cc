@@ -41,20 +41,23 @@ uint64_t partition_key(const PartitionRef& p) {
   return mix(topic ^ (static_cast<uint64_t>(static_cast<uint32_t>(p.partition)) << 1 | (p.topic.empty() ? 1 : 0)));
 }
 
-/// The records of a Produce that its transaction has not counted yet: a batch resent after a lost
-/// or late answer (same partition, same base sequence: KIP-98's idempotent retry) was written
-/// once by the broker and is counted once. Without batch details, every record counts.
-uint64_t new_records(std::unordered_set<uint64_t>& counted, const TxnRequest& r) {
+/// The records of a Produce that its transaction has not counted yet: a batch sent again on
+/// another connection (same partition, same base sequence: KIP-98's idempotent retry after its
+/// connection was reset, closed or went silent before the answer) was written once by the broker
+/// and is counted once. The same batch again on the same connection counts again (a client does
+/// not resend there without an answer; a load generator repeating one template does). Without
+/// batch details, every record counts.
+uint64_t new_records(std::unordered_map<uint64_t, uint64_t>& counted, const TxnRequest& r, uint64_t connection) {
   constexpr size_t kMaxCountedBatches = 1 << 16;  // past it (a very long transaction) nothing is deduplicated
   uint64_t known = 0, repeated = 0;
   for (const auto& b : r.batches) {
     known += b.records;
     if (b.base_sequence < 0) continue;
     const uint64_t key = mix(partition_key(b.partition) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(b.base_sequence)) + 1));
-    if (counted.contains(key)) {
-      repeated += b.records;
+    if (auto it = counted.find(key); it != counted.end()) {
+      if (it->second != connection) repeated += b.records;
     } else if (counted.size() < kMaxCountedBatches) {
-      counted.insert(key);
+      counted.emplace(key, connection);
     }
   }
   return known > r.records ? r.records : r.records - repeated;
@@ -184,7 +187,8 @@ void TransactionTracker::sync_produce_retry(IdState& s) {
   else --produce_answers_wanted_;
 }
 
-bool TransactionTracker::produce_fast_path(IdState& s, ConnectionState& c, const TxnRequest& r, TxnClock::time_point now) {
+bool TransactionTracker::produce_fast_path(IdState& s, uint64_t connection, ConnectionState& c, const TxnRequest& r,
+                                           TxnClock::time_point now) {
   if (!s.open || s.after_refusal || c.client_generation != s.generation) return false;
   const bool as_last = c.partitions_generation == s.generation &&
                        std::equal(c.last_partitions.begin(), c.last_partitions.end(), r.partitions.begin(), r.partitions.end());
@@ -197,7 +201,7 @@ bool TransactionTracker::produce_fast_path(IdState& s, ConnectionState& c, const
   }
   TransactionRecord& t = *s.open;
   t.last_activity = now;
-  t.records += new_records(s.counted_batches, r);
+  t.records += new_records(s.counted_batches, r, connection);
   t.bytes += r.bytes;
   return true;
 }
@@ -430,7 +434,7 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
   // that tells it it was fenced goes into its own, ended, transaction).
   bool zombie = request.api != TxnApi::kInitProducerId && stale(*s, request.producer_id, request.producer_epoch);
   const bool produce = request.api == TxnApi::kProduce;
-  if (!zombie && !(produce && produce_fast_path(*s, c, request, now))) {
+  if (!zombie && !(produce && produce_fast_path(*s, connection, c, request, now))) {
     track_request(*s, connection, request, now);
     if (produce && s->open) c.client_generation = s->generation;  // open_transaction() took this request's client
     sync_produce_retry(*s);
@@ -520,7 +524,7 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
         event_hook_(TxnEvent{TxnEvent::Kind::kPartitions, t, connection, request.api, std::move(added), {}, nullptr});
       if (!request.group_id.empty() && t.groups.emplace(request.group_id).second && emitting())
         event_hook_(TxnEvent{TxnEvent::Kind::kOffsets, t, connection, request.api, {}, std::string(request.group_id), nullptr});
-      t.records += new_records(s.counted_batches, request);
+      t.records += new_records(s.counted_batches, request, connection);
       t.bytes += request.bytes;
       break;
     }

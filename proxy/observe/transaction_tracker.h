@@ -357,8 +357,8 @@ class TransactionTracker {
     /// them again (most of them) costs a hash look-up, not a name and a set search.
     std::unordered_set<uint64_t> known_partitions;
     /// Keys (partition and base sequence) of the batches whose records the open transaction
-    /// counted: a batch sent again after a lost answer adds none (new_records()).
-    std::unordered_set<uint64_t> counted_batches;
+    /// counted: a batch sent again on another connection after a lost answer adds none.
+    std::unordered_map<uint64_t, uint64_t> counted_batches;  ///< key -> the connection that sent it
     /// Counts the transactions opened for the id: a connection that recorded its client in the
     /// open one (ConnectionState::client_generation) need not compare its strings again.
     uint64_t generation = 0;
@@ -520,7 +520,7 @@ class TransactionTracker {
   void sync_produce_retry(IdState& s);
   /// The common transactional Produce: its id's open transaction already has every partition it
   /// names, and this connection its client. False when the general path must run.
-  bool produce_fast_path(IdState& s, ConnectionState& c, const TxnRequest& r, TxnClock::time_point now);
+  bool produce_fast_path(IdState& s, uint64_t connection, ConnectionState& c, const TxnRequest& r, TxnClock::time_point now);
   size_t pending_total_ = 0;              ///< over every connection
   std::atomic<size_t> pending_count_{0};  ///< pending_total_, readable without the lock
   TransactionStats stats_;

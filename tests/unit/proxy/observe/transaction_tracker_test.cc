@@ -1282,6 +1282,7 @@ TEST_CASE("transaction tracker: a batch resent after a lost Produce answer count
   Client c{t, "orders"};
   c.init(7, 0);
   c.add_partitions(7, 0, {{"out", 0}, {"out", 1}});
+  uint64_t connection = 2;  // the partition leader's connection; a resend comes on a new one
   auto produce = [&](std::vector<std::pair<int32_t, int32_t>> partition_sequence, uint64_t per_batch) {
     TxnRequest r = c.request(TxnApi::kProduce, 7, 0);
     for (auto [partition, sequence] : partition_sequence) {
@@ -1290,11 +1291,13 @@ TEST_CASE("transaction tracker: a batch resent after a lost Produce answer count
       r.records += per_batch;
     }
     r.bytes = r.records * 100;
-    c.exchange(2, std::move(r));
+    c.exchange(connection, std::move(r));
   };
   produce({{0, 0}, {1, 0}}, 5);  // 10 records
-  produce({{0, 0}, {1, 0}}, 5);  // resent as it was: nothing new
+  connection = 12;               // reset before the answer: the client resends on a new connection
+  produce({{0, 0}, {1, 0}}, 5);  // nothing new
   produce({{0, 5}}, 3);          // the next batch of partition 0
+  connection = 22;
   produce({{0, 5}, {1, 5}}, 3);  // partition 0's resent, partition 1's new
   REQUIRE(t.open_transactions().size() == 1);
   CHECK(t.open_transactions()[0].records == 16);
@@ -1307,6 +1310,14 @@ TEST_CASE("transaction tracker: a batch resent after a lost Produce answer count
   REQUIRE(h.size() == 2);
   CHECK(h[0].records == 16);  // oldest first
   CHECK(h[1].records == 4);
+  // The same batch again on the same connection (a load generator repeating one template) counts.
+  c.add_partitions(7, 0, {{"out", 0}});
+  connection = 2;
+  produce({{0, 0}}, 1);
+  produce({{0, 0}}, 1);
+  REQUIRE(t.open_transactions().size() == 1);
+  CHECK(t.open_transactions()[0].records == 2);
+  c.end_txn(7, 0, true);
   // Without batch details (an older message format), every record counts as before.
   c.add_partitions(7, 0, {{"out", 0}});
   c.produce(7, 0, {{"out", 0}}, 6);
