@@ -6,25 +6,23 @@ namespace kproxy::observe {
 
 namespace {
 
-/// The producer id and epoch of a record set's first batch header (KIP-98: RecordBatch v2 has
-/// the producer id at byte 43 and the epoch at byte 51); false when it is too short for one.
-bool batch_producer(codec::Bytes records, int64_t& producer_id, int16_t& producer_epoch) {
-  if (records.size() < 53) return false;
+/// The producer id, epoch and base sequence of a record set's first batch (KIP-98: RecordBatch v2
+/// has the producer id at byte 43, the epoch at 51, the base sequence at 53); false when the set is
+/// too short for a batch header or its magic is not 2.
+struct FirstBatch {
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  int32_t base_sequence = -1;
+};
+bool first_batch(codec::Bytes records, FirstBatch& out) {
+  if (records.size() < 61 || records[16] != 2) return false;
   const uint8_t* b = records.data();
   uint64_t pid = 0;
   for (int i = 0; i < 8; ++i) pid = pid << 8 | b[43 + i];
-  producer_id = static_cast<int64_t>(pid);
-  producer_epoch = static_cast<int16_t>(b[51] << 8 | b[52]);
-  return true;
-}
-
-/// The base sequence of a record set's first batch (KIP-98: RecordBatch v2, bytes 53-56; -1 when
-/// the producer is not idempotent); false when it is too short for one or not magic 2.
-bool batch_base_sequence(codec::Bytes records, int32_t& sequence) {
-  if (records.size() < 61 || records[16] != 2) return false;
-  const uint8_t* b = records.data() + 53;
-  sequence =
-      static_cast<int32_t>(static_cast<uint32_t>(b[0]) << 24 | static_cast<uint32_t>(b[1]) << 16 | static_cast<uint32_t>(b[2]) << 8 | b[3]);
+  out.producer_id = static_cast<int64_t>(pid);
+  out.producer_epoch = static_cast<int16_t>(b[51] << 8 | b[52]);
+  out.base_sequence = static_cast<int32_t>(static_cast<uint32_t>(b[53]) << 24 | static_cast<uint32_t>(b[54]) << 16 |
+                                           static_cast<uint32_t>(b[55]) << 8 | b[56]);
   return true;
 }
 
@@ -130,8 +128,13 @@ bool read_transactional_produce(codec::Bytes body, int16_t version, TxnRequest& 
       r.bytes += batches.size();
       const uint64_t records_here = count_records(batches).records;
       r.records += records_here;
-      if (r.producer_id < 0) batch_producer(batches, r.producer_id, r.producer_epoch);
-      if (int32_t sequence = -1; batch_base_sequence(batches, sequence)) r.batches.push_back({topic, sequence, records_here});
+      if (FirstBatch first; first_batch(batches, first)) {
+        if (r.producer_id < 0) {
+          r.producer_id = first.producer_id;
+          r.producer_epoch = first.producer_epoch;
+        }
+        r.batches.push_back({topic, first.base_sequence, records_here});
+      }
     }
     if (flexible) in.tagged_fields();
   }
