@@ -108,7 +108,8 @@ struct AdminConfig {
   std::optional<HostPort> listen;
   /// The bearer token every admin request must carry, resolved when the config loads: the content
   /// of admin.token_file (surrounding whitespace stripped) or the value of the environment variable
-  /// named by admin.token_env. Unset: $KPROXY_ADMIN_TOKEN if set (the older way), else no token.
+  /// named by admin.token_env; with neither key, of $KPROXY_ADMIN_TOKEN if set (the older way); else
+  /// no token. The same checks apply to each.
   std::optional<std::string> token;
   std::string token_origin;  ///< "file /run/secrets/admin-token" or "env NAME" (for the startup log)
 };
@@ -124,9 +125,15 @@ struct ToxiproxyConfig {
 
 /// metrics: what the Prometheus metrics count (proxy/metrics/).
 struct MetricsConfig {
-  /// Per-frame metrics and the tap (false: connection gauges and process counters only). The
-  /// environment variable KPROXY_FRAME_METRICS=off|on|no-errors overrides it (benchmarks).
+  /// Per-frame metrics and the tap (false: connection gauges and process counters only, and no
+  /// transaction tracker).
   bool frames = true;
+  /// With frames: count responses' error codes (kproxy_response_errors_total). false: bench/metrics
+  /// measures what counting them costs.
+  bool error_codes = true;
+  /// With frames: the transaction tracker (kproxy_transactions_*, GET /transactions, traces).
+  /// false: bench/proxy measures what the tracker costs.
+  bool transactions = true;
   /// Opt-in kproxy_topic_requests_total{api,topic}: one series per topic a request names.
   bool topic_labels = false;
   /// Opt-in kproxy_client_requests_total{api,client_id}.

@@ -403,8 +403,11 @@ class Loader {
       }
     }
     check_port_claims();
-    if (auto n = root["metrics"]; n && check_map(n, "metrics", {"frames", "topic_labels", "client_id_labels", "max_label_values"})) {
+    if (auto n = root["metrics"]; n && check_map(n, "metrics", {"frames", "error_codes", "transactions", "topic_labels", "client_id_labels",
+                                                                   "max_label_values"})) {
       flag(n["frames"], "metrics.frames", c.metrics.frames);
+      flag(n["error_codes"], "metrics.error_codes", c.metrics.error_codes);
+      flag(n["transactions"], "metrics.transactions", c.metrics.transactions);
       flag(n["topic_labels"], "metrics.topic_labels", c.metrics.topic_labels);
       flag(n["client_id_labels"], "metrics.client_id_labels", c.metrics.client_id_labels);
       if (auto v = n["max_label_values"]) {
@@ -1013,7 +1016,7 @@ class Loader {
       return;
     }
     std::string token;
-    const YAML::Node& at = file ? file : env;
+    const YAML::Node& at = file ? file : env ? env : n;
     if (file) {
       auto path = scalar(file, "admin.token_file");
       if (!path) return;
@@ -1034,10 +1037,14 @@ class Loader {
       }
       token = strip_token(value);
       admin.token_origin = "env " + *name;
+    } else if (const char* value = std::getenv("KPROXY_ADMIN_TOKEN"); value && *value) {
+      // Neither key: $KPROXY_ADMIN_TOKEN, the older way (deploy/k8s sets it from a Secret).
+      token = strip_token(value);
+      admin.token_origin = "env KPROXY_ADMIN_TOKEN";
     } else {
       return;
     }
-    const std::string what = file ? "admin.token_file" : "admin.token_env";
+    const std::string what = file ? "admin.token_file" : env ? "admin.token_env" : "admin: $KPROXY_ADMIN_TOKEN";
     if (token.empty()) {
       error(at, what + ": the token is empty");
       return;
