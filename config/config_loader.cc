@@ -403,8 +403,8 @@ class Loader {
       }
     }
     check_port_claims();
-    if (auto n = root["metrics"]; n && check_map(n, "metrics", {"frames", "error_codes", "transactions", "topic_labels", "client_id_labels",
-                                                                   "max_label_values"})) {
+    if (auto n = root["metrics"];
+        n && check_map(n, "metrics", {"frames", "error_codes", "transactions", "topic_labels", "client_id_labels", "max_label_values"})) {
       flag(n["frames"], "metrics.frames", c.metrics.frames);
       flag(n["error_codes"], "metrics.error_codes", c.metrics.error_codes);
       flag(n["transactions"], "metrics.transactions", c.metrics.transactions);

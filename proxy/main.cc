@@ -27,6 +27,7 @@
 #include "proxy/runtime/memory_return.h"
 #include "proxy/runtime/proxy.h"
 #include "proxy/runtime/startup_check.h"
+#include "proxy/services/process_services.h"
 #include "proxy/toxiproxy/toxiproxy_runtime.h"
 #include "proxy/util/logging.h"
 
@@ -147,7 +148,10 @@ int run(const std::string& path, const std::string& scenario_path) {
   ControlLoop control;
   control.config_path = path;
   uv_loop_init(&control.loop);
-  kproxy::proxy::Proxy proxy(loaded.config);
+  // Everything the layers share (metrics, tap, topic names, the frame observer and transaction
+  // tracker, traces, the clock), built once here from the config (proxy/services/process_services.h).
+  kproxy::services::ProcessServices services(*loaded.config);
+  kproxy::proxy::Proxy proxy(loaded.config, services.view());
   control.proxy = &proxy;
   if (scenario) {
     // Checked against the config above; a failure here would be a file changed in between.
@@ -161,8 +165,8 @@ int run(const std::string& path, const std::string& scenario_path) {
   uv_signal_start(control.sigint.get(), on_stop_signal, SIGINT);
   uv_signal_start(control.sighup.get(), on_reload_signal, SIGHUP);
 
-  // Admin API, metrics and tap: the observer is installed before connections open.
-  kproxy::admin::AdminRuntime admin(proxy, [&proxy, &path]() -> std::string {
+  // Admin API: routes over the services (metrics, tap, transactions) and the proxy.
+  kproxy::admin::AdminRuntime admin(proxy, services, [&proxy, &path]() -> std::string {
     auto reloaded = kproxy::config::load_config_file(path);
     if (!reloaded.ok()) return reloaded.error_text();
     return proxy.reload(kproxy::proxy::fitted_to_file_limit(reloaded.config));
@@ -193,6 +197,7 @@ int run(const std::string& path, const std::string& scenario_path) {
   toxiproxy.stop();
   admin.stop();
   proxy.join();
+  services.stop();  // the traces still queued are sent
   if (uv_loop_close(&control.loop) != 0) spdlog::error("control loop did not close cleanly");
   if (status == 0) spdlog::info("kproxy stopped");
   return status;

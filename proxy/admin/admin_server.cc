@@ -93,19 +93,10 @@ bool has_control_character(std::string_view s) {
   return false;
 }
 
-/// kproxy_admin_refusals_total{status}, one series per kRefusalStatuses entry.
-metrics::LabelledCounter& refusals() {
-  static metrics::LabelledCounter* counter = [] {
-    std::vector<std::string> statuses;
-    for (int status : kRefusalStatuses) statuses.push_back(std::to_string(status));
-    return &metrics::ProxyMetrics::instance().labelled_counter(
-        "kproxy_admin_refusals_total",
-        "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 408 request too slow, 409 clashes with "
-        "what is installed, 411 no Content-Length, 413 body too large, 422 not applicable to the named APIs, 431 head too "
-        "large, 503 busy).",
-        "status", std::move(statuses));
-  }();
-  return *counter;
+std::vector<std::string> refusal_statuses() {
+  std::vector<std::string> statuses;
+  for (int status : kRefusalStatuses) statuses.push_back(std::to_string(status));
+  return statuses;
 }
 
 /// Refusal log lines: at most kRefusalLogBurst per 10 s window, process-wide.
@@ -212,9 +203,9 @@ void reset_refusal_log_budget() {
   g_refusal_log.suppressed = 0;
 }
 
-uint64_t admin_refusals(int status) {
+uint64_t AdminServer::refusals(int status) const {
   for (size_t i = 0; i < std::size(kRefusalStatuses); ++i) {
-    if (kRefusalStatuses[i] == status) return refusals().value(i);
+    if (kRefusalStatuses[i] == status) return refusals_.value(i);
   }
   return 0;
 }
@@ -615,8 +606,13 @@ void AdminServer::Network::stop() {
   }
 }
 
-AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(options)) {
-  refusals();  // exported from the start, every status at 0
+AdminServer::AdminServer(AdminServerOptions options)
+    : options_(std::move(options)),
+      refusals_("kproxy_admin_refusals_total",
+                "Admin API requests refused, by HTTP status (400 invalid, 401 token, 404, 405, 408 request too slow, 409 clashes with "
+                "what is installed, 411 no Content-Length, 413 body too large, 422 not applicable to the named APIs, 431 head too "
+                "large, 503 busy).",
+                "status", refusal_statuses()) {
   if (options_.max_pending_per_address == 0) options_.max_pending_per_address = 1;
   if (options_.max_pending < options_.max_pending_per_address) options_.max_pending = options_.max_pending_per_address;
   if (options_.max_queued == 0) options_.max_queued = 1;
@@ -734,7 +730,7 @@ void AdminServer::note_refusal(const HttpRequest& request, const HttpResponse& r
     if (kRefusalStatuses[i] == response.status) index = i;
   }
   if (index == std::size(kRefusalStatuses)) return;
-  refusals().add(index);
+  refusals_.add(index);
 
   uint64_t suppressed = 0;
   {

@@ -23,7 +23,7 @@
 // `max_streams` streaming subscribers at once (more get 503). A path that decodes to a control
 // character or NUL gets 400, and so does a body that nests JSON deeper than kMaxJsonDepth
 // (checked before any handler parses it: recursive JSON code would overflow the stack). Every
-// refusal is counted (admin_refusals) and logged, at most kRefusalLogBurst lines per 10 s.
+// refusal is counted (AdminServer::refusals) and logged, at most kRefusalLogBurst lines per 10 s.
 //
 // Served on its own threads, never on a worker loop: a handler may take locks and read the
 // Proxy's snapshots, but must not touch a worker's handles (use Worker::post).
@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "proxy/admin/http_head.h"
+#include "proxy/metrics/labelled_counter.h"
 
 namespace kproxy::admin {
 
@@ -91,11 +92,7 @@ constexpr size_t kMaxJsonDepth = 32;
 /// and escapes are skipped; the text need not be valid JSON). Linear, no recursion.
 bool json_too_deep(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
-/// Refusals by status (400, 401, 404, 405, 408, 411, 413, 431, 503) since start, across every
-/// AdminServer. A handler's own 503 (a health probe saying "not ready") is an answer, not a
-/// refusal; the 503s counted are the server's (too many streams, connections or queued requests).
-uint64_t admin_refusals(int status);
-/// The statuses admin_refusals counts.
+/// The statuses AdminServer::refusals counts.
 inline constexpr int kRefusalStatuses[] = {400, 401, 404, 405, 408, 409, 411, 413, 422, 431, 503};
 /// A request head (request line and headers) may be at most this long (431 past it).
 constexpr size_t kMaxHeadBytes = 16 * 1024;
@@ -163,6 +160,13 @@ class AdminServer {
  public:
   explicit AdminServer(AdminServerOptions options = {});
   ~AdminServer();  ///< stops
+  /// This server's refusals by status (kRefusalStatuses) since it was made. A handler's own 503
+  /// (a health probe saying "not ready") is an answer, not a refusal; the 503s counted are the
+  /// server's (too many streams, connections or queued requests).
+  uint64_t refusals(int status) const;
+  /// The same counts as kproxy_admin_refusals_total{status} (its owner exports it:
+  /// metrics::ProxyMetrics::export_counter).
+  const metrics::LabelledCounter& refusal_counter() const { return refusals_; }
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
 
@@ -233,6 +237,7 @@ class AdminServer {
   friend struct Network;
 
   AdminServerOptions options_;
+  mutable metrics::LabelledCounter refusals_;  ///< kproxy_admin_refusals_total{status} (counted from const handlers)
   mutable std::mutex routes_mutex_;
   std::vector<std::shared_ptr<const Route>> routes_;
   std::unique_ptr<Network> network_;

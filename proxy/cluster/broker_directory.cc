@@ -11,19 +11,11 @@ namespace kproxy::proxy {
 
 namespace {
 
-/// kproxy_proxy_broker_ports_refused_total{reason}, one series per BrokerPortRefusal.
-metrics::LabelledCounter& refused_counts() {
-  static metrics::LabelledCounter* counter = [] {
-    std::vector<std::string> reasons;
-    for (size_t i = 0; i < static_cast<size_t>(BrokerPortRefusal::kCount); ++i)
-      reasons.push_back(broker_port_refusal_name(static_cast<BrokerPortRefusal>(i)));
-    return &metrics::ProxyMetrics::instance().labelled_counter(
-        "kproxy_proxy_broker_ports_refused_total",
-        "Broker nodes refused a kproxy port, by reason: claimed_by_other (another listener's or the admin API's port), "
-        "over_max_broker_ports, no_port_left.",
-        "reason", std::move(reasons));
-  }();
-  return *counter;
+std::vector<std::string> refusal_names() {
+  std::vector<std::string> reasons;
+  for (size_t i = 0; i < static_cast<size_t>(BrokerPortRefusal::kCount); ++i)
+    reasons.push_back(broker_port_refusal_name(static_cast<BrokerPortRefusal>(i)));
+  return reasons;
 }
 
 }  // namespace
@@ -38,10 +30,14 @@ const char* broker_port_refusal_name(BrokerPortRefusal reason) {
   return "?";
 }
 
-uint64_t broker_ports_refused(BrokerPortRefusal reason) { return refused_counts().value(static_cast<size_t>(reason)); }
+metrics::LabelledCounter& broker_port_refusal_counter(metrics::ProxyMetrics& metrics) {
+  return metrics.labelled_counter("kproxy_proxy_broker_ports_refused_total",
+                                  "Broker nodes refused a kproxy port, by reason: claimed_by_other (another listener's or the admin "
+                                  "API's port), over_max_broker_ports, no_port_left.",
+                                  "reason", refusal_names());
+}
 
 BrokerPortClaims::BrokerPortClaims(const config::Config& config) {
-  refused_counts();  // exported from the start, every reason at 0
   for (size_t i = 0; i < config.listeners.size(); ++i) {
     const auto& l = config.listeners[i];
     names_.push_back(l.name);
@@ -92,7 +88,7 @@ BrokerDirectory::Learned BrokerDirectory::refuse(int32_t node_id, BrokerPortRefu
   // every refusal counts and one line says that later ones are not logged.
   const bool remembered = refused_nodes_.count(node_id) != 0;
   if (!remembered && refused_nodes_.size() >= kMaxRefusedNodesRemembered) {
-    refused_counts().add(static_cast<size_t>(reason));
+    if (refused_) refused_->add(static_cast<size_t>(reason));
     if (!refusals_muted_) {
       refusals_muted_ = true;
       spdlog::error("listener={} refused {} broker nodes a port: further refusals are counted, not logged",
@@ -100,7 +96,7 @@ BrokerDirectory::Learned BrokerDirectory::refuse(int32_t node_id, BrokerPortRefu
     }
   } else if (!remembered) {
     refused_nodes_.insert(node_id);
-    refused_counts().add(static_cast<size_t>(reason));
+    if (refused_) refused_->add(static_cast<size_t>(reason));
     spdlog::error(
         "listener={} refuses broker node {}: {} (clients of this listener are not given that broker; fix the config, "
         "see config/README.md \"Ports\")",

@@ -35,6 +35,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "proxy/metrics/labelled_counter.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/owned_descriptor.h"
 
 namespace kproxy::proxy {
@@ -55,8 +57,9 @@ enum class BrokerPortRefusal : uint8_t {
 };
 /// "claimed_by_other", "over_max_broker_ports", "no_port_left".
 const char* broker_port_refusal_name(BrokerPortRefusal reason);
-/// Nodes refused a port so far (each node once per listener), by reason. Process-wide.
-uint64_t broker_ports_refused(BrokerPortRefusal reason);
+/// kproxy_proxy_broker_ports_refused_total{reason} in `metrics` (made on first call, every reason
+/// at 0): nodes refused a port (each node once per listener), by reason.
+metrics::LabelledCounter& broker_port_refusal_counter(metrics::ProxyMetrics& metrics);
 
 /// Which part of this kproxy owns each port it listens on or may listen on, shared by the broker
 /// directories of all listeners: the fixed claims of the config (bootstrap ports, broker port
@@ -99,10 +102,11 @@ class BrokerDirectory {
   /// listener's index in the config) guard against handing out another listener's port;
   /// `listener_name` names it in log lines.
   /// `bind_host`: where kernel-picked broker ports are bound (the listener's listen host).
+  /// `refused`: where refusals are counted (broker_port_refusal_counter; null: not counted).
   explicit BrokerDirectory(const config::BrokerPorts& ports, std::shared_ptr<BrokerPortClaims> claims = nullptr, size_t listener = 0,
-                           std::string listener_name = {}, std::string bind_host = "127.0.0.1")
+                           std::string listener_name = {}, std::string bind_host = "127.0.0.1", metrics::LabelledCounter* refused = nullptr)
       : ports_(ports), claims_(std::move(claims)), listener_(listener), listener_name_(std::move(listener_name)),
-        bind_host_(std::move(bind_host)) {}
+        bind_host_(std::move(bind_host)), refused_(refused) {}
 
   struct Learned {
     uint16_t proxy_port = 0;  ///< 0: no port can be given (see `refused`)
@@ -157,6 +161,7 @@ class BrokerDirectory {
   size_t listener_ = 0;
   std::string listener_name_;
   std::string bind_host_;
+  metrics::LabelledCounter* refused_ = nullptr;
   static constexpr size_t kMaxRefusedNodesRemembered = 1024;
   std::set<int32_t> refused_nodes_;
   bool refusals_muted_ = false;

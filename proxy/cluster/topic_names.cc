@@ -58,11 +58,6 @@ size_t TopicNames::size() const {
   return names_.size();
 }
 
-TopicNames& TopicNames::shared() {
-  static TopicNames instance;
-  return instance;
-}
-
 size_t learn_topic_ids(const codec::Message& message, int16_t version, TopicNames& names) {
   if (message.api_key() != static_cast<int16_t>(codec::ApiKey::kMetadata) || message.is_request() || version < kFirstVersionWithTopicIds)
     return 0;

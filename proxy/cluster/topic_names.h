@@ -40,9 +40,6 @@ class TopicNames {
   std::optional<std::string> name(std::string_view raw_id) const;
   size_t size() const;
 
-  /// The process-wide map the pipelines fill and every user reads.
-  static TopicNames& shared();
-
  private:
   struct Hash {
     size_t operator()(const codec::Uuid& u) const;

@@ -47,10 +47,11 @@ struct ClientConnection::RareState {
 ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener,
                                    std::shared_ptr<const config::Config> config, uint64_t id)
     : env_(env), listener_(std::move(listener)), config_(std::move(config)), id_(id), client_(env.loop(), *this, "client"),
-      upstream_(env.loop(), *this, *this), requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
+      upstream_(env.loop(), *this, *this, env.services().self_connections),
+      requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
       pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
-                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_) {}
+                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_, env.services()) {}
 
 ClientConnection::~ClientConnection() {
   env_.read_pressure().forget(*this);
@@ -65,7 +66,7 @@ void ClientConnection::enter(ConnectionState next) {
 }
 
 void ClientConnection::start(const config::HostPort& upstream) {
-  opened_at_ = std::chrono::steady_clock::now();
+  opened_at_ = clock_now();
   peer() = client_.peer_address();
   client_.set_connected();
   metrics_.opened();
@@ -111,7 +112,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
   }
   if (tls.upstream && !sni) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
   if (ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
-    if (SelfConnectionDetector::instance().accepted(key)) {
+    if (env_.services().self_connections.accepted(key)) {
       refuse_self_connection("connection from " + peer() + ", which is one of kproxy's own upstream sockets");
       return;
     }
@@ -134,7 +135,7 @@ ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) 
 }
 
 void ClientConnection::refuse_self_connection(std::string detail) {
-  metrics::count(metrics::ProxyEvent::kSelfConnection);
+  metrics_.count(metrics::ProxyEvent::kSelfConnection);
   // The first looping connection of each port (a broker node's, or the bootstrap's) is named in
   // an error line of its own, whatever else was logged lately (issue #46: 89 looping connections
   // once wrote 188 lines, none naming the loop); after it, a misconfigured cluster makes every
@@ -170,10 +171,10 @@ void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   enter(ConnectionState::kClosing);
   env_.read_pressure().forget(*this);
   request_timer_.reset();
-  SelfConnectionDetector::instance().accepted_closed(client_endpoint_);
-  SelfConnectionDetector::instance().upstream_closed(upstream_endpoint_);
+  env_.services().self_connections.accepted_closed(client_endpoint_);
+  env_.services().self_connections.upstream_closed(upstream_endpoint_);
   if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
-  auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - opened_at_);
+  auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(clock_now() - opened_at_);
   spdlog::info("conn={} {}: {} [{}] (client {}, {} requests, {} awaiting the broker, {} bytes in, {} bytes out, open {} ms)", id_, how,
                reason.detail, close_label(reason.category), peer(), requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
                metrics_.bytes_out(), lived.count());
@@ -219,7 +220,7 @@ void ClientConnection::on_proxy_header_bytes(codec::Bytes data) {
   switch (r.proxy_header->feed(data)) {
     case ProxyHeaderReader::State::kNeedMore: return;
     case ProxyHeaderReader::State::kRefused: {
-      metrics::count(metrics::ProxyEvent::kProxyHeaderRefused);
+      metrics_.count(metrics::ProxyEvent::kProxyHeaderRefused);
       static LogThrottle throttle(std::chrono::seconds(10));
       uint64_t suppressed = 0;
       if (throttle.allow(&suppressed)) {
@@ -320,7 +321,7 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
       route.outcome = SniOutcome::kUnknownNode;
     }
   }
-  count_sni_outcome(route.outcome);
+  sni_outcome_counter(env_.services().metrics).add(static_cast<size_t>(route.outcome));
   if (route.outcome == SniOutcome::kBootstrap || route.outcome == SniOutcome::kBroker) {
     spdlog::debug("conn={} {}: {} at {}", id_, name, broker ? "broker node " + std::to_string(route.node_id) : "bootstrap",
                   target.to_string());
@@ -399,7 +400,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
     client_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
     // One clock reading for every frame of the read: they all arrived at once.
-    auto now = std::chrono::steady_clock::now();
+    auto now = clock_now();
     metrics_.residence_begin(metrics::Direction::kRequest);
     bool ok = requests_.feed(data, [this, now](codec::Bytes frame) {
       ++requests_in_;
@@ -413,8 +414,8 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
         close_over_frame_budget(requests_, "request");
         return;
       }
-      if (requests_.looks_like_tls()) metrics::count(metrics::ProxyEvent::kTlsOnPlaintext);
-      else metrics::count(metrics::ProxyEvent::kFramingError);
+      if (requests_.looks_like_tls()) metrics_.count(metrics::ProxyEvent::kTlsOnPlaintext);
+      else metrics_.count(metrics::ProxyEvent::kFramingError);
       close({CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
       return;
     }
@@ -425,14 +426,14 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     // Frames of `data` queued as views are written (or copied) here, before `data` is reused.
     if (!upstream_.stream().flush()) return;
     if (metrics_.residence_pending(metrics::Direction::kRequest))
-      metrics_.residence_written(metrics::Direction::kRequest, now, std::chrono::steady_clock::now());
+      metrics_.residence_written(metrics::Direction::kRequest, now, clock_now());
     if (!client_.flush()) return;  // answers kproxy gave itself (fault rules, ApiVersions)
     pipeline_.release_idle_memory();
     apply_backpressure(client_, upstream_.stream());
   } else {
     metrics_.bytes_out(data.size());
     upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
-    auto now = std::chrono::steady_clock::now();
+    auto now = clock_now();
     metrics_.residence_begin(metrics::Direction::kResponse);
     bool ok = responses_.feed(data, [this, now](codec::Bytes frame) { return pipeline_.on_response_frame(frame, now); });
     upstream_piece_ = {};
@@ -442,7 +443,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
         close_over_frame_budget(responses_, "response");
         return;
       }
-      metrics::count(metrics::ProxyEvent::kFramingError);
+      metrics_.count(metrics::ProxyEvent::kFramingError);
       // The first bytes a TLS listener sends a plaintext client are a TLS record (an alert,
       // content type 21, or a handshake, 22; RFC 8446 5.1), read as a size of ~350 MB.
       bool first_bytes = metrics_.bytes_out() == data.size();
@@ -456,7 +457,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
     }
     if (!client_.flush()) return;
     if (metrics_.residence_pending(metrics::Direction::kResponse))
-      metrics_.residence_written(metrics::Direction::kResponse, now, std::chrono::steady_clock::now());
+      metrics_.residence_written(metrics::Direction::kResponse, now, clock_now());
     finish_drain_if_idle();
     if (closing()) return;
     pipeline_.release_idle_memory();  // nothing in flight: an idle connection holds no queue
@@ -476,16 +477,16 @@ void ClientConnection::stream_large_request() {
     auto announced = static_cast<uint32_t>(requests_.partial_frame_size());
     if (!env_.streamed_budget().charge(announced)) {
       // Gathered here instead, under max_buffered_frame_bytes (tried again on the next read).
-      if (!stream_refused_) metrics::count(metrics::ProxyEvent::kRequestStreamRefused);
+      if (!stream_refused_) metrics_.count(metrics::ProxyEvent::kRequestStreamRefused);
       stream_refused_ = true;
       return;
     }
-    metrics::count(metrics::ProxyEvent::kRequestStreamed);
+    metrics_.count(metrics::ProxyEvent::kRequestStreamed);
     rare_state().streamed_charge = announced;
   }
   // Its bytes must keep coming: the broker holds the announced size until the last one.
   arm_wait_deadline(
-      std::chrono::steady_clock::now() + config_->limits.request_stall_timeout,
+      clock_now() + config_->limits.request_stall_timeout,
       {CloseCategory::kLimit, "a " + std::to_string(requests_.partial_frame_size()) +
                                   "-byte request forwarded while it arrived stalled: no byte for " +
                                   std::to_string(config_->limits.request_stall_timeout.count()) + " ms (limits.request_stall_timeout)"});
@@ -520,7 +521,7 @@ void ClientConnection::arm_request_timer(std::chrono::steady_clock::time_point a
     request_timer_.init(env_.loop(), this, uv_timer_init);
   }
   uv_update_time(env_.loop());
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_now();
   // +1: libuv's clock is in whole milliseconds (as DeadlineTimer::arm).
   auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;
   uv_timer_start(request_timer_.get(), on_request_timer, static_cast<uint64_t>(ms), 0);
@@ -555,7 +556,7 @@ void ClientConnection::on_request_deadline() {
     request_timer_.reset();  // nothing due: the handle goes back until a frame stays partial
     return;
   }
-  if (at > std::chrono::steady_clock::now()) {
+  if (at > clock_now()) {
     arm_request_timer(at);
     return;
   }
@@ -564,7 +565,7 @@ void ClientConnection::on_request_deadline() {
   uint64_t suppressed = 0;
   std::string detail;
   if (first) {
-    metrics::count(metrics::ProxyEvent::kFirstRequestDeadline);
+    metrics_.count(metrics::ProxyEvent::kFirstRequestDeadline);
     detail = "no request within " + std::to_string(config_->limits.first_request_timeout.count()) +
              " ms of the accept (limits.first_request_timeout): " + std::to_string(metrics_.bytes_in()) + " bytes received";
     if (first_throttle.allow(&suppressed))
@@ -573,7 +574,7 @@ void ClientConnection::on_request_deadline() {
     close({CloseCategory::kFirstRequestTimeout, std::move(detail)});
     return;
   }
-  metrics::count(metrics::ProxyEvent::kRequestCompletionDeadline);
+  metrics_.count(metrics::ProxyEvent::kRequestCompletionDeadline);
   detail = "no whole request within " + std::to_string(config_->limits.request_completion_timeout.count()) +
            " ms (limits.request_completion_timeout): " + std::to_string(requests_.buffered()) + " bytes of a " +
            (requests_.partial_frame_size() ? std::to_string(requests_.partial_frame_size()) + "-byte" : std::string("still unsized")) +
@@ -618,7 +619,7 @@ ClientConnection::RareState& ClientConnection::rare_state() {
         route_by_client_hello({});  // never whole: the timeout outcome, logged and counted
         return;
       }
-      metrics::count(metrics::ProxyEvent::kWaitDeadline);
+      metrics_.count(metrics::ProxyEvent::kWaitDeadline);
       close(std::move(rare_->reason));
     });
   }
@@ -631,7 +632,7 @@ void ClientConnection::arm_wait_deadline(std::chrono::steady_clock::time_point a
 }
 
 void ClientConnection::close_over_frame_budget(const codec::FrameReader& reader, const char* what) {
-  metrics::count(metrics::ProxyEvent::kFrameMemoryRefusal);
+  metrics_.count(metrics::ProxyEvent::kFrameMemoryRefusal);
   close({CloseCategory::kLimit, std::string(what) + " refused: " + reader.error()});
 }
 
@@ -695,7 +696,7 @@ void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) { env_.o
 void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
   size_t held = &to == &client_ ? pipeline_.held_bytes_to_client() : pipeline_.held_bytes_to_broker();
   if (to.queued_bytes() + held > kWriteQueueHighWater) {
-    if (&from == &client_ && from.reading()) count_read_pause(ReadPauseReason::kWriteQueue);
+    if (&from == &client_ && from.reading()) env_.read_pressure().count_write_queue_pause();
     from.stop_reading();
   } else if (!from.reading() && held < kWriteQueueLowWater &&
              !(&from == &client_ && (memory_paused_ || state_ == ConnectionState::kDraining)) &&
@@ -723,7 +724,7 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
       // a partition without RST) never holds the connection for good.
       auto wait = config_->limits.unanswered_request_timeout;
       arm_wait_deadline(
-          std::chrono::steady_clock::now() + wait,
+          clock_now() + wait,
           {CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) + " requests; the broker " +
                                            upstream_peer() + " left " + std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
                                            std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"});
@@ -735,7 +736,7 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
     else close({CloseCategory::kClientClosed, std::string("client ") + during + " failed: " + uv_strerror(status)});
     return;
   }
-  metrics::count(metrics::ProxyEvent::kUpstreamDisconnect);
+  metrics_.count(metrics::ProxyEvent::kUpstreamDisconnect);
   std::string reason = status == UV_EOF ? "broker " + upstream_.target().to_string() + " closed the connection"
                                         : "broker " + upstream_.target().to_string() + " " + during + " failed: " + uv_strerror(status);
   if (pipeline_.awaiting_broker() > 0) reason += " with " + std::to_string(pipeline_.awaiting_broker()) + " requests in flight";
@@ -763,12 +764,12 @@ void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& rea
     s.close();
     return;
   }
-  metrics::count(metrics::ProxyEvent::kTlsFailure);
+  metrics_.count(metrics::ProxyEvent::kTlsFailure);
   if (&s == &client_) {
     close({CloseCategory::kTls, "TLS with client " + peer() + " failed: " + reason});
     return;
   }
-  metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
+  metrics_.count(metrics::ProxyEvent::kUpstreamConnectFailure);
   close({CloseCategory::kUpstreamConnectFailed, "TLS with broker " + upstream_peer() + " failed: " + reason});
 }
 
@@ -786,7 +787,7 @@ void ClientConnection::on_upstream_connected() {
   if (closing()) return;
   spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
   if (ConnectionKey key = connection_key(upstream_.stream().handle(), /*accepted=*/false); !key.empty()) {
-    if (SelfConnectionDetector::instance().connected(key)) {
+    if (env_.services().self_connections.connected(key)) {
       refuse_self_connection("upstream " + upstream_peer() + " is one of kproxy's own listening ports");
       return;
     }
@@ -800,7 +801,7 @@ void ClientConnection::on_upstream_connected() {
 }
 
 void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
-  metrics::count(metrics::ProxyEvent::kUpstreamConnectFailure);
+  metrics_.count(metrics::ProxyEvent::kUpstreamConnectFailure);
   if (!listener_->is_broker_port()) env_.bootstrap_unreachable(listener_->listener_index, upstream_.target());
   close({CloseCategory::kUpstreamConnectFailed, "upstream unavailable: " + reason});
 }

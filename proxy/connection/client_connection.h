@@ -163,6 +163,9 @@ class ClientConnection final : public TcpStreamEvents,
   void enter(ConnectionState next);
   bool closing() const { return state_ >= ConnectionState::kClosing; }
 
+  /// Now, on the process's clock (ConnectionEnvironment::services()).
+  std::chrono::steady_clock::time_point clock_now() const { return env_.services().clock.now(); }
+
   ConnectionEnvironment& env_;                    ///< the worker serving it
   std::shared_ptr<const ListenerSpec> listener_;  ///< shared with its Listener (ConnectionInfo views its name)
   std::shared_ptr<const config::Config> config_;
@@ -186,7 +189,8 @@ class ClientConnection final : public TcpStreamEvents,
   /// This connection's keys in the SelfConnectionDetector (empty = not registered).
   ConnectionKey client_endpoint_;
   ConnectionKey upstream_endpoint_;
-  metrics::ConnectionMetrics metrics_{listener_->listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
+  metrics::ConnectionMetrics metrics_{env_.services().metrics,
+                                      listener_->listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
   /// The stages every frame passes through (proxy/pipeline/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;
   /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout

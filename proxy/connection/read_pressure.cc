@@ -9,33 +9,22 @@
 
 namespace kproxy::proxy {
 
-namespace {
-
-std::atomic<int64_t> paused_for_memory{0};
-
-metrics::LabelledCounter& pause_counter() {
-  static metrics::LabelledCounter* counter = [] {
-    auto& m = metrics::ProxyMetrics::instance();
-    m.add_gauge("kproxy_proxy_reads_paused",
-                "Client connections kproxy is not reading now: reason=\"frame_memory\", partial frames of all connections hold more "
-                "than limits.max_buffered_frame_bytes and these hold the most.",
-                "reason", [] {
-                  return std::vector<std::pair<std::string, double>>{{"frame_memory", double(reads_paused_for_memory())}};
-                });
-    return &m.labelled_counter("kproxy_proxy_reads_paused_total",
-                               "Times kproxy stopped reading a client: reason=\"frame_memory\", its partial request was among the largest "
-                               "while partial frames held more than limits.max_buffered_frame_bytes; reason=\"write_queue\", the "
-                               "broker's write queue was above its high-water mark (backpressure).",
-                               "reason", {"frame_memory", "write_queue"});
-  }();
-  return *counter;
+ReadPauseMetrics::ReadPauseMetrics(metrics::ProxyMetrics& metrics)
+    : paused_(std::make_shared<std::atomic<int64_t>>(0)),
+      counter_(metrics.labelled_counter("kproxy_proxy_reads_paused_total",
+                                        "Times kproxy stopped reading a client: reason=\"frame_memory\", its partial request was among "
+                                        "the largest while partial frames held more than limits.max_buffered_frame_bytes; "
+                                        "reason=\"write_queue\", the broker's write queue was above its high-water mark (backpressure).",
+                                        "reason", {"frame_memory", "write_queue"})) {
+  metrics.add_gauge("kproxy_proxy_reads_paused",
+                    "Client connections kproxy is not reading now: reason=\"frame_memory\", partial frames of all connections hold "
+                    "more than limits.max_buffered_frame_bytes and these hold the most.",
+                    "reason", [paused = paused_] {
+                      return std::vector<std::pair<std::string, double>>{{"frame_memory", double(paused->load(std::memory_order_relaxed))}};
+                    });
 }
 
-}  // namespace
-
-void count_read_pause(ReadPauseReason reason) { pause_counter().add(static_cast<size_t>(reason)); }
-
-int64_t reads_paused_for_memory() { return paused_for_memory.load(std::memory_order_relaxed); }
+void ReadPauseMetrics::count(ReadPauseReason reason) { counter_.add(static_cast<size_t>(reason)); }
 
 PressurePlan plan_read_pressure(std::span<const PressureHolder> holders, size_t used, size_t limit, size_t allowance, size_t reserve) {
   PressurePlan plan;
@@ -68,15 +57,13 @@ PressurePlan plan_read_pressure(std::span<const PressureHolder> holders, size_t 
   return plan;
 }
 
-ReadPressure::ReadPressure(uv_loop_t* loop, codec::FrameMemoryBudget& budget)
-    : budget_(budget), recheck_(loop, [this] {
+ReadPressure::ReadPressure(uv_loop_t* loop, codec::FrameMemoryBudget& budget, ReadPauseMetrics& metrics)
+    : budget_(budget), metrics_(metrics), recheck_(loop, [this] {
         rebalance();
         schedule_recheck();
-      }) {
-  (void)pause_counter();  // the families show from the first scrape, at 0
-}
+      }) {}
 
-ReadPressure::~ReadPressure() { paused_for_memory.fetch_sub(static_cast<int64_t>(paused_), std::memory_order_relaxed); }
+ReadPressure::~ReadPressure() { metrics_.add_paused(-static_cast<int64_t>(paused_)); }
 
 void ReadPressure::after_read(PausableReader& reader) {
   size_t held = reader.partial_bytes();
@@ -95,7 +82,7 @@ void ReadPressure::forget(PausableReader& reader) {
   if (it == entries_.end()) return;
   if (it->paused) {
     --paused_;
-    paused_for_memory.fetch_sub(1, std::memory_order_relaxed);
+    metrics_.add_paused(-1);
   }
   entries_.erase(it);
   if (paused_ > 0) rebalance();  // the memory it held may let others go on
@@ -106,11 +93,11 @@ void ReadPressure::set_paused(Entry& e, bool paused) {
   e.paused = paused;
   if (paused) {
     ++paused_;
-    paused_for_memory.fetch_add(1, std::memory_order_relaxed);
-    count_read_pause(ReadPauseReason::kFrameMemory);
+    metrics_.add_paused(1);
+    metrics_.count(ReadPauseReason::kFrameMemory);
   } else {
     --paused_;
-    paused_for_memory.fetch_sub(1, std::memory_order_relaxed);
+    metrics_.add_paused(-1);
   }
 }
 

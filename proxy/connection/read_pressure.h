@@ -26,9 +26,11 @@
 // Every call is made on the worker's loop thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +38,7 @@
 #include <uv.h>
 
 #include "codec/frame_memory_budget.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/deadline_timer.h"
 
 namespace kproxy::proxy {
@@ -77,13 +80,34 @@ struct PressurePlan {
 PressurePlan plan_read_pressure(std::span<const PressureHolder> holders, size_t used, size_t limit, size_t allowance,
                                 size_t reserve = codec::kFrameMemoryReserve);
 
+/// Why a client's reads were paused (kproxy_proxy_reads_paused_total{reason}): "frame_memory"
+/// (ReadPressure) or "write_queue" (the other side's write queue is above its high-water mark,
+/// proxy/net/tcp_stream.h).
+enum class ReadPauseReason : uint8_t { kFrameMemory = 0, kWriteQueue = 1 };
+
+/// What every loop's ReadPressure counts in: kproxy_proxy_reads_paused_total{reason} and the gauge
+/// kproxy_proxy_reads_paused{reason="frame_memory"} (clients paused now, over all loops). One per
+/// Proxy, registered in `metrics` when made (both families show from the first scrape, at 0).
+class ReadPauseMetrics {
+ public:
+  explicit ReadPauseMetrics(metrics::ProxyMetrics& metrics);
+  void count(ReadPauseReason reason);
+  /// Clients paused by ReadPressure now, over all loops.
+  int64_t paused_for_memory() const { return paused_->load(std::memory_order_relaxed); }
+  void add_paused(int64_t delta) { paused_->fetch_add(delta, std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<int64_t>> paused_;  ///< shared with the gauge's reader
+  metrics::LabelledCounter& counter_;
+};
+
 class ReadPressure {
  public:
   /// Paused holders are checked again every kRecheck (the budget is shared with the other
   /// workers: memory they free wakes nobody here).
   static constexpr std::chrono::milliseconds kRecheck{100};
 
-  ReadPressure(uv_loop_t* loop, codec::FrameMemoryBudget& budget);
+  ReadPressure(uv_loop_t* loop, codec::FrameMemoryBudget& budget, ReadPauseMetrics& metrics);
   ~ReadPressure();
   ReadPressure(const ReadPressure&) = delete;
   ReadPressure& operator=(const ReadPressure&) = delete;
@@ -100,6 +124,8 @@ class ReadPressure {
 
   size_t tracked() const { return entries_.size(); }
   size_t paused() const { return paused_; }
+  /// A client of this loop stopped being read because its broker's write queue is full.
+  void count_write_queue_pause() { metrics_.count(ReadPauseReason::kWriteQueue); }
   /// The worker's allowance for frames close to complete (see above).
   size_t allowance() const { return budget_.limit() / 16; }
 
@@ -112,18 +138,11 @@ class ReadPressure {
   void schedule_recheck();
 
   codec::FrameMemoryBudget& budget_;
+  ReadPauseMetrics& metrics_;
   std::vector<Entry> entries_;
   size_t paused_ = 0;
   DeadlineTimer recheck_;
   bool stopped_ = false;
 };
-
-/// Counts one pause of a client's reads in kproxy_proxy_reads_paused_total{reason}: reason
-/// "frame_memory" (ReadPressure) or "write_queue" (the other side's write queue is above its
-/// high-water mark, proxy/net/tcp_stream.h).
-enum class ReadPauseReason : uint8_t { kFrameMemory = 0, kWriteQueue = 1 };
-void count_read_pause(ReadPauseReason reason);
-/// Client connections paused by ReadPressure now, over all workers (kproxy_proxy_reads_paused{reason="frame_memory"}).
-int64_t reads_paused_for_memory();
 
 }  // namespace kproxy::proxy

@@ -6,21 +6,22 @@ namespace kproxy::proxy {
 
 namespace {
 
-metrics::LabelledCounter& outcome_counts() {
-  static metrics::LabelledCounter* counter = [] {
-    std::vector<std::string> outcomes;
-    for (size_t i = 0; i < static_cast<size_t>(SniOutcome::kCount); ++i) outcomes.push_back(sni_outcome_name(static_cast<SniOutcome>(i)));
-    return &metrics::ProxyMetrics::instance().labelled_counter(
-        "kproxy_proxy_sni_connections_total",
-        "Connections to SNI listeners by what their ClientHello's server name decided (config/README.md \"SNI listeners\"): "
-        "bootstrap, broker, unknown_node (served as bootstrap), unknown_name_refused, unknown_name_bootstrap, no_name_refused, "
-        "no_name_bootstrap, not_tls, too_large, malformed, timeout.",
-        "outcome", std::move(outcomes));
-  }();
-  return *counter;
+std::vector<std::string> outcome_names() {
+  std::vector<std::string> outcomes;
+  for (size_t i = 0; i < static_cast<size_t>(SniOutcome::kCount); ++i) outcomes.push_back(sni_outcome_name(static_cast<SniOutcome>(i)));
+  return outcomes;
 }
 
 }  // namespace
+
+metrics::LabelledCounter& sni_outcome_counter(metrics::ProxyMetrics& metrics) {
+  return metrics.labelled_counter(
+      "kproxy_proxy_sni_connections_total",
+      "Connections to SNI listeners by what their ClientHello's server name decided (config/README.md \"SNI listeners\"): "
+      "bootstrap, broker, unknown_node (served as bootstrap), unknown_name_refused, unknown_name_bootstrap, no_name_refused, "
+      "no_name_bootstrap, not_tls, too_large, malformed, timeout.",
+      "outcome", outcome_names());
+}
 
 const char* sni_outcome_name(SniOutcome outcome) {
   switch (outcome) {
@@ -39,10 +40,6 @@ const char* sni_outcome_name(SniOutcome outcome) {
   }
   return "?";
 }
-
-void export_sni_outcomes() { outcome_counts(); }
-void count_sni_outcome(SniOutcome outcome) { outcome_counts().add(static_cast<size_t>(outcome)); }
-uint64_t sni_outcomes(SniOutcome outcome) { return outcome_counts().value(static_cast<size_t>(outcome)); }
 
 bool SniRoute::refuse() const { return outcome == SniOutcome::kUnknownNameRefused || outcome == SniOutcome::kNoNameRefused; }
 

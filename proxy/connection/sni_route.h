@@ -20,6 +20,8 @@
 #include <string>
 
 #include "config/sni_config.h"
+#include "proxy/metrics/labelled_counter.h"
+#include "proxy/metrics/proxy_metrics.h"
 #include "proxy/tls/client_hello.h"
 
 namespace kproxy::proxy {
@@ -42,12 +44,8 @@ enum class SniOutcome : uint8_t {
 
 /// "bootstrap", "broker", "unknown_node", "unknown_name_refused", ...
 const char* sni_outcome_name(SniOutcome outcome);
-/// Counts one connection in kproxy_proxy_sni_connections_total{outcome}.
-void count_sni_outcome(SniOutcome outcome);
-/// Exports every series of kproxy_proxy_sni_connections_total at 0 (a start with an SNI listener).
-void export_sni_outcomes();
-/// The count so far of `outcome` (process-wide; for tests).
-uint64_t sni_outcomes(SniOutcome outcome);
+/// kproxy_proxy_sni_connections_total{outcome} in `metrics` (made on first use, every series at 0).
+metrics::LabelledCounter& sni_outcome_counter(metrics::ProxyMetrics& metrics);
 
 /// What the ClientHello asks for, by name alone (the node's address is the connection's to find).
 struct SniRoute {

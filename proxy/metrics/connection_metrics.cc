@@ -2,7 +2,7 @@
 
 namespace kproxy::metrics {
 
-ConnectionMetrics::ConnectionMetrics(size_t listener_index) : listener_(listener_index) {}
+ConnectionMetrics::ConnectionMetrics(ProxyMetrics& process, size_t listener_index) : process_(process), listener_(listener_index) {}
 
 ConnectionMetrics::~ConnectionMetrics() {
   if (!closed_) closed(proxy::CloseCategory::kOther);
@@ -10,19 +10,19 @@ ConnectionMetrics::~ConnectionMetrics() {
 
 void ConnectionMetrics::opened() {
   client_open_ = true;
-  ProxyMetrics::instance().connection_opened(listener_, Side::kClient);
+  process_.connection_opened(listener_, Side::kClient);
 }
 
 void ConnectionMetrics::upstream_connected() {
   if (upstream_open_) return;
   upstream_open_ = true;
-  ProxyMetrics::instance().connection_opened(listener_, Side::kUpstream);
+  process_.connection_opened(listener_, Side::kUpstream);
 }
 
 void ConnectionMetrics::client_software(std::string_view name, std::string_view version) {
   if (closed_) return;
   if (software_ ? ProxyMetrics::is_series_of(software_, name, version) : name.empty()) return;
-  auto& m = ProxyMetrics::instance();
+  auto& m = process_;
   m.client_gone(software_);
   software_ = name.empty() ? nullptr : m.client_seen(name, version);
 }
@@ -30,7 +30,7 @@ void ConnectionMetrics::client_software(std::string_view name, std::string_view 
 void ConnectionMetrics::closed(proxy::CloseCategory reason) {
   if (closed_) return;
   closed_ = true;
-  auto& m = ProxyMetrics::instance();
+  auto& m = process_;
   if (client_open_) m.connection_closed(listener_, Side::kClient);
   if (upstream_open_) m.connection_closed(listener_, Side::kUpstream);
   if (inflight_) m.inflight(-inflight_);

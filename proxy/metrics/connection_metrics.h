@@ -18,7 +18,8 @@ namespace kproxy::metrics {
 /// Per-connection gauges; a member of ClientConnection. Loop thread only.
 class ConnectionMetrics {
  public:
-  explicit ConnectionMetrics(size_t listener_index);
+  /// Counts in `process` (the process's metrics), under listener slot `listener_index`.
+  ConnectionMetrics(ProxyMetrics& process, size_t listener_index);
   ~ConnectionMetrics();  ///< takes back whatever the connection still counts in the gauges
   ConnectionMetrics(const ConnectionMetrics&) = delete;
   ConnectionMetrics& operator=(const ConnectionMetrics&) = delete;
@@ -49,6 +50,10 @@ class ConnectionMetrics {
   /// The frames noted since residence_begin(), read at `arrived`, were handed to the socket at
   /// `written`.
   void residence_written(Direction direction, std::chrono::steady_clock::time_point arrived, std::chrono::steady_clock::time_point written);
+  /// One of kproxy's own events (kproxy_proxy_<event>_total) on this connection.
+  void count(ProxyEvent event, uint64_t n = 1) { add(shard().events[static_cast<size_t>(event)], n); }
+  /// The process's metrics this connection counts in.
+  ProxyMetrics& process() { return process_; }
   void bytes_in(size_t n) { bytes_in_ += n; }
   void bytes_out(size_t n) { bytes_out_ += n; }
   uint64_t bytes_in() const { return bytes_in_; }
@@ -60,12 +65,13 @@ class ConnectionMetrics {
   void closed(proxy::CloseCategory reason);
 
  private:
-  /// The shard of the thread the connection lives on (ProxyMetrics::instance()), found on first use.
+  /// The shard of the thread the connection lives on, found on first use.
   MetricsShard& shard() {
-    if (shard_ == nullptr) shard_ = &ProxyMetrics::instance().shard();
+    if (shard_ == nullptr) shard_ = &process_.shard();
     return *shard_;
   }
 
+  ProxyMetrics& process_;
   size_t listener_;
   MetricsShard* shard_ = nullptr;
   bool client_open_ = false;

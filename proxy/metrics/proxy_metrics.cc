@@ -205,11 +205,6 @@ ProxyMetrics::ProxyMetrics(MetricsOptions options) : options_(options), id_(next
 
 ProxyMetrics::~ProxyMetrics() = default;
 
-ProxyMetrics& ProxyMetrics::instance() {
-  static ProxyMetrics metrics;
-  return metrics;
-}
-
 void ProxyMetrics::set_listener_names(std::vector<std::string> names) {
   std::lock_guard lock(mutex_);
   if (names.empty()) names = {"default"};

@@ -209,9 +209,6 @@ class ProxyMetrics {
   ProxyMetrics(const ProxyMetrics&) = delete;
   ProxyMetrics& operator=(const ProxyMetrics&) = delete;
 
-  /// The process's metrics (what the proxy and the admin server use).
-  static ProxyMetrics& instance();
-
   /// Names listener slots (labels); index = position in the config's listeners.
   void set_listener_names(std::vector<std::string> names);
   /// The id of a rewriting stage by name (e.g. "api_versions", "broker_address"); resolve once.
@@ -329,8 +326,5 @@ class ProxyMetrics {
   std::unique_ptr<LabelValues> client_id_labels_;
   const uint64_t id_;  ///< distinguishes instances for the thread_local shard cache
 };
-
-/// Counts `event` in the process's metrics (ProxyMetrics::instance()).
-inline void count(ProxyEvent event, uint64_t n = 1) { ProxyMetrics::instance().count(event, n); }
 
 }  // namespace kproxy::metrics

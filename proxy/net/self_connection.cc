@@ -9,11 +9,6 @@
 
 namespace kproxy::proxy {
 
-SelfConnectionDetector& SelfConnectionDetector::instance() {
-  static SelfConnectionDetector detector;
-  return detector;
-}
-
 std::string SelfConnectionDetector::endpoint_key(const sockaddr_storage& addr) {
   // Address and port bytes only (sockaddr padding may differ between getsockname and getpeername).
   if (addr.ss_family == AF_INET) {

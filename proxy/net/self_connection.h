@@ -50,8 +50,8 @@ struct ConnectionKeyHash {
 
 class SelfConnectionDetector {
  public:
-  /// The process's detector (connections on every worker register with it).
-  static SelfConnectionDetector& instance();
+  // One per process, owned by its services (proxy/pipeline/services.h): connections on every
+  // worker register with it.
 
   /// The key of a socket endpoint (address and port bytes; "" for other families).
   static std::string endpoint_key(const sockaddr_storage& addr);

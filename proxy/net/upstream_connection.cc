@@ -6,8 +6,9 @@
 
 namespace kproxy::proxy {
 
-UpstreamConnection::UpstreamConnection(uv_loop_t* loop, TcpStreamEvents& stream_events, UpstreamConnectionEvents& events)
-    : loop_(loop), events_(events), stream_(loop, stream_events, "upstream") {
+UpstreamConnection::UpstreamConnection(uv_loop_t* loop, TcpStreamEvents& stream_events, UpstreamConnectionEvents& events,
+                                       const SelfConnectionDetector& self_connections)
+    : loop_(loop), events_(events), self_connections_(self_connections), stream_(loop, stream_events, "upstream") {
   timer_.init(loop, this, uv_timer_init);
 }
 
@@ -42,7 +43,7 @@ void UpstreamConnection::after_resolve(uv_getaddrinfo_t* req, int status, addrin
     self->fail("cannot resolve " + self->target_.to_string() + ": " + uv_strerror(status));
     return;
   }
-  if (SelfConnectionDetector::instance().is_own_listener(res->ai_addr)) {
+  if (self->self_connections_.is_own_listener(res->ai_addr)) {
     uv_freeaddrinfo(res);
     self->events_.on_upstream_is_self("broker " + self->target_.to_string() + " resolves to an address kproxy listens on");
     return;

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "config/host_port.h"
+#include "proxy/net/self_connection.h"
 #include "proxy/net/tcp_stream.h"
 #include "proxy/net/uv_handle.h"
 
@@ -33,7 +34,9 @@ class UpstreamConnectionEvents {
 
 class UpstreamConnection {
  public:
-  UpstreamConnection(uv_loop_t* loop, TcpStreamEvents& stream_events, UpstreamConnectionEvents& events);
+  /// `self_connections`: a target that is one of kproxy's own listening sockets is refused.
+  UpstreamConnection(uv_loop_t* loop, TcpStreamEvents& stream_events, UpstreamConnectionEvents& events,
+                     const SelfConnectionDetector& self_connections);
   UpstreamConnection(const UpstreamConnection&) = delete;
   UpstreamConnection& operator=(const UpstreamConnection&) = delete;
 
@@ -62,6 +65,7 @@ class UpstreamConnection {
 
   uv_loop_t* loop_;
   UpstreamConnectionEvents& events_;
+  const SelfConnectionDetector& self_connections_;
   TcpStream stream_;
   /// The libuv requests of resolving and connecting: allocated by connect(), freed once connected
   /// (or failed), so an established connection does not carry them (bench/proxy: idle memory).

@@ -24,10 +24,10 @@ constexpr size_t kMaxRemembered = 10000;
 
 }  // namespace
 
-FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors,
-                           bool track_transactions)
-    : metrics_(metrics), hub_(hub), listener_names_(std::move(listener_names)), count_errors_(count_errors),
-      track_transactions_(track_transactions) {
+FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, const proxy::TopicNames& topic_names,
+                           std::vector<std::string> listener_names, bool count_errors, bool track_transactions)
+    : metrics_(metrics), hub_(hub), topic_names_(topic_names), listener_names_(std::move(listener_names)), count_errors_(count_errors),
+      track_transactions_(track_transactions), transactions_(observe::TransactionTracker::Limits{}, &topic_names) {
   for (size_t i = 0; i < proxy::kStageCount; ++i) stage_ids_[i] = metrics_.stage_id(proxy::stage_name(static_cast<proxy::StageId>(i)));
   // Transaction lifecycle events go to the tap's ?transactions subscribers, built only while
   // someone follows the tap.
@@ -56,7 +56,7 @@ void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& t
   });
   auto by_id = [&](const codec::Uuid& id) {
     if (id == codec::Uuid{}) return;
-    auto name = proxy::TopicNames::shared().name(id);  // learned by the pipeline from Metadata responses
+    auto name = topic_names_.name(id);  // learned by the pipeline from Metadata responses
     add(name ? std::string_view(*name) : std::string_view("unknown_topic_id"));
   };
   if (h.api_key == static_cast<int16_t>(codec::ApiKey::kFetch) && h.api_version >= 13) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "proxy/cluster/topic_names.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/observe/transaction_tracker.h"
 #include "proxy/pipeline/frame_observer.h"
@@ -31,12 +32,13 @@ namespace kproxy::metrics {
 
 class FrameMetrics final : public proxy::FrameObserver {
  public:
-  /// `count_errors` false skips decoding responses for their error codes (cost attribution in
-  /// bench/metrics: KPROXY_FRAME_METRICS=no-errors); `track_transactions` false leaves the
-  /// transaction APIs and transactional Produce undecoded, the tracker empty (cost attribution in
-  /// bench/proxy: KPROXY_TRANSACTIONS=off).
-  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, std::vector<std::string> listener_names, bool count_errors = true,
-               bool track_transactions = true);
+  /// `topic_names`: names topics that requests name by id only (opt-in topic label, the
+  /// tracker's partitions). `count_errors` false (metrics.error_codes: false) skips decoding
+  /// responses for their error codes (cost attribution in bench/metrics); `track_transactions`
+  /// false (metrics.transactions: false) leaves the transaction APIs and transactional Produce
+  /// undecoded, the tracker empty (cost attribution in bench/proxy).
+  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, const proxy::TopicNames& topic_names, std::vector<std::string> listener_names,
+               bool count_errors = true, bool track_transactions = true);
 
   // proxy::FrameObserver
   void on_request(const proxy::RequestContext& ctx) override;
@@ -54,6 +56,7 @@ class FrameMetrics final : public proxy::FrameObserver {
 
   ProxyMetrics& metrics_;
   tap::TapHub& hub_;
+  const proxy::TopicNames& topic_names_;
   std::vector<std::string> listener_names_;
   bool count_errors_;
   bool track_transactions_;

@@ -65,9 +65,9 @@ uint64_t new_records(std::unordered_map<uint64_t, uint64_t>& counted, const TxnR
 
 /// The partition as a transaction records it: a topic named by id (KIP-516) by the name kproxy
 /// learnt from a Metadata response, else by the id as Kafka prints it.
-TopicPartition owned(const PartitionRef& p) {
+TopicPartition owned(const PartitionRef& p, const proxy::TopicNames* names) {
   if (!p.topic.empty()) return {std::string(p.topic), p.partition};
-  if (auto name = proxy::TopicNames::shared().name(p.topic_id)) return {std::move(*name), p.partition};
+  if (auto name = names ? names->name(p.topic_id) : std::nullopt) return {std::move(*name), p.partition};
   return {codec::json_uuid(p.topic_id), p.partition};
 }
 
@@ -497,7 +497,8 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
       if (request.api == TxnApi::kAddPartitionsToTxn && !s.open && s.after_refusal) {
         // Whose it is shows later (IdState::AfterRefusal).
         for (const auto& p : request.partitions)
-          if (s.after_refusal->partitions.size() < TransactionRecord::kMaxPartitions) s.after_refusal->partitions.insert(owned(p));
+          if (s.after_refusal->partitions.size() < TransactionRecord::kMaxPartitions)
+            s.after_refusal->partitions.insert(owned(p, topic_names_));
         break;
       }
       TransactionRecord& t = open_transaction(s, request, now);
@@ -508,7 +509,7 @@ void TransactionTracker::track_request(IdState& s, uint64_t connection, const Tx
         for (const auto& ref : request.partitions) {
           uint64_t key = partition_key(ref);
           if (s.known_partitions.contains(key)) continue;
-          TopicPartition p = owned(ref);
+          TopicPartition p = owned(ref, topic_names_);
           if (t.partitions.count(p)) {
             s.known_partitions.insert(key);
           } else if (t.partitions.size() < TransactionRecord::kMaxPartitions) {

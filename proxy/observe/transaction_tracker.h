@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "proxy/cluster/topic_names.h"
 #include "proxy/util/ring_queue.h"
 
 namespace kproxy::observe {
@@ -287,7 +288,9 @@ class TransactionTracker {
     std::chrono::seconds silent_after{300};
   };
   TransactionTracker() : TransactionTracker(Limits{}) {}
-  explicit TransactionTracker(Limits limits) : limits_(limits) {}
+  /// `topic_names`: names the partitions of topics that requests name by id only (KIP-516); null:
+  /// such a partition is recorded under its topic id.
+  explicit TransactionTracker(Limits limits, const proxy::TopicNames* topic_names = nullptr) : limits_(limits), topic_names_(topic_names) {}
 
   void on_request(uint64_t connection, int32_t correlation_id, const TxnRequest& request, TxnClock::time_point now);
   /// No-op for a (connection, correlation id) without a tracked request.
@@ -503,6 +506,7 @@ class TransactionTracker {
   void record_unseen(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& response, TxnClock::time_point now);
 
   Limits limits_;
+  const proxy::TopicNames* topic_names_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;
   /// Ids forgotten at max_ids, at most max(max_ids, kMinTombstones) of them (the oldest goes first).

@@ -23,7 +23,7 @@ struct FaultEvent {
 };
 
 /// Observes every frame (metrics, tap). Called on the worker's loop thread: must be quick and must
-/// not block. Install one process-wide with set_frame_observer() before connections open.
+/// not block. The process's services hold the one kproxy uses (proxy/pipeline/services.h).
 class FrameObserver {
  public:
   virtual ~FrameObserver() = default;
@@ -41,10 +41,6 @@ class FrameObserver {
   virtual void on_connection_closed(uint64_t /*connection_id*/) {}
 };
 
-/// Sets the process-wide observer (nullptr = none). Connections opened afterwards use it.
-void set_frame_observer(std::shared_ptr<FrameObserver> observer);
-/// The process-wide observer; when none is set, one that does nothing (never null).
-std::shared_ptr<FrameObserver> frame_observer();
 /// `observer`, or the do-nothing one when it is null: what a stage keeps instead of a nullable pointer.
 std::shared_ptr<FrameObserver> or_no_observer(std::shared_ptr<FrameObserver> observer);
 

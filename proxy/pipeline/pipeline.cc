@@ -51,9 +51,9 @@ struct Pipeline::HeldRequest {
 };
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
-                   PipelineOutput& output, metrics::ConnectionMetrics& metrics)
+                   PipelineOutput& output, metrics::ConnectionMetrics& metrics, const Services& services)
     // rules_ is referred to here before it is made: the stages keep the reference, use it later.
-    : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, frame_observer(), info.id}) {}
+    : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, services, info.id}) {}
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output,
                    metrics::ConnectionMetrics& metrics, const StageSetup& setup)
@@ -153,7 +153,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     codec::RequestHeader probe;
     bool parses = codec::read_request_header(message, probe, nullptr) && probe.header_version >= 0;
     if (sasl_.is_raw_token(parses)) {
-      metrics::count(metrics::ProxyEvent::kSaslRawToken);
+      metrics_.count(metrics::ProxyEvent::kSaslRawToken);
       bool answered = sasl_.tokens_are_answered();
       if (answered) {
         Slot slot;
@@ -170,14 +170,14 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   codec::RequestHeader header;
   std::string error;
   if (!codec::read_request_header(message, header, &error)) {
-    metrics::count(metrics::ProxyEvent::kMalformedRequest);
+    metrics_.count(metrics::ProxyEvent::kMalformedRequest);
     close({CloseCategory::kClientProtocolError, "malformed request header: " + error});
     return false;
   }
   unanswered_sasl_tokens_ = false;
   bool expects_response = true;
   if (header.header_version < 0) {
-    metrics::count(metrics::ProxyEvent::kRequestUnknownVersion);
+    metrics_.count(metrics::ProxyEvent::kRequestUnknownVersion);
     spdlog::debug("conn={} forwarding api key {} ({}) v{} untouched: unknown to kproxy", info_.id, header.api_key,
                   api_label(header.api_key), header.api_version);
   } else {
@@ -185,19 +185,19 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     if (header.api_key == static_cast<int16_t>(codec::ApiKey::kProduce)) {
       auto acks = produce_request_acks(body, header.api_version);
       if (!acks) {
-        metrics::count(metrics::ProxyEvent::kMalformedRequest);
+        metrics_.count(metrics::ProxyEvent::kMalformedRequest);
         close({CloseCategory::kClientProtocolError,
                "malformed ProduceRequest v" + std::to_string(header.api_version) + ": body too short for TransactionalId and Acks"});
         return false;
       }
       if (*acks == 0) {
         expects_response = false;  // the broker sends nothing back (docs/protocol.md "Produce acks=0")
-        metrics::count(metrics::ProxyEvent::kRequestWithoutResponse);
+        metrics_.count(metrics::ProxyEvent::kRequestWithoutResponse);
       }
     } else if (header.api_key == static_cast<int16_t>(codec::ApiKey::kSaslHandshake) && header.api_version == 0) {
       auto mechanism = sasl_handshake_mechanism(body);
       if (!mechanism) {
-        metrics::count(metrics::ProxyEvent::kMalformedRequest);
+        metrics_.count(metrics::ProxyEvent::kMalformedRequest);
         close({CloseCategory::kClientProtocolError, "malformed SaslHandshakeRequest v0"});
         return false;
       }
@@ -313,7 +313,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
       send_client(frame);
       return true;
     }
-    metrics::count(metrics::ProxyEvent::kUnexpectedResponse);
+    metrics_.count(metrics::ProxyEvent::kUnexpectedResponse);
     close({CloseCategory::kBrokerProtocolError, "broker sent a response with no request in flight"});
     return false;
   }
@@ -336,14 +336,14 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   }
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
   if (message.size() < 4) {
-    metrics::count(metrics::ProxyEvent::kMalformedResponse);
+    metrics_.count(metrics::ProxyEvent::kMalformedResponse);
     close({CloseCategory::kBrokerProtocolError,
            "response of " + std::to_string(message.size()) + " bytes to " + api_label(slot.api_key) + " has no correlation id"});
     return false;
   }
   int32_t correlation_id = codec::peek_response_correlation_id(message);
   if (correlation_id != slot.correlation_id) {
-    metrics::count(metrics::ProxyEvent::kCorrelationMismatch);
+    metrics_.count(metrics::ProxyEvent::kCorrelationMismatch);
     close({CloseCategory::kBrokerProtocolError, "correlation id mismatch: expected " + std::to_string(slot.correlation_id) + " (" +
                                                     api_label(slot.api_key) + " v" + std::to_string(slot.api_version) + "), broker sent " +
                                                     std::to_string(correlation_id)});

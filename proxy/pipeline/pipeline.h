@@ -57,6 +57,7 @@
 #include "proxy/pipeline/frame_observer.h"
 #include "proxy/pipeline/rule_snapshot.h"
 #include "proxy/pipeline/sasl_raw_tokens.h"
+#include "proxy/pipeline/services.h"
 #include "proxy/pipeline/stage.h"
 #include "proxy/pipeline/stages/api_versions_stage.h"
 #include "proxy/pipeline/stages/broker_address_stage.h"
@@ -93,9 +94,9 @@ class PipelineOutput : public BrokerPortOpener {
 class Pipeline {
  public:
   /// `rewrite`: the listener's broker addresses; `metrics`: the connection's gauges (requests in
-  /// flight, client software).
+  /// flight, client software); `services`: the process's (the frame observer, topic names...).
   Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info, PipelineOutput& output,
-           metrics::ConnectionMetrics& metrics);
+           metrics::ConnectionMetrics& metrics, const Services& services);
   ~Pipeline();
   /// What the stages see of the connection (the owner sets its client address).
   ConnectionInfo& connection_info() { return info_; }

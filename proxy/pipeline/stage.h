@@ -74,6 +74,7 @@ class ResponseContext;
 class RuleSnapshot;
 class BrokerAddressRewrite;
 class FrameObserver;
+struct Services;
 
 /// Where a newly numbered broker is announced (the connection, which asks the proxy to listen).
 class BrokerPortOpener {
@@ -84,10 +85,10 @@ class BrokerPortOpener {
 
 /// What the pipeline hands every stage it makes; each takes what it needs.
 struct StageSetup {
-  RuleSnapshot& rules;                      ///< the connection's view of the fault rules and policy
-  const BrokerAddressRewrite& rewrite;      ///< the listener's broker addresses
-  BrokerPortOpener& port_opener;            ///< the connection
-  std::shared_ptr<FrameObserver> observer;  ///< metrics and tap; does nothing when frame metrics are off
+  RuleSnapshot& rules;                  ///< the connection's view of the fault rules and policy
+  const BrokerAddressRewrite& rewrite;  ///< the listener's broker addresses
+  BrokerPortOpener& port_opener;        ///< the connection
+  const Services& services;             ///< the process's: metrics, topic names, the frame observer, the clock
   uint64_t connection_id;
 };
 

@@ -57,13 +57,13 @@ std::vector<DiscoveredBroker> parse_discovery_response(codec::Bytes frame, int32
   return out;
 }
 
-BrokerDiscovery::BrokerDiscovery(uv_loop_t* loop, Done done)
-    : upstream_(loop, *this, *this), deadline_(loop, [this] { finish({}, "no answer within the connect timeout"); }),
-      done_(std::move(done)) {}
+BrokerDiscovery::BrokerDiscovery(uv_loop_t* loop, const Services& services, Done done)
+    : clock_(services.clock), upstream_(loop, *this, *this, services.self_connections),
+      deadline_(loop, [this] { finish({}, "no answer within the connect timeout"); }), done_(std::move(done)) {}
 
 void BrokerDiscovery::start(const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls,
                             std::chrono::milliseconds timeout) {
-  deadline_.arm(std::chrono::steady_clock::now() + timeout);
+  deadline_.arm(clock_.now() + timeout);
   if (upstream_tls) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*upstream_tls, bootstrap.host));
   upstream_.connect(bootstrap, timeout);
 }

@@ -29,6 +29,7 @@
 #include "config/host_port.h"
 #include "proxy/net/deadline_timer.h"
 #include "proxy/net/upstream_connection.h"
+#include "proxy/pipeline/services.h"
 #include "proxy/tls/tls_context.h"
 
 namespace kproxy::proxy {
@@ -56,7 +57,8 @@ class BrokerDiscovery final : private TcpStreamEvents, private UpstreamConnectio
 
   /// `done` runs once, on the loop's thread (possibly within start(), when the connect fails at
   /// once); the object may be destroyed when released() says so (after done, or after cancel()).
-  BrokerDiscovery(uv_loop_t* loop, Done done);
+  /// `services`: the self-connection detector the connect checks, the clock of the deadline.
+  BrokerDiscovery(uv_loop_t* loop, const Services& services, Done done);
   /// Connects to `bootstrap` and asks. `upstream_tls`: the listener's upstream TLS context, or
   /// null for plaintext. `timeout` bounds the whole exchange.
   void start(const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls, std::chrono::milliseconds timeout);
@@ -86,6 +88,7 @@ class BrokerDiscovery final : private TcpStreamEvents, private UpstreamConnectio
   /// A response frame larger than this is not a brokers-only Metadata answer.
   static constexpr size_t kMaxResponseBytes = 4 << 20;
 
+  const util::Clock& clock_;
   UpstreamConnection upstream_;
   DeadlineTimer deadline_;
   Done done_;

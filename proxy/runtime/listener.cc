@@ -18,7 +18,7 @@ namespace kproxy::proxy {
 Listener::Listener(Worker& worker, ListenerSpec spec) : worker_(worker), spec_(std::make_shared<const ListenerSpec>(std::move(spec))) {}
 
 Listener::~Listener() {
-  if (bound_.ss_family != AF_UNSPEC) SelfConnectionDetector::instance().listener_closed(bound_);
+  if (bound_.ss_family != AF_UNSPEC) worker_.services().self_connections.listener_closed(bound_);
 }
 
 std::string Listener::open() {
@@ -52,7 +52,7 @@ std::string Listener::listen() {
   if (rc < 0) return "cannot listen on " + spec_->host + ":" + std::to_string(spec_->port) + ": " + uv_strerror(rc);
   int len = sizeof(bound_);
   if (uv_tcp_getsockname(handle_.get(), reinterpret_cast<sockaddr*>(&bound_), &len) == 0) {
-    SelfConnectionDetector::instance().listener_opened(bound_);
+    worker_.services().self_connections.listener_opened(bound_);
   } else {
     bound_.ss_family = AF_UNSPEC;
   }
@@ -70,7 +70,7 @@ void Listener::on_connection(uv_stream_t* server, int status) {
   if (status < 0) {
     // EMFILE/ENFILE: libuv accepted and closed the connection to keep the backlog moving, so the
     // client saw a reset. Every one is counted; the log says it once per 5 s.
-    metrics::count(metrics::ProxyEvent::kAcceptFailure);
+    self->worker_.services().metrics.count(metrics::ProxyEvent::kAcceptFailure);
     static LogThrottle throttle(std::chrono::seconds(5));
     uint64_t suppressed = 0;
     if (throttle.allow(&suppressed)) {

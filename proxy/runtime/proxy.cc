@@ -20,57 +20,34 @@
 
 namespace kproxy::proxy {
 namespace {
-/// kproxy_worker_connections{worker}: how the balancer spread the connections (of the Proxy
-/// started last: one per process outside the unit tests). One collector for the process.
-void export_worker_connections(const std::shared_ptr<ConnectionBalancer>& balancer) {
-  static std::mutex mutex;
-  static std::weak_ptr<ConnectionBalancer> current;
-  static std::once_flag registered;
-  {
-    std::lock_guard lock(mutex);
-    current = balancer;
-  }
-  std::call_once(registered, [] {
-    metrics::ProxyMetrics::instance().add_gauge(
-        "kproxy_worker_connections", "Client connections each worker thread serves now (spread by the connection balancer).", "worker", [] {
-          std::vector<std::pair<std::string, double>> out;
-          std::shared_ptr<ConnectionBalancer> b;
-          {
-            std::lock_guard lock(mutex);
-            b = current.lock();
-          }
-          for (size_t w = 0; b && w < b->workers(); ++w) out.emplace_back(std::to_string(w), static_cast<double>(b->load(w)));
-          return out;
-        });
-  });
-}
-
-/// kproxy_partial_frame_bytes: what the Proxy's frame budget holds now (the Proxy of the moment:
-/// tests make several in turn; nullptr between them).
-std::mutex partial_frames_mutex;
-const codec::FrameMemoryBudget* partial_frames_budget = nullptr;
-void export_partial_frame_bytes(const codec::FrameMemoryBudget* budget) {
-  static std::once_flag registered;
-  {
-    std::lock_guard lock(partial_frames_mutex);
-    partial_frames_budget = budget;
-  }
-  std::call_once(registered, [] {
-    metrics::ProxyMetrics::instance().add_gauge(
-        "kproxy_partial_frame_bytes",
-        "Bytes of frames split across reads that kproxy holds now, requests and responses (limits.max_buffered_frame_bytes "
-        "counts them; above it the clients holding the most are paused: kproxy_proxy_reads_paused).",
-        "", [] {
-          std::lock_guard lock(partial_frames_mutex);
-          return std::vector<std::pair<std::string, double>>{
-              {"", partial_frames_budget ? static_cast<double>(partial_frames_budget->used()) : 0.0}};
-        });
-  });
-}
+const char* const kWorkerConnections = "kproxy_worker_connections";
+const char* const kPartialFrameBytes = "kproxy_partial_frame_bytes";
 }  // namespace
 
-Proxy::Proxy(std::shared_ptr<const config::Config> config)
-    : config_(std::move(config)), file_listeners_(config_->listeners.size()), slot_count_(file_listeners_ + kMaxRuntimeListeners),
+void Proxy::export_gauges() {
+  // Readers hold the balancer and read the budget through a weak token: ~Proxy replaces them
+  // (registering a name again replaces its reader), a scrape after it reads nothing.
+  services_.metrics.add_gauge(kWorkerConnections, "Client connections each worker thread serves now (spread by the connection balancer).",
+                              "worker", [b = std::weak_ptr<ConnectionBalancer>(balancer_)] {
+                                std::vector<std::pair<std::string, double>> out;
+                                auto balancer = b.lock();
+                                for (size_t w = 0; balancer && w < balancer->workers(); ++w)
+                                  out.emplace_back(std::to_string(w), static_cast<double>(balancer->load(w)));
+                                return out;
+                              });
+  services_.metrics.add_gauge(
+      kPartialFrameBytes,
+      "Bytes of frames split across reads that kproxy holds now, requests and responses (limits.max_buffered_frame_bytes "
+      "counts them; above it the clients holding the most are paused: kproxy_proxy_reads_paused).",
+      "", [alive = std::weak_ptr<const void>(alive_), budget = &frame_budget_] {
+        auto held = alive.lock();  // the Proxy lives while the reading lasts
+        return std::vector<std::pair<std::string, double>>{{"", held ? static_cast<double>(budget->used()) : 0.0}};
+      });
+}
+
+Proxy::Proxy(std::shared_ptr<const config::Config> config, const Services& services)
+    : services_(services), read_pauses_(services.metrics), port_refusals_(broker_port_refusal_counter(services.metrics)),
+      config_(std::move(config)), file_listeners_(config_->listeners.size()), slot_count_(file_listeners_ + kMaxRuntimeListeners),
       directory_slots_(new std::atomic<BrokerDirectory*>[slot_count_]),
       rewrite_slots_(new std::atomic<const BrokerAddressRewrite*>[slot_count_]), runtime_(kMaxRuntimeListeners),
       frame_budget_(config_->limits.max_buffered_frame_bytes), streamed_budget_(config_->limits.max_streamed_request_bytes),
@@ -85,11 +62,12 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
   claims_ = std::make_shared<BrokerPortClaims>(*config_);
   for (size_t i = 0; i < config_->listeners.size(); ++i) {
     const auto& listener = config_->listeners[i];
-    owned_directories_.push_back(std::make_unique<BrokerDirectory>(listener.broker_ports, claims_, i, listener.name, listener.listen.host));
+    owned_directories_.push_back(
+        std::make_unique<BrokerDirectory>(listener.broker_ports, claims_, i, listener.name, listener.listen.host, &port_refusals_));
     std::optional<config::BrokerHostPattern> broker_names;
     if (listener.sni) {
       broker_names = listener.sni->broker;
-      export_sni_outcomes();  // every outcome scraped from the start, at 0
+      sni_outcome_counter(services_.metrics);  // every outcome scraped from the start, at 0
     }
     owned_rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), listener.advertise,
                                                                      std::move(broker_names), listener.advertise_nodes));
@@ -101,10 +79,7 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config)
 Proxy::~Proxy() {
   join();
   workers_.clear();
-  {
-    std::lock_guard lock(partial_frames_mutex);
-    if (partial_frames_budget == &frame_budget_) partial_frames_budget = nullptr;
-  }
+  alive_.reset();  // the gauges' readers read nothing from now on
 }
 
 std::string Proxy::start() {
@@ -119,8 +94,7 @@ std::string Proxy::start() {
   }
   unsigned n = config_->worker_count();
   balancer_ = std::make_shared<ConnectionBalancer>(n);
-  export_worker_connections(balancer_);
-  export_partial_frame_bytes(&frame_budget_);
+  export_gauges();
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
   for (size_t li = 0; li < config_->listeners.size(); ++li) {
     const auto& l = config_->listeners[li];
@@ -277,8 +251,8 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   // A broker that advertises kproxy's own address (its advertised.listeners name the proxy) would
   // make every client connection to this port connect to kproxy again: no port for it. Named once
   // per node; asked again when the next response names the node (BrokerDirectory::learn).
-  if (route && SelfConnectionDetector::instance().advertises_kproxy(route->real.host, route->real.port, l.listen.host, port)) {
-    metrics::count(metrics::ProxyEvent::kSelfConnection);
+  if (route && services_.self_connections.advertises_kproxy(route->real.host, route->real.port, l.listen.host, port)) {
+    services_.metrics.count(metrics::ProxyEvent::kSelfConnection);
     if (directory.open_failed(node_id) <= 1) {
       spdlog::error(
           "listener={} opens no port for broker node {}: the broker advertises {}, which is kproxy itself (the brokers' "
@@ -291,7 +265,7 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   OwnedDescriptor reserved = directory.take_reserved_socket(node_id);
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec, reserved ? reserved.get() : -1);
   if (!error.empty()) {
-    metrics::count(metrics::ProxyEvent::kBrokerPortFailure);
+    services_.metrics.count(metrics::ProxyEvent::kBrokerPortFailure);
     // Not for good: the next response naming the node asks again (BrokerDirectory::learn), so a
     // port another process held for a moment (an ephemeral source port, say) does not cut the
     // broker off from the clients for the rest of kproxy's life. Logged once as an error.
@@ -305,7 +279,7 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
     return;
   }
   uint32_t failed_before = directory.opened(node_id);
-  metrics::count(metrics::ProxyEvent::kBrokerPortOpened);
+  services_.metrics.count(metrics::ProxyEvent::kBrokerPortOpened);
   spdlog::info("listener={} opened {}:{} for broker node {} at {}{}", spec.label(), l.advertise, port, node_id,
                route ? route->real.to_string() : "?",
                failed_before ? " after " + std::to_string(failed_before) + " failed attempts" : std::string());
@@ -412,7 +386,7 @@ Proxy::AddedListener Proxy::add_listener(config::ListenerConfig l) {
   if (!bound.socket) return {"listener '" + l.name + "': " + bound.error, 409};
   if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kListenPort) l.broker_ports.base = bound.port;
   if (l.upstreams.empty()) l.upstreams.push_back(l.upstream);
-  owned_directories_.push_back(std::make_unique<BrokerDirectory>(l.broker_ports, claims_, index, l.name, l.listen.host));
+  owned_directories_.push_back(std::make_unique<BrokerDirectory>(l.broker_ports, claims_, index, l.name, l.listen.host, &port_refusals_));
   owned_rewrites_.push_back(
       std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), l.advertise, std::nullopt, l.advertise_nodes));
   claims_->remove_listener(index);  // what a listener of this slot before claimed

@@ -24,6 +24,8 @@
 #include "proxy/chaos/scenario.h"
 #include "proxy/cluster/broker_address_rewrite.h"
 #include "proxy/cluster/broker_directory.h"
+#include "proxy/connection/read_pressure.h"
+#include "proxy/pipeline/services.h"
 #include "proxy/runtime/connection_balancer.h"
 #include "proxy/runtime/worker.h"
 #include "proxy/tls/listener_tls.h"
@@ -32,7 +34,8 @@ namespace kproxy::proxy {
 
 class Proxy {
  public:
-  explicit Proxy(std::shared_ptr<const config::Config> config);
+  /// `services`: the process's (proxy/pipeline/services.h); they must outlive the Proxy.
+  Proxy(std::shared_ptr<const config::Config> config, const Services& services);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -128,8 +131,20 @@ class Proxy {
   void release_connection();
   uint64_t next_connection_id() { return next_connection_id_.fetch_add(1, std::memory_order_relaxed); }
   void worker_stopped();
+  /// The process's services, as given.
+  const Services& services() const { return services_; }
+  /// What every worker's ReadPressure counts in.
+  ReadPauseMetrics& read_pauses() { return read_pauses_; }
 
  private:
+  /// kproxy_worker_connections and kproxy_partial_frame_bytes, read from this Proxy (start()).
+  void export_gauges();
+
+  Services services_;
+  ReadPauseMetrics read_pauses_;
+  metrics::LabelledCounter& port_refusals_;  ///< kproxy_proxy_broker_ports_refused_total
+  /// Held while the Proxy lives; the gauges' readers hold it weakly.
+  std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   mutable std::mutex config_mutex_;
   std::shared_ptr<const config::Config> config_;
   std::vector<tls::ListenerTls> tls_;  ///< under config_mutex_, swapped with config_

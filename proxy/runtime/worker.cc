@@ -16,7 +16,8 @@
 
 namespace kproxy::proxy {
 
-Worker::Worker(Proxy& proxy, unsigned index) : proxy_(proxy), index_(index), read_pressure_(&loop_, proxy.frame_budget()) {
+Worker::Worker(Proxy& proxy, unsigned index)
+    : proxy_(proxy), index_(index), read_pressure_(&loop_, proxy.frame_budget(), proxy.read_pauses()) {
   uv_loop_init(&loop_);
   wakeup_.init(&loop_, this, uv_async_init, on_wakeup);
   drain_timer_.init(&loop_, this, uv_timer_init);
@@ -31,7 +32,7 @@ Worker::~Worker() {
     uv_run(&loop_, UV_RUN_DEFAULT);
   }
   if (int rc = uv_loop_close(&loop_); rc != 0) {
-    metrics::count(metrics::ProxyEvent::kLoopClosedUncleanly);
+    proxy_.services().metrics.count(metrics::ProxyEvent::kLoopClosedUncleanly);
     spdlog::error("worker {}: loop did not close cleanly: {}", index_, uv_strerror(rc));
   }
 }
@@ -150,7 +151,7 @@ void Worker::accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpe
     auto config = proxy_.config();
     ClientConnection* connection = new_connection(spec, config);
     if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
-      metrics::count(metrics::ProxyEvent::kAcceptFailure);
+      proxy_.services().metrics.count(metrics::ProxyEvent::kAcceptFailure);
       connection->close({CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
       return;
     }
@@ -170,7 +171,7 @@ void Worker::accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpe
       if (!handed->socket) rc = uv_translate_sys_error(errno);
     }
     if (rc != 0) {
-      metrics::count(metrics::ProxyEvent::kAcceptFailure);
+      proxy_.services().metrics.count(metrics::ProxyEvent::kAcceptFailure);
       spdlog::warn("listener={} accept failed, the connection was dropped: {}", spec->label(), uv_strerror(rc));
       return;  // `handed` gives the reservations back
     }
@@ -183,18 +184,18 @@ void Worker::adopt(HandedOver& handed) {
   if (draining_) {
     // It began to drain after the balancer picked it: the client sees a refusal (the socket
     // closes with `handed`).
-    metrics::count(metrics::ProxyEvent::kConnectionRefused);
+    proxy_.services().metrics.count(metrics::ProxyEvent::kConnectionRefused);
     spdlog::warn("listener={} refused a connection: kproxy is shutting down", handed.spec->label());
     return;
   }
-  metrics::count(metrics::ProxyEvent::kConnectionHandedOver);
+  proxy_.services().metrics.count(metrics::ProxyEvent::kConnectionHandedOver);
   handed.reserved = false;  // the connection holds both from now on
   auto config = proxy_.config();
   ClientConnection* connection = new_connection(handed.spec, config);
   int fd = handed.socket.release();
   if (int rc = uv_tcp_open(reinterpret_cast<uv_tcp_t*>(connection->client_stream()), fd); rc != 0) {
     ::close(fd);
-    metrics::count(metrics::ProxyEvent::kAcceptFailure);
+    proxy_.services().metrics.count(metrics::ProxyEvent::kAcceptFailure);
     connection->close({CloseCategory::kClientClosed, std::string("cannot take over the accepted socket: ") + uv_strerror(rc)});
     return;
   }
@@ -205,7 +206,7 @@ void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* w
   UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
   refused.init(&loop_, nullptr, uv_tcp_init);
   if (uv_accept(server, refused.stream()) == 0) {
-    metrics::count(metrics::ProxyEvent::kConnectionRefused);  // every refusal, logged or not
+    proxy_.services().metrics.count(metrics::ProxyEvent::kConnectionRefused);  // every refusal, logged or not
     // A full proxy refuses every client attempt: one line per interval, with the count of the
     // ones it left out (1,000 refusals in a second were 1,000 lines; issue #30).
     static LogThrottle throttle(std::chrono::seconds(5));
@@ -222,7 +223,7 @@ void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* w
 ClientConnection* Worker::new_connection(std::shared_ptr<const ListenerSpec> spec, std::shared_ptr<const config::Config> config) {
   auto* connection = new ClientConnection(*this, std::move(spec), std::move(config), proxy_.next_connection_id());
   connections_.insert(connection);
-  metrics::count(metrics::ProxyEvent::kConnectionAccepted);
+  proxy_.services().metrics.count(metrics::ProxyEvent::kConnectionAccepted);
   if (trim_timer_.open() && trim_policy_.on_open(uv_now(&loop_))) schedule_trim();
   return connection;
 }
@@ -257,13 +258,15 @@ void Worker::schedule_trim() { uv_timer_start(trim_timer_.get(), on_trim, static
 void Worker::on_trim(uv_timer_t* timer) {
   auto* self = static_cast<Worker*>(timer->data);
   self->trim_policy_.trimmed();
-  metrics::count(metrics::ProxyEvent::kMemoryTrim);
+  self->proxy_.services().metrics.count(metrics::ProxyEvent::kMemoryTrim);
   codec::FrameBuffer::drop_cached_blocks();  // this worker's large frame blocks (codec/frame_buffer.h)
   uint64_t started = uv_hrtime();
   bool released = trim_free_memory();
   spdlog::debug("worker {}: gave free memory back to the system in {} us ({} connections open){}", self->index_,
                 (uv_hrtime() - started) / 1000, self->connections_.size(), released ? "" : ": there was none");
 }
+
+const Services& Worker::services() { return proxy_.services(); }
 
 codec::FrameMemoryBudget& Worker::frame_budget() { return proxy_.frame_budget(); }
 codec::FrameMemoryBudget& Worker::streamed_budget() { return proxy_.streamed_budget(); }
@@ -295,13 +298,13 @@ void Worker::discover_brokers(size_t listener_index, const config::HostPort& boo
   Discovery& d = discoveries_[listener_index];
   d.waiters.push_back(waiter);
   if (d.run) return;  // one request per listener at a time: the connection waits for it
-  metrics::count(metrics::ProxyEvent::kBrokerDiscovery);
+  proxy_.services().metrics.count(metrics::ProxyEvent::kBrokerDiscovery);
   spdlog::info("listener={}: a client names a broker no response named yet: asking the bootstrap {} for the cluster's brokers",
                listener_name(listener_index), bootstrap.to_string());
-  d.run =
-      std::make_unique<BrokerDiscovery>(&loop_, [this, listener_index](std::vector<DiscoveredBroker> brokers, const std::string& error) {
-        discovered(listener_index, std::move(brokers), error);
-      });
+  d.run = std::make_unique<BrokerDiscovery>(&loop_, services(),
+                                            [this, listener_index](std::vector<DiscoveredBroker> brokers, const std::string& error) {
+                                              discovered(listener_index, std::move(brokers), error);
+                                            });
   // Last: a connect that fails at once finishes within start(), and discovered() then moves the
   // discovery out of `d` and erases `d`.
   d.run->start(bootstrap, std::move(upstream_tls), timeout);
@@ -320,7 +323,7 @@ void Worker::discovered(size_t listener_index, std::vector<DiscoveredBroker> bro
     learnt += (learnt.empty() ? "" : ", ") + std::to_string(b.node_id) + " at " + b.host + ":" + std::to_string(b.port);
   }
   if (learnt.empty()) {
-    metrics::count(metrics::ProxyEvent::kBrokerDiscoveryFailure);
+    proxy_.services().metrics.count(metrics::ProxyEvent::kBrokerDiscoveryFailure);
     spdlog::warn("listener={}: the bootstrap named no broker ({}): {} waiting connection(s) are served at the bootstrap",
                  listener_name(listener_index), error.empty() ? "no valid broker entry" : error, waiters.size());
   } else {

@@ -42,6 +42,7 @@ class Worker final : public ConnectionEnvironment {
 
   unsigned index() const { return index_; }
   uv_loop_t* loop() override { return &loop_; }
+  const Services& services() override;
   Proxy& proxy() { return proxy_; }
 
   /// Opens a listening socket: binds a new one, or with `shared_fd` >= 0 listens on a duplicate of

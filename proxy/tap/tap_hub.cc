@@ -95,11 +95,6 @@ void Subscriber::close() {
   ready_.notify_all();
 }
 
-TapHub& TapHub::instance() {
-  static TapHub hub;
-  return hub;
-}
-
 void TapHub::set_limits(const TapLimits& limits) {
   std::lock_guard lock(mutex_);
   limits_ = limits;

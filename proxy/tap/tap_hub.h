@@ -102,8 +102,6 @@ class Subscriber {
 class TapHub {
  public:
   explicit TapHub(TapLimits limits = {}) : limits_(limits) {}
-  /// The process's hub.
-  static TapHub& instance();
 
   void set_limits(const TapLimits& limits);
   TapLimits limits() const;

@@ -26,11 +26,11 @@ void BrokerAddressStage::on_response(ResponseContext& ctx) {
   for (const auto& a : added) opener_.open_broker_port(a.node_id, a.port);
   switch (outcome) {
     case BrokerAddressRewrite::Outcome::kFailed:
-      metrics::count(metrics::ProxyEvent::kMalformedResponse);
+      metrics_.count(metrics::ProxyEvent::kMalformedResponse);
       ctx.close({CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: " + error});
       return;
     case BrokerAddressRewrite::Outcome::kRewritten:
-      metrics::count(metrics::ProxyEvent::kResponseRewritten);
+      metrics_.count(metrics::ProxyEvent::kResponseRewritten);
       ctx.replace_frame(std::move(rewritten), id());
       return;
     case BrokerAddressRewrite::Outcome::kUnchanged:

@@ -8,14 +8,18 @@
 #include <cstdint>
 
 #include "proxy/cluster/broker_address_rewrite.h"
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/pipeline/services.h"
 #include "proxy/pipeline/stage.h"
 
 namespace kproxy::proxy {
 
 class BrokerAddressStage final : public Stage {
  public:
-  explicit BrokerAddressStage(const StageSetup& setup) : BrokerAddressStage(setup.rewrite, setup.port_opener) {}
-  BrokerAddressStage(const BrokerAddressRewrite& rewrite, BrokerPortOpener& opener) : rewrite_(rewrite), opener_(opener) {}
+  explicit BrokerAddressStage(const StageSetup& setup) : BrokerAddressStage(setup.rewrite, setup.port_opener, setup.services.metrics) {}
+  /// `metrics` counts responses rewritten and those that did not decode.
+  BrokerAddressStage(const BrokerAddressRewrite& rewrite, BrokerPortOpener& opener, metrics::ProxyMetrics& metrics)
+      : rewrite_(rewrite), opener_(opener), metrics_(metrics) {}
   StageId id() const override { return StageId::kBrokerAddress; }
   static bool wants_request(int16_t) { return false; }
   static bool wants_response(int16_t api_key) { return BrokerAddressRewrite::applies_to(api_key); }
@@ -24,6 +28,7 @@ class BrokerAddressStage final : public Stage {
  private:
   const BrokerAddressRewrite& rewrite_;
   BrokerPortOpener& opener_;
+  metrics::ProxyMetrics& metrics_;
 };
 
 }  // namespace kproxy::proxy

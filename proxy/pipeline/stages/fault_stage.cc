@@ -39,7 +39,7 @@ bool FaultStage::matches(const chaos::FaultRule& rule, const RequestContext& ctx
       case codec::EntityKind::kTopicName: topic = topic || chaos::glob_match(*m.topic, text); break;
       case codec::EntityKind::kTopicId:  // KIP-516: the name learned from Metadata responses
         if (!topic) {
-          auto name = TopicNames::shared().name(text);
+          auto name = topic_names_.name(text);
           topic = name && chaos::glob_match(*m.topic, *name);
         }
         break;
@@ -189,7 +189,7 @@ void FaultStage::on_response(ResponseContext& ctx) {
       if (!s.topic && !s.topic_id && !s.partition) return false;
       if (match.topic) {
         std::optional<std::string> by_id;
-        if (!s.topic && s.topic_id) by_id = TopicNames::shared().name(*s.topic_id);  // v13+ responses
+        if (!s.topic && s.topic_id) by_id = topic_names_.name(*s.topic_id);  // v13+ responses
         std::optional<std::string_view> name = s.topic ? s.topic : by_id ? std::optional<std::string_view>(*by_id) : std::nullopt;
         if (!(name && chaos::glob_match(*match.topic, *name))) return false;
       }

@@ -19,7 +19,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "proxy/cluster/topic_names.h"
 #include "proxy/pipeline/frame_observer.h"
+#include "proxy/pipeline/services.h"
 #include "proxy/pipeline/stage.h"
 
 namespace kproxy::chaos {
@@ -34,9 +36,12 @@ class RuleSnapshot;
 class FaultStage final : public Stage {
  public:
   /// `connection_id` seeds the delay jitter, so a connection's sequence is reproducible.
-  FaultStage(RuleSnapshot& rules, std::shared_ptr<FrameObserver> observer, uint64_t connection_id)
-      : rules_(rules), observer_(or_no_observer(std::move(observer))), jitter_state_(0x9e3779b97f4a7c15ULL ^ connection_id) {}
-  explicit FaultStage(const StageSetup& setup) : FaultStage(setup.rules, setup.observer, setup.connection_id) {}
+  /// `topic_names`: names rules by topic match on requests and responses that carry only ids.
+  FaultStage(RuleSnapshot& rules, std::shared_ptr<FrameObserver> observer, const TopicNames& topic_names, uint64_t connection_id)
+      : rules_(rules), observer_(or_no_observer(std::move(observer))), topic_names_(topic_names),
+        jitter_state_(0x9e3779b97f4a7c15ULL ^ connection_id) {}
+  explicit FaultStage(const StageSetup& setup)
+      : FaultStage(setup.rules, setup.services.observer, setup.services.topic_names, setup.connection_id) {}
   StageId id() const override { return StageId::kFaultRules; }
   void on_request(RequestContext& ctx) override;
   void on_response(ResponseContext& ctx) override;
@@ -51,6 +56,7 @@ class FaultStage final : public Stage {
 
   RuleSnapshot& rules_;
   std::shared_ptr<FrameObserver> observer_;
+  const TopicNames& topic_names_;
   uint64_t jitter_state_;
 };
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "proxy/pipeline/frame_observer.h"
+#include "proxy/pipeline/services.h"
 #include "proxy/pipeline/stage.h"
 
 namespace kproxy::proxy {
@@ -14,7 +15,7 @@ class ObserverStage final : public Stage {
  public:
   explicit ObserverStage(std::shared_ptr<FrameObserver> observer, uint64_t connection_id = 0)
       : observer_(or_no_observer(std::move(observer))), connection_id_(connection_id) {}
-  explicit ObserverStage(const StageSetup& setup) : ObserverStage(setup.observer, setup.connection_id) {}
+  explicit ObserverStage(const StageSetup& setup) : ObserverStage(setup.services.observer, setup.connection_id) {}
   /// The pipeline, and with it the connection, is gone.
   ~ObserverStage() override { observer_->on_connection_closed(connection_id_); }
   ObserverStage(const ObserverStage&) = delete;

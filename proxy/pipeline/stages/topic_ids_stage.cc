@@ -8,7 +8,7 @@ namespace kproxy::proxy {
 
 void TopicIdsStage::on_response(ResponseContext& ctx) {
   if (ctx.api_key() != static_cast<int16_t>(codec::ApiKey::kMetadata) || ctx.synthetic()) return;
-  if (auto m = ctx.message()) learn_topic_ids(*m, ctx.body_version(), TopicNames::shared());
+  if (auto m = ctx.message()) learn_topic_ids(*m, ctx.body_version(), names_);
 }
 
 }  // namespace kproxy::proxy

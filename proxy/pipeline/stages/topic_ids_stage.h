@@ -4,18 +4,24 @@
 #pragma once
 
 #include "codec/generated/api_keys.h"
+#include "proxy/cluster/topic_names.h"
+#include "proxy/pipeline/services.h"
 #include "proxy/pipeline/stage.h"
 
 namespace kproxy::proxy {
 
 class TopicIdsStage final : public Stage {
  public:
-  TopicIdsStage() = default;
-  explicit TopicIdsStage(const StageSetup&) {}
+  /// Learns into `names` the topic ids every Metadata response (v10+) names.
+  explicit TopicIdsStage(TopicNames& names) : names_(names) {}
+  explicit TopicIdsStage(const StageSetup& setup) : TopicIdsStage(setup.services.topic_names) {}
   StageId id() const override { return StageId::kTopicIds; }
   static bool wants_request(int16_t) { return false; }
   static bool wants_response(int16_t api_key) { return api_key == static_cast<int16_t>(codec::ApiKey::kMetadata); }
   void on_response(ResponseContext& ctx) override;
+
+ private:
+  TopicNames& names_;
 };
 
 }  // namespace kproxy::proxy

@@ -20,6 +20,7 @@
 #include "proxy/metrics/connection_metrics.h"
 #include "proxy/pipeline/pipeline.h"
 #include "tests/unit/support/loop.h"
+#include "tests/unit/support/services.h"
 
 namespace kproxy::testing {
 
@@ -47,12 +48,15 @@ struct RecordingOutput final : proxy::PipelineOutput {
 };
 
 /// What a Pipeline is made with besides its rules and output, as a listener would give it: broker
-/// ports from 19000 + node id advertised as proxy.local, and the connection's gauges.
+/// ports from 19000 + node id advertised as proxy.local, the connection's gauges and the test's
+/// own services (`view`: set its observer to watch the frames).
 struct PipelineCollaborators {
+  TestServices services;
+  proxy::Services view = services.view();
   config::BrokerPorts ports{config::BrokerPorts::Scheme::kNodeIdOffset, 19000};
   proxy::BrokerDirectory directory{ports};
   proxy::BrokerAddressRewrite rewrite{directory, "proxy.local"};
-  metrics::ConnectionMetrics metrics{0};
+  metrics::ConnectionMetrics metrics{services.metrics, 0};
 };
 
 /// A request frame from raw body bytes: size prefix, header v1 (client id "t"), or v2 (an empty

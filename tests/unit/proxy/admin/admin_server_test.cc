@@ -292,7 +292,7 @@ TEST_CASE("admin server: a head that does not arrive in time gets 408 and is cou
   options.head_timeout = std::chrono::milliseconds(300);
   AdminServer server(options);
   REQUIRE(server.start() == "");
-  const auto before = admin_refusals(408);
+  const auto before = server.refusals(408);
   int fd = connect_to(server.port());
   REQUIRE(fd >= 0);
   timeval tv{3, 0};
@@ -306,7 +306,7 @@ TEST_CASE("admin server: a head that does not arrive in time gets 408 and is cou
   auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(status_of(out) == 408);
   CHECK(ms < 2000);
-  CHECK(admin_refusals(408) == before + 1);
+  CHECK(server.refusals(408) == before + 1);
 }
 
 TEST_CASE("admin server: past the per-address cap the oldest unfinished connection is dropped (503), a newcomer gets in") {
@@ -316,7 +316,7 @@ TEST_CASE("admin server: past the per-address cap the oldest unfinished connecti
   AdminServer server(options);
   server.route("GET", "/healthz", [](const HttpRequest&) { return HttpResponse{200, "text/plain", "ok"}; });
   REQUIRE(server.start() == "");
-  const auto before = admin_refusals(503);
+  const auto before = server.refusals(503);
   std::vector<int> slow;
   for (int i = 0; i < 6; ++i) {
     int fd = connect_to(server.port());
@@ -333,7 +333,7 @@ TEST_CASE("admin server: past the per-address cap the oldest unfinished connecti
   if (n > 12) CHECK(status_of(std::string(buf, static_cast<size_t>(n))) == 503);
   Timed probe = timed_get(server.port(), "/healthz", std::chrono::milliseconds(1000));
   CHECK(probe.status == 200);
-  CHECK(admin_refusals(503) >= before + 3);  // two to make room for slow[4] and [5], one for the probe
+  CHECK(server.refusals(503) >= before + 3);  // two to make room for slow[4] and [5], one for the probe
   for (int fd : slow) ::close(fd);
 }
 

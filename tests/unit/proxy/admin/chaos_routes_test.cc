@@ -114,11 +114,11 @@ TEST_CASE("admin handlers: PUT of a new rule past limits.max_fault_rules is 409,
   };
   CHECK(put("a").status == 200);
   CHECK(put("b").status == 200);
-  const auto before = kproxy::admin::admin_refusals(409);
+  const auto before = server.refusals(409);
   auto over = put("c");
   CHECK(over.status == 409);
   CHECK(json::parse(over.body)["error"] == "too many fault rules: 2 installed, at most 2 (limits.max_fault_rules); delete some first");
-  CHECK(kproxy::admin::admin_refusals(409) == before + 1);
+  CHECK(server.refusals(409) == before + 1);
   CHECK(c.current()->rules.size() == 2);
   CHECK(put("b").status == 200);  // replacing is not adding
   cap = 3;                        // the limit is read at each PUT (a reload may change it)

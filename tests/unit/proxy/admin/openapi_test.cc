@@ -26,6 +26,8 @@
 #include "proxy/admin/health.h"
 #include "proxy/chaos/fault_rule.h"
 #include "proxy/chaos/rule_set.h"
+#include "proxy/metrics/proxy_metrics.h"
+#include "proxy/tap/tap_hub.h"
 #include "proxy/util/glob.h"
 
 using namespace kproxy;
@@ -50,7 +52,9 @@ std::set<std::string> served_operations() {
   hooks.upstreams = [] { return std::vector<std::string>{}; };
   hooks.draining = [] { return false; };
   admin::Health health(hooks);
-  admin::register_admin_routes(server, chaos_admin, health, std::make_shared<observe::TransactionTracker>());
+  metrics::ProxyMetrics metrics;
+  tap::TapHub tap;
+  admin::register_admin_routes(server, chaos_admin, health, metrics, tap, std::make_shared<observe::TransactionTracker>());
   std::set<std::string> out;
   for (const auto& r : server.routes()) out.insert(r.method + " " + r.pattern);
   return out;

@@ -80,7 +80,10 @@ config::BrokerPorts range(uint16_t first, uint16_t last) {
   return p;
 }
 
-uint64_t refused(proxy::BrokerPortRefusal reason) { return proxy::broker_ports_refused(reason); }
+/// The refusals counted in this file's metrics (the directories below are given its counter).
+metrics::ProxyMetrics refusal_metrics;
+metrics::LabelledCounter& refusals = proxy::broker_port_refusal_counter(refusal_metrics);
+uint64_t refused(proxy::BrokerPortRefusal reason) { return refusals.value(static_cast<size_t>(reason)); }
 
 }  // namespace
 
@@ -88,8 +91,8 @@ TEST_CASE("a base + node id port another listener owns is refused at discovery (
   using proxy::BrokerPortRefusal;
   auto config = two_clusters(base(9100), base(9200));
   auto claims = std::make_shared<proxy::BrokerPortClaims>(config);
-  BrokerDirectory east(config.listeners[0].broker_ports, claims, 0, "east");
-  BrokerDirectory west(config.listeners[1].broker_ports, claims, 1, "west");
+  BrokerDirectory east(config.listeners[0].broker_ports, claims, 0, "east", "127.0.0.1", &refusals);
+  BrokerDirectory west(config.listeners[1].broker_ports, claims, 1, "west", "127.0.0.1", &refusals);
   const uint64_t before = refused(BrokerPortRefusal::kClaimed);
 
   // West's node 0 takes 9200 first; east's node 100 (9100 + 100) would reach west's cluster.
@@ -108,7 +111,7 @@ TEST_CASE("a base + node id port another listener owns is refused at discovery (
   // Bootstrap ports and the admin API are claimed from the start.
   auto onto_bootstrap = east.learn(92, "east-92", 9092);  // 9100 + 92 = 9192, west's listen
   CHECK(onto_bootstrap.refused == "its port 9192 is the bootstrap port of listener 'west'");
-  BrokerDirectory low(base(9600), claims, 0, "east");
+  BrokerDirectory low(base(9600), claims, 0, "east", "127.0.0.1", &refusals);
   CHECK(low.learn(44, "x", 9092).refused == "its port 9644 is the admin API");
   CHECK(refused(BrokerPortRefusal::kClaimed) == before + 3);
   // A node of the listener itself keeps its port on every learn.
@@ -119,8 +122,8 @@ TEST_CASE("a base + node id port another listener owns is refused at discovery (
 TEST_CASE("a base + node id port inside another listener's broker range is refused") {
   auto config = two_clusters(base(9100), range(9150, 9159));
   auto claims = std::make_shared<proxy::BrokerPortClaims>(config);
-  BrokerDirectory east(config.listeners[0].broker_ports, claims, 0, "east");
-  BrokerDirectory west(config.listeners[1].broker_ports, claims, 1, "west");
+  BrokerDirectory east(config.listeners[0].broker_ports, claims, 0, "east", "127.0.0.1", &refusals);
+  BrokerDirectory west(config.listeners[1].broker_ports, claims, 1, "west", "127.0.0.1", &refusals);
   CHECK(east.learn(55, "e", 9092).refused == "its port 9155 is the broker port range of listener 'west'");
   CHECK(west.learn(1001, "w", 9092).proxy_port == 9150);
   CHECK(west.learn(1002, "w2", 9092).proxy_port == 9151);
@@ -130,7 +133,7 @@ TEST_CASE("max_broker_ports caps the ports one listener opens") {
   using proxy::BrokerPortRefusal;
   config::BrokerPorts p = base(20000);
   p.max_ports = 3;
-  BrokerDirectory d(p);
+  BrokerDirectory d(p, nullptr, 0, {}, "127.0.0.1", &refusals);
   const uint64_t before = refused(BrokerPortRefusal::kOverLimit);
   for (int32_t node = 0; node < 3; ++node) CHECK(d.learn(node, "b", 9092).proxy_port == 20000 + node);
   for (int32_t node = 3; node < 50; ++node) {
@@ -147,9 +150,9 @@ TEST_CASE("max_broker_ports caps the ports one listener opens") {
 TEST_CASE("no port left: past 65535 or the range used up, with the reason") {
   using proxy::BrokerPortRefusal;
   const uint64_t before = refused(BrokerPortRefusal::kNoPort);
-  BrokerDirectory high(base(65530));
+  BrokerDirectory high(base(65530), nullptr, 0, {}, "127.0.0.1", &refusals);
   CHECK(high.learn(6, "b", 9092).refused == "broker_ports base 65530 + node id 6 is past port 65535");
-  BrokerDirectory small(range(9300, 9300));
+  BrokerDirectory small(range(9300, 9300), nullptr, 0, {}, "127.0.0.1", &refusals);
   CHECK(small.learn(1, "a", 9092).proxy_port == 9300);
   CHECK(small.learn(2, "b", 9092).refused == "broker_port_range 9300-9300 is used up");
   CHECK(refused(BrokerPortRefusal::kNoPort) == before + 2);
@@ -185,7 +188,7 @@ TEST_CASE("broker_ports: 0: the kernel picks each broker's port, bound before it
 TEST_CASE("broker_ports: 0 on an address that cannot be bound refuses the node with the reason") {
   config::BrokerPorts p;
   p.scheme = config::BrokerPorts::Scheme::kKernel;
-  BrokerDirectory d(p, nullptr, 0, "unit", "not-an-ip");
+  BrokerDirectory d(p, nullptr, 0, "unit", "not-an-ip", &refusals);
   auto before = refused(proxy::BrokerPortRefusal::kNoPort);
   auto a = d.learn(1, "10.0.0.1", 9092);
   CHECK(a.proxy_port == 0);

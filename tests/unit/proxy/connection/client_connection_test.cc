@@ -17,7 +17,10 @@ TEST_CASE("an idle client+upstream pair stays far below the 16 KiB budget") {
   // balancer it is the PROXY header's): 8 bytes of padding more. Issue #46 added 24: the
   // request deadline's timer (a bare 8-byte handle, not a DeadlineTimer's 48), when the partial
   // request began and which frame it is (two 32-bit fields), and the read-pressure interface's
-  // vtable pointer (ReadPressure pauses the largest holders).
-  CHECK(sizeof(kproxy::proxy::ClientConnection) <= 1104);
+  // vtable pointer (ReadPressure pauses the largest holders). Issue #47 added 40: five
+  // references to the process's services (the connection's metrics, the upstream's
+  // self-connection detector, three stages' topic names or metrics) where process-wide
+  // accessors were before.
+  CHECK(sizeof(kproxy::proxy::ClientConnection) <= 1144);
   MESSAGE("sizeof(ClientConnection) = ", sizeof(kproxy::proxy::ClientConnection));
 }

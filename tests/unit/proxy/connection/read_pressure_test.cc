@@ -15,8 +15,8 @@ using kproxy::proxy::PausableReader;
 using kproxy::proxy::plan_read_pressure;
 using kproxy::proxy::PressureHolder;
 using kproxy::proxy::PressurePlan;
+using kproxy::proxy::ReadPauseMetrics;
 using kproxy::proxy::ReadPressure;
-using kproxy::proxy::reads_paused_for_memory;
 
 namespace {
 constexpr size_t MiB = size_t{1} << 20;
@@ -88,8 +88,10 @@ TEST_CASE("ReadPressure pauses the largest holders of its loop over the limit an
   uv_loop_init(&loop);
   {
     FrameMemoryBudget budget(64 * MiB);
-    ReadPressure pressure(&loop, budget);
-    const int64_t paused_before = reads_paused_for_memory();
+    kproxy::metrics::ProxyMetrics metrics;
+    ReadPauseMetrics pauses(metrics);
+    ReadPressure pressure(&loop, budget, pauses);
+    const int64_t paused_before = pauses.paused_for_memory();
     auto a = std::make_unique<FakeReader>(budget, 20 * MiB, 80 * MiB);
     FakeReader b(budget, 30 * MiB, 70 * MiB);
     FakeReader small(budget, 512 << 10, 100 << 10);
@@ -106,7 +108,7 @@ TEST_CASE("ReadPressure pauses the largest holders of its loop over the limit an
     CHECK_FALSE(a->reading);
     CHECK_FALSE(b.reading);
     CHECK(small.reading);
-    CHECK(reads_paused_for_memory() - paused_before == 2);
+    CHECK(pauses.paused_for_memory() - paused_before == 2);
     CHECK(b.last_why.find(
               "(limits.max_buffered_frame_bytes), and this one holds 31457280 bytes of a request 73400320 bytes short of whole") !=
           std::string::npos);
@@ -118,14 +120,14 @@ TEST_CASE("ReadPressure pauses the largest holders of its loop over the limit an
     // a closes (its deadline): forgotten at once, its 34 MiB come back when the connection is
     // gone, and the next recheck reads b again.
     pressure.forget(*a);
-    CHECK(reads_paused_for_memory() - paused_before == 1);
+    CHECK(pauses.paused_for_memory() - paused_before == 1);
     CHECK_FALSE(b.reading);  // a's bytes are still held: still over the limit
     a.reset();
     auto start = std::chrono::steady_clock::now();
     while (!b.reading && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) uv_run(&loop, UV_RUN_ONCE);
     CHECK(b.reading);
     CHECK(pressure.paused() == 0);
-    CHECK(reads_paused_for_memory() - paused_before == 0);
+    CHECK(pauses.paused_for_memory() - paused_before == 0);
     pressure.forget(b);
     pressure.forget(small);
     CHECK(pressure.tracked() == 0);
@@ -139,7 +141,9 @@ TEST_CASE("ReadPressure: memory freed elsewhere (another worker) resumes the pau
   uv_loop_init(&loop);
   {
     FrameMemoryBudget budget(16 * MiB);
-    ReadPressure pressure(&loop, budget);
+    kproxy::metrics::ProxyMetrics metrics;
+    ReadPauseMetrics pauses(metrics);
+    ReadPressure pressure(&loop, budget, pauses);
     FakeReader a(budget, 10 * MiB, 50 * MiB);
     budget.hold(10 * MiB);  // another worker's partial frames
     pressure.after_read(a);

@@ -94,11 +94,14 @@ TEST_CASE("the log shows the name received, capped and printable, and the config
 }
 
 TEST_CASE("every outcome has its own counter series") {
-  uint64_t before = proxy::sni_outcomes(SniOutcome::kTimeout);
-  uint64_t other = proxy::sni_outcomes(SniOutcome::kBroker);
-  proxy::count_sni_outcome(SniOutcome::kTimeout);
-  CHECK(proxy::sni_outcomes(SniOutcome::kTimeout) == before + 1);
-  CHECK(proxy::sni_outcomes(SniOutcome::kBroker) == other);
+  metrics::ProxyMetrics m;
+  auto& counter = proxy::sni_outcome_counter(m);
+  CHECK(&proxy::sni_outcome_counter(m) == &counter);  // made once per metrics
+  CHECK(m.render().find("kproxy_proxy_sni_connections_total{outcome=\"timeout\"} 0") != std::string::npos);
+  counter.add(static_cast<size_t>(SniOutcome::kTimeout));
+  CHECK(counter.value(static_cast<size_t>(SniOutcome::kTimeout)) == 1);
+  CHECK(counter.value(static_cast<size_t>(SniOutcome::kBroker)) == 0);
+  CHECK(m.render().find("kproxy_proxy_sni_connections_total{outcome=\"timeout\"} 1") != std::string::npos);
   CHECK(std::string(proxy::sni_outcome_name(SniOutcome::kNoNameRefused)) == "no_name_refused");
 }
 

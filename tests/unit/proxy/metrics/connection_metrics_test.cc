@@ -9,10 +9,10 @@
 using namespace kproxy;
 
 namespace {
-/// The value of kproxy_clients{software_name=name,software_version=version} in the process's
-/// metrics, 0 when the series is absent.
-double clients_gauge(const std::string& name, const std::string& version) {
-  std::string text = metrics::ProxyMetrics::instance().render();
+/// The value of kproxy_clients{software_name=name,software_version=version} in `m`, 0 when the
+/// series is absent.
+double clients_gauge(metrics::ProxyMetrics& m, const std::string& name, const std::string& version) {
+  std::string text = m.render();
   std::string key = "kproxy_clients{software_name=\"" + name + "\",software_version=\"" + version + "\"} ";
   auto at = text.find(key);
   return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
@@ -22,33 +22,34 @@ double clients_gauge(const std::string& name, const std::string& version) {
 TEST_CASE("connection metrics: a connection counts once in kproxy_clients, under the name it announced last") {
   // Issue #15 bug 8: franz-go's admin client announces "kadm" on connections that announced
   // "kgo"; each announcement used to add one and the close took one off only for the last name.
-  double kgo = clients_gauge("kgo-test", "1.0"), kadm = clients_gauge("kadm-test", "1.0");
+  metrics::ProxyMetrics m;
+  double kgo = clients_gauge(m, "kgo-test", "1.0"), kadm = clients_gauge(m, "kadm-test", "1.0");
   {
-    metrics::ConnectionMetrics connection(0);
+    metrics::ConnectionMetrics connection(m, 0);
     connection.opened();
     connection.client_software("kgo-test", "1.0");
     connection.client_software("kgo-test", "1.0");  // the same announcement again counts nothing
-    CHECK(clients_gauge("kgo-test", "1.0") == kgo + 1);
+    CHECK(clients_gauge(m, "kgo-test", "1.0") == kgo + 1);
     connection.client_software("kadm-test", "1.0");
-    CHECK(clients_gauge("kgo-test", "1.0") == kgo);
-    CHECK(clients_gauge("kadm-test", "1.0") == kadm + 1);
+    CHECK(clients_gauge(m, "kgo-test", "1.0") == kgo);
+    CHECK(clients_gauge(m, "kadm-test", "1.0") == kadm + 1);
     connection.closed(proxy::CloseCategory::kClientClosed);
-    CHECK(clients_gauge("kadm-test", "1.0") == kadm);
+    CHECK(clients_gauge(m, "kadm-test", "1.0") == kadm);
     connection.client_software("kgo-test", "1.0");  // nothing counts after the close
   }
-  CHECK(clients_gauge("kgo-test", "1.0") == kgo);
-  CHECK(clients_gauge("kadm-test", "1.0") == kadm);
+  CHECK(clients_gauge(m, "kgo-test", "1.0") == kgo);
+  CHECK(clients_gauge(m, "kadm-test", "1.0") == kadm);
 }
 
 TEST_CASE("connection metrics: residence of the frames of one read, per API and direction (issue #32)") {
   using metrics::Direction;
-  auto& m = metrics::ProxyMetrics::instance();
+  metrics::ProxyMetrics m;
   // Api keys no other test counts residence for.
   const int16_t a = 60, b = 61, c = 62, d = 63;
   auto before = [&](int16_t api, Direction dir) { return m.residence_count(api, dir); };
   uint64_t a0 = before(a, Direction::kRequest), b0 = before(b, Direction::kRequest), c0 = before(c, Direction::kRequest),
            d0 = before(d, Direction::kRequest), ar0 = before(a, Direction::kResponse);
-  metrics::ConnectionMetrics connection(0);
+  metrics::ConnectionMetrics connection(m, 0);
   connection.residence_begin(Direction::kRequest);
   connection.residence_begin(Direction::kResponse);
   CHECK_FALSE(connection.residence_pending(Direction::kRequest));

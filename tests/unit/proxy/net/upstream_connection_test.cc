@@ -52,7 +52,8 @@ TEST_CASE("connect refused is reported with the target and the reason") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   Events events;
-  proxy::UpstreamConnection upstream(&loop, events, events);
+  proxy::SelfConnectionDetector self_connections;
+  proxy::UpstreamConnection upstream(&loop, events, events, self_connections);
   events.upstream = &upstream;
   uint16_t port = unused_port();
   upstream.connect({"127.0.0.1", port}, 5s);
@@ -66,7 +67,8 @@ TEST_CASE("an unresolvable host fails") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   Events events;
-  proxy::UpstreamConnection upstream(&loop, events, events);
+  proxy::SelfConnectionDetector self_connections;
+  proxy::UpstreamConnection upstream(&loop, events, events, self_connections);
   events.upstream = &upstream;
   upstream.connect({"no-such-host.invalid", 9092}, 5s);
   run_and_close(&loop);
@@ -86,7 +88,8 @@ TEST_CASE("a successful connect, then close releases every part") {
   int len = sizeof(a);
   uv_tcp_getsockname(&server, reinterpret_cast<sockaddr*>(&a), &len);
   Events events;
-  proxy::UpstreamConnection upstream(&loop, events, events);
+  proxy::SelfConnectionDetector self_connections;
+  proxy::UpstreamConnection upstream(&loop, events, events, self_connections);
   events.upstream = &upstream;
   upstream.connect({"localhost", ntohs(a.sin_port)}, 5s);
   while (events.connected == 0 && events.failure.empty()) uv_run(&loop, UV_RUN_ONCE);

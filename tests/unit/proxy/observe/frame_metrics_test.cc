@@ -26,7 +26,8 @@ using kproxy::testing::encoded_response_frame;
 struct Fixture {
   metrics::ProxyMetrics metrics;
   tap::TapHub hub;
-  metrics::FrameMetrics frames{metrics, hub, {"internal", "external"}};
+  proxy::TopicNames topic_names;
+  metrics::FrameMetrics frames{metrics, hub, topic_names, {"internal", "external"}};
   proxy::ConnectionInfo connection{7, "external", 1, nullptr, {}};
 
   template <class M>
@@ -155,7 +156,7 @@ TEST_CASE("frame metrics: opt-in topic and client id labels, topic ids named fro
   t.topic_id = orders_id;
   f.respond(metadata, 12);
   // The pipeline learns the ids of every Metadata response it forwards (proxy/cluster/topic_names.h).
-  proxy::learn_topic_ids(metadata, 12, proxy::TopicNames::shared());
+  proxy::learn_topic_ids(metadata, 12, f.topic_names);
   request(fetch, 17, "billing");
 
   auto* topics = f.metrics.topic_labels();

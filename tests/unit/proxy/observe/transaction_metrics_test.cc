@@ -20,7 +20,8 @@ using kproxy::testing::encoded_response_frame;
 TEST_CASE("transaction metrics: the frame observer feeds the tracker, and the metrics read it") {
   metrics::ProxyMetrics m;
   tap::TapHub hub;
-  auto frames = std::make_shared<metrics::FrameMetrics>(m, hub, std::vector<std::string>{"kafka"});
+  proxy::TopicNames topic_names;
+  auto frames = std::make_shared<metrics::FrameMetrics>(m, hub, topic_names, std::vector<std::string>{"kafka"});
   export_transaction_metrics(m, std::shared_ptr<TransactionTracker>(frames, &frames->transactions()));
   proxy::ConnectionInfo conn{4, "kafka", 0, nullptr, {}};
 

@@ -202,7 +202,8 @@ TEST_CASE("transaction tracker model: the same through the frame observer, as en
   // The frame observer keeps its own tracker (16 ended transactions per id): each seed its own id.
   metrics::ProxyMetrics proxy_metrics;
   tap::TapHub hub;
-  metrics::FrameMetrics observer(proxy_metrics, hub, {"kafka"});
+  proxy::TopicNames topic_names;
+  metrics::FrameMetrics observer(proxy_metrics, hub, topic_names, {"kafka"});
   ObserverSink sink(observer);
   int compared = 0;
   std::map<TxnOutcome, uint64_t> expected_counts;

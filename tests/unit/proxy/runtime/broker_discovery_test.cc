@@ -10,6 +10,7 @@
 #include "codec/request_header.h"
 #include "codec/response_header.h"
 #include "tests/unit/support/loop.h"
+#include "tests/unit/support/services.h"
 #include "tests/unit/support/test_ports.h"
 
 using namespace kproxy;
@@ -96,7 +97,8 @@ struct Outcome {
 /// Runs a discovery against 127.0.0.1:`port` until it is done and released.
 Outcome discover(uv_loop_t* loop, uint16_t port, std::chrono::milliseconds timeout = 5s) {
   Outcome out;
-  proxy::BrokerDiscovery discovery(loop, [&out](std::vector<proxy::DiscoveredBroker> brokers, const std::string& error) {
+  testing::TestServices services;
+  proxy::BrokerDiscovery discovery(loop, services.view(), [&out](std::vector<proxy::DiscoveredBroker> brokers, const std::string& error) {
     out.done = true;
     out.brokers = std::move(brokers);
     out.error = error;

@@ -22,6 +22,7 @@
 #include "codec/response_header.h"
 #include "config/config_loader.h"
 #include "proxy/metrics/proxy_metrics.h"
+#include "tests/unit/support/services.h"
 #include "tests/unit/support/test_ports.h"
 
 using namespace kproxy;
@@ -194,6 +195,7 @@ class FakeBroker {
 struct RunningProxy {
   uint16_t port = free_port();
   uint16_t base = testing::reserved_port_block(9);  // broker_ports: node N at base + N
+  testing::TestServices services;
   std::unique_ptr<proxy::Proxy> proxy;
   std::mutex mutex;
   std::condition_variable cv;
@@ -207,7 +209,7 @@ struct RunningProxy {
                        "\nworkers: 2\nlog: { level: off }\n" + extra;
     auto loaded = config::load_config_string(yaml, "unit.yaml");
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
-    proxy = std::make_unique<proxy::Proxy>(loaded.config);
+    proxy = std::make_unique<proxy::Proxy>(loaded.config, services.view());
     proxy->set_on_stopped([this] {
       std::lock_guard lock(mutex);
       stopped = true;
@@ -223,11 +225,11 @@ struct RunningProxy {
     return cv.wait_for(lock, timeout, [this] { return stopped; });
   }
   ~RunningProxy() {
-    auto unclean_before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kLoopClosedUncleanly);
+    auto unclean_before = services.metrics.total(metrics::ProxyEvent::kLoopClosedUncleanly);
     drain(0ms);
     CHECK(wait_stopped(5s));
     proxy.reset();  // joins the workers; each closes its loop
-    CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kLoopClosedUncleanly) == unclean_before);
+    CHECK(services.metrics.total(metrics::ProxyEvent::kLoopClosedUncleanly) == unclean_before);
   }
 };
 
@@ -237,7 +239,7 @@ TEST_CASE("pipelined requests, acks=0 and unknown API keys are forwarded in orde
   FakeBroker broker;
   RunningProxy kp(broker.port());
   int c = connect_to(kp.port);
-  auto unknown_before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kRequestUnknownVersion);
+  auto unknown_before = kp.services.metrics.total(metrics::ProxyEvent::kRequestUnknownVersion);
   std::vector<uint8_t> batch;
   std::vector<int32_t> expected;
   for (int i = 0; i < 30; ++i) {
@@ -265,8 +267,7 @@ TEST_CASE("pipelined requests, acks=0 and unknown API keys are forwarded in orde
     CHECK(cid_of(*response) == cid);
     CHECK(std::string(response->begin() + 4, response->begin() + 6) == "ok");
   }
-  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kRequestUnknownVersion) - unknown_before ==
-        8);  // i = 3, 6, 9, 12, 18, 21, 24, 27
+  CHECK(kp.services.metrics.total(metrics::ProxyEvent::kRequestUnknownVersion) - unknown_before == 8);  // i = 3, 6, 9, 12, 18, 21, 24, 27
   ::close(c);
 }
 
@@ -349,23 +350,23 @@ TEST_CASE("port 0: the kernel picks the bootstrap port and each broker's port, a
 TEST_CASE("a correlation id mismatch closes the connection") {
   FakeBroker broker;
   RunningProxy kp(broker.port());
-  auto before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kCorrelationMismatch);
+  auto before = kp.services.metrics.total(metrics::ProxyEvent::kCorrelationMismatch);
   int c = connect_to(kp.port);
   write_all(c, request(998, 0, 5));
   CHECK(closed_by_peer(c));
-  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kCorrelationMismatch) == before + 1);
+  CHECK(kp.services.metrics.total(metrics::ProxyEvent::kCorrelationMismatch) == before + 1);
   ::close(c);
 }
 
 TEST_CASE("an unreachable upstream closes the client promptly") {
   RunningProxy kp(free_port());
-  auto before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kUpstreamConnectFailure);
+  auto before = kp.services.metrics.total(metrics::ProxyEvent::kUpstreamConnectFailure);
   int c = connect_to(kp.port);
   auto t0 = std::chrono::steady_clock::now();
   write_all(c, request(18, 0, 1));
   CHECK(closed_by_peer(c));
   CHECK(std::chrono::steady_clock::now() - t0 < 2s);
-  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kUpstreamConnectFailure) == before + 1);
+  CHECK(kp.services.metrics.total(metrics::ProxyEvent::kUpstreamConnectFailure) == before + 1);
   ::close(c);
 }
 
@@ -377,10 +378,10 @@ TEST_CASE("framing errors close only that connection") {
   CHECK(closed_by_peer(bad));
   ::close(bad);
   int tls = connect_to(kp.port);
-  auto before = metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kTlsOnPlaintext);
+  auto before = kp.services.metrics.total(metrics::ProxyEvent::kTlsOnPlaintext);
   write_all(tls, {0x16, 0x03, 0x01, 0x02, 0x00, 0x01});
   CHECK(closed_by_peer(tls));
-  CHECK(metrics::ProxyMetrics::instance().total(metrics::ProxyEvent::kTlsOnPlaintext) == before + 1);
+  CHECK(kp.services.metrics.total(metrics::ProxyEvent::kTlsOnPlaintext) == before + 1);
   ::close(tls);
   int good = connect_to(kp.port);
   write_all(good, request(18, 0, 3));
@@ -428,7 +429,8 @@ TEST_CASE("an unreachable bootstrap server sends later connections to the next o
                      "\n    broker_ports: " + std::to_string(free_port()) + "\nworkers: 1\nlog: { level: off }\n";
   auto loaded = config::load_config_string(yaml, "unit.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
-  proxy::Proxy p(loaded.config);
+  testing::TestServices services;
+  proxy::Proxy p(loaded.config, services.view());
   REQUIRE(p.start() == "");
   int first = connect_to(port);
   write_all(first, request(18, 0, 1));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "proxy/runtime/proxy.h"
+#include "tests/unit/support/services.h"
 
 using namespace kproxy;
 
@@ -51,7 +52,8 @@ std::vector<std::string> start_errors(const std::string& path) {
     for (const auto& e : loaded.errors) out.push_back(e.to_string());
     return out;
   }
-  proxy::Proxy p(loaded.config);
+  testing::TestServices services;
+  proxy::Proxy p(loaded.config, services.view());
   std::string error = p.start();
   std::vector<std::string> out;
   size_t start = 0;

@@ -59,7 +59,8 @@ TEST_CASE("fault stage: of two 'times: 1' answer rules, one request draws the fi
   put_rule(control, "second", R"({"match":{"api":"ListGroups"},"action":{"answer":"COORDINATOR_NOT_AVAILABLE"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
   auto observer = std::make_shared<Injections>();
-  proxy::FaultStage stage(snapshot, observer, 1);
+  proxy::TopicNames names;
+  proxy::FaultStage stage(snapshot, observer, names, 1);
 
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).answered);
   CHECK(injected(control, "first") == 1);
@@ -84,7 +85,8 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
   put_rule(control, "late", R"({"match":{"api":"ListGroups"},"action":{"delay":"10ms","side":"response"}})");
   put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::FaultStage stage(snapshot, nullptr, 1);
+  proxy::TopicNames names;
+  proxy::FaultStage stage(snapshot, nullptr, names, 1);
 
   Outcome first = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(first.answered);
@@ -109,7 +111,8 @@ TEST_CASE("fault stage: a request without a response (acks=0) draws no answer no
   put_rule(control, "drop", R"({"match":{"api":"Produce"},"action":{"drop_response":true},"trigger":{"times":1}})");
   put_rule(control, "hold", R"({"match":{"api":"Produce"},"action":{"delay":"5ms","side":"request"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::FaultStage stage(snapshot, nullptr, 1);
+  proxy::TopicNames names;
+  proxy::FaultStage stage(snapshot, nullptr, names, 1);
   // Produce v3 with acks=0: transactional id null, acks 0, timeout, no topics.
   std::vector<uint8_t> body = {0xff, 0xff, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 0};
   Outcome o = run(stage, raw_request_frame(kProduce, 3, 1, body), /*expects_response=*/false);
@@ -126,7 +129,8 @@ TEST_CASE("fault stage: the first of answer / close-before that fires wins; a la
   put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"}})");
   put_rule(control, "cut", R"({"match":{"api":"ListGroups"},"action":{"close":"before"}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::FaultStage stage(snapshot, nullptr, 1);
+  proxy::TopicNames names;
+  proxy::FaultStage stage(snapshot, nullptr, names, 1);
   Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.answered);
   CHECK_FALSE(o.closing);
@@ -137,7 +141,8 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
   chaos::LiveRules control;
   put_rule(control, "cut-after", R"({"match":{"api":"ListGroups"},"action":{"close":"after"}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::FaultStage stage(snapshot, nullptr, 1);
+  proxy::TopicNames names;
+  proxy::FaultStage stage(snapshot, nullptr, names, 1);
   Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.actions.close_after);
   CHECK(o.actions.close_after_rule == "cut-after");
@@ -147,7 +152,7 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
   uv_loop_t loop;
   uv_loop_init(&loop);
   {
-    proxy::Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr, {}}, out, with.metrics);
+    proxy::Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr, {}}, out, with.metrics, with.view);
     auto request = raw_request_frame(kListGroups, 0, 7);
     REQUIRE(p.on_request_frame(codec::Bytes(request.data(), request.size())));
     // ListGroups v0 response: correlation id, ErrorCode 0, no groups.
