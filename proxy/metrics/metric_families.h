@@ -7,7 +7,9 @@
 //   EVENT(ProxyEvent enumerator, event, help): a counter without labels, kproxy_proxy_<event>_total
 // FamilyId, kFamilies, ProxyEvent, kProxyEvents and proxy_event_name() derive from it, and
 // ProxyMetrics::collect() (proxy_metrics.cc) makes each family from its row and gives its samples
-// label values in the row's order, so no name, help text or label name is written anywhere else.
+// label values in the row's order, so no name, help text or label name is written anywhere else
+// (but for the label `api` that LabelValues gives the opt-in families itself: a static_assert in
+// proxy_metrics.cc checks their rows name it first).
 // Adding a family is a row here and its samples in collect(); adding an event is a row here and
 // the count(ProxyEvent) where it happens. docs/observability.md names every row (a unit test
 // checks it), and dashboards/ query them by name: renaming a row breaks both.
@@ -17,9 +19,9 @@
 // _total and other types do not; label names are [a-z_][a-z0-9_]*, distinct within a family,
 // not reserved (__*), and no histogram has a label `le`.
 //
-// Families that other layers register at run time (ProxyMetrics::labelled_counter, add_gauge,
-// add_family_reader, add_histogram_reader: the admin server's, the tap's, the workers', the
-// transaction tracker's) are declared where they are registered, not here.
+// Families that other layers register at run time (ProxyMetrics::labelled_counter,
+// export_counter, add_gauge, add_family_reader, add_histogram_reader: the admin server's, the
+// tap's, the workers', the transaction tracker's) are declared where they are registered, not here.
 #pragma once
 
 #include <array>
@@ -178,10 +180,10 @@ inline constexpr size_t kFamilyCount = std::size(kFamilies);
 
 inline constexpr const FamilySpec& family_spec(FamilyId id) { return kFamilies[static_cast<size_t>(id)]; }
 
+// clang-format off
 /// Events of the proxy itself, not tied to an API: what it refused, what failed, what it passed
 /// through untouched. One per EVENT row (its help text says what counts); each is the counter
 /// kproxy_proxy_<event>_total.
-// clang-format off
 enum class ProxyEvent : uint8_t {
 #define KPROXY_EVENT_ID(id, event, help) id,
   KPROXY_METRIC_FAMILIES(KPROXY_METRIC_SKIP, KPROXY_EVENT_ID)
