@@ -1,6 +1,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <span>
 #include <sstream>
@@ -51,12 +52,46 @@ MetricFamily family(std::string name, std::string help, MetricType type) {
   return f;
 }
 
+MetricType metric_type(FamilyType type) {
+  switch (type) {
+    case FamilyType::kCounter: return MetricType::Counter;
+    case FamilyType::kGauge: return MetricType::Gauge;
+    case FamilyType::kHistogram: return MetricType::Histogram;
+  }
+  return MetricType::Untyped;
+}
+
+/// The family of a FAMILY row (metric_families.h), without samples.
+MetricFamily family(FamilyId id) {
+  const FamilySpec& spec = family_spec(id);
+  return family(std::string(spec.name), std::string(spec.help), metric_type(spec.type));
+}
+
+/// The labels of a sample of `id`: its row's label names with `values`, in the row's order.
+std::vector<ClientMetric::Label> labels_of(FamilyId id, std::initializer_list<std::string> values) {
+  const FamilySpec& spec = family_spec(id);
+  assert(values.size() == spec.label_count);
+  std::vector<ClientMetric::Label> labels;
+  labels.reserve(spec.label_count);
+  auto value = values.begin();
+  for (std::string_view name : spec.label_names()) {
+    if (value == values.end()) break;
+    labels.push_back({std::string(name), *value++});
+  }
+  return labels;
+}
+
 ClientMetric sample(std::vector<ClientMetric::Label> labels, double value, MetricType type) {
   ClientMetric m;
   m.label = std::move(labels);
   if (type == MetricType::Counter) m.counter.value = value;
   else m.gauge.value = value;
   return m;
+}
+
+/// A counter or gauge sample of `id` with label `values` (in its row's order).
+ClientMetric sample(FamilyId id, std::initializer_list<std::string> values, double value) {
+  return sample(labels_of(id, values), value, metric_type(family_spec(id).type));
 }
 
 /// A histogram sample from per-bucket (not cumulative) counts, one per bound, then any more as
@@ -98,66 +133,14 @@ const char* decode_error_reason_name(DecodeErrorReason reason) {
   }
 }
 
-namespace {
-struct ProxyEventInfo {
-  const char* name;
-  const char* help;
-};
-// Indexed by ProxyEvent; the names are the kproxy_proxy_<name>_total metrics dashboards use.
-constexpr std::array<ProxyEventInfo, static_cast<size_t>(ProxyEvent::kCount)> kProxyEvents = {{
-    {"connections_accepted", "Client connections accepted."},
-    {"connections_refused", "Client connections refused over limits.max_connections or while draining."},
-    {"accept_failures", "Connections dropped because accept() failed (e.g. too many open files)."},
-    {"upstream_connect_failures", "Upstream connects that failed or timed out (resolve, TCP or TLS)."},
-    {"upstream_disconnects", "Brokers that closed while their client was connected."},
-    {"framing_errors", "Frames with a negative or oversized size prefix."},
-    {"tls_on_plaintext", "TLS ClientHellos received on a plaintext port."},
-    {"tls_failures", "TLS handshakes or records that failed, on either leg (see the log for why)."},
-    {"malformed_requests", "Requests whose header or needed fields did not parse."},
-    {"malformed_responses", "Responses that had to be decoded and did not parse."},
-    {"unexpected_responses", "Responses with nothing in flight."},
-    {"correlation_mismatches", "Responses whose correlation id did not match the oldest request."},
-    {"responses_rewritten", "Responses whose broker addresses were replaced."},
-    {"requests_unknown_version", "Requests of an api key or version unknown to kproxy, forwarded untouched."},
-    {"requests_without_response", "Produce requests with acks=0."},
-    {"sasl_raw_tokens", "SaslHandshake v0 raw-token frames passed through."},
-    {"broker_ports_opened", "Broker ports opened (port per broker)."},
-    {"broker_port_failures", "Broker ports that could not be opened (no port left, or bind failed)."},
-    {"loops_closed_uncleanly", "Worker loops that still had handles when they closed (a kproxy bug)."},
-    {"self_connections",
-     "Connections refused because kproxy connected to itself, and broker ports not opened because the broker was advertised at "
-     "kproxy's own address (a broker advertises kproxy's address)."},
-    {"frame_memory_refusals",
-     "Connections closed because their frame alone is larger than limits.max_buffered_frame_bytes (lowered by a reload); a full "
-     "budget refuses nobody, it pauses reading (kproxy_proxy_reads_paused_total)."},
-    {"connections_handed_over", "Client connections accepted by one worker and served by another with fewer connections."},
-    {"requests_streamed", "Large requests forwarded to the broker while they were still arriving (cut-through)."},
-    {"requests_stream_refused", "Large requests gathered whole instead: their announced size passed limits.max_streamed_request_bytes."},
-    {"wait_deadlines",
-     "Connections closed because a streamed request stalled (limits.request_stall_timeout) or a broker left a half-closed client's "
-     "requests unanswered (limits.unanswered_request_timeout)."},
-    {"memory_trims",
-     "Times a worker gave freed memory back to the system (malloc_trim once its last connection closed, or after a burst "
-     "of opens, TLS handshakes and closes)."},
-    {"proxy_header_refusals",
-     "Connections to a proxy_protocol: v2 listener refused: no valid PROXY protocol v2 header (a direct client, version 1, "
-     "a malformed or oversized header), or none within limits.proxy_header_timeout."},
-    {"broker_discoveries",
-     "Metadata requests kproxy sent an SNI listener's bootstrap itself, because a connection named a broker no response had "
-     "named yet (a replica that just started)."},
-    {"broker_discovery_failures",
-     "Of those, the ones that learnt no broker (no answer, a refusal, a broker that wants authentication first): the waiting "
-     "connections were served at the bootstrap."},
-    {"request_completion_deadlines",
-     "Connections closed because a request frame was not whole within limits.request_completion_timeout of its first byte (a "
-     "slow or stalled sender)."},
-    {"first_request_deadlines", "Connections closed because they sent no whole request within limits.first_request_timeout of the accept."},
-}};
-}  // namespace
-
 const char* proxy_event_name(ProxyEvent event) {
   auto i = static_cast<size_t>(event);
-  return i < kProxyEvents.size() ? kProxyEvents[i].name : "other";
+  // Every event is a string literal of the table, so its view ends in a NUL.
+  return i < std::size(kProxyEvents) ? kProxyEvents[i].event.data() : "other";
+}
+
+std::string proxy_event_family_name(ProxyEvent event) {
+  return std::string(kProxyEventPrefix) + proxy_event_name(event) + std::string(kCounterSuffix);
 }
 
 namespace {
@@ -328,16 +311,17 @@ bool ProxyMetrics::is_series_of(ClientSeries series, std::string_view software_n
 
 void ProxyMetrics::enable_traffic_labels(bool topics, bool client_ids, size_t max_values) {
   std::lock_guard lock(mutex_);
-  topic_labels_.reset(topics
-                          ? new LabelValues("kproxy_topic_requests_total",
-                                            "Requests by API and topic they name (opt-in, capped: see kproxy_label_values_folded_total).",
-                                            "topic", max_values)
-                          : nullptr);
-  client_id_labels_.reset(client_ids
-                              ? new LabelValues("kproxy_client_requests_total",
-                                                "Requests by API and client id (opt-in, capped: see kproxy_label_values_folded_total).",
-                                                "client_id", max_values)
-                              : nullptr);
+  // LabelValues' series carry labels {api, <its label>}: the rows' second label is its own.
+  static_assert(family_spec(FamilyId::kTopicRequests).label_names().size() == 2 &&
+                family_spec(FamilyId::kTopicRequests).labels[0] == "api");
+  static_assert(family_spec(FamilyId::kClientRequests).label_names().size() == 2 &&
+                family_spec(FamilyId::kClientRequests).labels[0] == "api");
+  auto make = [max_values](FamilyId id) {
+    const FamilySpec& spec = family_spec(id);
+    return std::make_unique<LabelValues>(std::string(spec.name), std::string(spec.help), std::string(spec.labels[1]), max_values);
+  };
+  topic_labels_ = topics ? make(FamilyId::kTopicRequests) : nullptr;
+  client_id_labels_ = client_ids ? make(FamilyId::kClientRequests) : nullptr;
 }
 
 LabelledCounter& ProxyMetrics::labelled_counter(const std::string& name, const std::string& help, const std::string& label,
@@ -392,10 +376,10 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   std::vector<MetricFamily> out;
   const size_t listeners = listener_names_.size();
 
-  auto requests = family("kproxy_requests_total", "Requests received from clients, by listener, API and version.", MetricType::Counter);
-  auto responses = family("kproxy_responses_total", "Responses sent to clients, by listener, API and version.", MetricType::Counter);
-  auto connections = family("kproxy_connections", "Connections open now, by listener and side (client or upstream).", MetricType::Gauge);
-  auto opened = family("kproxy_connections_opened_total", "Connections opened, by listener and side.", MetricType::Counter);
+  auto requests = family(FamilyId::kRequests);
+  auto responses = family(FamilyId::kResponses);
+  auto connections = family(FamilyId::kConnections);
+  auto opened = family(FamilyId::kConnectionsOpened);
   for (size_t l = 0; l < listeners; ++l) {
     for (size_t a = 0; a < kApiSlots; ++a) {
       for (size_t v = 0; v < kVersionSlots; ++v) {
@@ -405,9 +389,10 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
           req += load(s->listeners[l].requests[a][v]);
           resp += load(s->listeners[l].responses[a][v]);
         }
-        std::vector<ClientMetric::Label> labels = {{"listener", listener_names_[l]}, {"api", api_label(a)}, {"version", version_label(v)}};
-        if (req) requests.metric.push_back(sample(labels, static_cast<double>(req), MetricType::Counter));
-        if (resp) responses.metric.push_back(sample(labels, static_cast<double>(resp), MetricType::Counter));
+        if (!req && !resp) continue;
+        std::string api = api_label(a), version = version_label(v);
+        if (req) requests.metric.push_back(sample(FamilyId::kRequests, {listener_names_[l], api, version}, static_cast<double>(req)));
+        if (resp) responses.metric.push_back(sample(FamilyId::kResponses, {listener_names_[l], api, version}, static_cast<double>(resp)));
       }
     }
     for (size_t side = 0; side < 2; ++side) {
@@ -418,9 +403,9 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
         open += s->listeners[l].connections[side].load(std::memory_order_relaxed);
         total += load(s->listeners[l].opened[side]);
       }
-      std::vector<ClientMetric::Label> labels = {{"listener", listener_names_[l]}, {"side", side == 0 ? "client" : "upstream"}};
-      connections.metric.push_back(sample(labels, static_cast<double>(open), MetricType::Gauge));
-      opened.metric.push_back(sample(labels, static_cast<double>(total), MetricType::Counter));
+      std::string side_label = side == 0 ? "client" : "upstream";
+      connections.metric.push_back(sample(FamilyId::kConnections, {listener_names_[l], side_label}, static_cast<double>(open)));
+      opened.metric.push_back(sample(FamilyId::kConnectionsOpened, {listener_names_[l], side_label}, static_cast<double>(total)));
     }
   }
   out.push_back(std::move(requests));
@@ -428,26 +413,19 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   out.push_back(std::move(connections));
   out.push_back(std::move(opened));
 
-  auto closed = family("kproxy_connections_closed_total", "Client connections closed, by listener and reason.", MetricType::Counter);
+  auto closed = family(FamilyId::kConnectionsClosed);
   for (const auto& [key, n] : close_reasons_)
-    closed.metric.push_back(sample({{"listener", key.first}, {"reason", key.second}}, static_cast<double>(n), MetricType::Counter));
+    closed.metric.push_back(sample(FamilyId::kConnectionsClosed, {key.first, key.second}, static_cast<double>(n)));
   out.push_back(std::move(closed));
 
-  auto req_bytes = family("kproxy_request_bytes_total", "Bytes of request frames received from clients, by API.", MetricType::Counter);
-  auto resp_bytes = family("kproxy_response_bytes_total", "Bytes of response frames sent to clients, by API.", MetricType::Counter);
-  auto errors =
-      family("kproxy_response_errors_total", "Non-zero error codes seen in responses, by API and error name.", MetricType::Counter);
-  auto duration = family("kproxy_request_duration_seconds",
-                         "Broker round trip as seen by the proxy (request forwarded to response received), by API.", MetricType::Histogram);
-  auto residence = family("kproxy_proxy_residence_seconds",
-                          "Time a frame spends inside kproxy, by API and direction: from the read that completed it to its write "
-                          "to the other socket (frames a fault rule holds, or that wait behind an earlier response, are not counted).",
-                          MetricType::Histogram);
-  auto undecoded =
-      family("kproxy_frames_undecoded_total", "Frames passed through without decoding their body, by API and reason.", MetricType::Counter);
-  auto decode_errors =
-      family("kproxy_decode_errors_total", "Frames that did not decode, by API, direction and reason.", MetricType::Counter);
-  auto rewritten = family("kproxy_frames_rewritten_total", "Frames changed by a pipeline stage, by API and stage.", MetricType::Counter);
+  auto req_bytes = family(FamilyId::kRequestBytes);
+  auto resp_bytes = family(FamilyId::kResponseBytes);
+  auto errors = family(FamilyId::kResponseErrors);
+  auto duration = family(FamilyId::kRequestDuration);
+  auto residence = family(FamilyId::kProxyResidence);
+  auto undecoded = family(FamilyId::kFramesUndecoded);
+  auto decode_errors = family(FamilyId::kDecodeErrors);
+  auto rewritten = family(FamilyId::kFramesRewritten);
   for (size_t a = 0; a < kApiSlots; ++a) {
     uint64_t rq = 0, rs = 0;
     for (const auto& s : shards_) {
@@ -455,12 +433,12 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
       rs += load(s->response_bytes[a]);
     }
     std::string api = api_label(a);
-    if (rq) req_bytes.metric.push_back(sample({{"api", api}}, static_cast<double>(rq), MetricType::Counter));
-    if (rs) resp_bytes.metric.push_back(sample({{"api", api}}, static_cast<double>(rs), MetricType::Counter));
+    if (rq) req_bytes.metric.push_back(sample(FamilyId::kRequestBytes, {api}, static_cast<double>(rq)));
+    if (rs) resp_bytes.metric.push_back(sample(FamilyId::kResponseBytes, {api}, static_cast<double>(rs)));
     for (size_t e = 0; e < kErrorSlots; ++e) {
       uint64_t n = 0;
       for (const auto& s : shards_) n += load(s->errors[a][e]);
-      if (n) errors.metric.push_back(sample({{"api", api}, {"error", error_label(e)}}, static_cast<double>(n), MetricType::Counter));
+      if (n) errors.metric.push_back(sample(FamilyId::kResponseErrors, {api, error_label(e)}, static_cast<double>(n)));
     }
     std::array<uint64_t, kLatencyBuckets.size() + 1> buckets{};
     uint64_t sum_ns = 0;
@@ -470,7 +448,10 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
     }
     uint64_t count = 0;
     for (uint64_t b : buckets) count += b;
-    if (count) duration.metric.push_back(histogram_sample({{"api", api}}, buckets, kLatencyBuckets, static_cast<double>(sum_ns) / 1e9));
+    if (count) {
+      duration.metric.push_back(
+          histogram_sample(labels_of(FamilyId::kRequestDuration, {api}), buckets, kLatencyBuckets, static_cast<double>(sum_ns) / 1e9));
+    }
     for (size_t d = 0; d < 2; ++d) {
       std::array<uint64_t, kResidenceBuckets.size() + 1> rb{};
       uint64_t rsum = 0;
@@ -481,25 +462,25 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
       uint64_t rcount = 0;
       for (uint64_t b : rb) rcount += b;
       if (!rcount) continue;
-      residence.metric.push_back(histogram_sample({{"api", api}, {"direction", d == 0 ? "request" : "response"}}, rb, kResidenceBuckets,
-                                                  static_cast<double>(rsum) / 1e9));
+      residence.metric.push_back(histogram_sample(labels_of(FamilyId::kProxyResidence, {api, d == 0 ? "request" : "response"}), rb,
+                                                  kResidenceBuckets, static_cast<double>(rsum) / 1e9));
     }
     for (size_t r = 0; r < static_cast<size_t>(UndecodedReason::kCount); ++r) {
       uint64_t n = 0;
       for (const auto& s : shards_) n += load(s->undecoded[a][r]);
-      if (n)
-        undecoded.metric.push_back(sample({{"api", api}, {"reason", undecoded_reason_name(static_cast<UndecodedReason>(r))}},
-                                          static_cast<double>(n), MetricType::Counter));
+      if (n) {
+        undecoded.metric.push_back(
+            sample(FamilyId::kFramesUndecoded, {api, undecoded_reason_name(static_cast<UndecodedReason>(r))}, static_cast<double>(n)));
+      }
     }
     for (size_t d = 0; d < 2; ++d) {
       for (size_t r = 0; r < static_cast<size_t>(DecodeErrorReason::kCount); ++r) {
         uint64_t n = 0;
         for (const auto& s : shards_) n += load(s->decode_errors[a][d][r]);
         if (n) {
-          decode_errors.metric.push_back(sample({{"api", api},
-                                                 {"direction", d == 0 ? "request" : "response"},
-                                                 {"reason", decode_error_reason_name(static_cast<DecodeErrorReason>(r))}},
-                                                static_cast<double>(n), MetricType::Counter));
+          decode_errors.metric.push_back(sample(
+              FamilyId::kDecodeErrors, {api, d == 0 ? "request" : "response", decode_error_reason_name(static_cast<DecodeErrorReason>(r))},
+              static_cast<double>(n)));
         }
       }
     }
@@ -508,7 +489,7 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
       for (const auto& s : shards_) n += load(s->rewritten[a][st]);
       if (n) {
         std::string stage = st < stage_names_.size() ? stage_names_[st] : "other";
-        rewritten.metric.push_back(sample({{"api", api}, {"stage", stage}}, static_cast<double>(n), MetricType::Counter));
+        rewritten.metric.push_back(sample(FamilyId::kFramesRewritten, {api, stage}, static_cast<double>(n)));
       }
     }
   }
@@ -521,44 +502,40 @@ std::vector<MetricFamily> ProxyMetrics::collect() const {
   out.push_back(std::move(decode_errors));
   out.push_back(std::move(rewritten));
 
-  for (size_t e = 0; e < kProxyEvents.size(); ++e) {
+  for (size_t e = 0; e < std::size(kProxyEvents); ++e) {
     uint64_t n = 0;
     for (const auto& sh : shards_) n += sh->events[e].load(std::memory_order_relaxed);
-    auto f = family(std::string("kproxy_proxy_") + kProxyEvents[e].name + "_total", kProxyEvents[e].help, MetricType::Counter);
+    auto f = family(proxy_event_family_name(static_cast<ProxyEvent>(e)), std::string(kProxyEvents[e].help), MetricType::Counter);
     f.metric.push_back(sample({}, static_cast<double>(n), MetricType::Counter));
     out.push_back(std::move(f));
   }
 
-  auto inflight = family("kproxy_inflight_requests", "Requests forwarded to a broker and not yet answered.", MetricType::Gauge);
+  auto inflight = family(FamilyId::kInflightRequests);
   int64_t in = 0;
   for (const auto& s : shards_) in += s->inflight.load(std::memory_order_relaxed);
-  inflight.metric.push_back(sample({}, static_cast<double>(std::max<int64_t>(0, in)), MetricType::Gauge));
+  inflight.metric.push_back(sample(FamilyId::kInflightRequests, {}, static_cast<double>(std::max<int64_t>(0, in))));
   out.push_back(std::move(inflight));
 
-  auto faults = family("kproxy_faults_injected_total", "Faults injected, by rule, API and action.", MetricType::Counter);
+  auto faults = family(FamilyId::kFaultsInjected);
   for (const auto& [key, n] : faults_) {
-    faults.metric.push_back(sample({{"rule", std::get<0>(key)}, {"api", std::get<1>(key)}, {"action", std::get<2>(key)}},
-                                   static_cast<double>(n), MetricType::Counter));
+    faults.metric.push_back(
+        sample(FamilyId::kFaultsInjected, {std::get<0>(key), std::get<1>(key), std::get<2>(key)}, static_cast<double>(n)));
   }
   out.push_back(std::move(faults));
 
-  auto clients =
-      family("kproxy_clients", "Client connections open now by the software they announced in ApiVersions (KIP-511).", MetricType::Gauge);
+  auto clients = family(FamilyId::kClients);
   for (const auto& [key, n] : clients_) {
     size_t nul = key.find('\0');
-    clients.metric.push_back(sample({{"software_name", key.substr(0, nul)}, {"software_version", key.substr(nul + 1)}},
-                                    static_cast<double>(n), MetricType::Gauge));
+    clients.metric.push_back(sample(FamilyId::kClients, {key.substr(0, nul), key.substr(nul + 1)}, static_cast<double>(n)));
   }
   out.push_back(std::move(clients));
 
   if (topic_labels_ || client_id_labels_) {
-    auto folded = family("kproxy_label_values_folded_total",
-                         "Requests counted under the value \"other\" of an opt-in label because it reached metrics.max_label_values.",
-                         MetricType::Counter);
+    auto folded = family(FamilyId::kLabelValuesFolded);
     for (const LabelValues* l : {topic_labels_.get(), client_id_labels_.get()}) {
       if (!l) continue;
       out.push_back(l->collect());
-      folded.metric.push_back(sample({{"label", l->label()}}, static_cast<double>(l->folded()), MetricType::Counter));
+      folded.metric.push_back(sample(FamilyId::kLabelValuesFolded, {l->label()}, static_cast<double>(l->folded())));
     }
     out.push_back(std::move(folded));
   }

@@ -14,20 +14,10 @@
 // Rare events (fault injected, client software seen, connection closed) take a mutex.
 // prometheus-cpp's own Histogram::Observe takes a mutex per observation; ours does not.
 //
-// Metric names (all prefixed kproxy_):
-//   requests_total{listener,api,version}          responses_total{listener,api,version}
-//   response_errors_total{api,error}              request_duration_seconds{api} (histogram)
-//   proxy_residence_seconds{api,direction} (histogram: a frame's time inside kproxy)
-//   request_bytes_total{api}                      response_bytes_total{api}
-//   connections{listener,side}                    connections_opened_total{listener,side}
-//   connections_closed_total{listener,reason}     inflight_requests
-//   frames_undecoded_total{api,reason}            decode_errors_total{api,direction,reason}
-//   frames_rewritten_total{api,stage}             faults_injected_total{rule,api,action}
-//   clients{software_name,software_version}       tap_events_dropped_total, tap_subscribers
-//   opt-in (metrics.topic_labels / client_id_labels, capped, see label_values.h):
-//   topic_requests_total{api,topic}               client_requests_total{api,client_id}
-//   label_values_folded_total{label}
-//   proxy_<event>_total: the proxy's own events (ProxyEvent below), e.g. proxy_framing_errors_total
+// The families ProxyMetrics makes itself and the proxy's own events (ProxyEvent) are declared
+// once, with their types, label names and help texts, in KPROXY_METRIC_FAMILIES
+// (proxy/metrics/metric_families.h). Other layers add theirs at run time (labelled_counter,
+// export_counter, add_gauge, add_family_reader, add_histogram_reader).
 #pragma once
 
 #include <array>
@@ -46,6 +36,7 @@
 #include <prometheus/metric_family.h>
 
 #include "proxy/metrics/labelled_counter.h"
+#include "proxy/metrics/metric_families.h"
 #include "proxy/net/close_reason.h"
 
 namespace kproxy::metrics {
@@ -89,45 +80,6 @@ enum class DecodeErrorReason : uint8_t {
   kCount = 3,
 };
 const char* decode_error_reason_name(DecodeErrorReason reason);
-
-/// Events of the proxy itself, not tied to an API: what it refused, what failed, what it passed
-/// through untouched. Each is exported as kproxy_proxy_<name>_total (proxy_event_name).
-enum class ProxyEvent : uint8_t {
-  kConnectionAccepted = 0,
-  kConnectionRefused,       ///< over limits.max_connections, or while draining
-  kAcceptFailure,           ///< accept() failed (e.g. EMFILE): the connection was dropped
-  kUpstreamConnectFailure,  ///< resolve, connect or upstream TLS failed or timed out
-  kUpstreamDisconnect,      ///< a broker closed while its client was connected
-  kFramingError,            ///< negative or oversized size prefix
-  kTlsOnPlaintext,          ///< a TLS ClientHello on a plaintext port
-  kTlsFailure,              ///< a TLS handshake or record failed, on either leg
-  kMalformedRequest,        ///< header or needed body fields do not parse
-  kMalformedResponse,       ///< a response that had to be decoded did not parse
-  kUnexpectedResponse,      ///< a response with nothing in flight
-  kCorrelationMismatch,     ///< a response whose correlation id is not the oldest request's
-  kResponseRewritten,       ///< broker addresses replaced
-  kRequestUnknownVersion,   ///< api key or version unknown to kproxy: forwarded untouched
-  kRequestWithoutResponse,  ///< Produce with acks=0
-  kSaslRawToken,            ///< SaslHandshake v0 raw-token frames passed through
-  kBrokerPortOpened,
-  kBrokerPortFailure,          ///< no port left, or bind failed
-  kLoopClosedUncleanly,        ///< a worker loop still had handles at uv_loop_close (a bug)
-  kSelfConnection,             ///< kproxy connected to itself (proxy/net/self_connection.h)
-  kFrameMemoryRefusal,         ///< a frame refused over limits.max_buffered_frame_bytes
-  kConnectionHandedOver,       ///< accepted by one worker, served by another (proxy/runtime/connection_balancer.h)
-  kRequestStreamed,            ///< a large request forwarded while it arrived (Pipeline::may_stream_request)
-  kRequestStreamRefused,       ///< a large request gathered whole: its announced size passed limits.max_streamed_request_bytes
-  kWaitDeadline,               ///< a connection closed by limits.request_stall_timeout or limits.unanswered_request_timeout
-  kMemoryTrim,                 ///< a worker gave freed memory back to the system (proxy/runtime/memory_return.h)
-  kProxyHeaderRefused,         ///< a connection to a proxy_protocol listener without a valid PROXY v2 header (proxy/net/proxy_header.h)
-  kBrokerDiscovery,            ///< an SNI listener asked its bootstrap for the brokers (proxy/runtime/broker_discovery.h)
-  kBrokerDiscoveryFailure,     ///< ... and got no answer naming them
-  kRequestCompletionDeadline,  ///< a connection closed: a request frame not whole within limits.request_completion_timeout
-  kFirstRequestDeadline,       ///< a connection closed: no whole request within limits.first_request_timeout of the accept
-  kCount,
-};
-/// "framing_errors" for kFramingError: the metric is kproxy_proxy_<name>_total.
-const char* proxy_event_name(ProxyEvent event);
 
 using Counter = std::atomic<uint64_t>;
 
