@@ -16,8 +16,8 @@
 //     and scripts/config-keys-table rewrites the README from the table.
 //
 // A row with kind KeyKind::kBespoke (or without a target) is read by its own code in
-// config_loader.cc: its value is structured or depends on other keys (see the comment on its row
-// in config_keys.cc).
+// config_loader.cc: its value is structured or depends on other keys (the comment
+// above the table in config_keys.cc, which says why for each).
 #pragma once
 
 #include <chrono>
@@ -50,9 +50,9 @@ enum class KeyKind : uint8_t {
 /// Where a row's value goes in a Config being loaded: a function returning a reference to the
 /// member (a captureless lambda), or for kChoice a setter given the index of the choice taken.
 /// std::monostate: the row's reader is bespoke.
-using KeyTarget = std::variant<std::monostate, bool& (*)(Config&), uint32_t& (*)(Config&), size_t& (*)(Config&),
-                               std::chrono::milliseconds& (*)(Config&), std::string& (*)(Config&),
-                               std::optional<HostPort>& (*)(Config&), void (*)(Config&, size_t)>;
+using KeyTarget =
+    std::variant<std::monostate, bool& (*)(Config&), uint32_t& (*)(Config&), size_t& (*)(Config&), std::chrono::milliseconds& (*)(Config&),
+                 std::string& (*)(Config&), std::optional<HostPort>& (*)(Config&), void (*)(Config&, size_t)>;
 
 inline constexpr uint64_t kNoMaximum = std::numeric_limits<uint64_t>::max();
 

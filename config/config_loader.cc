@@ -405,8 +405,7 @@ class Loader {
         error(node, path + ": '" + *text + "' is not " + (k.bad.empty() ? "one of " + std::string(k.choices) : std::string(k.bad)));
         return std::nullopt;
       }
-      case KeyKind::kBespoke:
-        break;
+      case KeyKind::kBespoke: break;
     }
     return std::nullopt;
   }
@@ -520,8 +519,8 @@ class Loader {
     if (auto n = root["toxiproxy"]; n && check_map(n, "toxiproxy", "toxiproxy")) {
       read_keys(n, "toxiproxy", c);
       if (c.toxiproxy.listen && c.toxiproxy.listen->port != 0) {
-        claims_.push_back({c.toxiproxy.listen->port, c.toxiproxy.listen->port, "toxiproxy.listen", "the Toxiproxy API",
-                           n["listen"].Mark(), -1, ClaimKind::kAdmin});
+        claims_.push_back({c.toxiproxy.listen->port, c.toxiproxy.listen->port, "toxiproxy.listen", "the Toxiproxy API", n["listen"].Mark(),
+                           -1, ClaimKind::kAdmin});
       }
     }
     check_port_claims();
@@ -623,7 +622,8 @@ class Loader {
       ok = false;
     }
     if (auto v = n["advertised_port"]) {
-      if (auto p = key_value("listeners[].sni.advertised_port", v, path + ".advertised_port")) sni.advertised_port = static_cast<uint16_t>(p->number);
+      if (auto p = key_value("listeners[].sni.advertised_port", v, path + ".advertised_port"))
+        sni.advertised_port = static_cast<uint16_t>(p->number);
       else ok = false;
     } else if (listen && listen->port != 0) {
       sni.advertised_port = listen->port;
@@ -640,10 +640,12 @@ class Loader {
       }
     }
     if (auto v = n["client_hello_timeout"]) {
-      if (auto d = key_value("listeners[].sni.client_hello_timeout", v, path + ".client_hello_timeout")) sni.client_hello_timeout = d->duration;
+      if (auto d = key_value("listeners[].sni.client_hello_timeout", v, path + ".client_hello_timeout"))
+        sni.client_hello_timeout = d->duration;
     }
     if (auto v = n["max_client_hello_bytes"]) {
-      if (auto b = key_value("listeners[].sni.max_client_hello_bytes", v, path + ".max_client_hello_bytes")) sni.max_client_hello_bytes = b->number;
+      if (auto b = key_value("listeners[].sni.max_client_hello_bytes", v, path + ".max_client_hello_bytes"))
+        sni.max_client_hello_bytes = b->number;
     }
     if (!ok) return std::nullopt;
     return sni;

@@ -95,9 +95,10 @@ TEST_CASE("config/README.md's key table is the one config_keys() declares") {
   auto regenerated = with_key_table(readme);
   REQUIRE_MESSAGE(regenerated.has_value(), "config/README.md has no line '| key | default | meaning |'");
   if (*regenerated != readme) {
-    FAIL_CHECK("config/README.md's key table and config/config_keys.cc disagree (scripts/config-keys-table rewrites the table from "
-               "the declarations):\n"
-               << table_differences(key_table_of(readme), config_keys_markdown()));
+    FAIL_CHECK(
+        "config/README.md's key table and config/config_keys.cc disagree (scripts/config-keys-table rewrites the table from "
+        "the declarations):\n"
+        << table_differences(key_table_of(readme), config_keys_markdown()));
   }
 }
 
@@ -148,7 +149,9 @@ TEST_CASE("a row's target holds what its kind reads") {
       case KeyKind::kDuration:
         CHECK((std::holds_alternative<std::monostate>(t) || std::holds_alternative<std::chrono::milliseconds& (*)(Config&)>(t)));
         break;
-      case KeyKind::kString: CHECK((std::holds_alternative<std::monostate>(t) || std::holds_alternative<std::string& (*)(Config&)>(t))); break;
+      case KeyKind::kString:
+        CHECK((std::holds_alternative<std::monostate>(t) || std::holds_alternative<std::string& (*)(Config&)>(t)));
+        break;
       case KeyKind::kHostPort:
         CHECK((std::holds_alternative<std::monostate>(t) || std::holds_alternative<std::optional<HostPort>& (*)(Config&)>(t)));
         break;
@@ -213,8 +216,8 @@ TEST_CASE("a mapping's known keys are the children of its rows") {
   CHECK(child_keys("admin") == std::vector<std::string_view>{"listen", "token_file", "token_env"});
   CHECK(child_keys("tracing.batch") == std::vector<std::string_view>{"max_spans", "interval"});
   CHECK(child_keys("listeners[].tls.certificates[]") == std::vector<std::string_view>{"cert", "key"});
-  CHECK(child_keys("metrics") == std::vector<std::string_view>{"frames", "error_codes", "transactions", "topic_labels",
-                                                               "client_id_labels", "max_label_values"});
+  CHECK(child_keys("metrics") ==
+        std::vector<std::string_view>{"frames", "error_codes", "transactions", "topic_labels", "client_id_labels", "max_label_values"});
   CHECK(child_keys("nothing").empty());
   const KeySpec* k = find_key("listeners[]");
   REQUIRE(k != nullptr);
