@@ -418,11 +418,29 @@ class Loader {
   }
 
   // Reads every row below `section` that has a target from the mapping `n` into `c`, in table
-  // order; a key not given keeps Config's default.
+  // order; a key not given keeps Config's default. Below a section (not at the top level), a
+  // mapping with no row of its own (tracing.batch) is entered where its first row comes: its keys
+  // are checked then (check_map), and its rows read if it is a mapping.
   void read_keys(const YAML::Node& n, std::string_view section, Config& c) {
+    std::map<std::string_view, bool> entered;  // a nested mapping's path -> it is a mapping
     for (const KeySpec& k : config_keys()) {
-      if (k.parent() != section || std::holds_alternative<std::monostate>(k.target)) continue;
-      auto v = n[std::string(k.name())];
+      if (std::holds_alternative<std::monostate>(k.target)) continue;
+      const std::string_view parent = k.parent();
+      const bool nested = parent != section;
+      if (nested) {
+        if (section.empty() || !parent.starts_with(section) || parent.size() <= section.size() || parent[section.size()] != '.' ||
+            parent.find('.', section.size() + 1) != std::string_view::npos || find_key(parent) != nullptr)
+          continue;  // not below `section`, more than one level down, or a section with a reader of its own
+      }
+      // (YAML::Node's operator= writes into the node it refers to: a node is made here, never assigned.)
+      const YAML::Node at = nested ? n[std::string(parent.substr(section.size() + 1))] : n;
+      if (nested) {
+        if (!at) continue;
+        auto [it, first] = entered.emplace(parent, false);
+        if (first) it->second = check_map(at, std::string(parent), parent);
+        if (!it->second) continue;
+      }
+      auto v = at[std::string(k.name())];
       if (!v) continue;
       auto value = key_value(k, v, std::string(k.key));
       if (!value) continue;
@@ -682,8 +700,7 @@ class Loader {
     } else {
       error(n, "tracing.endpoint: missing (the collector's OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces)");
     }
-    read_keys(n, "tracing", c);
-    if (auto b = n["batch"]; b && check_map(b, "tracing.batch", "tracing.batch")) read_keys(b, "tracing.batch", c);
+    read_keys(n, "tracing", c);  // and tracing.batch
     // A transaction's spans (its requests and its root span) go into the queue together.
     if (t.max_spans_per_transaction + 1 > t.max_queue_spans) {
       auto at = n["max_spans_per_transaction"] ? n["max_spans_per_transaction"] : n;
