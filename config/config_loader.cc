@@ -45,6 +45,14 @@ unsigned Config::worker_count() const {
 
 namespace {
 
+// The keys of a `listeners:` entry a listener added at run time does not take (certificates are
+// read at start and reload only, proxy/runtime/startup_check.h); it takes every other one.
+constexpr std::string_view kStartOnlyListenerKeys[] = {"tls", "upstream_tls", "sni"};
+
+bool start_only_listener_key(std::string_view key) {
+  return std::find(std::begin(kStartOnlyListenerKeys), std::end(kStartOnlyListenerKeys), key) != std::end(kStartOnlyListenerKeys);
+}
+
 std::optional<uint64_t> parse_unsigned(std::string_view text) {
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -804,9 +812,10 @@ class Loader {
       load_listener(named, path, index, names, c);
       if (!c.listeners.empty()) {
         const ListenerConfig& l = c.listeners.front();
-        // Certificates are read at start and reload only (proxy/runtime/startup_check.h).
-        for (const char* key : {"tls", "upstream_tls", "sni"}) {
-          if (named[key]) error(named[key], path + "." + key + ": not taken for a listener added at run time: put it in the config file");
+        for (std::string_view key : kStartOnlyListenerKeys) {
+          if (auto v = named[std::string(key)]) {
+            error(v, path + "." + std::string(key) + ": not taken for a listener added at run time: put it in the config file");
+          }
         }
         // What is left to refuse is a port another part of the running config claims.
         const size_t before_claims = errors_.size();
@@ -1253,11 +1262,15 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
 namespace {
 // ListenerEntry::well_formed.
 bool listener_body_well_formed(const YAML::Node& item) {
-  static constexpr std::string_view kKeys[] = {
-      "name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "proxy_protocol"};
+  // A `listeners:` entry's keys (config_keys()) but the start-only ones.
+  static const std::vector<std::string_view> kKeys = [] {
+    std::vector<std::string_view> keys = child_keys("listeners[]");
+    std::erase_if(keys, start_only_listener_key);
+    return keys;
+  }();
   if (!item.IsMap()) return false;
   for (const auto& kv : item) {
-    if (!kv.first.IsScalar() || std::find(std::begin(kKeys), std::end(kKeys), kv.first.Scalar()) == std::end(kKeys)) return false;
+    if (!kv.first.IsScalar() || std::find(kKeys.begin(), kKeys.end(), kv.first.Scalar()) == kKeys.end()) return false;
     if (kv.second.IsScalar()) continue;
     if (kv.first.Scalar() != "upstream" || !kv.second.IsSequence()) return false;
     for (const auto& one : kv.second) {

@@ -227,3 +227,25 @@ TEST_CASE("a mapping's known keys are the children of its rows") {
   CHECK(find_key("tracing.batch.interval")->name() == "interval");
   CHECK(find_key("no.such.key") == nullptr);
 }
+
+TEST_CASE("the declared defaults of keys with bespoke readers are the structs' defaults") {
+  auto value = [](std::string_view key) {
+    const KeySpec* k = find_key(key);
+    REQUIRE_MESSAGE(k != nullptr, key);
+    std::string_view d = k->default_text;
+    REQUIRE_MESSAGE((d.size() >= 3 && d.front() == '`' && d.back() == '`'), key);
+    return std::string(d.substr(1, d.size() - 2));
+  };
+  CHECK(value("listeners[].max_broker_ports") == std::to_string(kDefaultMaxBrokerPorts));
+  CHECK(value("listeners[].proxy_protocol") == (ListenerConfig{}.proxy_protocol ? "v2" : "off"));
+  CHECK(parse_duration(value("listeners[].sni.client_hello_timeout")) == SniConfig{}.client_hello_timeout);
+  CHECK(parse_byte_size(value("listeners[].sni.max_client_hello_bytes")) == SniConfig{}.max_client_hello_bytes);
+  CHECK(value("listeners[].sni.unknown") == (SniConfig{}.unknown == UnknownServerName::kRefuse ? "refuse" : "bootstrap"));
+  CHECK(value("listeners[].upstream_tls.verify_hostname") == (UpstreamTlsConfig{}.verify_hostname ? "true" : "false"));
+  CHECK(value("listeners[].upstream_tls.min_version") == "\"1.2\"");
+  CHECK(UpstreamTlsConfig{}.min_version == TlsVersion::kTls12);
+  CHECK(value("listeners[].tls.min_version") == "\"1.2\"");
+  CHECK(ServerTlsConfig{}.min_version == TlsVersion::kTls12);
+  CHECK(find_key("listeners[].tls.client_auth")->default_text.starts_with("`none`"));
+  CHECK(ServerTlsConfig{}.client_auth == ClientAuth::kNone);
+}
