@@ -7,10 +7,9 @@ namespace kproxy::config {
 namespace {
 
 // A KeyTarget for the member `path` of Config ("limits.connect_timeout", "tracing->timeout").
-#define KPROXY_KEY_FIELD(path) \
-  +[](Config & c) -> auto& {   \
-    return c.path;             \
-  }
+// clang-format off
+#define KPROXY_KEY_FIELD(path) +[](Config& c) -> auto& { return c.path; }
+// clang-format on
 
 // The size prefix of a Kafka frame is an int32.
 constexpr uint64_t kMaxFrame = 0x7fffffff;
@@ -26,8 +25,8 @@ constexpr void (*kSetLogFormat)(Config&, size_t) = [](Config& c, size_t choice) 
 //   - listeners[] and everything under it: each entry builds one ListenerConfig whose keys depend
 //     on each other (advertise defaults from listen and sni, broker_ports and broker_port_range
 //     exclude each other, each port is claimed against the rest of the file, TLS files keep their
-//     position for later errors). Its scalar keys (max_broker_ports, proxy_protocol, the sni and
-//     upstream_tls values) still take their kind, bounds and error text from their rows;
+//     position for later errors). Its scalar keys (max_broker_ports, proxy_protocol, the tls,
+//     upstream_tls and sni values) still take their kind, bounds and error text from their rows;
 //   - admin.token_file, admin.token_env: one token resolved from either (or $KPROXY_ADMIN_TOKEN),
 //     read when the config loads;
 //   - tracing and tracing.endpoint: the section is optional as a whole, and the URL is split into
@@ -35,6 +34,7 @@ constexpr void (*kSetLogFormat)(Config&, size_t) = [](Config& c, size_t choice) 
 //   - api_versions, faults: lists kept as YAML for the pipeline stages that interpret them.
 // Checks across keys stay in config_loader.cc too (max_buffered_frame_bytes against the frame
 // limits, max_spans_per_transaction against max_queue_spans, the port claims).
+//
 // GCC 12 warns about members a designated initializer leaves out; they take their defaults.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

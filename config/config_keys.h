@@ -16,8 +16,8 @@
 //     and scripts/config-keys-table rewrites the README from the table.
 //
 // A row with kind KeyKind::kBespoke (or without a target) is read by its own code in
-// config_loader.cc: its value is structured or depends on other keys (the comment
-// above the table in config_keys.cc, which says why for each).
+// config_loader.cc: its value is structured or depends on other keys; the comment above the
+// table in config_keys.cc says why for each.
 #pragma once
 
 #include <chrono>
