@@ -10,14 +10,18 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
 #include "config/admin_token.h"
+#include "config/config_keys.h"
 
 namespace kproxy::config {
 
@@ -40,6 +44,14 @@ unsigned Config::worker_count() const {
 }
 
 namespace {
+
+// The keys of a `listeners:` entry a listener added at run time does not take (certificates are
+// read at start and reload only, proxy/runtime/startup_check.h); it takes every other one.
+constexpr std::string_view kStartOnlyListenerKeys[] = {"tls", "upstream_tls", "sni"};
+
+bool start_only_listener_key(std::string_view key) {
+  return std::find(std::begin(kStartOnlyListenerKeys), std::end(kStartOnlyListenerKeys), key) != std::end(kStartOnlyListenerKeys);
+}
 
 std::optional<uint64_t> parse_unsigned(std::string_view text) {
   uint64_t v = 0;
@@ -294,12 +306,14 @@ class Loader {
     return true;
   }
 
-  // Checks that `node` is a map whose keys are all in `known`; returns false if not a map.
-  bool check_map(const YAML::Node& node, const std::string& path, std::initializer_list<std::string_view> known) {
+  // Checks that `node` is a map whose keys are all children of `spec` in config_keys() (e.g.
+  // "listeners[].tls" for the mapping at `path` "listeners[2].tls"); returns false if not a map.
+  bool check_map(const YAML::Node& node, const std::string& path, std::string_view spec) {
     if (!node.IsMap()) {
       error(node, path + ": expected a mapping");
       return false;
     }
+    const std::vector<std::string_view> known = child_keys(spec);
     for (const auto& kv : node) {
       auto key = kv.first.as<std::string>("");
       if (key == "<<") {
@@ -313,6 +327,144 @@ class Loader {
       }
     }
     return true;
+  }
+
+  // A value of a config_keys() row, parsed and checked against the row's kind and bounds.
+  struct KeyValue {
+    bool flag = false;
+    uint64_t number = 0;  ///< kCount, kByteSize; kChoice: the index of the choice
+    std::chrono::milliseconds duration{0};
+    std::string text;  ///< kString, kChoice
+    HostPort address;  ///< kHostPort
+  };
+
+  // The value of row `k` at `node` (`path` names it in errors), or nullopt after an error.
+  std::optional<KeyValue> key_value(const KeySpec& k, const YAML::Node& node, const std::string& path) {
+    KeyValue out;
+    switch (k.kind) {
+      case KeyKind::kFlag: {
+        auto b = boolean(node, path);
+        if (!b) return std::nullopt;
+        out.flag = *b;
+        return out;
+      }
+      case KeyKind::kCount: {
+        auto text = scalar(node, path);
+        if (!text) return std::nullopt;
+        auto v = parse_unsigned(*text);
+        if (!v || *v < k.min || *v > k.max) {
+          const std::string bad =
+              k.bad.empty() ? "a number from " + std::to_string(k.min) + " to " + std::to_string(k.max) : std::string(k.bad);
+          error(node, path + ": '" + *text + "' is not " + bad);
+          return std::nullopt;
+        }
+        out.number = *v;
+        return out;
+      }
+      case KeyKind::kByteSize: {
+        auto b = byte_size(node, path);
+        if (!b) return std::nullopt;
+        if (*b < k.min || *b > k.max) {
+          error(node, path + ": " + std::string(k.bad));
+          return std::nullopt;
+        }
+        out.number = *b;
+        return out;
+      }
+      case KeyKind::kDuration: {
+        auto d = duration(node, path);
+        if (!d) return std::nullopt;
+        if (static_cast<uint64_t>(d->count()) < k.min || static_cast<uint64_t>(d->count()) > k.max) {
+          error(node, path + ": " + std::string(k.bad));
+          return std::nullopt;
+        }
+        out.duration = *d;
+        return out;
+      }
+      case KeyKind::kString: {
+        auto text = scalar(node, path);
+        if (!text) return std::nullopt;
+        if (text->empty() && k.min > 0) {
+          error(node, path + ": must not be empty");
+          return std::nullopt;
+        }
+        out.text = *text;
+        return out;
+      }
+      case KeyKind::kHostPort: {
+        auto hp = host_port(node, path, /*allow_port_zero=*/true);
+        if (!hp) return std::nullopt;
+        out.address = *hp;
+        return out;
+      }
+      case KeyKind::kChoice: {
+        auto text = scalar(node, path);
+        if (!text) return std::nullopt;
+        std::string_view rest = k.choices;
+        for (size_t i = 0; !rest.empty(); ++i) {
+          size_t comma = rest.find(", ");
+          if (rest.substr(0, comma) == *text) {
+            out.number = i;
+            out.text = *text;
+            return out;
+          }
+          rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
+        }
+        error(node, path + ": '" + *text + "' is not " + (k.bad.empty() ? "one of " + std::string(k.choices) : std::string(k.bad)));
+        return std::nullopt;
+      }
+      case KeyKind::kBespoke: break;
+    }
+    return std::nullopt;
+  }
+
+  // The value of the row `key` (a bespoke reader's key with a declared kind and bounds).
+  std::optional<KeyValue> key_value(std::string_view key, const YAML::Node& node, const std::string& path) {
+    const KeySpec* k = find_key(key);
+    if (!k) throw std::logic_error("config_keys() has no row " + std::string(key));
+    return key_value(*k, node, path);
+  }
+
+  // Reads every row below `section` that has a target from the mapping `n` into `c`, in table
+  // order; a key not given keeps Config's default. Below a section (not at the top level), a
+  // mapping with no row of its own (tracing.batch) is entered where its first row comes: its keys
+  // are checked then (check_map), and its rows read if it is a mapping.
+  void read_keys(const YAML::Node& n, std::string_view section, Config& c) {
+    std::map<std::string_view, bool> entered;  // a nested mapping's path -> it is a mapping
+    for (const KeySpec& k : config_keys()) {
+      if (std::holds_alternative<std::monostate>(k.target)) continue;
+      const std::string_view parent = k.parent();
+      const bool nested = parent != section;
+      if (nested) {
+        if (section.empty() || !parent.starts_with(section) || parent.size() <= section.size() || parent[section.size()] != '.' ||
+            parent.find('.', section.size() + 1) != std::string_view::npos || find_key(parent) != nullptr)
+          continue;  // not below `section`, more than one level down, or a section with a reader of its own
+      }
+      // (YAML::Node's operator= writes into the node it refers to: a node is made here, never assigned.)
+      const YAML::Node at = nested ? n[std::string(parent.substr(section.size() + 1))] : n;
+      if (nested) {
+        if (!at) continue;
+        auto [it, first] = entered.emplace(parent, false);
+        if (first) it->second = check_map(at, std::string(parent), parent);
+        if (!it->second) continue;
+      }
+      auto v = at[std::string(k.name())];
+      if (!v) continue;
+      auto value = key_value(k, v, std::string(k.key));
+      if (!value) continue;
+      std::visit(
+          [&](auto field) {
+            using Field = decltype(field);
+            if constexpr (std::is_same_v<Field, bool& (*)(Config&)>) field(c) = value->flag;
+            else if constexpr (std::is_same_v<Field, uint32_t& (*)(Config&)>) field(c) = static_cast<uint32_t>(value->number);
+            else if constexpr (std::is_same_v<Field, size_t& (*)(Config&)>) field(c) = static_cast<size_t>(value->number);
+            else if constexpr (std::is_same_v<Field, std::chrono::milliseconds& (*)(Config&)>) field(c) = value->duration;
+            else if constexpr (std::is_same_v<Field, std::string& (*)(Config&)>) field(c) = value->text;
+            else if constexpr (std::is_same_v<Field, std::optional<HostPort>& (*)(Config&)>) field(c) = value->address;
+            else if constexpr (std::is_same_v<Field, void (*)(Config&, size_t)>) field(c, static_cast<size_t>(value->number));
+          },
+          k.target);
+    }
   }
 
   std::optional<std::string> scalar(const YAML::Node& node, const std::string& path) {
@@ -372,81 +524,37 @@ class Loader {
     return static_cast<uint16_t>(*n);
   }
 
+  // The top level and its sections. The sections' scalar keys are read by read_keys from their
+  // config_keys() rows; what is left here is what a row cannot say (port claims, the admin
+  // token, checks across keys).
   void load_root(const YAML::Node& root, Config& c) {
-    check_map(root, "",
-              {"listeners", "admin", "toxiproxy", "metrics", "tap", "limits", "workers", "drain_timeout", "log", "tracing", "api_versions",
-               "faults"});
+    check_map(root, "", "");
     if (auto n = root["listeners"]) {
       load_listeners(n, c);
     } else {
       error(root, "listeners: missing (at least one listener is needed)");
     }
-    if (auto n = root["admin"]; n && check_map(n, "admin", {"listen", "token_file", "token_env"})) {
-      if (auto l = n["listen"]) {
-        c.admin.listen = host_port(l, "admin.listen", /*allow_port_zero=*/true);
-        if (c.admin.listen && c.admin.listen->port != 0) {
-          claims_.push_back({c.admin.listen->port, c.admin.listen->port, "admin.listen", "the admin API", l.Mark(), -1, ClaimKind::kAdmin});
-        }
+    if (auto n = root["admin"]; n && check_map(n, "admin", "admin")) {
+      read_keys(n, "admin", c);
+      if (c.admin.listen && c.admin.listen->port != 0) {
+        claims_.push_back(
+            {c.admin.listen->port, c.admin.listen->port, "admin.listen", "the admin API", n["listen"].Mark(), -1, ClaimKind::kAdmin});
       }
       load_admin_token(n, c.admin);
     }
-    if (auto n = root["toxiproxy"]; n && check_map(n, "toxiproxy", {"listen", "max_proxies"})) {
-      if (auto l = n["listen"]) {
-        c.toxiproxy.listen = host_port(l, "toxiproxy.listen", /*allow_port_zero=*/true);
-        if (c.toxiproxy.listen && c.toxiproxy.listen->port != 0) {
-          claims_.push_back({c.toxiproxy.listen->port, c.toxiproxy.listen->port, "toxiproxy.listen", "the Toxiproxy API", l.Mark(), -1,
-                             ClaimKind::kAdmin});
-        }
-      }
-      if (auto v = n["max_proxies"]) {
-        if (auto k = bounded_count(v, "toxiproxy.max_proxies", 1, 1024)) c.toxiproxy.max_proxies = static_cast<uint32_t>(*k);
+    if (auto n = root["toxiproxy"]; n && check_map(n, "toxiproxy", "toxiproxy")) {
+      read_keys(n, "toxiproxy", c);
+      if (c.toxiproxy.listen && c.toxiproxy.listen->port != 0) {
+        claims_.push_back({c.toxiproxy.listen->port, c.toxiproxy.listen->port, "toxiproxy.listen", "the Toxiproxy API", n["listen"].Mark(),
+                           -1, ClaimKind::kAdmin});
       }
     }
     check_port_claims();
-    if (auto n = root["metrics"];
-        n && check_map(n, "metrics", {"frames", "error_codes", "transactions", "topic_labels", "client_id_labels", "max_label_values"})) {
-      flag(n["frames"], "metrics.frames", c.metrics.frames);
-      flag(n["error_codes"], "metrics.error_codes", c.metrics.error_codes);
-      flag(n["transactions"], "metrics.transactions", c.metrics.transactions);
-      flag(n["topic_labels"], "metrics.topic_labels", c.metrics.topic_labels);
-      flag(n["client_id_labels"], "metrics.client_id_labels", c.metrics.client_id_labels);
-      if (auto v = n["max_label_values"]) {
-        if (auto k = bounded_count(v, "metrics.max_label_values", 1, 10000)) c.metrics.max_label_values = *k;
-      }
-    }
-    if (auto n = root["tap"]; n && check_map(n, "tap", {"records", "max_record_bytes", "max_records"})) {
-      flag(n["records"], "tap.records", c.tap.records);
-      if (auto v = n["max_record_bytes"]) {
-        if (auto k = bounded_count(v, "tap.max_record_bytes", 1, 1 << 20)) c.tap.max_record_bytes = *k;
-      }
-      if (auto v = n["max_records"]) {
-        if (auto k = bounded_count(v, "tap.max_records", 1, 100000)) c.tap.max_records = *k;
-      }
-    }
-    if (auto n = root["limits"]) load_limits(n, c.limits);
-    if (auto n = root["workers"]) {
-      auto text = scalar(n, "workers");
-      auto v = text ? parse_unsigned(*text) : std::nullopt;
-      if (text && (!v || *v == 0 || *v > 1024)) error(n, "workers: '" + *text + "' is not a worker count (1 to 1024)");
-      if (v && *v > 0 && *v <= 1024) c.workers = static_cast<unsigned>(*v);
-    }
-    if (auto n = root["drain_timeout"]) {
-      if (auto d = duration(n, "drain_timeout")) c.drain_timeout = *d;
-    }
-    if (auto n = root["log"]; n && check_map(n, "log", {"format", "level"})) {
-      if (auto f = n["format"]) {
-        auto text = scalar(f, "log.format");
-        if (text && *text == "text") c.log.format = LogConfig::Format::kText;
-        else if (text && *text == "json") c.log.format = LogConfig::Format::kJson;
-        else if (text) error(f, "log.format: '" + *text + "' is not one of text, json");
-      }
-      if (auto l = n["level"]) {
-        static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
-        auto text = scalar(l, "log.level");
-        if (text && kLevels.count(*text)) c.log.level = *text;
-        else if (text) error(l, "log.level: '" + *text + "' is not one of trace, debug, info, warn, error, critical, off");
-      }
-    }
+    if (auto n = root["metrics"]; n && check_map(n, "metrics", "metrics")) read_keys(n, "metrics", c);
+    if (auto n = root["tap"]; n && check_map(n, "tap", "tap")) read_keys(n, "tap", c);
+    if (auto n = root["limits"]) load_limits(n, c);
+    read_keys(root, "", c);  // workers, drain_timeout
+    if (auto n = root["log"]; n && check_map(n, "log", "log")) read_keys(n, "log", c);
     if (auto n = root["tracing"]) load_tracing(n, c);
     for (const auto& kv : root) {
       auto key = kv.first.as<std::string>("");
@@ -469,8 +577,7 @@ class Loader {
   // listeners[].sni (config/sni_config.h). Names are matched lower case, without a trailing dot.
   std::optional<SniConfig> sni_section(const YAML::Node& n, const std::string& path, const std::string& listener_name,
                                        const std::optional<HostPort>& listen) {
-    if (!check_map(n, path, {"bootstrap", "broker", "advertised_port", "unknown", "client_hello_timeout", "max_client_hello_bytes"}))
-      return std::nullopt;
+    if (!check_map(n, path, "listeners[].sni")) return std::nullopt;
     SniConfig sni;
     bool ok = true;
     auto host_name = [&](const YAML::Node& v, const std::string& key) -> std::optional<std::string> {
@@ -541,7 +648,8 @@ class Loader {
       ok = false;
     }
     if (auto v = n["advertised_port"]) {
-      if (auto p = port(v, path + ".advertised_port")) sni.advertised_port = *p;
+      if (auto p = key_value("listeners[].sni.advertised_port", v, path + ".advertised_port"))
+        sni.advertised_port = static_cast<uint16_t>(p->number);
       else ok = false;
     } else if (listen && listen->port != 0) {
       sni.advertised_port = listen->port;
@@ -550,25 +658,20 @@ class Loader {
       ok = false;
     }
     if (auto v = n["unknown"]) {
-      if (auto s = scalar(v, path + ".unknown")) {
-        if (*s == "refuse") sni.unknown = UnknownServerName::kRefuse;
-        else if (*s == "bootstrap") sni.unknown = UnknownServerName::kBootstrap;
-        else {
-          error(v, path + ".unknown: '" + *s + "' is not refuse or bootstrap");
-          ok = false;
-        }
+      // Choices in the row's order: refuse, bootstrap.
+      if (auto u = key_value("listeners[].sni.unknown", v, path + ".unknown")) {
+        sni.unknown = u->number == 0 ? UnknownServerName::kRefuse : UnknownServerName::kBootstrap;
+      } else if (v.IsScalar()) {
+        ok = false;
       }
     }
     if (auto v = n["client_hello_timeout"]) {
-      auto d = duration(v, path + ".client_hello_timeout");
-      if (d && d->count() <= 0) error(v, path + ".client_hello_timeout: must be more than 0");
-      else if (d) sni.client_hello_timeout = *d;
+      if (auto d = key_value("listeners[].sni.client_hello_timeout", v, path + ".client_hello_timeout"))
+        sni.client_hello_timeout = d->duration;
     }
     if (auto v = n["max_client_hello_bytes"]) {
-      if (auto b = byte_size(v, path + ".max_client_hello_bytes")) {
-        if (*b < 512 || *b > 1024 * 1024) error(v, path + ".max_client_hello_bytes: must be from 512 bytes to 1MiB");
-        else sni.max_client_hello_bytes = *b;
-      }
+      if (auto b = key_value("listeners[].sni.max_client_hello_bytes", v, path + ".max_client_hello_bytes"))
+        sni.max_client_hello_bytes = b->number;
     }
     if (!ok) return std::nullopt;
     return sni;
@@ -593,10 +696,11 @@ class Loader {
     return b;
   }
 
-  // tracing: the OTLP/HTTP endpoint and the exporter's bounds.
+  // tracing: the OTLP/HTTP endpoint (split into host, port and path here) and the exporter's
+  // bounds (read_keys).
   void load_tracing(const YAML::Node& n, Config& c) {
-    if (!check_map(n, "tracing", {"endpoint", "service_name", "max_queue_spans", "max_spans_per_transaction", "batch", "timeout"})) return;
-    TracingConfig t;
+    if (!check_map(n, "tracing", "tracing")) return;
+    TracingConfig& t = c.tracing.emplace();
     if (auto v = n["endpoint"]) {
       auto text = scalar(v, "tracing.endpoint");
       std::string why;
@@ -604,32 +708,7 @@ class Loader {
     } else {
       error(n, "tracing.endpoint: missing (the collector's OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces)");
     }
-    if (auto v = n["service_name"]) {
-      auto text = scalar(v, "tracing.service_name");
-      if (text && text->empty()) error(v, "tracing.service_name: must not be empty");
-      else if (text) t.service_name = *text;
-    }
-    if (auto v = n["max_queue_spans"]) {
-      if (auto k = bounded_count(v, "tracing.max_queue_spans", 2, 1000000)) t.max_queue_spans = *k;
-    }
-    if (auto v = n["max_spans_per_transaction"]) {
-      if (auto k = bounded_count(v, "tracing.max_spans_per_transaction", 1, 100000)) t.max_spans_per_transaction = *k;
-    }
-    if (auto b = n["batch"]; b && check_map(b, "tracing.batch", {"max_spans", "interval"})) {
-      if (auto v = b["max_spans"]) {
-        if (auto k = bounded_count(v, "tracing.batch.max_spans", 1, 100000)) t.batch_max_spans = *k;
-      }
-      if (auto v = b["interval"]) {
-        auto d = duration(v, "tracing.batch.interval");
-        if (d && d->count() == 0) error(v, "tracing.batch.interval: must be more than 0");
-        else if (d) t.batch_interval = *d;
-      }
-    }
-    if (auto v = n["timeout"]) {
-      auto d = duration(v, "tracing.timeout");
-      if (d && d->count() == 0) error(v, "tracing.timeout: must be more than 0");
-      else if (d) t.timeout = *d;
-    }
+    read_keys(n, "tracing", c);  // and tracing.batch
     // A transaction's spans (its requests and its root span) go into the queue together.
     if (t.max_spans_per_transaction + 1 > t.max_queue_spans) {
       auto at = n["max_spans_per_transaction"] ? n["max_spans_per_transaction"] : n;
@@ -637,94 +716,21 @@ class Loader {
                     " and the root span do not fit in tracing.max_queue_spans (" + std::to_string(t.max_queue_spans) +
                     "): no transaction that long could ever be exported");
     }
-    c.tracing = std::move(t);
   }
 
-  void load_limits(const YAML::Node& n, Limits& limits) {
-    if (!check_map(n, "limits",
-                   {"max_request_frame_bytes", "max_response_frame_bytes", "max_buffered_frame_bytes", "max_connections", "connect_timeout",
-                    "tls_handshake_timeout", "proxy_header_timeout", "max_fault_rules", "max_streamed_request_bytes",
-                    "request_stall_timeout", "unanswered_request_timeout", "request_completion_timeout", "first_request_timeout"}))
-      return;
-    // The size prefix is an int32: no frame can be larger than INT32_MAX.
-    auto frame_limit = [&](const char* key, size_t& out) {
-      auto v = n[key];
-      if (!v) return;
-      auto b = byte_size(v, std::string("limits.") + key);
-      if (b && *b > 0x7fffffffu) error(v, std::string("limits.") + key + ": at most 2147483647 bytes (a frame size is an int32)");
-      else if (b) out = *b;
-    };
-    frame_limit("max_request_frame_bytes", limits.max_request_frame_bytes);
-    frame_limit("max_response_frame_bytes", limits.max_response_frame_bytes);
-    if (auto v = n["max_buffered_frame_bytes"]) {
-      if (auto b = byte_size(v, "limits.max_buffered_frame_bytes")) limits.max_buffered_frame_bytes = *b;
-    }
+  // limits: every key is a row (read_keys); the checks across keys are here.
+  void load_limits(const YAML::Node& n, Config& c) {
+    if (!check_map(n, "limits", "limits")) return;
+    read_keys(n, "limits", c);
+    Limits& limits = c.limits;
     if (limits.max_buffered_frame_bytes < std::max(limits.max_request_frame_bytes, limits.max_response_frame_bytes)) {
       auto at = n["max_buffered_frame_bytes"] ? n["max_buffered_frame_bytes"] : n;
       error(at, "limits.max_buffered_frame_bytes: " + std::to_string(limits.max_buffered_frame_bytes) +
                     " is less than the largest frame allowed (max_request_frame_bytes " + std::to_string(limits.max_request_frame_bytes) +
                     ", max_response_frame_bytes " + std::to_string(limits.max_response_frame_bytes) + "): such a frame could never arrive");
     }
-    if (auto v = n["max_streamed_request_bytes"]) {
-      if (auto b = byte_size(v, "limits.max_streamed_request_bytes")) limits.max_streamed_request_bytes = *b;
-    }
-    if (auto v = n["request_stall_timeout"]) {
-      auto d = duration(v, "limits.request_stall_timeout");
-      if (d && d->count() == 0)
-        error(v,
-              "limits.request_stall_timeout: must be more than 0 (a request forwarded while it arrives gets that long between two reads)");
-      else if (d) limits.request_stall_timeout = *d;
-    }
-    if (auto v = n["request_completion_timeout"]) {
-      auto d = duration(v, "limits.request_completion_timeout");
-      if (d && d->count() == 0)
-        error(v, "limits.request_completion_timeout: must be more than 0 (a request frame gets that long from its first byte to its last)");
-      else if (d) limits.request_completion_timeout = *d;
-    }
-    if (auto v = n["first_request_timeout"]) {
-      auto d = duration(v, "limits.first_request_timeout");
-      if (d && d->count() == 0)
-        error(v, "limits.first_request_timeout: must be more than 0 (a new connection gets that long to send its first whole request)");
-      else if (d) limits.first_request_timeout = *d;
-    }
-    if (auto v = n["unanswered_request_timeout"]) {
-      auto d = duration(v, "limits.unanswered_request_timeout");
-      if (d && d->count() == 0)
-        error(v,
-              "limits.unanswered_request_timeout: must be more than 0 (how long kproxy waits for the answers a client that closed its side "
-              "still expects)");
-      else if (d) limits.unanswered_request_timeout = *d;
-    }
-    if (auto v = n["max_connections"]) {
-      auto text = scalar(v, "limits.max_connections");
-      auto c = text ? parse_unsigned(*text) : std::nullopt;
-      if (text && (!c || *c == 0)) error(v, "limits.max_connections: '" + *text + "' is not a positive number");
-      else if (c) {
-        limits.max_connections = *c;
-        limits.max_connections_default = false;
-      }
-    }
-    if (auto v = n["max_fault_rules"]) {
-      auto text = scalar(v, "limits.max_fault_rules");
-      auto c = text ? parse_unsigned(*text) : std::nullopt;
-      if (text && (!c || *c == 0)) error(v, "limits.max_fault_rules: '" + *text + "' is not a positive number");
-      else if (c) limits.max_fault_rules = *c;
-    }
-    if (auto v = n["connect_timeout"]) {
-      if (auto d = duration(v, "limits.connect_timeout")) limits.connect_timeout = *d;
-    }
-    if (auto v = n["tls_handshake_timeout"]) {
-      auto d = duration(v, "limits.tls_handshake_timeout");
-      if (d && d->count() == 0)
-        error(v, "limits.tls_handshake_timeout: must be more than 0 (a client gets that long to finish its TLS handshake)");
-      else if (d) limits.tls_handshake_timeout = *d;
-    }
-    if (auto v = n["proxy_header_timeout"]) {
-      auto d = duration(v, "limits.proxy_header_timeout");
-      if (d && d->count() == 0)
-        error(v, "limits.proxy_header_timeout: must be more than 0 (a load balancer gets that long to send its PROXY header)");
-      else if (d) limits.proxy_header_timeout = *d;
-    }
+    // Set in the file: the start warns when the open-file limit is too low instead of lowering it.
+    if (n["max_connections"]) limits.max_connections_default = false;
   }
 
   void load_listeners(const YAML::Node& n, Config& c) {
@@ -806,9 +812,10 @@ class Loader {
       load_listener(named, path, index, names, c);
       if (!c.listeners.empty()) {
         const ListenerConfig& l = c.listeners.front();
-        // Certificates are read at start and reload only (proxy/runtime/startup_check.h).
-        for (const char* key : {"tls", "upstream_tls", "sni"}) {
-          if (named[key]) error(named[key], path + "." + key + ": not taken for a listener added at run time: put it in the config file");
+        for (std::string_view key : kStartOnlyListenerKeys) {
+          if (auto v = named[std::string(key)]) {
+            error(v, path + "." + std::string(key) + ": not taken for a listener added at run time: put it in the config file");
+          }
         }
         // What is left to refuse is a port another part of the running config claims.
         const size_t before_claims = errors_.size();
@@ -828,9 +835,7 @@ class Loader {
  private:
   void load_listener(const YAML::Node& item, const std::string& path, size_t i, std::set<std::string>& names, Config& c) {
     {
-      if (!check_map(item, path,
-                     {"name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "tls",
-                      "upstream_tls", "proxy_protocol", "sni"})) {
+      if (!check_map(item, path, "listeners[]")) {
         return;
       }
       ListenerConfig l;
@@ -857,7 +862,8 @@ class Loader {
                            ClaimKind::kListen});
       }
       if (auto v = item["max_broker_ports"]) {
-        if (auto k = bounded_count(v, path + ".max_broker_ports", 1, 65535)) l.broker_ports.max_ports = static_cast<uint32_t>(*k);
+        if (auto k = key_value("listeners[].max_broker_ports", v, path + ".max_broker_ports"))
+          l.broker_ports.max_ports = static_cast<uint32_t>(k->number);
       }
       if (auto v = item["upstream"]) {
         l.upstreams = upstream_list(v, path + ".upstream");
@@ -950,11 +956,8 @@ class Loader {
       if (auto v = item["tls"]) l.tls = server_tls(v, path + ".tls");
       if (auto v = item["upstream_tls"]) l.upstream_tls = upstream_tls(v, path + ".upstream_tls");
       if (auto v = item["proxy_protocol"]) {
-        if (auto s = scalar(v, path + ".proxy_protocol")) {
-          if (*s == "v2") l.proxy_protocol = true;
-          else if (*s != "off")
-            error(v, path + ".proxy_protocol: '" + *s + "' is not v2 or off (version 1, the text form, is not taken: use send-proxy-v2)");
-        }
+        // Choices in the row's order: v2, off.
+        if (auto p = key_value("listeners[].proxy_protocol", v, path + ".proxy_protocol")) l.proxy_protocol = p->number == 0;
       }
       if (l.sni && !l.tls && !l.proxy_protocol) {
         error(item["sni"], path +
@@ -979,31 +982,12 @@ class Loader {
     return f;
   }
 
-  std::optional<TlsVersion> tls_version(const YAML::Node& node, const std::string& path) {
-    auto text = scalar(node, path);
-    if (!text) return std::nullopt;
-    if (*text == "1.2" || *text == "TLSv1.2") return TlsVersion::kTls12;
-    if (*text == "1.3" || *text == "TLSv1.3") return TlsVersion::kTls13;
-    error(node, path + ": '" + *text + "' is not a TLS version (\"1.2\" or \"1.3\")");
-    return std::nullopt;
-  }
-
-  // An optional true/false key into `out`.
-  void flag(const YAML::Node& node, const std::string& path, bool& out) {
-    if (!node) return;
-    if (auto b = boolean(node, path)) out = *b;
-  }
-
-  // A whole number in [lo, hi], or an error.
-  std::optional<size_t> bounded_count(const YAML::Node& node, const std::string& path, size_t lo, size_t hi) {
-    auto text = scalar(node, path);
-    if (!text) return std::nullopt;
-    auto v = parse_unsigned(*text);
-    if (!v || *v < lo || *v > hi) {
-      error(node, path + ": '" + *text + "' is not a number from " + std::to_string(lo) + " to " + std::to_string(hi));
-      return std::nullopt;
-    }
-    return static_cast<size_t>(*v);
+  // listeners[].tls.min_version and listeners[].upstream_tls.min_version (one row each, the same
+  // choices in the same order: 1.2, TLSv1.2, 1.3, TLSv1.3).
+  std::optional<TlsVersion> tls_version(std::string_view key, const YAML::Node& node, const std::string& path) {
+    auto v = key_value(key, node, path);
+    if (!v) return std::nullopt;
+    return v->number < 2 ? TlsVersion::kTls12 : TlsVersion::kTls13;
   }
 
   // admin.token_file / admin.token_env: the bearer token, resolved now so that a missing or empty
@@ -1072,7 +1056,7 @@ class Loader {
 
   ServerTlsConfig server_tls(const YAML::Node& n, const std::string& path) {
     ServerTlsConfig t;
-    if (!check_map(n, path, {"cert", "key", "client_ca", "client_auth", "min_version", "certificates"})) return t;
+    if (!check_map(n, path, "listeners[].tls")) return t;
     if (auto v = n["cert"]) t.cert = tls_file(v, path + ".cert");
     else error(n, path + ".cert: missing (the PEM certificate kproxy presents to clients)");
     if (auto v = n["key"]) t.key = tls_file(v, path + ".key");
@@ -1082,23 +1066,22 @@ class Loader {
       t.client_auth = ClientAuth::kRequired;
     }
     if (auto v = n["client_auth"]) {
-      auto text = scalar(v, path + ".client_auth");
-      if (text && *text == "none") t.client_auth = ClientAuth::kNone;
-      else if (text && *text == "requested") t.client_auth = ClientAuth::kRequested;
-      else if (text && *text == "required") t.client_auth = ClientAuth::kRequired;
-      else if (text) error(v, path + ".client_auth: '" + *text + "' is not one of none, requested, required");
+      // Choices in the row's order: none, requested, required.
+      if (auto a = key_value("listeners[].tls.client_auth", v, path + ".client_auth")) {
+        t.client_auth = a->number == 0 ? ClientAuth::kNone : a->number == 1 ? ClientAuth::kRequested : ClientAuth::kRequired;
+      }
       if (t.client_auth != ClientAuth::kNone && !t.client_ca.given()) {
         error(v, path + ".client_auth: verifying client certificates needs " + path + ".client_ca");
       }
     }
     if (auto v = n["min_version"]) {
-      if (auto ver = tls_version(v, path + ".min_version")) t.min_version = *ver;
+      if (auto ver = tls_version("listeners[].tls.min_version", v, path + ".min_version")) t.min_version = *ver;
     }
     if (auto v = n["certificates"]) {
       if (!v.IsSequence()) error(v, path + ".certificates: expected a list of {cert, key}");
       for (size_t i = 0; v.IsSequence() && i < v.size(); ++i) {
         std::string at = path + ".certificates[" + std::to_string(i) + "]";
-        if (!check_map(v[i], at, {"cert", "key"})) continue;
+        if (!check_map(v[i], at, "listeners[].tls.certificates[]")) continue;
         CertificateFiles files;
         if (auto c = v[i]["cert"]) files.cert = tls_file(c, at + ".cert");
         else error(v[i], at + ".cert: missing");
@@ -1113,16 +1096,18 @@ class Loader {
   UpstreamTlsConfig upstream_tls(const YAML::Node& n, const std::string& path) {
     UpstreamTlsConfig t;
     if (n.IsNull()) return t;  // `upstream_tls:` alone: TLS with the system trust store
-    if (!check_map(n, path, {"ca", "cert", "key", "verify_hostname", "min_version"})) return t;
+    if (!check_map(n, path, "listeners[].upstream_tls")) return t;
     if (auto v = n["ca"]) t.ca = tls_file(v, path + ".ca");
     if (auto v = n["cert"]) t.cert = tls_file(v, path + ".cert");
     if (auto v = n["key"]) t.key = tls_file(v, path + ".key");
     if (t.cert.given() != t.key.given()) {
       error(n, path + ": give both cert and key (a client certificate for mTLS), or neither");
     }
-    flag(n["verify_hostname"], path + ".verify_hostname", t.verify_hostname);
+    if (auto v = n["verify_hostname"]) {
+      if (auto f = key_value("listeners[].upstream_tls.verify_hostname", v, path + ".verify_hostname")) t.verify_hostname = f->flag;
+    }
     if (auto v = n["min_version"]) {
-      if (auto ver = tls_version(v, path + ".min_version")) t.min_version = *ver;
+      if (auto ver = tls_version("listeners[].upstream_tls.min_version", v, path + ".min_version")) t.min_version = *ver;
     }
     return t;
   }
@@ -1277,11 +1262,15 @@ LoadResult load_config_file(const std::string& path, const LoadOptions& options)
 namespace {
 // ListenerEntry::well_formed.
 bool listener_body_well_formed(const YAML::Node& item) {
-  static constexpr std::string_view kKeys[] = {
-      "name", "listen", "upstream", "advertise", "broker_ports", "broker_port_range", "max_broker_ports", "proxy_protocol"};
+  // A `listeners:` entry's keys (config_keys()) but the start-only ones.
+  static const std::vector<std::string_view> kKeys = [] {
+    std::vector<std::string_view> keys = child_keys("listeners[]");
+    std::erase_if(keys, start_only_listener_key);
+    return keys;
+  }();
   if (!item.IsMap()) return false;
   for (const auto& kv : item) {
-    if (!kv.first.IsScalar() || std::find(std::begin(kKeys), std::end(kKeys), kv.first.Scalar()) == std::end(kKeys)) return false;
+    if (!kv.first.IsScalar() || std::find(kKeys.begin(), kKeys.end(), kv.first.Scalar()) == kKeys.end()) return false;
     if (kv.second.IsScalar()) continue;
     if (kv.first.Scalar() != "upstream" || !kv.second.IsSequence()) return false;
     for (const auto& one : kv.second) {

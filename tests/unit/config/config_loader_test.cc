@@ -928,3 +928,99 @@ TEST_CASE("a listener entry checked at run time: the loader's checks and texts, 
   REQUIRE(warned.warnings.size() == 1);
   CHECK(warned.warnings[0].reason.find("ephemeral port range") != std::string::npos);
 }
+
+namespace {
+
+// Every error of loading `yaml` as "t.yaml", one "line:column: reason" per line.
+std::string errors_of(const std::string& yaml) {
+  auto r = load_config_string(yaml, "t.yaml", no_host());
+  std::string out;
+  for (const auto& e : r.errors) out += std::to_string(e.line) + ":" + std::to_string(e.column) + ": " + e.reason + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tracing: every key read, and each bad one named in the file's order (the texts of f00648c9)") {
+  auto r = load_config_string(std::string(kMinimal) +
+                                  "tracing: { endpoint: http://127.0.0.1:4318, service_name: x, max_queue_spans: 10, "
+                                  "max_spans_per_transaction: 9, batch: { max_spans: 4, interval: 2s }, timeout: 1500ms }\n",
+                              "t.yaml", no_host());
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  REQUIRE(r.config->tracing.has_value());
+  const TracingConfig& t = *r.config->tracing;
+  CHECK(t.host == "127.0.0.1");
+  CHECK(t.port == 4318);
+  CHECK(t.path == "/v1/traces");
+  CHECK(t.service_name == "x");
+  CHECK(t.max_queue_spans == 10);
+  CHECK(t.max_spans_per_transaction == 9);
+  CHECK(t.batch_max_spans == 4);
+  CHECK(t.batch_interval == std::chrono::seconds(2));
+  CHECK(t.timeout == std::chrono::milliseconds(1500));
+  CHECK_FALSE(load_config_string(kMinimal, "t.yaml", no_host()).config->tracing.has_value());
+
+  CHECK(errors_of(std::string(kMinimal) +
+                  "tracing: { service_name: '', max_queue_spans: 1, max_spans_per_transaction: 0, batch: { max_spans: 0, interval: 0s, x: "
+                  "1 }, timeout: 0, foo: 1 }\n") ==
+        "6:137: tracing.foo: unknown key (known: endpoint, service_name, max_queue_spans, max_spans_per_transaction, batch, timeout)\n"
+        "6:10: tracing.endpoint: missing (the collector's OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces)\n"
+        "6:26: tracing.service_name: must not be empty\n"
+        "6:47: tracing.max_queue_spans: '1' is not a number from 2 to 1000000\n"
+        "6:77: tracing.max_spans_per_transaction: '0' is not a number from 1 to 100000\n"
+        "6:117: tracing.batch.x: unknown key (known: max_spans, interval)\n"
+        "6:100: tracing.batch.max_spans: '0' is not a number from 1 to 100000\n"
+        "6:113: tracing.batch.interval: must be more than 0\n"
+        "6:134: tracing.timeout: must be more than 0\n");
+}
+
+TEST_CASE("listener, TLS and SNI scalars: values and error texts (the texts of f00648c9)") {
+  const std::string head = "listeners:\n  - name: k\n    listen: 127.0.0.1:9092\n    upstream: b:9092\n";
+  auto r =
+      load_config_string(head +
+                             "    tls: { cert: a.pem, key: b.pem, client_ca: c.pem, client_auth: requested, min_version: TLSv1.3 }\n"
+                             "    upstream_tls: { min_version: \"1.3\", verify_hostname: off }\n"
+                             "    proxy_protocol: v2\n"
+                             "    max_broker_ports: 7\n"
+                             "    sni: { bootstrap: kafka.example.com, broker: b-$(nodeId).example.com, advertised_port: 443, unknown: "
+                             "bootstrap, client_hello_timeout: 2s, max_client_hello_bytes: 1KiB }\n"
+                             "log: { format: json }\n",
+                         "t.yaml", no_host());
+  REQUIRE_MESSAGE(r.ok(), r.error_text());
+  const ListenerConfig& l = r.config->listeners.at(0);
+  REQUIRE(l.tls.has_value());
+  CHECK(l.tls->client_auth == ClientAuth::kRequested);
+  CHECK(l.tls->min_version == TlsVersion::kTls13);
+  REQUIRE(l.upstream_tls.has_value());
+  CHECK(l.upstream_tls->min_version == TlsVersion::kTls13);
+  CHECK_FALSE(l.upstream_tls->verify_hostname);
+  CHECK(l.proxy_protocol);
+  CHECK(l.broker_ports.max_ports == 7);
+  REQUIRE(l.sni.has_value());
+  CHECK(l.sni->advertised_port == 443);
+  CHECK(l.sni->unknown == UnknownServerName::kBootstrap);
+  CHECK(l.sni->client_hello_timeout == std::chrono::seconds(2));
+  CHECK(l.sni->max_client_hello_bytes == 1024);
+  CHECK(r.config->log.format == LogConfig::Format::kJson);
+
+  CHECK(errors_of(head + "    broker_ports: 9100\n"
+                         "    max_broker_ports: 0\n"
+                         "    proxy_protocol: v1\n"
+                         "    upstream_tls: { verify_hostname: maybe, min_version: '1.1' }\n"
+                         "    tls: { cert: a.pem, key: b.pem, client_auth: sometimes, min_version: 1.0, certificates: [ { cert: c, key: d, "
+                         "x: 1 } ] }\n") ==
+        "6:23: listeners[0].max_broker_ports: '0' is not a number from 1 to 65535\n"
+        "9:50: listeners[0].tls.client_auth: 'sometimes' is not one of none, requested, required\n"
+        "9:74: listeners[0].tls.min_version: '1.0' is not a TLS version (\"1.2\" or \"1.3\")\n"
+        "9:114: listeners[0].tls.certificates[0].x: unknown key (known: cert, key)\n"
+        "8:38: listeners[0].upstream_tls.verify_hostname: 'maybe' is not true or false\n"
+        "8:58: listeners[0].upstream_tls.min_version: '1.1' is not a TLS version (\"1.2\" or \"1.3\")\n"
+        "7:21: listeners[0].proxy_protocol: 'v1' is not v2 or off (version 1, the text form, is not taken: use send-proxy-v2)\n");
+  CHECK(errors_of(head + "    proxy_protocol: v2\n"
+                         "    sni: { bootstrap: kafka.example.com, broker: b-$(nodeId).example.com, advertised_port: 0, unknown: maybe, "
+                         "client_hello_timeout: 0s, max_client_hello_bytes: 100 }\n") ==
+        "6:92: listeners[0].sni.advertised_port: '0' is not a port (1 to 65535)\n"
+        "6:104: listeners[0].sni.unknown: 'maybe' is not refuse or bootstrap\n"
+        "6:133: listeners[0].sni.client_hello_timeout: must be more than 0\n"
+        "6:161: listeners[0].sni.max_client_hello_bytes: must be from 512 bytes to 1MiB\n");
+}
