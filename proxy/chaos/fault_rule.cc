@@ -23,6 +23,7 @@ const char* action_name(ActionKind k) {
     case ActionKind::kResetAfterBytes: return "reset_after_bytes";
     case ActionKind::kBandwidth: return "bandwidth";
     case ActionKind::kSlice: return "slice";
+    case ActionKind::kDuplicateRequest: return "duplicate_request";
   }
   return "?";
 }
@@ -323,13 +324,14 @@ struct Parser {
 
   bool action(const nlohmann::json& a, const RuleMatch& m, RuleAction& out, std::vector<std::string>& notes) {
     if (!a.is_object()) return fail("action", "expected an object");
-    static const char* kinds[] = {"error",     "answer", "delay", "drop_response", "close", "throttle", "reset_after_bytes",
-                                  "bandwidth", "slice"};
+    static const char* kinds[] = {
+        "error", "answer", "delay", "drop_response", "close", "throttle", "reset_after_bytes", "bandwidth", "slice", "duplicate_request"};
     int found = 0;
     for (const char* k : kinds) found += a.contains(k) ? 1 : 0;
     if (found != 1)
       return fail("action",
-                  "expected exactly one of error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth, slice");
+                  "expected exactly one of error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth, slice, "
+                  "duplicate_request");
     if (a.contains("error") || a.contains("answer")) {
       bool is_error = a.contains("error");
       const char* key = is_error ? "error" : "answer";
@@ -383,6 +385,15 @@ struct Parser {
         if (s != "request" && s != "response") return fail("action.side", "expected request or response");
         out.on_request = s == "request";
       }
+      return true;
+    }
+    if (a.contains("duplicate_request")) {
+      // What a client's retry after a lost answer looks like to the broker: the same request
+      // again, same correlation id, producer id, epoch and sequence (KIP-98: an idempotent
+      // producer's duplicate batch is acknowledged, not appended again).
+      if (!only_keys(a, "action", {"duplicate_request"})) return false;
+      if (a["duplicate_request"] != true) return fail("action.duplicate_request", "expected true");
+      out.kind = ActionKind::kDuplicateRequest;
       return true;
     }
     if (a.contains("drop_response")) {
@@ -529,7 +540,8 @@ std::shared_ptr<FaultRule> parse_fault_rule(const nlohmann::json& spec_in, std::
     return nullptr;
   }
   if (!spec_in.contains("action")) {
-    p.fail("action", "missing (error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth or slice)");
+    p.fail("action",
+           "missing (error, answer, delay, drop_response, close, throttle, reset_after_bytes, bandwidth, slice or duplicate_request)");
     return nullptr;
   }
   if (spec_in.contains("match") && !p.match(spec_in["match"], rule->match)) return nullptr;

@@ -17,6 +17,7 @@
 //             | {"close": "before" | "after"}
 //             | {"throttle": "500ms"}                     // ThrottleTimeMs in the response
 //             | {"reset_after_bytes": 1000}               // transport: reset (RST) after N more response bytes
+//             | {"duplicate_request": true}               // sent to the broker twice, the second answer swallowed
 //             | {"bandwidth": 65536, "direction": "to_client" | "to_broker" | "both"}   // bytes per second
 //             | {"slice": 64, "slice_delay": "5ms", "direction": ...}                  // split writes into N-byte pieces
 //    "trigger": {"once": true} | {"nth": 3} | {"times": 2} | {"after": 1, "times": 2}
@@ -68,7 +69,18 @@ struct RuleMatch {
   bool needs_body() const { return transactional_id || topic || group_id || !partitions.empty() || producer_id; }
 };
 
-enum class ActionKind : uint8_t { kError, kAnswer, kDelay, kDropResponse, kClose, kThrottle, kResetAfterBytes, kBandwidth, kSlice };
+enum class ActionKind : uint8_t {
+  kError,
+  kAnswer,
+  kDelay,
+  kDropResponse,
+  kClose,
+  kThrottle,
+  kResetAfterBytes,
+  kBandwidth,
+  kSlice,
+  kDuplicateRequest,
+};
 const char* action_name(ActionKind k);
 
 enum class ErrorScopeKind : uint8_t {

@@ -83,12 +83,14 @@ struct ExchangeActions {
   std::string close_after_rule;                                      ///< the rule that asked (for the close log line)
   std::string answer_rule;                    ///< the rule whose answer kproxy sent instead of the broker's (observers: who injected it)
   std::optional<uint64_t> reset_after_bytes;  ///< RST after this many more bytes
+  bool duplicate_request = false;             ///< send the request twice; the second answer is swallowed
+  bool discard_response = false;              ///< (the duplicate's slot) the broker's answer goes nowhere
   std::optional<chaos::TransportToxic> to_client;  ///< bandwidth / slice of the response
   std::optional<chaos::TransportToxic> to_broker;  ///< bandwidth / slice of the request
   /// True when anything must happen to the response (it cannot take the fast path).
   bool affect_response() const {
     return !error_rules.empty() || throttle_ms || response_delay.count() > 0 || drop_response || close_after || reset_after_bytes ||
-           to_client;
+           to_client || discard_response;
   }
 };
 

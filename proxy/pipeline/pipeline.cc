@@ -263,18 +263,31 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   }
   std::optional<chaos::TransportToxic> toxic = actions.to_broker;
   std::chrono::milliseconds request_delay = actions.request_delay;
+  // duplicate_request: the broker gets the request twice, as after a client's retry; the second
+  // answer has a slot of its own right behind the first's, and is swallowed there.
+  const int copies = actions.duplicate_request ? 2 : 1;
   if (expects_response) {
+    Slot duplicate;
+    if (copies == 2) {
+      duplicate.api_key = slot.api_key;
+      duplicate.api_version = slot.api_version;
+      duplicate.correlation_id = slot.correlation_id;
+      duplicate.response_header_version = slot.response_header_version;
+      duplicate.actions = std::make_unique<ExchangeActions>();
+      duplicate.actions->discard_response = true;
+    }
     slot.actions = keep_if_any(std::move(actions));
     slots_.push_back(std::move(slot));
+    if (copies == 2) slots_.push_back(std::move(duplicate));
   }
   if (request_delay.count() > 0 || !held_.empty()) {
-    hold(frame, expects_response, request_delay, toxic, now);
+    for (int c = 0; c < copies; ++c) hold(frame, expects_response, c == 0 ? request_delay : std::chrono::milliseconds(0), toxic, now);
     return true;
   }
   // Straight on, unless a transport rule shapes it: its residence is measured when the
   // connection has written this read (ConnectionMetrics::residence_written).
   if (!to_broker_ && !(toxic && toxic->any())) metrics_.forwarded(metrics::Direction::kRequest, header.api_key);
-  forward(frame, expects_response, toxic, now);
+  for (int c = 0; c < copies; ++c) forward(frame, expects_response, toxic, now);
   return true;
 }
 
@@ -349,6 +362,13 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
                                                     std::to_string(correlation_id)});
     return false;
   }
+  if (slot.actions && slot.actions->discard_response) {
+    // The answer to a duplicate_request copy: the client asked once and gets one answer (the
+    // first); the stages and observers saw the exchange already.
+    slot.release_at = now;
+    pump(now);
+    return !closed_;
+  }
   // Stages only read the actions; an exchange without any sees an empty set.
   ExchangeActions none;
   ExchangeActions& actions = slot.actions ? *slot.actions : none;
@@ -409,6 +429,10 @@ void Pipeline::pump(std::chrono::steady_clock::time_point now) {
     Slot& s = slots_.front();
     if (s.release_at > now) break;
     if (blackholed_) {
+      pop_front_slot();
+      continue;
+    }
+    if (s.actions && s.actions->discard_response) {
       pop_front_slot();
       continue;
     }

@@ -71,6 +71,7 @@ bool FaultStage::applies(const chaos::FaultRule& rule, const RequestContext& ctx
     case chaos::ActionKind::kThrottle: return forwarded && response;
     case chaos::ActionKind::kDropResponse:
     case chaos::ActionKind::kResetAfterBytes: return response;
+    case chaos::ActionKind::kDuplicateRequest: return forwarded;
     case chaos::ActionKind::kBandwidth:
     case chaos::ActionKind::kSlice: return (a.to_client && response) || (a.to_broker && forwarded);
   }
@@ -148,6 +149,10 @@ void FaultStage::on_request(RequestContext& ctx) {
         case chaos::ActionKind::kResetAfterBytes:
           fired(*rule, ctx);
           actions.reset_after_bytes = a.bytes;
+          break;
+        case chaos::ActionKind::kDuplicateRequest:
+          fired(*rule, ctx);
+          actions.duplicate_request = true;
           break;
         case chaos::ActionKind::kBandwidth:
         case chaos::ActionKind::kSlice: {

@@ -160,3 +160,12 @@ TEST_CASE("transport toxics parse: bandwidth and slice with a direction") {
   CHECK(parse_error(R"({"name":"x","action":{"bandwidth":8,"slice_delay":"1ms"}})").rfind("action.slice_delay: unknown key", 0) == 0);
   CHECK(std::string(kproxy::chaos::action_name(kproxy::chaos::ActionKind::kSlice)) == "slice");
 }
+
+TEST_CASE("duplicate_request: true is an action of its own, and only true") {
+  auto rule = parse_ok(R"({"name":"twice","match":{"api":"Produce"},"action":{"duplicate_request":true},"trigger":"once"})");
+  CHECK(rule->action.kind == kproxy::chaos::ActionKind::kDuplicateRequest);
+  CHECK(std::string(kproxy::chaos::action_name(rule->action.kind)) == "duplicate_request");
+  CHECK(parse_error(R"({"name":"x","action":{"duplicate_request":false}})").rfind("action.duplicate_request: expected true", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","action":{"duplicate_request":true,"drop_response":true}})").rfind("action", 0) == 0);
+  CHECK(parse_error(R"({"name":"x","action":{"duplicate_request":true,"side":"request"}})").rfind("action", 0) == 0);
+}

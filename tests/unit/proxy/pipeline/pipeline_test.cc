@@ -528,3 +528,61 @@ TEST_CASE("pipeline: the observer learns which answers the client will not get (
     close_loop(&loop);
   }
 }
+
+TEST_CASE("pipeline: duplicate_request sends the request twice and the client gets one answer") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::LiveRules control;
+  put_rule(control, "twice", R"({"match":{"api":"Heartbeat"},"action":{"duplicate_request":true},"trigger":{"nth":2}})");
+  Recorder rec;
+  {
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{14, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    auto r1 = heartbeat_request(1), r2 = heartbeat_request(2), r3 = heartbeat_request(3);
+    REQUIRE(offer(p, r1));
+    REQUIRE(offer(p, r2));  // the rule's hit: sent twice, byte for byte
+    REQUIRE(offer(p, r3));
+    REQUIRE(rec.to_broker.size() == 4);
+    CHECK(rec.to_broker[1] == std::string(r2.begin(), r2.end()));
+    CHECK(rec.to_broker[2] == std::string(r2.begin(), r2.end()));
+    CHECK(p.awaiting_broker() == 4);
+    // The broker answers every copy in order; the second answer to 2 goes nowhere.
+    for (int32_t c : {1, 2, 2, 3}) REQUIRE(answer(p, heartbeat_response(c)));
+    std::vector<std::string> expected;
+    for (int32_t c : {1, 2, 3}) {
+      auto r = heartbeat_response(c);
+      expected.emplace_back(r.begin(), r.end());
+    }
+    CHECK(rec.to_client == expected);
+    CHECK(p.awaiting_broker() == 0);
+    CHECK(p.idle());
+    CHECK_FALSE(rec.closed);
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("pipeline: a duplicated request behind a delay is held twice, released in order") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  chaos::LiveRules control;
+  put_rule(control, "slow", R"({"match":{"api":"Heartbeat"},"action":{"delay":"30ms","side":"request"},"trigger":"once"})");
+  put_rule(control, "twice", R"({"match":{"api":"Heartbeat"},"action":{"duplicate_request":true},"trigger":"once"})");
+  Recorder rec;
+  {
+    PipelineCollaborators with;
+    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{15, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    auto r1 = heartbeat_request(1), r2 = heartbeat_request(2);
+    REQUIRE(offer(p, r1));  // delayed and duplicated
+    REQUIRE(offer(p, r2));  // waits behind both copies
+    CHECK(rec.to_broker.empty());
+    drain(&loop, [&] { return rec.to_broker.size() == 3; });
+    REQUIRE(rec.to_broker.size() == 3);
+    CHECK(rec.to_broker[0] == std::string(r1.begin(), r1.end()));
+    CHECK(rec.to_broker[1] == std::string(r1.begin(), r1.end()));
+    CHECK(rec.to_broker[2] == std::string(r2.begin(), r2.end()));
+    for (int32_t c : {1, 1, 2}) REQUIRE(answer(p, heartbeat_response(c)));
+    CHECK(rec.to_client.size() == 2);
+    CHECK(p.idle());
+  }
+  close_loop(&loop);
+}
