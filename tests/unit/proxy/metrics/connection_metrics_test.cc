@@ -17,6 +17,21 @@ double clients_gauge(metrics::ProxyMetrics& m, const std::string& name, const st
   auto at = text.find(key);
   return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
 }
+
+/// The value of series `series` (name and labels, as rendered) in `m`, -1 when absent.
+double sample(const metrics::ProxyMetrics& m, const std::string& series) {
+  std::string text = m.render();
+  std::string key = "\n" + series + " ";
+  auto at = text.find(key);
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + key.size()));
+}
+
+const std::string kClientGauge = R"(kproxy_connections{listener="kafka",side="client"})";
+const std::string kUpstreamGauge = R"(kproxy_connections{listener="kafka",side="upstream"})";
+const std::string kInflight = "kproxy_inflight_requests";
+std::string closed_series(const char* reason) {
+  return std::string(R"(kproxy_connections_closed_total{listener="kafka",reason=")") + reason + "\"}";
+}
 }  // namespace
 
 TEST_CASE("connection metrics: a connection counts once in kproxy_clients, under the name it announced last") {
@@ -81,4 +96,73 @@ TEST_CASE("connection metrics: residence of the frames of one read, per API and 
   const char* name = codec::api_name(a);
   std::string label = name ? name : "unknown_" + std::to_string(a);
   CHECK(text.find("kproxy_proxy_residence_seconds_bucket{api=\"" + label + "\",direction=\"request\",le=\"5e-05\"}") != std::string::npos);
+}
+
+TEST_CASE("connection metrics: open connections and in-flight requests count while open and are taken back by the close") {
+  metrics::ProxyMetrics m;
+  m.set_listener_names({"kafka"});
+  metrics::ConnectionMetrics connection(m, 0);
+  connection.opened();
+  connection.upstream_connected();
+  connection.upstream_connected();  // a second connect of the same connection counts nothing more
+  CHECK(sample(m, kClientGauge) == 1);
+  CHECK(sample(m, kUpstreamGauge) == 1);
+  CHECK(sample(m, R"(kproxy_connections_opened_total{listener="kafka",side="upstream"})") == 1);
+  for (int i = 0; i < 3; ++i) connection.request_pushed();
+  connection.response_popped();
+  CHECK(sample(m, kInflight) == 2);
+  connection.closed(proxy::CloseCategory::kBrokerClosed);
+  CHECK(sample(m, kClientGauge) == 0);
+  CHECK(sample(m, kUpstreamGauge) == 0);
+  CHECK(sample(m, kInflight) == 0);
+  CHECK(sample(m, closed_series("broker_closed")) == 1);
+  // Closed once: a second close, or a response popped after it, changes nothing.
+  connection.closed(proxy::CloseCategory::kFault);
+  connection.response_popped();
+  CHECK(sample(m, closed_series("broker_closed")) == 1);
+  CHECK(sample(m, closed_series("fault")) <= 0);
+  CHECK(sample(m, kInflight) == 0);
+  CHECK(sample(m, kClientGauge) == 0);
+}
+
+TEST_CASE("connection metrics: the destructor closes an open connection as other; one never opened counts no close") {
+  metrics::ProxyMetrics m;
+  m.set_listener_names({"kafka"});
+  {
+    metrics::ConnectionMetrics connection(m, 0);
+    connection.opened();
+    connection.request_pushed();
+    connection.response_popped();
+    connection.response_popped();  // more answers than requests: the gauge does not go below what it counted
+    connection.request_pushed();
+    CHECK(sample(m, kInflight) == 1);
+  }
+  CHECK(sample(m, kClientGauge) == 0);
+  CHECK(sample(m, kInflight) == 0);
+  CHECK(sample(m, closed_series("other")) == 1);
+  {
+    metrics::ConnectionMetrics refused(m, 0);  // accepted and closed before it was counted open
+    refused.closed(proxy::CloseCategory::kLimit);
+  }
+  CHECK(sample(m, closed_series("limit")) <= 0);
+  CHECK(sample(m, closed_series("other")) == 1);
+  CHECK(sample(m, kClientGauge) == 0);
+}
+
+TEST_CASE("connection metrics: byte counts add up per connection; events count in the process's metrics") {
+  metrics::ProxyMetrics m;
+  metrics::ConnectionMetrics a(m, 0), b(m, 0);
+  a.bytes_in(100);
+  a.bytes_in(23);
+  a.bytes_out(7);
+  b.bytes_in(1);
+  CHECK(a.bytes_in() == 123);
+  CHECK(a.bytes_out() == 7);
+  CHECK(b.bytes_in() == 1);
+  CHECK(b.bytes_out() == 0);
+  CHECK(&a.process() == &m);
+  uint64_t before = m.total(metrics::ProxyEvent::kUpstreamConnectFailure);
+  a.count(metrics::ProxyEvent::kUpstreamConnectFailure);
+  b.count(metrics::ProxyEvent::kUpstreamConnectFailure, 4);
+  CHECK(m.total(metrics::ProxyEvent::kUpstreamConnectFailure) == before + 5);
 }

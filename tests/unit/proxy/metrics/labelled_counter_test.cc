@@ -36,3 +36,42 @@ TEST_CASE("LabelledCounter: no label, one series") {
   CHECK(f.metric[0].label.empty());
   CHECK(f.metric[0].counter.value == 5);
 }
+
+TEST_CASE("LabelledCounter: add(i, n) counts n in that series only; the family keeps the value order and the help") {
+  LabelledCounter c("kproxy_test_refusals_total", "Refusals by status.", "status", {"400", "401", "413"});
+  auto before = c.family();
+  REQUIRE(before.metric.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(before.metric[i].counter.value == 0);  // every series from the start
+  c.add(2, 7);
+  c.add(0);
+  c.add(3, 100);  // past the list: ignored
+  c.add(size_t(-1), 100);
+  CHECK(c.value(0) == 1);
+  CHECK(c.value(1) == 0);
+  CHECK(c.value(2) == 7);
+  CHECK(c.value(3) == 0);
+  CHECK(c.name() == "kproxy_test_refusals_total");
+  auto f = c.family();
+  CHECK(f.help == "Refusals by status.");
+  REQUIRE(f.metric.size() == 3);
+  const char* values[] = {"400", "401", "413"};
+  const double counts[] = {1, 0, 7};
+  for (size_t i = 0; i < 3; ++i) {
+    REQUIRE(f.metric[i].label.size() == 1);
+    CHECK(f.metric[i].label[0].name == "status");
+    CHECK(f.metric[i].label[0].value == values[i]);
+    CHECK(f.metric[i].counter.value == counts[i]);
+  }
+}
+
+TEST_CASE("LabelledCounter: with no label the values given are ignored, one unlabelled series") {
+  LabelledCounter c("kproxy_test_single_total", "help", "", {"a", "b", "c"});
+  c.add(0, 2);
+  c.add(1, 5);  // there is no second series
+  CHECK(c.value(0) == 2);
+  CHECK(c.value(1) == 0);
+  auto f = c.family();
+  REQUIRE(f.metric.size() == 1);
+  CHECK(f.metric[0].label.empty());
+  CHECK(f.metric[0].counter.value == 2);
+}

@@ -1,8 +1,12 @@
 #include "proxy/net/bound_socket.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
+
+#include "tests/unit/support/test_ports.h"
 
 using namespace kproxy;
 
@@ -30,4 +34,45 @@ TEST_CASE("IPv6 hosts and bad hosts") {
   CHECK_FALSE(bad.socket);
   CHECK(bad.error == "listen address 'kafka.example.com' is not an IP address");
   CHECK(proxy::local_port(-1) == 0);
+}
+
+TEST_CASE("a named port binds that port; the socket is non-blocking, close-on-exec, SO_REUSEADDR and not yet listening") {
+  const uint16_t port = testing::reserved_port();
+  proxy::BoundSocket s = proxy::bind_tcp_socket("127.0.0.1", port);
+  REQUIRE_MESSAGE(s.socket, s.error);
+  CHECK(s.error.empty());
+  CHECK(s.port == port);
+  CHECK(proxy::local_port(s.socket.get()) == port);
+  const int fd = s.socket.get();
+  CHECK((::fcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
+  CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  int value = 0;
+  socklen_t len = sizeof(value);
+  REQUIRE(::getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &value, &len) == 0);
+  CHECK(value != 0);
+  // Bound, not listening: the workers listen on duplicates later.
+  value = -1;
+  len = sizeof(value);
+  REQUIRE(::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &len) == 0);
+  CHECK(value == 0);
+  int type = 0;
+  len = sizeof(type);
+  REQUIRE(::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0);
+  CHECK(type == SOCK_STREAM);
+}
+
+TEST_CASE("a host that is no local address is refused with the address in the error; local_port of a non-socket is 0") {
+  // 192.0.2.1 (TEST-NET-1, RFC 5737) is on no interface of the machine: bind fails.
+  proxy::BoundSocket foreign = proxy::bind_tcp_socket("192.0.2.1", 0);
+  CHECK_FALSE(foreign.socket);
+  CHECK(foreign.port == 0);
+  CHECK(foreign.error == "cannot listen on 192.0.2.1:0: address not available");
+  proxy::BoundSocket empty = proxy::bind_tcp_socket("", 0);
+  CHECK_FALSE(empty.socket);
+  CHECK(empty.error == "listen address '' is not an IP address");
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  CHECK(proxy::local_port(pipe_fds[0]) == 0);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
 }

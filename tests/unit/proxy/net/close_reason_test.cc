@@ -33,3 +33,16 @@ TEST_CASE("close_label: the detail text never moves a close to another label") {
   kproxy::proxy::CloseReason r{CloseCategory::kClientClosed, "client closed the connection (upstream connect broker fault)"};
   CHECK(close_label(r.category) == "client_closed");
 }
+
+TEST_CASE("close_label: the timeout categories have labels of their own; a reason says other until categorised") {
+  CHECK(close_label(CloseCategory::kRequestTimeout) == "request_timeout");
+  CHECK(close_label(CloseCategory::kFirstRequestTimeout) == "first_request_timeout");
+  // A CloseReason made without a category counts as "other", whatever its detail.
+  kproxy::proxy::CloseReason unset;
+  unset.detail = "broker closed";
+  CHECK(unset.category == CloseCategory::kOther);
+  CHECK(close_label(unset.category) == "other");
+  // A value past the last category (a newer enum read by older code) is "other", never a crash or "".
+  CHECK(close_label(static_cast<CloseCategory>(kCloseCategories)) == "other");
+  CHECK(close_label(static_cast<CloseCategory>(200)) == "other");
+}

@@ -46,3 +46,66 @@ TEST_CASE("every listener gets the contexts its sections ask for; errors of all 
   CHECK(tls.size() == 2);  // untouched on failure
   CHECK(tls[1].clients == kept[1].clients);
 }
+
+namespace {
+
+/// One listener "edge" (port 0, kernel broker ports) with `sections` (YAML lines of the entry).
+std::shared_ptr<const config::Config> edge_config(const std::string& sections) {
+  std::string yaml =
+      "listeners:\n"
+      "  - name: edge\n    listen: 127.0.0.1:0\n    upstream: b:1\n    broker_ports: 0\n" +
+      sections;
+  auto loaded = config::load_config_string(yaml, "edge.yaml");
+  REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
+  return loaded.config;
+}
+
+}  // namespace
+
+TEST_CASE("every build reads the certificate files again: a reload picks up a renewed or a broken file") {
+  testing::TestPki pki;
+  auto id = pki.issue("edge", "DNS:localhost");
+  auto config = edge_config("    tls: {cert: " + id.cert + ", key: " + id.key + "}\n");
+  std::vector<proxy::tls::ListenerTls> first;
+  REQUIRE(proxy::tls::build_listener_tls(*config, first) == "");
+  REQUIRE(first.size() == 1);
+  REQUIRE(first[0].clients);
+  CHECK_FALSE(first[0].upstream);
+
+  // The same config, the file replaced by something that is no certificate: refused now.
+  pki.write_text("edge.pem", "not a certificate\n");
+  std::vector<proxy::tls::ListenerTls> broken = first;
+  std::string error = proxy::tls::build_listener_tls(*config, broken);
+  CHECK(error.rfind("edge.yaml:", 0) == 0);
+  CHECK(error.find("listeners[0].tls.cert") != std::string::npos);
+  CHECK(broken[0].clients == first[0].clients);  // what was running stays
+
+  // Renewed (a new certificate and key under the same names): a new context.
+  pki.issue("edge", "DNS:localhost");
+  std::vector<proxy::tls::ListenerTls> renewed;
+  REQUIRE(proxy::tls::build_listener_tls(*config, renewed) == "");
+  REQUIRE(renewed[0].clients);
+  CHECK(renewed[0].clients != first[0].clients);
+}
+
+TEST_CASE("upstream TLS alone: clients stay plaintext; both sections failing on one listener give two lines") {
+  testing::TestPki pki;
+  std::vector<proxy::tls::ListenerTls> out;
+  REQUIRE(proxy::tls::build_listener_tls(*edge_config("    upstream_tls: {ca: " + pki.ca_file() + "}\n"), out) == "");
+  REQUIRE(out.size() == 1);
+  CHECK_FALSE(out[0].clients);
+  CHECK(out[0].upstream);
+
+  auto id = pki.issue("edge", "DNS:localhost");
+  auto both_bad =
+      edge_config("    tls: {cert: " + id.cert + ", key: /nonexistent/edge.key}\n    upstream_tls: {ca: /nonexistent/ca.pem}\n");
+  std::string error = proxy::tls::build_listener_tls(*both_bad, out);
+  INFO(error);
+  CHECK(error.find("listeners[0].tls.key: cannot load '/nonexistent/edge.key'") != std::string::npos);
+  CHECK(error.find("listeners[0].upstream_tls.ca: cannot load '/nonexistent/ca.pem'") != std::string::npos);
+  CHECK(error.find('\n') != std::string::npos);
+  CHECK(error.find('\n') == error.rfind('\n'));  // two lines: one newline between them, none after
+  CHECK(error.back() != '\n');
+  CHECK(out.size() == 1);
+  CHECK(out[0].upstream);  // untouched
+}

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/unit/support/test_ports.h"
+
 using namespace kproxy;
 using namespace kproxy::toxiproxy;
 
@@ -73,4 +75,56 @@ TEST_CASE("answers become HTTP responses: JSON with a newline, 204 without a bod
   auto none = to_http({204, nullptr});
   CHECK(none.status == 204);
   CHECK(none.body.empty());
+}
+
+TEST_CASE("routes of a proxy or toxic that does not exist answer 404 in Toxiproxy's error shape; other verbs 405") {
+  ProxyTable table(ProxyHost{});
+  admin::AdminServer server;
+  register_toxiproxy_routes(server, table, "v");
+  for (auto [method, path] :
+       {std::pair{"GET", "/proxies/none"}, std::pair{"DELETE", "/proxies/none"}, std::pair{"GET", "/proxies/none/toxics"},
+        std::pair{"GET", "/proxies/none/toxics/t"}, std::pair{"DELETE", "/proxies/none/toxics/t"}}) {
+    auto r = call(server, method, path);
+    CHECK_MESSAGE(r.status == 404, method, " ", path);
+    auto body = nlohmann::json::parse(r.body, nullptr, false);
+    CHECK_MESSAGE(body["status"] == 404, method, " ", path);
+    CHECK_MESSAGE(body["error"].is_string(), method, " ", path);
+  }
+  CHECK(call(server, "PATCH", "/proxies/none", R"({"enabled": false})").status == 404);
+  CHECK(call(server, "POST", "/proxies/none/toxics", R"({"type": "latency", "attributes": {"latency": 1}})").status == 404);
+  CHECK(call(server, "PUT", "/proxies").status == 405);
+  CHECK(call(server, "DELETE", "/version").status == 405);
+  CHECK(call(server, "GET", "/nothing").status == 404);
+}
+
+TEST_CASE("GET /openapi.json serves this API's contract; /version says Toxiproxy's content type") {
+  ProxyTable table(ProxyHost{});
+  admin::AdminServer server;
+  register_toxiproxy_routes(server, table, "2.12.0-kproxy");
+  auto doc = call(server, "GET", "/openapi.json");
+  CHECK(doc.status == 200);
+  auto json = nlohmann::json::parse(doc.body, nullptr, false);
+  REQUIRE_FALSE(json.is_discarded());
+  CHECK(json.contains("openapi"));
+  for (const char* path :
+       {"/version", "/proxies", "/populate", "/reset", "/proxies/{proxy}", "/proxies/{proxy}/toxics", "/proxies/{proxy}/toxics/{toxic}"})
+    CHECK_MESSAGE(json["paths"].contains(path), path);
+  auto version = call(server, "GET", "/version");
+  CHECK(version.content_type == "application/json;charset=utf-8");
+  CHECK(version.body == "{\"version\":\"2.12.0-kproxy\"}\n");
+}
+
+TEST_CASE("one table behind the routes: what POST /proxies creates, GET /proxies lists and POST /reset clears the toxics of") {
+  ProxyTable table(ProxyHost{});
+  admin::AdminServer server;
+  register_toxiproxy_routes(server, table, "v");
+  const std::string upstream = "127.0.0.1:" + std::to_string(kproxy::testing::reserved_port());  // never connected to
+  REQUIRE(call(server, "POST", "/proxies", R"({"name": "a", "listen": "127.0.0.1:0", "upstream": ")" + upstream + R"("})").status == 201);
+  REQUIRE(call(server, "POST", "/proxies/a/toxics", R"({"name": "slow", "type": "latency", "attributes": {"latency": 5}})").status == 200);
+  CHECK(table.list().body.contains("a"));
+  CHECK(json_of(call(server, "GET", "/proxies"))["a"]["toxics"].size() == 1);
+  CHECK(call(server, "POST", "/reset").status == 204);
+  // Toxiproxy's reset removes every toxic and enables every proxy; the proxies stay.
+  CHECK(call(server, "GET", "/proxies/a").status == 200);
+  CHECK(json_of(call(server, "GET", "/proxies/a/toxics")).empty());
 }
