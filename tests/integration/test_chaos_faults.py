@@ -189,3 +189,29 @@ def test_scenario_10_endtxn_response_dropped_once(kafka, topic_name):
         cons = clients.read_committed(kp.bootstrap, topic_name, expect=40)
         assert (cons["count"], cons["duplicates"]) == (40, 0), cons
         assert kp.stop() == 0
+
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
+def test_duplicate_request_reaches_the_broker_twice_and_only_idempotence_hides_it(kafka, topic_name, idempotent):
+    """duplicate_request (docs/faults.md): every Produce is sent to the broker twice, as a retry
+    after a lost answer would be. An idempotent producer's duplicate batch is acknowledged and not
+    appended again (KIP-98): 0 duplicates. Without idempotence the broker appends both copies, so
+    the same rule shows the duplicates a client without idempotence would make on a retry."""
+    kafka.create_topic(topic_name, partitions=1)
+    rules = _faults_yaml(fault_rule("twice", "api: Produce", "duplicate_request: true"))
+    prefix = f"dup-{'i' if idempotent else 'p'}-"
+    conf = {"linger.ms": 20} if idempotent else {"enable.idempotence": False, "acks": "all", "linger.ms": 20,
+                                                   "max.in.flight.requests.per.connection": 1}
+    with Kproxy(kafka.bootstrap(), name=f"dup{'i' if idempotent else 'p'}", extra_yaml=rules, log_level="debug") as kp:
+        out = clients.rd_produce(kp.bootstrap, topic_name, 200, key_prefix=prefix, conf=conf)
+        assert out["errors"] == [] and out["delivered"] == 200, out
+        injected = _injections(kp, "twice")
+        assert injected and all(a == "duplicate_request" and api == "Produce" for a, api, _ in injected), injected
+        assert kp.stop() == 0
+    cons = clients.rd_consume(kafka.bootstrap(), topic_name, 200 if idempotent else 400, key_prefix=prefix,
+                              isolation="read_uncommitted")
+    if idempotent:
+        assert (cons["count"], cons["duplicates"]) == (200, 0), cons
+    else:
+        # Every Produce was duplicated and appended twice: every record is in the log twice.
+        assert (cons["count"], cons["duplicates"]) == (400, 200), cons
