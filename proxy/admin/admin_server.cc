@@ -327,6 +327,10 @@ struct AdminServer::Network {
   void drop(Pending& p, const std::string& why);
   /// Hands a whole request to its lane; 503 from here when the lane's queue is full.
   bool enqueue(Pending& p);
+  /// Wakes the reader's poll (stop, or a test that moved the clock).
+  void poke();
+  /// Now, on the server's clock (AdminServerOptions::clock).
+  Clock::time_point now_time() const { return server.options_.clock ? server.options_.clock->now() : Clock::now(); }
   void stop();
 };
 
@@ -392,7 +396,7 @@ void AdminServer::Network::accept_all(int listener) {
     Pending p;
     p.fd = fd;
     describe_peer(peer, p.remote, p.address);
-    p.deadline = Clock::now() + o.head_timeout;
+    p.deadline = now_time() + o.head_timeout;
     // Room is made by dropping the oldest connection still sending its request, from this
     // address first: the newest (a probe's, whose head arrives at once) always gets in.
     unsigned from_address = 0;
@@ -435,7 +439,7 @@ void AdminServer::Network::answer_now(Pending& p, const HttpResponse& response) 
   ::shutdown(p.fd, SHUT_WR);
   p.phase = Pending::Phase::linger;
   p.received.clear();
-  p.deadline = Clock::now() + std::chrono::seconds(1);
+  p.deadline = now_time() + std::chrono::seconds(1);
 }
 
 bool AdminServer::Network::enqueue(Pending& p) {
@@ -497,7 +501,7 @@ bool AdminServer::Network::on_readable(Pending& p) {
       p.body_bytes = admission.body_bytes;
       p.received.erase(0, parsed.head.head_bytes);
       p.phase = Pending::Phase::body;
-      p.deadline = Clock::now() + server.options_.body_timeout;
+      p.deadline = now_time() + server.options_.body_timeout;
       if (admission.expect_continue && p.received.size() < p.body_bytes) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         (void)::send(p.fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -520,7 +524,7 @@ void AdminServer::Network::run_reader() {
     owners.clear();
     fds.push_back({wake[0], POLLIN, 0});
     for (int fd : listeners) fds.push_back({fd, POLLIN, 0});
-    auto now = Clock::now();
+    auto now = now_time();
     auto next = now + std::chrono::seconds(1);
     for (auto it = pending.begin(); it != pending.end(); ++it) {
       fds.push_back({it->fd, POLLIN, 0});
@@ -548,7 +552,7 @@ void AdminServer::Network::run_reader() {
     for (size_t i = 1; i < first_pending; ++i) {
       if (fds[i].revents) accept_all(fds[i].fd);
     }
-    now = Clock::now();
+    now = now_time();
     for (auto it = pending.begin(); it != pending.end();) {
       if (it->deadline > now) {
         ++it;
@@ -589,8 +593,16 @@ void AdminServer::Network::run_lane(Lane& lane) {
   }
 }
 
-void AdminServer::Network::stop() {
+void AdminServer::Network::poke() {
   if (wake[1] >= 0) (void)!::write(wake[1], "x", 1);
+}
+
+void AdminServer::wake() {
+  if (network_) network_->poke();
+}
+
+void AdminServer::Network::stop() {
+  poke();
   if (reader.joinable()) reader.join();
   for (auto& lane : lanes) {
     {

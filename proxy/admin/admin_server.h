@@ -55,6 +55,7 @@
 
 #include "proxy/admin/http_head.h"
 #include "proxy/metrics/labelled_counter.h"
+#include "proxy/util/clock.h"
 
 namespace kproxy::admin {
 
@@ -143,6 +144,9 @@ struct AdminServerOptions {
   /// A response write that makes no progress for this long ends the connection (a client that
   /// does not read, e.g. a stalled /tap subscriber).
   std::chrono::milliseconds write_timeout{10000};
+  /// Where the head, body and linger deadlines read "now" (null: the steady clock). A test hands
+  /// in one it moves by hand (tests/unit/support/manual_clock.h), then calls AdminServer::wake().
+  const util::Clock* clock = nullptr;
 };
 
 /// What the server makes of a request head before reading the body: the request (path decoded,
@@ -167,6 +171,8 @@ class AdminServer {
   /// The same counts as kproxy_admin_refusals_total{status} (its owner exports it:
   /// metrics::ProxyMetrics::export_counter).
   const metrics::LabelledCounter& refusal_counter() const { return refusals_; }
+  /// Makes the reader thread look at its deadlines now (after a test moved options.clock).
+  void wake();
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
 

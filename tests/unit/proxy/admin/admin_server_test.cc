@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/unit/support/http_exchange.h"
+#include "tests/unit/support/manual_clock.h"
 
 using namespace kproxy::admin;
 
@@ -392,4 +393,37 @@ TEST_CASE("admin server: handle_message runs the server's steps over raw bytes")
   CHECK(server.handle_message("PUT /echo/a%2Fb HTTP/1.1\r\n" + auth + "\r\n").status == 400);
   CHECK(server.handle_message("PUT /echo/a").status == 408);
   CHECK(server.handle_message("PUT http://x/echo HTTP/1.1\r\n\r\n").status == 400);
+}
+
+TEST_CASE("admin server: the head deadline is read on the server's clock: 408 exactly when it has passed") {
+  kproxy::testing::ManualClock clock;
+  AdminServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.head_timeout = std::chrono::seconds(5);
+  options.clock = &clock;
+  AdminServer server(options);
+  REQUIRE(server.start() == "");
+  int fd = connect_to(server.port());
+  REQUIRE(fd >= 0);
+  (void)::send(fd, "GET /x HT", 9, MSG_NOSIGNAL);
+  // A whole request on a second connection, answered: the reader has read the first one's bytes
+  // by then (they were there before the second connection was made), so its deadline is set.
+  CHECK(timed_get(server.port(), "/nothing-here", std::chrono::milliseconds(5000)).status == 404);
+  timeval short_wait{0, 200 * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &short_wait, sizeof short_wait);
+  char buf[512];
+  clock.advance(std::chrono::milliseconds(4900));
+  server.wake();
+  CHECK(::recv(fd, buf, sizeof buf, 0) < 0);  // 4.9 s of 5: nothing yet
+  CHECK(server.refusals(408) == 0);
+  clock.advance(std::chrono::milliseconds(200));
+  server.wake();
+  timeval long_wait{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &long_wait, sizeof long_wait);
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  REQUIRE(n > 0);
+  CHECK(std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 408", 0) == 0);
+  CHECK(server.refusals(408) == 1);
+  ::close(fd);
+  server.stop();
 }
