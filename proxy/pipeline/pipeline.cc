@@ -267,28 +267,41 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   // answer has a slot of its own right behind the first's, and is swallowed there.
   const int copies = actions.duplicate_request ? 2 : 1;
   if (expects_response) {
-    Slot duplicate;
-    if (copies == 2) {
-      duplicate.api_key = slot.api_key;
-      duplicate.api_version = slot.api_version;
-      duplicate.correlation_id = slot.correlation_id;
-      duplicate.response_header_version = slot.response_header_version;
-      duplicate.actions = std::make_unique<ExchangeActions>();
-      duplicate.actions->discard_response = true;
-    }
     slot.actions = keep_if_any(std::move(actions));
     slots_.push_back(std::move(slot));
-    if (copies == 2) slots_.push_back(std::move(duplicate));
+    if (copies == 2) push_discarded_copy(slots_.back());
   }
   if (request_delay.count() > 0 || !held_.empty()) {
-    for (int c = 0; c < copies; ++c) hold(frame, expects_response, c == 0 ? request_delay : std::chrono::milliseconds(0), toxic, now);
+    hold(frame, expects_response, request_delay, toxic, now);
+    if (copies == 2) [[unlikely]]
+      send_copy(frame, expects_response, toxic, now);
     return true;
   }
   // Straight on, unless a transport rule shapes it: its residence is measured when the
   // connection has written this read (ConnectionMetrics::residence_written).
   if (!to_broker_ && !(toxic && toxic->any())) metrics_.forwarded(metrics::Direction::kRequest, header.api_key);
-  for (int c = 0; c < copies; ++c) forward(frame, expects_response, toxic, now);
+  forward(frame, expects_response, toxic, now);
+  if (copies == 2) [[unlikely]]
+    send_copy(frame, expects_response, toxic, now);
   return true;
+}
+
+void Pipeline::send_copy(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+                         std::chrono::steady_clock::time_point now) {
+  // Behind the held requests when there are any (the original among them), else at once.
+  if (!held_.empty()) hold(frame, expects_response, std::chrono::milliseconds(0), toxic, now);
+  else forward(frame, expects_response, toxic, now);
+}
+
+void Pipeline::push_discarded_copy(const Slot& original) {
+  Slot copy;
+  copy.api_key = original.api_key;
+  copy.api_version = original.api_version;
+  copy.correlation_id = original.correlation_id;
+  copy.response_header_version = original.response_header_version;
+  copy.actions = std::make_unique<ExchangeActions>();
+  copy.actions->discard_response = true;
+  slots_.push_back(std::move(copy));
 }
 
 void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay,

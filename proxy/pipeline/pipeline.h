@@ -148,6 +148,12 @@ class Pipeline {
   /// when it expects a response, is then waiting for it.
   void forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
                std::chrono::steady_clock::time_point now);
+  /// duplicate_request: the slot of the second copy of `original`'s request, behind it; the
+  /// broker's answer to it is swallowed (rare: out of line, so the common path builds no slot).
+  [[gnu::noinline]] void push_discarded_copy(const Slot& original);
+  /// duplicate_request: the second copy of a request to the broker (out of line, like the slot).
+  [[gnu::noinline]] void send_copy(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+                                   std::chrono::steady_clock::time_point now);
   /// Queues `frame` behind the held requests, released `delay` from now (or after the last one).
   void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::optional<chaos::TransportToxic>& toxic,
             std::chrono::steady_clock::time_point now);
