@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
   metrics::ProxyMetrics pm;
   pm.set_listener_names({"bench"});
   tap::TapHub hub;
-  metrics::FrameMetrics observer(pm, hub, {"bench"});
+  proxy::TopicNames topic_names;
+  metrics::FrameMetrics observer(pm, hub, topic_names, {"bench"});
   proxy::ConnectionInfo info{1, "bench", 0, nullptr, {}};
   const int hv = codec::response_header_version(0, 12);
 
