@@ -49,16 +49,20 @@ struct LevelGuard {
 
 std::string upstream_nobody_listens_on() { return "127.0.0.1:" + std::to_string(kproxy::testing::reserved_port()); }
 
-}  // namespace
-
-TEST_CASE("observability routes: GET /metrics renders the metrics, with the tap's subscriber gauge") {
+/// The observability routes over a test's own metrics, tap hub and health (one worker whose
+/// upstream nobody listens on); a TEST_CASE_FIXTURE's body sees the members by name.
+struct Routes {
   metrics::ProxyMetrics metrics;
   tap::TapHub hub;
   bool draining = false;
-  admin::Health health(one_worker(upstream_nobody_listens_on(), draining), 500ms, 500ms);
+  admin::Health health{one_worker(upstream_nobody_listens_on(), draining), 500ms, 500ms};
   admin::AdminServer server;
-  admin::register_observability_routes(server, metrics, hub, health);
+  Routes() { admin::register_observability_routes(server, metrics, hub, health); }
+};
 
+}  // namespace
+
+TEST_CASE_FIXTURE(Routes, "observability routes: GET /metrics renders the metrics, with the tap's subscriber gauge") {
   metrics.count(metrics::ProxyEvent::kResponseRewritten, 3);
   auto subscriber = hub.subscribe(tap::TapFilter{});
   admin::HttpResponse r = server.handle(request("GET", "/metrics"));
@@ -72,14 +76,7 @@ TEST_CASE("observability routes: GET /metrics renders the metrics, with the tap'
   CHECK(server.handle(request("GET", "/metrics")).body.find("kproxy_tap_subscribers 0") != std::string::npos);
 }
 
-TEST_CASE("observability routes: /healthz and /readyz answer 200 or 503 from Health") {
-  metrics::ProxyMetrics metrics;
-  tap::TapHub hub;
-  bool draining = false;
-  admin::Health health(one_worker(upstream_nobody_listens_on(), draining), 500ms, 500ms);
-  admin::AdminServer server;
-  admin::register_observability_routes(server, metrics, hub, health);
-
+TEST_CASE_FIXTURE(Routes, "observability routes: /healthz and /readyz answer 200 or 503 from Health") {
   admin::HttpResponse live = server.handle(request("GET", "/healthz"));
   CHECK(live.status == 200);
   CHECK(live.content_type == "application/json");

@@ -28,6 +28,19 @@ bool closed_by_peer(int fd) {
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
+/// A started proxy (upstream: one that never answers) with one client connected and served by
+/// worker 0; a TEST_CASE_FIXTURE's body sees `p`, `w` and `client` by name.
+struct OneClient {
+  kproxy::testing::SilentUpstream upstream;
+  kproxy::testing::TestProxy p{upstream.port};
+  proxy::Worker& w = (p.start(), p.proxy->worker(0));
+  int client = kproxy::testing::connect_loopback(p.port);
+  OneClient() {
+    REQUIRE(client >= 0);
+    REQUIRE(kproxy::testing::wait_until([&] { return kproxy::testing::connections_on(w) == size_t{1}; }));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("worker: open_listener binds a port it then listens on; a bad address is reported and nothing is kept") {
@@ -101,18 +114,10 @@ TEST_CASE("worker: past limits.max_connections a client is accepted and closed a
   ::close(third);
 }
 
-TEST_CASE("worker: close_listener stops listening and closes that listener's connections") {
-  kproxy::testing::SilentUpstream upstream;
-  kproxy::testing::TestProxy p(upstream.port);
-  p.start();
-  proxy::Worker& w = p.proxy->worker(0);
-  int client = kproxy::testing::connect_loopback(p.port);
-  REQUIRE(client >= 0);
-  REQUIRE(kproxy::testing::wait_until([&] { return kproxy::testing::connections_on(w) == size_t{1}; }));
-
-  auto listening = kproxy::testing::on_loop<bool>(w, [&w, port = p.port] {
-    w.close_listener(0, 0ms);
-    return w.listens_on(port);
+TEST_CASE_FIXTURE(OneClient, "worker: close_listener stops listening and closes that listener's connections") {
+  auto listening = kproxy::testing::on_loop<bool>(w, [&worker = w, port = p.port] {
+    worker.close_listener(0, 0ms);
+    return worker.listens_on(port);
   });
   CHECK(listening == false);
   CHECK(closed_by_peer(client));
@@ -122,17 +127,10 @@ TEST_CASE("worker: close_listener stops listening and closes that listener's con
   CHECK_FALSE(w.draining());
 }
 
-TEST_CASE("worker: a drain stops accepting, closes its connections at the deadline and ends the loop") {
-  kproxy::testing::SilentUpstream upstream;
-  kproxy::testing::TestProxy p(upstream.port);
-  p.start();
-  proxy::Worker& w = p.proxy->worker(0);
-  int client = kproxy::testing::connect_loopback(p.port);
-  REQUIRE(client >= 0);
-  REQUIRE(kproxy::testing::wait_until([&] { return kproxy::testing::connections_on(w) == size_t{1}; }));
+TEST_CASE_FIXTURE(OneClient, "worker: a drain stops accepting, closes its connections at the deadline and ends the loop") {
   CHECK_FALSE(w.draining());
 
-  w.post([&w] { w.begin_drain(0ms); });
+  w.post([&worker = w] { worker.begin_drain(0ms); });
   CHECK(kproxy::testing::wait_until([&] { return w.draining(); }));
   CHECK(closed_by_peer(client));  // an idle connection has nothing in flight: closed
   CHECK(p.wait_stopped());        // the only worker's loop ended: the proxy says it stopped
