@@ -310,7 +310,8 @@ constexpr KeySpec kKeys[] = {
      .doc = "announced size of all requests kproxy forwards while they arrive (cut-through, requests of 128 KiB and more). A Kafka broker "
             "allocates a request's announced size when its size prefix arrives, so this is what brokers hold for clients' unfinished "
             "requests. Only a connection that has had an answer streams; a request that does not fit is gathered by kproxy instead (under "
-            "`max_buffered_frame_bytes`; counted in `kproxy_proxy_requests_stream_refused_total`). `0`: nothing is streamed",
+            "`max_buffered_frame_bytes`; counted in `kproxy_proxy_requests_stream_refused_total`). `1`: nothing is streamed (a "
+            "size is never 0)",
      .target = KPROXY_KEY_FIELD(limits.max_streamed_request_bytes)},
     {.key = "limits.request_stall_timeout",
      .kind = KeyKind::kDuration,
