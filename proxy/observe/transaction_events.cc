@@ -15,7 +15,6 @@
 #include "codec/generated/messages/txn_offset_commit.h"
 #include "codec/message_support.h"
 #include "codec/reader.h"
-#include "proxy/chaos/fault_rule.h"
 #include "proxy/observe/transactional_produce.h"
 #include "proxy/tap/tap_event.h"
 
@@ -202,13 +201,9 @@ TxnResponse txn_response(const proxy::ResponseContext& ctx) {
   if (auto api = txn_api(ctx.api_key())) out.api = *api;
   out.from_broker = !ctx.synthetic();
   out.delivered = !ctx.withheld();
-  if (ctx.synthetic()) out.injected_by = ctx.actions().answer_rule.empty() ? "kproxy" : ctx.actions().answer_rule;
-  for (const auto& rule : ctx.actions().error_rules) {
-    if (rule) {
-      out.injected_by = rule->name;
-      break;
-    }
-  }
+  // A rule that answered or set an error names itself; an answer no rule built is kproxy's.
+  out.injected_by = ctx.actions().injected_by;
+  if (ctx.synthetic() && out.injected_by.empty()) out.injected_by = "kproxy";
   // The first error, but not OPERATION_NOT_ATTEMPTED when there is another: an
   // AddPartitionsToTxn refused for one partition says so for the others (all or nothing).
   auto note_into = [](int16_t& first, int16_t code) {

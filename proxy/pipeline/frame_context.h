@@ -20,13 +20,9 @@
 #include "codec/generated/response_scan.h"
 #include "codec/message.h"
 #include "codec/request_header.h"
-#include "proxy/chaos/transport_shaper.h"
 #include "proxy/net/close_reason.h"
+#include "proxy/pipeline/byte_shaper.h"
 #include "proxy/pipeline/stage.h"
-
-namespace kproxy::chaos {
-struct FaultRule;
-}
 
 namespace kproxy::proxy {
 
@@ -70,27 +66,38 @@ struct ConnectionInfo {
   }
 };
 
-/// What the stages decided about one request/response exchange beyond its bytes: kept with the
-/// request until its response arrives (fault rules decide at request time what happens to the
-/// response).
+/// What becomes of an exchange's response.
+enum class ResponseFate : uint8_t {
+  kDeliver,       ///< to the client, in request order
+  kSwallow,       ///< never sent; later responses still are (and keep their order)
+  kCloseInstead,  ///< when it is next to leave, the connection closes instead (close_reason says why)
+};
+
+/// A stage's own memory of one exchange, from its request to its response (the fault stage's
+/// error and throttle rules). The framework only keeps it with the request.
+struct ExchangeNote {
+  virtual ~ExchangeNote() = default;
+};
+
+/// The pipeline's generic results: what the stages decided about one request/response exchange
+/// beyond its bytes (answering a request is RequestContext::answer, closing before forwarding
+/// RequestContext::close, changing or replacing a response ResponseContext::mark_dirty /
+/// replace_frame). Kept with the request until its response arrives: stages decide at request
+/// time what happens to the response. docs/architecture.md lists them.
 struct ExchangeActions {
-  std::vector<std::shared_ptr<const chaos::FaultRule>> error_rules;  ///< set these errors in the response
-  std::optional<int32_t> throttle_ms;                                ///< set the response's throttle time
-  std::chrono::milliseconds request_delay{0};                        ///< hold the request this long
-  std::chrono::milliseconds response_delay{0};                       ///< hold the response this long
-  bool drop_response = false;                                        ///< swallow it and every later one
-  bool close_after = false;                                          ///< swallow it and close the client
-  std::string close_after_rule;                                      ///< the rule that asked (for the close log line)
-  std::string answer_rule;                    ///< the rule whose answer kproxy sent instead of the broker's (observers: who injected it)
-  std::optional<uint64_t> reset_after_bytes;  ///< RST after this many more bytes
-  bool duplicate_request = false;             ///< send the request twice; the second answer is swallowed
-  bool discard_response = false;              ///< (the duplicate's slot) the broker's answer goes nowhere
-  std::optional<chaos::TransportToxic> to_client;  ///< bandwidth / slice of the response
-  std::optional<chaos::TransportToxic> to_broker;  ///< bandwidth / slice of the request
-  /// True when anything must happen to the response (it cannot take the fast path).
+  std::chrono::milliseconds request_delay{0};   ///< hold the request this long (and every later one: order holds)
+  std::chrono::milliseconds response_delay{0};  ///< hold the response this long
+  ResponseFate fate = ResponseFate::kDeliver;
+  std::string close_reason;  ///< kCloseInstead: the close's reason, for the log line
+  uint8_t copies = 1;        ///< the request goes to the broker this many times; answers after the first are discarded
+  /// Shaping of this exchange's bytes by the direction's installed shaper (byte_shaper.h).
+  std::shared_ptr<const ShapeSpec> to_client, to_broker;
+  std::shared_ptr<const ExchangeNote> note;  ///< kept for the stage that set it
+  /// Who changed or answered the exchange, for observers (a fault rule's name); "" for nobody.
+  std::string injected_by;
+  /// True when the response cannot take the fast path or a stage must see this exchange again.
   bool affect_response() const {
-    return !error_rules.empty() || throttle_ms || response_delay.count() > 0 || drop_response || close_after || reset_after_bytes ||
-           to_client || discard_response;
+    return fate != ResponseFate::kDeliver || response_delay.count() > 0 || to_client || note;
   }
 };
 
@@ -177,10 +184,11 @@ class ResponseContext {
   std::chrono::nanoseconds latency() const { return latency_; }
   ExchangeActions& actions() { return *actions_; }
   const ExchangeActions& actions() const { return *actions_; }
-  /// True when the response will not reach the client: a rule drops it (or dropped an earlier
-  /// one: the connection is blackholed), closes the connection in its place, or resets the
-  /// connection before its last byte. Set by the pipeline before the stages see the response;
-  /// observers read it to tell what the broker did from what the client saw.
+  /// True when the response will not reach the client: swallowed, or the connection closes in its
+  /// place (its own fate or an earlier one's), or a shaper resets the connection before its last
+  /// byte. Set by the pipeline before the stages see the response (a stage that knows more, the
+  /// fault stage's reset, sets it too); observers read it to tell what the broker did from what
+  /// the client saw.
   bool withheld() const { return withheld_; }
   void set_withheld(bool withheld) { withheld_ = withheld; }
 

@@ -20,6 +20,7 @@ struct Pipeline::Slot {
     kKafka,      ///< forwarded (or to be): the broker answers with a Kafka response
     kSaslToken,  ///< a raw SASL token after SaslHandshake v0: its answer is a raw token too
     kSynthetic,  ///< answered by a stage: bytes ready from the start
+    kDiscarded,  ///< an extra copy of a request (ExchangeActions::copies): its answer goes nowhere
   };
   Kind kind = Kind::kKafka;
   int16_t api_key = -1;
@@ -47,13 +48,13 @@ struct Pipeline::HeldRequest {
   std::vector<uint8_t> frame;
   bool expects_response = true;
   std::chrono::steady_clock::time_point release_at;
-  std::optional<chaos::TransportToxic> toxic;  ///< bandwidth / slice of the request
+  std::shared_ptr<const ShapeSpec> shape;  ///< for the broker direction's shaper
 };
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
                    PipelineOutput& output, metrics::ConnectionMetrics& metrics, const Services& services)
     // rules_ is referred to here before it is made: the stages keep the reference, use it later.
-    : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, services, info.id}) {}
+    : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, services, info.id, *this}) {}
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output,
                    metrics::ConnectionMetrics& metrics, const StageSetup& setup)
@@ -100,32 +101,54 @@ void Pipeline::shutdown() {
   held_.clear();
   forwarded_ahead_ = answered_ahead_ = awaiting_broker_ = 0;
   held_request_bytes_ = held_response_bytes_ = 0;
-  if (to_client_) to_client_->shutdown();
-  if (to_broker_) to_broker_->shutdown();
+  if (shaping_ && shaping_->to_client) shaping_->to_client->shutdown();
+  if (shaping_ && shaping_->to_broker) shaping_->to_broker->shutdown();
 }
 
-void Pipeline::shape_to_broker(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
-  if (!to_broker_ && (!toxic || !toxic->any())) {
-    output_.send_to_broker(bytes);  // nothing shapes this direction: no hop through a shaper
-    return;
-  }
-  if (!to_broker_) {
-    to_broker_ = std::make_unique<chaos::TransportShaper>(
-        loop_, [this](codec::Bytes b) { output_.send_to_broker(b); }, [this] { output_.flush(); });
-  }
-  to_broker_->send(bytes, toxic);
+ShapedSink& Pipeline::sink(Flow flow) {
+  if (!shaping_) shaping_ = std::make_unique<Shaping>(*this);
+  return flow == Flow::kToClient ? shaping_->client : shaping_->broker;
 }
 
-void Pipeline::shape_to_client(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
-  if (!to_client_ && (!toxic || !toxic->any())) {
-    output_.send_to_client(bytes);
-    return;
-  }
-  if (!to_client_) {
-    to_client_ = std::make_unique<chaos::TransportShaper>(
-        loop_, [this](codec::Bytes b) { output_.send_to_client(b); }, [this] { output_.flush(); });
-  }
-  to_client_->send(bytes, toxic);
+ByteShaper* Pipeline::install(Flow flow, std::unique_ptr<ByteShaper> shaper) {
+  if (!shaping_) shaping_ = std::make_unique<Shaping>(*this);
+  std::unique_ptr<ByteShaper>& slot = flow == Flow::kToClient ? shaping_->to_client : shaping_->to_broker;
+  if (slot) return nullptr;
+  slot = std::move(shaper);
+  return slot.get();
+}
+
+ByteShaper* Pipeline::installed(Flow flow) {
+  if (!shaping_) return nullptr;
+  return (flow == Flow::kToClient ? shaping_->to_client : shaping_->to_broker).get();
+}
+
+void Pipeline::Sink::write(codec::Bytes bytes) {
+  if (pipeline.closed_) return;
+  if (flow == Flow::kToClient) pipeline.output_.send_to_client(bytes);
+  else pipeline.output_.send_to_broker(bytes);
+}
+
+void Pipeline::Sink::flush() {
+  if (!pipeline.closed_) pipeline.output_.flush();
+}
+
+void Pipeline::Sink::close(CloseReason reason, bool reset) {
+  if (pipeline.closed_) return;
+  pipeline.closed_ = true;
+  if (reset && flow == Flow::kToClient) pipeline.output_.reset_client();
+  pipeline.output_.close(std::move(reason));
+}
+
+void Pipeline::send_broker(codec::Bytes bytes, const ShapeSpec* shape) {
+  if (shaping_ && shaping_->to_broker) shaping_->to_broker->send(bytes, shape);
+  else output_.send_to_broker(bytes);  // nothing shapes this direction: no hop through a shaper
+}
+
+void Pipeline::send_client(codec::Bytes bytes, const ShapeSpec* shape) {
+  if (closed_) return;
+  if (shaping_ && shaping_->to_client) shaping_->to_client->send(bytes, shape);
+  else output_.send_to_client(bytes);
 }
 
 void Pipeline::close(CloseReason reason) {
@@ -134,7 +157,7 @@ void Pipeline::close(CloseReason reason) {
 }
 
 bool Pipeline::may_stream_request(codec::Bytes head) {
-  if (closed_ || sasl_.active() || !held_.empty() || to_broker_ || head.size() < codec::kFrameSizePrefix) return false;
+  if (closed_ || sasl_.active() || !held_.empty() || (shaping_ && shaping_->to_broker) || head.size() < codec::kFrameSizePrefix) return false;
   codec::RequestHeader header;
   if (!codec::read_request_header(head.subspan(codec::kFrameSizePrefix), header, nullptr) || header.header_version < 0) return false;
   switch (static_cast<codec::ApiKey>(header.api_key)) {
@@ -162,8 +185,8 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
       } else {
         unanswered_sasl_tokens_ = true;
       }
-      if (!held_.empty()) hold(frame, answered, std::chrono::milliseconds(0), std::nullopt, now);  // keeps its place behind a delay
-      else forward(frame, answered, std::nullopt, now);
+      if (!held_.empty()) hold(frame, answered, std::chrono::milliseconds(0), nullptr, now);  // keeps its place behind a delay
+      else forward(frame, answered, nullptr, now);
       return true;
     }
   }
@@ -220,7 +243,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   }
 
   ExchangeActions& actions = ctx.actions();
-  if (streamed && (ctx.answered() || actions.request_delay.count() > 0 || actions.to_broker || !held_.empty())) {
+  if (streamed && (ctx.answered() || actions.request_delay.count() > 0 || actions.to_broker || actions.copies > 1 || !held_.empty())) {
     // Only a fault rule added while the frame arrived gets here (may_stream_request refused
     // every other case): its start is at the broker already, so it can be neither answered,
     // delayed nor shaped. Closing is what a broken connection mid-request looks like.
@@ -239,19 +262,16 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     slot.bytes = std::move(ctx.answer_frame());
     held_response_bytes_ += slot.bytes.size();
     slot.release_at = now + actions.response_delay;
-    // The transport side of the exchange still applies to kproxy's own answer; error and
-    // throttle rules do not (the answer already carries the rule's error).
-    ExchangeActions answer_actions;
-    answer_actions.drop_response = actions.drop_response;
-    answer_actions.close_after = actions.close_after;
-    answer_actions.close_after_rule = actions.close_after_rule;
-    answer_actions.reset_after_bytes = actions.reset_after_bytes;
-    answer_actions.to_client = actions.to_client;
-    answer_actions.answer_rule = actions.answer_rule;
+    // The response side of the exchange still applies to kproxy's own answer; the request side
+    // does not (nothing is forwarded).
+    ExchangeActions answer_actions = std::move(actions);
+    answer_actions.request_delay = std::chrono::milliseconds(0);
+    answer_actions.copies = 1;
+    answer_actions.to_broker.reset();
     ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version,
                          codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_, answer_actions, /*synthetic=*/true,
                          std::chrono::nanoseconds(0));
-    rctx.set_withheld(response_withheld(slots_.size(), answer_actions, slot.bytes.size()));
+    rctx.set_withheld(response_withheld(slots_.size(), answer_actions));
     for_each_stage(StageRoutes::get().for_response(header.api_key), [&](auto& stage) {
       stage.on_response(rctx);
       return true;
@@ -261,63 +281,62 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     pump(now);
     return !closed_;
   }
-  std::optional<chaos::TransportToxic> toxic = actions.to_broker;
+  std::shared_ptr<const ShapeSpec> shape = std::move(actions.to_broker);
   std::chrono::milliseconds request_delay = actions.request_delay;
-  // duplicate_request: the broker gets the request twice, as after a client's retry; the second
-  // answer has a slot of its own right behind the first's, and is swallowed there.
-  const int copies = actions.duplicate_request ? 2 : 1;
+  // More than one copy: the broker gets the request again, as after a client's retry; each extra
+  // answer has a slot of its own right behind the first's, and is discarded there.
+  const int copies = actions.copies;
   if (expects_response) {
     slot.actions = keep_if_any(std::move(actions));
     slots_.push_back(std::move(slot));
-    if (copies == 2) push_discarded_copy(slots_.back());
+    if (copies > 1) [[unlikely]]
+      for (int c = 1; c < copies; ++c) push_discarded_copy(slots_[slots_.size() - static_cast<size_t>(c)]);
   }
   if (request_delay.count() > 0 || !held_.empty()) {
-    hold(frame, expects_response, request_delay, toxic, now);
-    if (copies == 2) [[unlikely]]
-      send_copy(frame, expects_response, toxic, now);
+    hold(frame, expects_response, request_delay, shape, now);
+    if (copies > 1) [[unlikely]]
+      for (int c = 1; c < copies; ++c) send_copy(frame, expects_response, shape, now);
     return true;
   }
-  // Straight on, unless a transport rule shapes it: its residence is measured when the
-  // connection has written this read (ConnectionMetrics::residence_written).
-  if (!to_broker_ && !(toxic && toxic->any())) metrics_.forwarded(metrics::Direction::kRequest, header.api_key);
-  forward(frame, expects_response, toxic, now);
-  if (copies == 2) [[unlikely]]
-    send_copy(frame, expects_response, toxic, now);
+  // Straight on, unless a shaper takes it: its residence is measured when the connection has
+  // written this read (ConnectionMetrics::residence_written).
+  if (!shaping_ || !shaping_->to_broker) metrics_.forwarded(metrics::Direction::kRequest, header.api_key);
+  forward(frame, expects_response, shape.get(), now);
+  if (copies > 1) [[unlikely]]
+    for (int c = 1; c < copies; ++c) send_copy(frame, expects_response, shape, now);
   return true;
 }
 
-void Pipeline::send_copy(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+void Pipeline::send_copy(codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
                          std::chrono::steady_clock::time_point now) {
   // Behind the held requests when there are any (the original among them), else at once.
-  if (!held_.empty()) hold(frame, expects_response, std::chrono::milliseconds(0), toxic, now);
-  else forward(frame, expects_response, toxic, now);
+  if (!held_.empty()) hold(frame, expects_response, std::chrono::milliseconds(0), shape, now);
+  else forward(frame, expects_response, shape.get(), now);
 }
 
 void Pipeline::push_discarded_copy(const Slot& original) {
   Slot copy;
+  copy.kind = Slot::Kind::kDiscarded;
   copy.api_key = original.api_key;
   copy.api_version = original.api_version;
   copy.correlation_id = original.correlation_id;
   copy.response_header_version = original.response_header_version;
-  copy.actions = std::make_unique<ExchangeActions>();
-  copy.actions->discard_response = true;
   slots_.push_back(std::move(copy));
 }
 
 void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay,
-                    const std::optional<chaos::TransportToxic>& toxic, std::chrono::steady_clock::time_point now) {
+                    const std::shared_ptr<const ShapeSpec>& shape, std::chrono::steady_clock::time_point now) {
   HeldRequest h;
   h.frame.assign(frame.begin(), frame.end());
   h.expects_response = expects_response;
   h.release_at = std::max(now + delay, held_.empty() ? now : held_.back().release_at);
-  h.toxic = toxic;
+  h.shape = shape;
   held_request_bytes_ += h.frame.size();
   held_.push_back(std::move(h));
   arm_timer(held_.front().release_at);
 }
 
-void Pipeline::forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
-                       std::chrono::steady_clock::time_point now) {
+void Pipeline::forward(codec::Bytes frame, bool expects_response, const ShapeSpec* shape, std::chrono::steady_clock::time_point now) {
   if (expects_response) {
     size_t i = forwarded_ahead_;
     while (i < slots_.size() && slots_[i].kind == Slot::Kind::kSynthetic) ++i;
@@ -327,7 +346,7 @@ void Pipeline::forward(codec::Bytes frame, bool expects_response, const std::opt
     ++awaiting_broker_;
     metrics_.request_pushed();
   }
-  shape_to_broker(frame, toxic ? &*toxic : nullptr);  // transport fault rules may shape it
+  send_broker(frame, shape);
 }
 
 bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now) {
@@ -349,7 +368,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   Slot& slot = slots_[i];
   slot.ready = true;
   if (slot.kind == Slot::Kind::kSaslToken) {
-    if (i == 0 && !blackholed_) {
+    if (i == 0) {
       pop_front_slot();
       send_client(frame);
     } else {
@@ -375,8 +394,8 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
                                                     std::to_string(correlation_id)});
     return false;
   }
-  if (slot.actions && slot.actions->discard_response) {
-    // The answer to a duplicate_request copy: the client asked once and gets one answer (the
+  if (slot.kind == Slot::Kind::kDiscarded) {
+    // The answer to an extra copy of a request: the client asked once and gets one answer (the
     // first); the stages and observers saw the exchange already.
     slot.release_at = now;
     pump(now);
@@ -387,7 +406,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   ExchangeActions& actions = slot.actions ? *slot.actions : none;
   ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
                       std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
-  ctx.set_withheld(response_withheld(i, actions, frame.size()));
+  ctx.set_withheld(response_withheld(i, actions));
   bool closing = !for_each_stage(StageRoutes::get().for_response(slot.api_key), [&](auto& stage) {
     stage.on_response(ctx);
     return !ctx.closing();
@@ -397,10 +416,10 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
     return false;
   }
   slot.release_at = now + actions.response_delay;
-  if (i == 0 && !blackholed_ && !ctx.dirty() && !actions.affect_response()) {
+  if (i == 0 && !ctx.dirty() && !actions.affect_response()) {
     // Fast path: in order, nothing to hold: the bytes go out without a copy (the broker's own,
     // or the broker-address stage's rewrite).
-    if (!to_client_) metrics_.forwarded(metrics::Direction::kResponse, slot.api_key);
+    if (!shaping_ || !shaping_->to_client) metrics_.forwarded(metrics::Direction::kResponse, slot.api_key);
     pop_front_slot();
     send_client(ctx.frame());
     pump(now);
@@ -412,64 +431,34 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   return !closed_;
 }
 
-void Pipeline::send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic) {
-  if (closed_) return;
-  if (reset_budget_) {
-    if (bytes.size() >= *reset_budget_) {
-      shape_to_client(bytes.subspan(0, *reset_budget_), nullptr);
-      reset_budget_.reset();
-      closed_ = true;
-      output_.flush();
-      output_.reset_client();
-      output_.close({CloseCategory::kFault, "fault rule: reset after the configured number of response bytes"});
-      return;
-    }
-    *reset_budget_ -= bytes.size();
-  }
-  shape_to_client(bytes, toxic);
-}
-
 void Pipeline::pump(std::chrono::steady_clock::time_point now) {
   if (closed_) return;
   while (!held_.empty() && held_.front().release_at <= now) {
     HeldRequest h = std::move(held_.front());
     held_.pop_front();
     held_request_bytes_ -= h.frame.size();
-    forward(codec::Bytes(h.frame.data(), h.frame.size()), h.expects_response, h.toxic, now);
+    forward(codec::Bytes(h.frame.data(), h.frame.size()), h.expects_response, h.shape.get(), now);
   }
   held_.release_if_empty();  // delay rules are rare: give the queue back
   while (!slots_.empty() && slots_.front().ready) {
     Slot& s = slots_.front();
     if (s.release_at > now) break;
-    if (blackholed_) {
+    if (s.kind == Slot::Kind::kDiscarded || (s.actions && s.actions->fate == ResponseFate::kSwallow)) {
       pop_front_slot();
       continue;
     }
-    if (s.actions && s.actions->discard_response) {
-      pop_front_slot();
-      continue;
-    }
-    if (s.actions && s.actions->drop_response) {
-      spdlog::info("conn={} dropping the response to correlation id {} ({}) and every later one (blackhole)", info_.id, s.correlation_id,
-                   api_label(s.api_key));
-      blackholed_ = true;
-      pop_front_slot();
-      continue;
-    }
-    if (s.actions && s.actions->close_after) {
+    if (s.actions && s.actions->fate == ResponseFate::kCloseInstead) {
       closed_ = true;
       output_.flush();
-      output_.close({CloseCategory::kFault, "fault rule '" + s.actions->close_after_rule + "': close after forwarding " +
-                                                api_label(s.api_key) + " (response withheld)"});
+      output_.close({CloseCategory::kFault, s.actions->close_reason});
       return;
     }
-    if (s.actions && s.actions->reset_after_bytes && !reset_budget_) reset_budget_ = *s.actions->reset_after_bytes;
     std::vector<uint8_t> bytes = std::move(s.bytes);
-    std::optional<chaos::TransportToxic> toxic = s.actions ? s.actions->to_client : std::nullopt;
+    std::shared_ptr<const ShapeSpec> shape = s.actions ? s.actions->to_client : nullptr;
     held_response_bytes_ -= bytes.size();
     s.bytes.clear();
     pop_front_slot();
-    send_client(codec::Bytes(bytes.data(), bytes.size()), toxic ? &*toxic : nullptr);
+    send_client(codec::Bytes(bytes.data(), bytes.size()), shape.get());
     if (closed_) return;
   }
   std::optional<std::chrono::steady_clock::time_point> next;
@@ -478,15 +467,13 @@ void Pipeline::pump(std::chrono::steady_clock::time_point now) {
   if (next) arm_timer(*next);
 }
 
-bool Pipeline::response_withheld(size_t index, const ExchangeActions& own, size_t frame_size) const {
-  if (blackholed_ || own.drop_response || own.close_after) return true;
+bool Pipeline::response_withheld(size_t index, const ExchangeActions& own) const {
+  if (own.fate != ResponseFate::kDeliver) return true;
   for (size_t j = 0; j < index && j < slots_.size(); ++j) {
     const ExchangeActions* a = slots_[j].actions.get();
-    if (a && (a->drop_response || a->close_after)) return true;  // blackholes or closes before this one
+    if (a && a->fate == ResponseFate::kCloseInstead) return true;  // the connection closes before this one
   }
-  // A reset budget counts from the first byte of the answer that set it (and the later ones).
-  if (own.reset_after_bytes && frame_size > *own.reset_after_bytes) return true;
-  return reset_budget_ && frame_size > *reset_budget_;
+  return false;
 }
 
 void Pipeline::pop_front_slot() {

@@ -23,20 +23,13 @@
 // names them). A frame nobody
 // changed leaves as its original bytes; a changed one is re-encoded with a patched size prefix.
 //
-// drop_response (blackhole): the response is swallowed and so is every later response on that
-// connection, as if the broker had hung. Delivering later ones would break clients that match
-// responses to requests in order (Java's NetworkClient fails the connection on a correlation id
-// mismatch); a real client times the request out (request.timeout.ms), closes the connection and
-// retries on a new one, which is the behaviour under test.
-//
-// close after: the request is forwarded (the broker does the work); when its response arrives it
-// is swallowed and the client connection closed: the outcome is unknown to the client.
-//
-// Transport toxics (bandwidth, slice) shape the bytes of the exchange a rule matched: the request
-// on its way to the broker and/or the response on its way to the client, through one
-// chaos::TransportShaper per direction (proxy/chaos/transport_shaper.h). reset_after_bytes sends
-// the next N response bytes, then resets the client connection (RST, like Toxiproxy's reset_peer);
-// bytes a shaper still holds at that moment are lost with the connection, as on a real reset.
+// The pipeline carries out the stages' generic results (ExchangeActions in
+// proxy/pipeline/frame_context.h, ByteShaper in proxy/pipeline/byte_shaper.h) and knows nothing of
+// why a stage asked: hold a request or a response, send a request more than once (the extra
+// answers discarded), swallow a response (later ones keep their order) or close the connection in
+// its place when it is next to leave, and pass a direction's bytes through a stage's shaper. The
+// fault stage builds its actions from these (blackhole, close after, reset after bytes, bandwidth,
+// slice: proxy/pipeline/stages/fault_stage.h).
 #pragma once
 
 #include <array>
@@ -50,8 +43,8 @@
 
 #include "codec/request_header.h"
 #include "proxy/chaos/rule_set.h"
-#include "proxy/chaos/transport_shaper.h"
 #include "proxy/net/close_reason.h"
+#include "proxy/pipeline/byte_shaper.h"
 #include "proxy/net/deadline_timer.h"
 #include "proxy/pipeline/frame_context.h"
 #include "proxy/pipeline/frame_observer.h"
@@ -91,13 +84,13 @@ class PipelineOutput : public BrokerPortOpener {
   virtual void reset_client() = 0;
 };
 
-class Pipeline {
+class Pipeline final : private ShaperPort {
  public:
   /// `rewrite`: the listener's broker addresses; `metrics`: the connection's gauges (requests in
   /// flight, client software); `services`: the process's (the frame observer, topic names...).
   Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info, PipelineOutput& output,
            metrics::ConnectionMetrics& metrics, const Services& services);
-  ~Pipeline();
+  ~Pipeline() override;
   /// What the stages see of the connection (the owner sets its client address).
   ConnectionInfo& connection_info() { return info_; }
   Pipeline(const Pipeline&) = delete;
@@ -122,13 +115,17 @@ class Pipeline {
   /// connection calls it after each read: an idle connection holds no queue).
   void release_idle_memory();
 
-  /// Bytes a fault rule holds for the client / for the broker, not yet handed to the output: what
-  /// a transport toxic has queued, responses waiting for a delay (or behind one, to keep their
-  /// order), requests waiting for a delay. They count toward that side's write-queue high-water
-  /// mark (proxy/net/tcp_stream.h): a slow bandwidth rule or a long delay stops kproxy reading the
+  /// Bytes held for the client / for the broker, not yet handed to the output: what a direction's
+  /// shaper has queued, responses waiting for a delay (or behind one, to keep their order),
+  /// requests waiting for a delay. They count toward that side's write-queue high-water mark
+  /// (proxy/net/tcp_stream.h): a slow bandwidth rule or a long delay stops kproxy reading the
   /// other side instead of filling its memory.
-  size_t held_bytes_to_client() const { return (to_client_ ? to_client_->queued_bytes() : 0) + held_response_bytes_; }
-  size_t held_bytes_to_broker() const { return (to_broker_ ? to_broker_->queued_bytes() : 0) + held_request_bytes_; }
+  size_t held_bytes_to_client() const {
+    return (shaping_ && shaping_->to_client ? shaping_->to_client->queued_bytes() : 0) + held_response_bytes_;
+  }
+  size_t held_bytes_to_broker() const {
+    return (shaping_ && shaping_->to_broker ? shaping_->to_broker->queued_bytes() : 0) + held_request_bytes_;
+  }
 
   /// Requests forwarded to the broker and not yet answered.
   size_t awaiting_broker() const { return awaiting_broker_; }
@@ -144,35 +141,37 @@ class Pipeline {
   struct Slot;
   struct HeldRequest;
 
-  /// Sends `frame` to the broker now (through `toxic`'s shaper, if any); the slot of the request,
-  /// when it expects a response, is then waiting for it.
-  void forward(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
-               std::chrono::steady_clock::time_point now);
-  /// duplicate_request: the slot of the second copy of `original`'s request, behind it; the
-  /// broker's answer to it is swallowed (rare: out of line, so the common path builds no slot).
+  /// Sends `frame` to the broker now (through the broker direction's shaper, if any, with
+  /// `shape`); the slot of the request, when it expects a response, is then waiting for it.
+  void forward(codec::Bytes frame, bool expects_response, const ShapeSpec* shape, std::chrono::steady_clock::time_point now);
+  /// ExchangeActions::copies > 1: the slot of an extra copy of `original`'s request, behind it;
+  /// the broker's answer to it is discarded (rare: out of line, so the common path builds no slot).
   [[gnu::noinline]] void push_discarded_copy(const Slot& original);
-  /// duplicate_request: the second copy of a request to the broker (out of line, like the slot).
-  [[gnu::noinline]] void send_copy(codec::Bytes frame, bool expects_response, const std::optional<chaos::TransportToxic>& toxic,
+  /// An extra copy of a request to the broker (out of line, like its slot).
+  [[gnu::noinline]] void send_copy(codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
                                    std::chrono::steady_clock::time_point now);
   /// Queues `frame` behind the held requests, released `delay` from now (or after the last one).
-  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::optional<chaos::TransportToxic>& toxic,
+  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::shared_ptr<const ShapeSpec>& shape,
             std::chrono::steady_clock::time_point now);
   /// Sends what is ready at `now`, in order; arms the timer for what is not.
   void pump(std::chrono::steady_clock::time_point now);
   void pump() { pump(std::chrono::steady_clock::now()); }
-  /// Bytes for the broker / the client through that direction's shaper. The shaper exists only
-  /// once a transport rule shaped that direction (and keeps the order of everything after);
-  /// until then bytes go straight to the output.
-  void shape_to_broker(codec::Bytes bytes, const chaos::TransportToxic* toxic);
-  void shape_to_client(codec::Bytes bytes, const chaos::TransportToxic* toxic);
+  // ShaperPort: what the stages' shapers use (StageSetup::shapers).
+  uv_loop_t* loop() override { return loop_; }
+  ShapedSink& sink(Flow flow) override;
+  ByteShaper* install(Flow flow, std::unique_ptr<ByteShaper> shaper) override;
+  ByteShaper* installed(Flow flow) override;
   void arm_timer(std::chrono::steady_clock::time_point at);
   /// Removes the oldest slot, keeping held_response_bytes_ right.
   void pop_front_slot();
-  /// True when the answer of slot `index` (of `frame_size` bytes, with `own` decided for it) will
-  /// not reach the client: dropped, blackholed behind an earlier drop, a close in its place, or
-  /// a reset before its last byte (ResponseContext::withheld()).
-  bool response_withheld(size_t index, const ExchangeActions& own, size_t frame_size) const;
-  void send_client(codec::Bytes bytes, const chaos::TransportToxic* toxic = nullptr);
+  /// True when the answer of slot `index` (with `own` decided for it) will not reach the client:
+  /// swallowed, or the connection closes in its place or before it (ResponseContext::withheld();
+  /// a shaper's reset is its stage's to say).
+  bool response_withheld(size_t index, const ExchangeActions& own) const;
+  /// Bytes for the client / the broker: through the direction's shaper once a stage installed
+  /// one (it keeps the order of everything after), else straight to the output.
+  void send_client(codec::Bytes bytes, const ShapeSpec* shape = nullptr);
+  void send_broker(codec::Bytes bytes, const ShapeSpec* shape);
   void close(CloseReason reason);
   /// Calls `visit(stage)` (with the stage's own type: no virtual call) for the stages of `mask`
   /// (StageRoutes) in table order (KPROXY_STAGES,
@@ -189,9 +188,28 @@ class Pipeline {
   Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output, metrics::ConnectionMetrics& metrics,
            const StageSetup& setup);
 
+  /// One direction of the output, as a shaper sees it.
+  struct Sink final : ShapedSink {
+    Sink(Pipeline& pipeline, Flow flow) : pipeline(pipeline), flow(flow) {}
+    void write(codec::Bytes bytes) override;
+    void flush() override;
+    void close(CloseReason reason, bool reset) override;
+    Pipeline& pipeline;
+    Flow flow;
+  };
+  /// The sinks and the installed shapers: made the first time a stage asks (most connections never
+  /// do, and hold one null pointer).
+  struct Shaping {
+    explicit Shaping(Pipeline& p) : client(p, Flow::kToClient), broker(p, Flow::kToBroker) {}
+    Sink client, broker;
+    std::unique_ptr<ByteShaper> to_client, to_broker;  ///< after the sinks they write to (destroyed first)
+  };
+
   ConnectionInfo info_;
   uv_loop_t* loop_;
   PipelineOutput& output_;
+  // Before the stages: their shapers write to these sinks.
+  std::unique_ptr<Shaping> shaping_;
   metrics::ConnectionMetrics& metrics_;
   RuleSnapshot rules_;
 
@@ -212,11 +230,7 @@ class Pipeline {
   size_t held_request_bytes_ = 0;         ///< frames in held_
   size_t held_response_bytes_ = 0;        ///< encoded responses in slots_
   std::unique_ptr<DeadlineTimer> timer_;  ///< releases delayed requests and responses (made on first use)
-  bool blackholed_ = false;
   bool closed_ = false;
-  std::optional<uint64_t> reset_budget_;  ///< bytes left before a reset_after_bytes close
-  /// Made on the first transport rule that shapes the direction (most connections never have one).
-  std::unique_ptr<chaos::TransportShaper> to_client_, to_broker_;
 };
 
 }  // namespace kproxy::proxy

@@ -1,9 +1,12 @@
 // Stage: one named step of the pipeline that every request and response passes through.
 //
 // A stage looks at a frame through its context (proxy/pipeline/frame_context.h) and may decide something
-// about it: answer a request itself, close the connection, delay or shape the exchange, change a
-// response body (mark_dirty) or replace the whole frame. It never sends bytes and never talks to
-// sockets: the pipeline (proxy/pipeline/pipeline.h) acts on what the stages decided, in order.
+// about it with one of the pipeline's generic results: answer a request itself, close before
+// forwarding, hold the request or the response, send the request more than once, swallow the
+// response or close in its place, change a response body (mark_dirty) or replace the whole frame,
+// and shape a direction's bytes through a ByteShaper it installs (proxy/pipeline/byte_shaper.h).
+// It never talks to sockets: the pipeline (proxy/pipeline/pipeline.h) carries the results out, in
+// order. What a result is for (a fault, a policy) is the stage's business, not the framework's.
 //
 // The stages and their order are one table, KPROXY_STAGES below: StageId, stage_name(),
 // kStageCount, the Pipeline's members, their construction and the order frames pass them all
@@ -74,6 +77,7 @@ class ResponseContext;
 class RuleSnapshot;
 class BrokerAddressRewrite;
 class FrameObserver;
+class ShaperPort;
 struct Services;
 
 /// Where a newly numbered broker is announced (the connection, which asks the proxy to listen).
@@ -90,6 +94,7 @@ struct StageSetup {
   BrokerPortOpener& port_opener;        ///< the connection
   const Services& services;             ///< the process's: metrics, topic names, the frame observer, the clock
   uint64_t connection_id;
+  ShaperPort& shapers;                  ///< where a stage installs a byte shaper (proxy/pipeline/byte_shaper.h)
 };
 
 class Stage {

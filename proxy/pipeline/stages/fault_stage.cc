@@ -15,6 +15,22 @@
 
 namespace kproxy::proxy {
 
+namespace {
+/// What the stage remembers of an exchange from its request to its response.
+struct FaultNote final : ExchangeNote {
+  std::vector<std::shared_ptr<const chaos::FaultRule>> error_rules;  ///< set these errors in the response
+  std::optional<int32_t> throttle_ms;                                ///< set the response's throttle time
+};
+}  // namespace
+
+FaultShaper* FaultStage::shaper(Flow flow) {
+  if (!shapers_) return nullptr;
+  if (ByteShaper* there = shapers_->installed(flow)) return dynamic_cast<FaultShaper*>(there);  // null: another stage's
+  auto* made = static_cast<FaultShaper*>(shapers_->install(flow, std::make_unique<FaultShaper>(shapers_->loop(), shapers_->sink(flow))));
+  if (flow == Flow::kToClient) shapes_client_ = made != nullptr;
+  return made;
+}
+
 std::chrono::milliseconds FaultStage::jittered(const chaos::RuleAction& a) {
   if (a.jitter.count() == 0) return a.delay;
   jitter_state_ ^= jitter_state_ << 13;
@@ -53,7 +69,7 @@ bool FaultStage::matches(const chaos::FaultRule& rule, const RequestContext& ctx
   return txn && topic && group && part && pid;
 }
 
-bool FaultStage::applies(const chaos::FaultRule& rule, const RequestContext& ctx) {
+bool FaultStage::applies(const chaos::FaultRule& rule, const RequestContext& ctx) const {
   const auto& a = rule.action;
   // An answered request is not forwarded (no request-side effect, no broker response to edit);
   // the pipeline still applies the response-side transport actions to kproxy's own answer.
@@ -69,11 +85,11 @@ bool FaultStage::applies(const chaos::FaultRule& rule, const RequestContext& ctx
     case chaos::ActionKind::kDelay: return a.on_request ? forwarded : response;
     case chaos::ActionKind::kError:
     case chaos::ActionKind::kThrottle: return forwarded && response;
-    case chaos::ActionKind::kDropResponse:
-    case chaos::ActionKind::kResetAfterBytes: return response;
+    case chaos::ActionKind::kDropResponse: return response;
+    case chaos::ActionKind::kResetAfterBytes: return response && shapers_;
     case chaos::ActionKind::kDuplicateRequest: return forwarded;
     case chaos::ActionKind::kBandwidth:
-    case chaos::ActionKind::kSlice: return (a.to_client && response) || (a.to_broker && forwarded);
+    case chaos::ActionKind::kSlice: return shapers_ && ((a.to_client && response) || (a.to_broker && forwarded));
   }
   return false;
 }
@@ -86,12 +102,22 @@ void FaultStage::fired(const chaos::FaultRule& rule, const RequestContext& ctx) 
 }
 
 void FaultStage::on_request(RequestContext& ctx) {
+  ExchangeActions& actions = ctx.actions();
+  // Blackholed: this exchange's answer (kproxy's own too) is swallowed like every later one.
+  if (blackholed_ && ctx.expects_response()) actions.fate = ResponseFate::kSwallow;
   if (ctx.answered() || ctx.closing()) return;
   const auto& header = ctx.header();
   const chaos::RuleSet& set = rules_.get();
   if (!set.may_match(header.api_key)) return;
-  ExchangeActions& actions = ctx.actions();
   auto now = std::chrono::steady_clock::now();
+  // Built as rules fire, handed to the exchange at the end (most exchanges need neither).
+  std::shared_ptr<FaultNote> note;
+  std::shared_ptr<FaultShape> to_client, to_broker;
+  auto finish = [&] {
+    if (note) actions.note = std::move(note);
+    if (to_client) actions.to_client = std::move(to_client);
+    if (to_broker) actions.to_broker = std::move(to_broker);
+  };
   // Two passes: the rules that decide the request's fate (answer, close before forwarding) first,
   // in order, so the others are drawn knowing whether the request is forwarded.
   for (int pass = 0; pass < 2; ++pass) {
@@ -116,7 +142,7 @@ void FaultStage::on_request(RequestContext& ctx) {
           }
           ctx.answer(codec::encode_response_frame(header.correlation_id, codec::response_header_version(header.api_key, header.api_version),
                                                   *response, header.api_version));
-          ctx.actions().answer_rule = rule->name;
+          actions.injected_by = rule->name;
           fired(*rule, ctx);
           break;
         }
@@ -126,8 +152,12 @@ void FaultStage::on_request(RequestContext& ctx) {
             ctx.close({CloseCategory::kFault, "fault rule '" + rule->name + "': close before forwarding " + api_label(header.api_key)});
             return;
           }
-          if (!actions.close_after) actions.close_after_rule = rule->name;
-          actions.close_after = true;
+          // The first close wins; a drop (swallow) keeps its place: a blackholed connection hangs.
+          if (actions.fate == ResponseFate::kDeliver) {
+            actions.fate = ResponseFate::kCloseInstead;
+            actions.close_reason =
+                "fault rule '" + rule->name + "': close after forwarding " + api_label(header.api_key) + " (response withheld)";
+          }
           break;
         case chaos::ActionKind::kDelay:
           fired(*rule, ctx);
@@ -136,57 +166,81 @@ void FaultStage::on_request(RequestContext& ctx) {
           break;
         case chaos::ActionKind::kError:
           fired(*rule, ctx);
-          actions.error_rules.push_back(rule);
+          if (!note) note = std::make_shared<FaultNote>();
+          note->error_rules.push_back(rule);
+          if (actions.injected_by.empty()) actions.injected_by = rule->name;
           break;
         case chaos::ActionKind::kThrottle:
           fired(*rule, ctx);
-          actions.throttle_ms = static_cast<int32_t>(a.throttle.count());
+          if (!note) note = std::make_shared<FaultNote>();
+          note->throttle_ms = static_cast<int32_t>(a.throttle.count());
           break;
         case chaos::ActionKind::kDropResponse:
           fired(*rule, ctx);
-          actions.drop_response = true;
+          actions.fate = ResponseFate::kSwallow;
+          if (!blackholed_) {
+            spdlog::info("conn={} fault rule '{}': the response to correlation id {} ({}) and every later one will be dropped (blackhole)",
+                         ctx.connection().id, rule->name, header.correlation_id, api_label(header.api_key));
+          }
+          blackholed_ = true;
           break;
         case chaos::ActionKind::kResetAfterBytes:
+          if (!shaper(Flow::kToClient)) break;
           fired(*rule, ctx);
-          actions.reset_after_bytes = a.bytes;
+          if (!to_client) to_client = std::make_shared<FaultShape>();
+          to_client->reset_after_bytes = a.bytes;
+          to_client->reset_rule = rule->name;
           break;
         case chaos::ActionKind::kDuplicateRequest:
           fired(*rule, ctx);
-          actions.duplicate_request = true;
+          actions.copies = 2;
           break;
         case chaos::ActionKind::kBandwidth:
         case chaos::ActionKind::kSlice: {
-          fired(*rule, ctx);
           // Several transport rules on one exchange combine (a slicer behind a bandwidth limit).
-          auto add = [&](std::optional<chaos::TransportToxic>& t) {
-            if (!t) t.emplace();
+          auto add = [&](std::shared_ptr<FaultShape>& shape) {
+            if (!shape) shape = std::make_shared<FaultShape>();
+            if (!shape->toxic) shape->toxic.emplace();
             if (a.kind == chaos::ActionKind::kBandwidth) {
-              t->bytes_per_second = a.bytes;
+              shape->toxic->bytes_per_second = a.bytes;
             } else {
-              t->slice_bytes = a.bytes;
-              t->slice_delay = a.slice_delay;
+              shape->toxic->slice_bytes = a.bytes;
+              shape->toxic->slice_delay = a.slice_delay;
             }
           };
-          if (a.to_client) add(actions.to_client);
-          if (a.to_broker) add(actions.to_broker);
+          const bool down = a.to_client && ctx.expects_response(), up = a.to_broker && !ctx.answered();
+          if ((down && !shaper(Flow::kToClient)) || (up && !shaper(Flow::kToBroker))) break;
+          fired(*rule, ctx);
+          if (down) add(to_client);
+          if (up) add(to_broker);
           break;
         }
       }
     }
   }
+  finish();
 }
 
 void FaultStage::on_response(ResponseContext& ctx) {
-  if (ctx.synthetic()) return;
   const auto& act = ctx.actions();
-  if (act.error_rules.empty() && !act.throttle_ms) return;
+  if (shapes_client_ && !ctx.withheld()) {
+    // A reset before this response's last byte: the client never sees it whole.
+    const auto* shape = dynamic_cast<const FaultShape*>(act.to_client.get());
+    const size_t size = ctx.frame().size();
+    FaultShaper* shaper = this->shaper(Flow::kToClient);
+    auto budget = shaper ? shaper->reset_budget() : std::nullopt;
+    if ((shape && shape->reset_after_bytes && size > *shape->reset_after_bytes) || (budget && size > *budget)) ctx.set_withheld(true);
+  }
+  if (ctx.synthetic() || !act.note) return;
+  const auto* note = dynamic_cast<const FaultNote*>(act.note.get());
+  if (!note) return;
   auto m = ctx.message();
   if (!m) {
     spdlog::warn("conn={} cannot inject into {} v{} response: {}", ctx.connection().id, api_label(ctx.api_key()), ctx.api_version(),
                  ctx.decode_error());
     return;
   }
-  for (const auto& rule : act.error_rules) {
+  for (const auto& rule : note->error_rules) {
     int16_t code = chaos::translate_error(ctx.api_key(), ctx.api_version(), rule->action.error_code);
     auto scope = rule->action.scope;
     const auto& match = rule->match;
@@ -219,7 +273,7 @@ void FaultStage::on_response(ResponseContext& ctx) {
     });
     ctx.mark_dirty(id());
   }
-  if (act.throttle_ms && chaos::set_throttle_time(*m, ctx.body_version(), *act.throttle_ms)) ctx.mark_dirty(id());
+  if (note->throttle_ms && chaos::set_throttle_time(*m, ctx.body_version(), *note->throttle_ms)) ctx.mark_dirty(id());
 }
 
 }  // namespace kproxy::proxy

@@ -187,9 +187,7 @@ TEST_CASE("transaction events: a response's first error, its producer id and the
   busy.error_code = static_cast<int16_t>(codec::ErrorCode::kConcurrentTransactions);
   frame = encoded_response_frame(busy, 3);
   proxy::ExchangeActions actions;
-  auto rule = std::make_shared<chaos::FaultRule>();
-  rule->name = "busy-endtxn";
-  actions.error_rules.push_back(rule);
+  actions.injected_by = "busy-endtxn";  // what the fault stage writes for an error rule
   proxy::ResponseContext b(26, 3, codec::response_header_version(26, 3), frame, conn, actions, false, std::chrono::nanoseconds(0));
   r = txn_response(b);
   CHECK(r.error_code == busy.error_code);
@@ -199,7 +197,7 @@ TEST_CASE("transaction events: a response's first error, its producer id and the
   proxy::ResponseContext c(26, 3, codec::response_header_version(26, 3), frame, conn, none, true, std::chrono::nanoseconds(0));
   CHECK(txn_response(c).injected_by == "kproxy");  // an answer no rule built
   proxy::ExchangeActions answered;
-  answered.answer_rule = "busy-answer";
+  answered.injected_by = "busy-answer";
   proxy::ResponseContext d(26, 3, codec::response_header_version(26, 3), frame, conn, answered, true, std::chrono::nanoseconds(0));
   CHECK(txn_response(d).injected_by == "busy-answer");  // a rule's answer names the rule
 }

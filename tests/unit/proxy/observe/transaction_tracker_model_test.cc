@@ -48,7 +48,7 @@ class ObserverSink final : public TxnSink {
     const bool synthetic = a.broker_code < 0;
     std::vector<uint8_t> frame = encode_response(x, synthetic ? a.client_code : a.broker_code, a);
     proxy::ExchangeActions actions;
-    if (synthetic) actions.answer_rule = "model-answer";
+    if (synthetic) actions.injected_by = "model-answer";
     const int16_t key = observe::txn_api_key(x.api);
     proxy::ResponseContext ctx(key, x.version, codec::response_header_version(key, x.version), frame, connection(x.connection), actions,
                                synthetic, std::chrono::nanoseconds(0));

@@ -199,14 +199,19 @@ TEST_CASE("exchange actions: only what changes the response keeps it off the fas
   CHECK_FALSE(a.affect_response());
   a.request_delay = std::chrono::milliseconds(5);  // the request's side only
   CHECK_FALSE(a.affect_response());
-  a.throttle_ms = 100;
+  a.copies = 2;
+  CHECK_FALSE(a.affect_response());
+  a.note = std::make_shared<proxy::ExchangeNote>();  // a stage must see the response again
   CHECK(a.affect_response());
   proxy::ExchangeActions b;
   b.response_delay = std::chrono::milliseconds(1);
   CHECK(b.affect_response());
   proxy::ExchangeActions c;
-  c.drop_response = true;
+  c.fate = proxy::ResponseFate::kSwallow;
   CHECK(c.affect_response());
+  proxy::ExchangeActions d;
+  d.to_client = std::make_shared<proxy::ShapeSpec>();
+  CHECK(d.affect_response());
 
   // A response context made without actions has its own, empty ones.
   proxy::ConnectionInfo info = connection();

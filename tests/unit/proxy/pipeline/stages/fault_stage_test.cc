@@ -90,8 +90,8 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
 
   Outcome first = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(first.answered);
-  CHECK(first.actions.error_rules.empty());
-  CHECK_FALSE(first.actions.throttle_ms);
+  CHECK_FALSE(first.actions.note);  // no error or throttle remembered for the response
+  CHECK(first.actions.injected_by == "ans");
   CHECK(first.actions.response_delay.count() == 10);  // applied to kproxy's own answer
   CHECK(hits(control, "err") == 0);
   CHECK(hits(control, "slow") == 0);
@@ -100,9 +100,10 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
   // Forwarded now (the answer's one shot is spent): the error rule's own one shot is still there.
   Outcome second = run(stage, raw_request_frame(kListGroups, 0, 2));
   CHECK_FALSE(second.answered);
-  CHECK(second.actions.error_rules.size() == 1);
+  CHECK(second.actions.note);  // the error and the throttle, for when the response passes
+  CHECK(second.actions.injected_by == "err");
   CHECK(injected(control, "err") == 1);
-  CHECK(second.actions.throttle_ms == 100);
+  CHECK(injected(control, "slow") == 1);
 }
 
 TEST_CASE("fault stage: a request without a response (acks=0) draws no answer nor response-side rule") {
@@ -117,7 +118,7 @@ TEST_CASE("fault stage: a request without a response (acks=0) draws no answer no
   std::vector<uint8_t> body = {0xff, 0xff, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 0};
   Outcome o = run(stage, raw_request_frame(kProduce, 3, 1, body), /*expects_response=*/false);
   CHECK_FALSE(o.answered);
-  CHECK_FALSE(o.actions.drop_response);
+  CHECK(o.actions.fate == proxy::ResponseFate::kDeliver);
   CHECK(o.actions.request_delay.count() == 5);
   CHECK(hits(control, "ans") == 0);
   CHECK(hits(control, "drop") == 0);
@@ -144,8 +145,8 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
   proxy::TopicNames names;
   proxy::FaultStage stage(snapshot, nullptr, names, 1);
   Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
-  CHECK(o.actions.close_after);
-  CHECK(o.actions.close_after_rule == "cut-after");
+  CHECK(o.actions.fate == proxy::ResponseFate::kCloseInstead);
+  CHECK(o.actions.close_reason.find("fault rule 'cut-after'") != std::string::npos);
 
   kproxy::testing::RecordingOutput out;
   kproxy::testing::PipelineCollaborators with;
@@ -163,4 +164,38 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
     CHECK(out.closed->detail.find("fault rule 'cut-after'") != std::string::npos);
   }
   kproxy::testing::close_loop(&loop);
+}
+
+TEST_CASE("fault stage: a drop blackholes the connection: every later exchange's response is swallowed, a later close does not undo it") {
+  chaos::LiveRules control;
+  put_rule(control, "hole", R"({"match":{"api":"ListGroups"},"action":{"drop_response":true},"trigger":{"nth":2}})");
+  put_rule(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"after"}})");
+  proxy::RuleSnapshot snapshot(control);
+  proxy::TopicNames names;
+  proxy::FaultStage stage(snapshot, nullptr, names, 1);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).actions.fate == proxy::ResponseFate::kDeliver);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 2)).actions.fate == proxy::ResponseFate::kSwallow);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 3)).actions.fate == proxy::ResponseFate::kSwallow);  // no rule fires: still swallowed
+  CHECK(run(stage, raw_request_frame(12, 0, 4)).actions.fate == proxy::ResponseFate::kSwallow);  // Heartbeat: the close is drawn, the hang stays
+  CHECK(injected(control, "hole") == 1);
+
+  // A new connection's stage starts without the blackhole.
+  proxy::FaultStage fresh(snapshot, nullptr, names, 2);
+  CHECK(run(fresh, raw_request_frame(kListGroups, 0, 1)).actions.fate == proxy::ResponseFate::kDeliver);
+}
+
+TEST_CASE("fault stage: duplicate_request asks for two copies; transport and reset rules need a shaper port") {
+  chaos::LiveRules control;
+  put_rule(control, "twice", R"({"match":{"api":"ListGroups"},"action":{"duplicate_request":true},"trigger":"once"})");
+  put_rule(control, "rst", R"({"match":{"api":"ListGroups"},"action":{"reset_after_bytes":3}})");
+  put_rule(control, "thin", R"({"match":{"api":"ListGroups"},"action":{"bandwidth":1000,"direction":"both"}})");
+  proxy::RuleSnapshot snapshot(control);
+  proxy::TopicNames names;
+  proxy::FaultStage alone(snapshot, nullptr, names, 1);  // no port: nothing to shape with
+  Outcome o = run(alone, raw_request_frame(kListGroups, 0, 1));
+  CHECK(o.actions.copies == 2);
+  CHECK_FALSE(o.actions.to_client);
+  CHECK_FALSE(o.actions.to_broker);
+  CHECK(hits(control, "rst") == 0);
+  CHECK(hits(control, "thin") == 0);
 }
