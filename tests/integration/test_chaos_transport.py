@@ -62,7 +62,7 @@ def test_reset_after_bytes_sends_n_bytes_then_resets(kafka):
                 reset = True
         assert len(got) <= 10
         assert reset, f"expected a TCP reset, got an orderly close after {len(got)} bytes"
-        kp.wait_for_log(r"closed: fault rule: reset after the configured number of response bytes")
+        kp.wait_for_log(r"closed: fault rule 'rst': reset after the configured number of response bytes")
         # once: the next connection is served normally
         with socket.create_connection(("127.0.0.1", kp.port), timeout=10) as s:
             _api_versions_v0(s)
