@@ -96,9 +96,7 @@ struct ExchangeActions {
   /// Who changed or answered the exchange, for observers (a fault rule's name); "" for nobody.
   std::string injected_by;
   /// True when the response cannot take the fast path or a stage must see this exchange again.
-  bool affect_response() const {
-    return fate != ResponseFate::kDeliver || response_delay.count() > 0 || to_client || note;
-  }
+  bool affect_response() const { return fate != ResponseFate::kDeliver || response_delay.count() > 0 || to_client || note; }
 };
 
 /// A request frame in flight through the stages.

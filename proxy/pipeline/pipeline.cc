@@ -157,7 +157,8 @@ void Pipeline::close(CloseReason reason) {
 }
 
 bool Pipeline::may_stream_request(codec::Bytes head) {
-  if (closed_ || sasl_.active() || !held_.empty() || (shaping_ && shaping_->to_broker) || head.size() < codec::kFrameSizePrefix) return false;
+  if (closed_ || sasl_.active() || !held_.empty() || (shaping_ && shaping_->to_broker) || head.size() < codec::kFrameSizePrefix)
+    return false;
   codec::RequestHeader header;
   if (!codec::read_request_header(head.subspan(codec::kFrameSizePrefix), header, nullptr) || header.header_version < 0) return false;
   switch (static_cast<codec::ApiKey>(header.api_key)) {

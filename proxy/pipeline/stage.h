@@ -94,7 +94,7 @@ struct StageSetup {
   BrokerPortOpener& port_opener;        ///< the connection
   const Services& services;             ///< the process's: metrics, topic names, the frame observer, the clock
   uint64_t connection_id;
-  ShaperPort& shapers;                  ///< where a stage installs a byte shaper (proxy/pipeline/byte_shaper.h)
+  ShaperPort& shapers;  ///< where a stage installs a byte shaper (proxy/pipeline/byte_shaper.h)
 };
 
 class Stage {

@@ -176,7 +176,8 @@ TEST_CASE("fault stage: a drop blackholes the connection: every later exchange's
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).actions.fate == proxy::ResponseFate::kDeliver);
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 2)).actions.fate == proxy::ResponseFate::kSwallow);
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 3)).actions.fate == proxy::ResponseFate::kSwallow);  // no rule fires: still swallowed
-  CHECK(run(stage, raw_request_frame(12, 0, 4)).actions.fate == proxy::ResponseFate::kSwallow);  // Heartbeat: the close is drawn, the hang stays
+  CHECK(run(stage, raw_request_frame(12, 0, 4)).actions.fate ==
+        proxy::ResponseFate::kSwallow);  // Heartbeat: the close is drawn, the hang stays
   CHECK(injected(control, "hole") == 1);
 
   // A new connection's stage starts without the blackhole.
