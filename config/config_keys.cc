@@ -369,7 +369,7 @@ constexpr KeySpec kKeys[] = {
      .bad = "must be more than 0 (a load balancer gets that long to send its PROXY header)",
      .default_text = "`5s`",
      .doc = "on a `proxy_protocol: v2` listener, the header must arrive within this of the accept, else the connection is closed "
-            "(`kproxy_proxy_wait_deadlines_total`)",
+            "(`kproxy_proxy_proxy_header_refusals_total`)",
      .target = KPROXY_KEY_FIELD(limits.proxy_header_timeout)},
     {.key = "limits.tls_handshake_timeout",
      .kind = KeyKind::kDuration,

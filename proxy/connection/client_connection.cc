@@ -619,7 +619,9 @@ ClientConnection::RareState& ClientConnection::rare_state() {
         route_by_client_hello({});  // never whole: the timeout outcome, logged and counted
         return;
       }
-      metrics_.count(metrics::ProxyEvent::kWaitDeadline);
+      // No PROXY header in time is a refused header (kproxy_proxy_proxy_header_refusals_total,
+      // as config/README.md says); the other waits are wait deadlines.
+      metrics_.count(rare_->proxy_header ? metrics::ProxyEvent::kProxyHeaderRefused : metrics::ProxyEvent::kWaitDeadline);
       close(std::move(rare_->reason));
     });
   }

@@ -75,8 +75,10 @@ def test_a_client_through_haproxy_is_named_and_the_rest_refused(kafka, tmp_path)
                 assert connection_closed(slow, slowness.scaled(10))
             kp.wait_for_log(r"no PROXY protocol header within 1000 ms \(limits.proxy_header_timeout\)")
 
-            # The version 1 connections count too (HAProxy's own readiness probe may add one).
-            assert kp.metric("kproxy_proxy_proxy_header_refusals_total") - before >= 2
+            # The version 1 connections count too (HAProxy's own readiness probe may add one), and
+            # so does the header that never came.
+            assert kp.metric("kproxy_proxy_proxy_header_refusals_total") - before >= 3
+            assert kp.metric("kproxy_proxy_wait_deadlines_total") == 0
             # Other connections untouched: one more through HAProxy is served.
             with socket.create_connection(("127.0.0.1", front), timeout=10) as c:
                 assert _api_versions(c, 43) == 43
