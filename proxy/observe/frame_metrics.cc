@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codec/frame_reader.h"
 #include "codec/generated/api_keys.h"
 #include "codec/generated/messages/fetch.h"
 #include "codec/generated/messages/produce.h"
@@ -72,9 +73,11 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
   // A request a rule closes the connection on before forwarding reaches no broker and gets no
   // answer: the client sends it again elsewhere, nothing happened to its transaction.
-  if (track_transactions_ && !ctx.closing() && observe::txn_api(h.api_key)) {
+  if (track_transactions_ && !ctx.closing() && observe::is_txn_api_key(h.api_key) &&
+      (h.api_key != static_cast<int16_t>(codec::ApiKey::kProduce) || h.header_version < 0 ||
+       observe::produce_names_transaction(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version))) {
     // Only the transaction APIs and transactional Produce are decoded (a non-transactional Produce
-    // costs a peek at its first field).
+    // costs a peek at its first field, here, inline).
     thread_local observe::TxnRequest request;  // reused: its partition list keeps its memory
     if (observe::txn_request(ctx, request))
       transactions_.on_request(ctx.connection().id, h.correlation_id, request, observe::TxnClock::now());
@@ -95,7 +98,7 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
   size_t listener = ctx.connection().listener_index;
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
-  if (track_transactions_ && observe::txn_api(api)) {
+  if (track_transactions_ && observe::is_txn_api_key(api)) {
     bool hand_in = transactions_.awaiting_responses();
     if (api == static_cast<int16_t>(codec::ApiKey::kProduce)) {
       // A Produce answer without error tells the tracker nothing, most of the time

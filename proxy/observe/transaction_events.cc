@@ -108,6 +108,8 @@ bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
   const auto& h = ctx.header();
   auto api = txn_api(h.api_key);
   if (!api || h.header_version < 0) return false;
+  if (*api == TxnApi::kProduce && !produce_names_transaction(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version))
+    return false;  // not transactional: nothing to reset or read
   // Field by field, so that the partition list keeps its capacity (a caller may reuse `r`).
   r.api = *api;
   r.api_version = 0;

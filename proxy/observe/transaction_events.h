@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "codec/generated/api_keys.h"
 #include "proxy/observe/transaction_tracker.h"
 #include "proxy/observe/transactional_produce.h"
 #include "proxy/pipeline/frame_context.h"
@@ -19,6 +20,19 @@ namespace kproxy::observe {
 
 /// The transaction API of `api_key`, or nullopt for any other API.
 std::optional<TxnApi> txn_api(int16_t api_key);
+/// True for the API keys txn_api knows; inline, as it is asked for every frame.
+inline bool is_txn_api_key(int16_t api_key) {
+  using K = codec::ApiKey;
+  switch (static_cast<K>(api_key)) {
+    case K::kProduce:
+    case K::kInitProducerId:
+    case K::kAddPartitionsToTxn:
+    case K::kAddOffsetsToTxn:
+    case K::kEndTxn:
+    case K::kTxnOffsetCommit: return true;
+    default: return false;
+  }
+}
 /// Kafka's API key of a transaction API.
 int16_t txn_api_key(TxnApi api);
 

@@ -230,3 +230,10 @@ TEST_CASE("transaction events: a lifecycle event as a tap line") {
   CHECK(line["api"].is_null());          // connection 0: ended by time, not by a frame
   CHECK(txn_api_key(TxnApi::kEndTxn) == 26);
 }
+
+TEST_CASE("transaction events: the inline API key check names exactly the APIs txn_api knows") {
+  for (int k = -1; k < 100; ++k) {
+    auto key = static_cast<int16_t>(k);
+    CHECK(observe::is_txn_api_key(key) == observe::txn_api(key).has_value());
+  }
+}

@@ -125,3 +125,32 @@ TEST_CASE("transactional produce: records counted from v2 batch headers; what ca
   c = count_records(codec::Bytes(old.data(), old.size()));
   CHECK(c.unreadable == 1);
 }
+
+TEST_CASE("transactional produce: the first-field peek agrees with the full read on null, empty and set ids") {
+  using kproxy::observe::produce_names_transaction;
+  auto bytes = [](std::initializer_list<uint8_t> b) { return std::vector<uint8_t>(b); };
+  // v3-v8: NULLABLE_STRING (int16 length).
+  auto null16 = bytes({0xff, 0xff, 0, 1}), empty16 = bytes({0, 0, 0, 1}), set16 = bytes({0, 1, 't', 0});
+  CHECK_FALSE(produce_names_transaction(null16, 3));
+  CHECK_FALSE(produce_names_transaction(empty16, 8));
+  CHECK(produce_names_transaction(set16, 8));
+  // v9+: COMPACT_NULLABLE_STRING (unsigned varint of length + 1).
+  auto null_c = bytes({0, 0}), empty_c = bytes({1, 0}), set_c = bytes({2, 't'}), long_c = bytes({0x81, 0x01});
+  CHECK_FALSE(produce_names_transaction(null_c, 9));
+  CHECK_FALSE(produce_names_transaction(empty_c, 12));
+  CHECK(produce_names_transaction(set_c, 12));
+  CHECK(produce_names_transaction(long_c, 13));  // a 128-byte id: a two-byte varint
+  // v0-2 have no TransactionalId; a body too short to tell goes to the full read.
+  CHECK_FALSE(produce_names_transaction(set16, 2));
+  CHECK(produce_names_transaction(std::vector<uint8_t>{}, 9));
+  CHECK(produce_names_transaction(bytes({0}), 3));
+  // Wherever the peek says no, the full read says no too.
+  for (const auto* body : {&null16, &empty16}) {
+    kproxy::observe::TxnRequest r;
+    CHECK_FALSE(kproxy::observe::read_transactional_produce(*body, 3, r));
+  }
+  for (const auto* body : {&null_c, &empty_c}) {
+    kproxy::observe::TxnRequest r;
+    CHECK_FALSE(kproxy::observe::read_transactional_produce(*body, 9, r));
+  }
+}
