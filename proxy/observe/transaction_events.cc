@@ -22,16 +22,6 @@ namespace kproxy::observe {
 
 namespace {
 
-using codec::ApiKey;
-
-/// The transaction APIs and their Kafka keys.
-constexpr std::array<std::pair<TxnApi, ApiKey>, 6> kTxnApis = {{{TxnApi::kInitProducerId, ApiKey::kInitProducerId},
-                                                                {TxnApi::kAddPartitionsToTxn, ApiKey::kAddPartitionsToTxn},
-                                                                {TxnApi::kAddOffsetsToTxn, ApiKey::kAddOffsetsToTxn},
-                                                                {TxnApi::kTxnOffsetCommit, ApiKey::kTxnOffsetCommit},
-                                                                {TxnApi::kProduce, ApiKey::kProduce},
-                                                                {TxnApi::kEndTxn, ApiKey::kEndTxn}}};
-
 void fill_client(TxnRequest& r, const proxy::RequestContext& ctx) {
   r.api_version = ctx.header().api_version;
   r.listener = ctx.connection().listener;
@@ -40,12 +30,6 @@ void fill_client(TxnRequest& r, const proxy::RequestContext& ctx) {
 }
 
 }  // namespace
-
-std::optional<TxnApi> txn_api(int16_t api_key) {
-  for (const auto& [api, key] : kTxnApis)
-    if (static_cast<int16_t>(key) == api_key) return api;
-  return std::nullopt;
-}
 
 int16_t txn_api_key(TxnApi api) {
   for (const auto& [a, key] : kTxnApis)
@@ -108,8 +92,6 @@ bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
   const auto& h = ctx.header();
   auto api = txn_api(h.api_key);
   if (!api || h.header_version < 0) return false;
-  if (*api == TxnApi::kProduce && !produce_names_transaction(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version))
-    return false;  // not transactional: nothing to reset or read
   // Field by field, so that the partition list keeps its capacity (a caller may reuse `r`).
   r.api = *api;
   r.api_version = 0;

@@ -7,9 +7,11 @@
 // peek and nothing more). Only those are decoded.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "codec/generated/api_keys.h"
 #include "proxy/observe/transaction_tracker.h"
@@ -18,21 +20,24 @@
 
 namespace kproxy::observe {
 
-/// The transaction API of `api_key`, or nullopt for any other API.
-std::optional<TxnApi> txn_api(int16_t api_key);
-/// True for the API keys txn_api knows; inline, as it is asked for every frame.
-inline bool is_txn_api_key(int16_t api_key) {
-  using K = codec::ApiKey;
-  switch (static_cast<K>(api_key)) {
-    case K::kProduce:
-    case K::kInitProducerId:
-    case K::kAddPartitionsToTxn:
-    case K::kAddOffsetsToTxn:
-    case K::kEndTxn:
-    case K::kTxnOffsetCommit: return true;
-    default: return false;
-  }
+/// The transaction APIs and their Kafka keys: the one list txn_api, is_txn_api_key and
+/// txn_api_key read.
+inline constexpr std::array<std::pair<TxnApi, codec::ApiKey>, 6> kTxnApis = {
+    {{TxnApi::kInitProducerId, codec::ApiKey::kInitProducerId},
+     {TxnApi::kAddPartitionsToTxn, codec::ApiKey::kAddPartitionsToTxn},
+     {TxnApi::kAddOffsetsToTxn, codec::ApiKey::kAddOffsetsToTxn},
+     {TxnApi::kTxnOffsetCommit, codec::ApiKey::kTxnOffsetCommit},
+     {TxnApi::kProduce, codec::ApiKey::kProduce},
+     {TxnApi::kEndTxn, codec::ApiKey::kEndTxn}}};
+
+/// The transaction API of `api_key`, or nullopt for any other API. Inline: asked for every frame.
+inline std::optional<TxnApi> txn_api(int16_t api_key) {
+  for (const auto& [api, key] : kTxnApis)
+    if (static_cast<int16_t>(key) == api_key) return api;
+  return std::nullopt;
 }
+/// True for the API keys txn_api knows.
+inline bool is_txn_api_key(int16_t api_key) { return txn_api(api_key).has_value(); }
 /// Kafka's API key of a transaction API.
 int16_t txn_api_key(TxnApi api);
 

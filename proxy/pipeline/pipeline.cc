@@ -286,43 +286,52 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   std::chrono::milliseconds request_delay = actions.request_delay;
   // More than one copy: the broker gets the request again, as after a client's retry; each extra
   // answer has a slot of its own right behind the first's, and is discarded there.
-  const int copies = actions.copies;
+  const int extra_copies = actions.copies - 1;
   if (expects_response) {
     slot.actions = keep_if_any(std::move(actions));
     slots_.push_back(std::move(slot));
-    if (copies > 1) [[unlikely]]
-      for (int c = 1; c < copies; ++c) push_discarded_copy(slots_[slots_.size() - static_cast<size_t>(c)]);
+    if (extra_copies > 0) [[unlikely]]
+      push_discarded_copies(extra_copies);
   }
   if (request_delay.count() > 0 || !held_.empty()) {
     hold(frame, expects_response, request_delay, shape, now);
-    if (copies > 1) [[unlikely]]
-      for (int c = 1; c < copies; ++c) send_copy(frame, expects_response, shape, now);
+    if (extra_copies > 0) [[unlikely]]
+      send_copies(extra_copies, frame, expects_response, shape, now);
     return true;
   }
   // Straight on, unless a shaper takes it: its residence is measured when the connection has
   // written this read (ConnectionMetrics::residence_written).
   if (!shaping_ || !shaping_->to_broker) metrics_.forwarded(metrics::Direction::kRequest, header.api_key);
   forward(frame, expects_response, shape.get(), now);
-  if (copies > 1) [[unlikely]]
-    for (int c = 1; c < copies; ++c) send_copy(frame, expects_response, shape, now);
+  if (extra_copies > 0) [[unlikely]]
+    send_copies(extra_copies, frame, expects_response, shape, now);
   return true;
 }
 
-void Pipeline::send_copy(codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
-                         std::chrono::steady_clock::time_point now) {
+void Pipeline::send_copies(int count, codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
+                           std::chrono::steady_clock::time_point now) {
   // Behind the held requests when there are any (the original among them), else at once.
-  if (!held_.empty()) hold(frame, expects_response, std::chrono::milliseconds(0), shape, now);
-  else forward(frame, expects_response, shape.get(), now);
+  for (int c = 0; c < count; ++c) {
+    if (!held_.empty()) hold(frame, expects_response, std::chrono::milliseconds(0), shape, now);
+    else forward(frame, expects_response, shape.get(), now);
+  }
 }
 
-void Pipeline::push_discarded_copy(const Slot& original) {
-  Slot copy;
-  copy.kind = Slot::Kind::kDiscarded;
-  copy.api_key = original.api_key;
-  copy.api_version = original.api_version;
-  copy.correlation_id = original.correlation_id;
-  copy.response_header_version = original.response_header_version;
-  slots_.push_back(std::move(copy));
+void Pipeline::push_discarded_copies(int count) {
+  // The original's slot is the last one; read before a push may move the ring.
+  const Slot& original = slots_.back();
+  const int16_t api_key = original.api_key, api_version = original.api_version;
+  const int32_t correlation_id = original.correlation_id;
+  const int8_t response_header_version = original.response_header_version;
+  for (int c = 0; c < count; ++c) {
+    Slot copy;
+    copy.kind = Slot::Kind::kDiscarded;
+    copy.api_key = api_key;
+    copy.api_version = api_version;
+    copy.correlation_id = correlation_id;
+    copy.response_header_version = response_header_version;
+    slots_.push_back(std::move(copy));
+  }
 }
 
 void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay,

@@ -144,12 +144,13 @@ class Pipeline final : private ShaperPort {
   /// Sends `frame` to the broker now (through the broker direction's shaper, if any, with
   /// `shape`); the slot of the request, when it expects a response, is then waiting for it.
   void forward(codec::Bytes frame, bool expects_response, const ShapeSpec* shape, std::chrono::steady_clock::time_point now);
-  /// ExchangeActions::copies > 1: the slot of an extra copy of `original`'s request, behind it;
-  /// the broker's answer to it is discarded (rare: out of line, so the common path builds no slot).
-  [[gnu::noinline]] void push_discarded_copy(const Slot& original);
-  /// An extra copy of a request to the broker (out of line, like its slot).
-  [[gnu::noinline]] void send_copy(codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
-                                   std::chrono::steady_clock::time_point now);
+  /// ExchangeActions::copies > 1: `count` slots for the extra copies of the request whose slot is
+  /// the last one, behind it; the broker's answers to them are discarded (rare: out of line, so
+  /// the common path builds no slot).
+  [[gnu::noinline]] void push_discarded_copies(int count);
+  /// `count` extra copies of a request to the broker (out of line, like their slots).
+  [[gnu::noinline]] void send_copies(int count, codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
+                                     std::chrono::steady_clock::time_point now);
   /// Queues `frame` behind the held requests, released `delay` from now (or after the last one).
   void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::shared_ptr<const ShapeSpec>& shape,
             std::chrono::steady_clock::time_point now);
