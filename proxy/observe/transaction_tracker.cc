@@ -47,17 +47,16 @@ uint64_t partition_key(const PartitionRef& p) {
 /// and is counted once. The same batch again on the same connection counts again (a client does
 /// not resend there without an answer; a load generator repeating one template does). Without
 /// batch details, every record counts.
-uint64_t new_records(std::unordered_map<uint64_t, uint64_t>& counted, const TxnRequest& r, uint64_t connection) {
-  constexpr size_t kMaxCountedBatches = 1 << 16;  // past it (a very long transaction) nothing is deduplicated
+uint64_t new_records(CountedBatches& counted, const TxnRequest& r, uint64_t connection) {
   uint64_t known = 0, repeated = 0;
   for (const auto& b : r.batches) {
     known += b.records;
     if (b.base_sequence < 0) continue;
     const uint64_t key = mix(partition_key(b.partition) ^ mix(static_cast<uint64_t>(static_cast<uint32_t>(b.base_sequence)) + 1));
-    if (auto it = counted.find(key); it != counted.end()) {
-      if (it->second != connection) repeated += b.records;
-    } else if (counted.size() < kMaxCountedBatches) {
-      counted.emplace(key, connection);
+    if (const uint64_t* sent_on = counted.find(key)) {
+      if (*sent_on != connection) repeated += b.records;
+    } else {
+      counted.add(key, connection);  // refused past CountedBatches::kMaxBatches: nothing deduplicated then
     }
   }
   return known > r.records ? r.records : r.records - repeated;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "proxy/cluster/topic_names.h"
+#include "proxy/observe/counted_batches.h"
 #include "proxy/util/ring_queue.h"
 
 namespace kproxy::observe {
@@ -361,7 +362,7 @@ class TransactionTracker {
     std::unordered_set<uint64_t> known_partitions;
     /// Keys (partition and base sequence) of the batches whose records the open transaction
     /// counted: a batch sent again on another connection after a lost answer adds none.
-    std::unordered_map<uint64_t, uint64_t> counted_batches;  ///< key -> the connection that sent it
+    CountedBatches counted_batches;
     /// Counts the transactions opened for the id: a connection that recorded its client in the
     /// open one (ConnectionState::client_generation) need not compare its strings again.
     uint64_t generation = 0;
