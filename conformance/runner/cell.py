@@ -11,12 +11,15 @@ client never blocks the next cell. Python 3 stdlib + PyYAML.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
+import random
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -55,6 +58,7 @@ class Settings:
     driver_args: List[str] = field(default_factory=list)   # test-only: extra driver options (known-bad modes)
     min_committed_fraction: float = 0.5
     abort_cleanup_ms: int = 10000   # the cluster's transaction.abort.timed.out.transaction.cleanup.interval.ms
+    cluster: Optional[object] = None  # the KafkaCluster the runner started (None with --bootstrap): broker actions need it
 
 
 def split_client(client: str) -> Tuple[str, Optional[str]]:
@@ -123,14 +127,18 @@ def _kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         pass
 
 
-def _run_bounded(cmd: List[str], timeout: float, stdout: Path, stderr: Path, env: Optional[Dict] = None) -> Tuple[Optional[int], bool, float]:
-    """Runs `cmd` in its own process group; kills the group at `timeout`.
+def _run_bounded(cmd: List[str], timeout: float, stdout: Path, stderr: Path, env: Optional[Dict] = None,
+                 on_start=None) -> Tuple[Optional[int], bool, float]:
+    """Runs `cmd` in its own process group; kills the group at `timeout`. `on_start(proc)` is
+    called once it runs (a scenario action may kill it).
     Returns (exit code or None when killed, timed_out, seconds)."""
     t0 = time.monotonic()
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT),
                                 start_new_session=True, env=env)
         LIVE.add(proc)
+        if on_start is not None:
+            on_start(proc)
         try:
             rc = proc.wait(timeout=max(1.0, timeout))
             # Children the driver left behind (a JVM it forked, say) die with the group.
@@ -330,7 +338,192 @@ def protocol_seen(versions: Dict[str, Dict[str, int]]) -> Optional[int]:
     return None
 
 
+# Scenario actions that change what runs, not only the answers (issue #45 item 3): the runner
+# holds the first instance's EndTxn of a seeded transaction k in kproxy (a `delay` on the request
+# side) and acts while it is held, so the moment is mid-transaction and the same for every client.
+# Actions that kill a broker of the shared cluster: such a cell runs alone (GATE below), and the
+# cluster is restored (the node restarted, every partition in sync) before the next cell.
+BROKER_ACTIONS = ("coordinator-broker-kill", "partition-leader-kill")
+HOLD_RULE = "runner-hold-endtxn"
+HOLD = "15s"   # long enough for a second instance to start and initialise (a JVM takes 1-3 s)
+
+
+def runner_action(sc: Scenario, seed: Optional[int]) -> Optional[Dict]:
+    """The scenario's action (workload `action:` and `action_at: LO-HI`, the transaction index range
+    the seeded pick comes from), with the kproxy rule that holds that transaction's EndTxn; None
+    for a scenario without one. The pick depends on the seed and the scenario only, so every
+    client of a run is stopped at the same transaction."""
+    w = sc.workload or {}
+    kind = w.get("action")
+    if not kind:
+        return None
+    lo, _, hi = str(w.get("action_at", "1-3")).partition("-")
+    lo_i, hi_i = int(lo), int(hi or lo)
+    k = random.Random(f"{seed if seed is not None else 1}:{sc.name}").randint(lo_i, hi_i)
+    rule = {"name": HOLD_RULE, "match": {"api": "EndTxn"}, "action": {"delay": HOLD, "side": "request"},
+            "trigger": {"after": k, "times": 1}}
+    return {"kind": kind, "at_transaction": k, "hold_rule": rule}
+
+
+def _run_with_action(action: Dict, kp: "KproxyProcess", driver_cmd, run_id: str, env: Optional[Dict], cell_timeout: float,
+                     cell_dir: Path, s: Optional[Settings] = None, txn_id: str = "", topic: str = "") -> Tuple[Tuple[Optional[int], bool, float], Dict]:
+    """Runs the first instance; once kproxy holds its EndTxn of transaction k, acts: kills it
+    (producer-crash-restart) or not (zombie) and runs a second instance of the same
+    transactional id with its own run id to the end; or kills the broker that coordinates the id
+    (coordinator-broker-kill) or leads partition 0 of the topic (partition-leader-kill), lets
+    the first instance finish through it, and restores the cluster. Returns the first instance's
+    (exit, timed_out, seconds) and what the action did."""
+    started: Dict = {}
+    result: Dict = {}
+
+    def first() -> None:
+        result["run"] = _run_bounded(driver_cmd(run_id), cell_timeout, cell_dir / "driver.stdout", cell_dir / "driver.stderr",
+                                     env=env, on_start=lambda p: started.update(proc=p, t0=time.monotonic()))
+
+    thread = threading.Thread(target=first, daemon=True)
+    thread.start()
+    done: Dict = {"kind": action["kind"], "at_transaction": action["at_transaction"], "fired": False}
+    deadline = time.monotonic() + cell_timeout
+    while thread.is_alive() and time.monotonic() < deadline:
+        if any(f.get("name") == HOLD_RULE and (f.get("injected") or 0) >= 1 for f in kp.faults()):
+            done["fired"] = True
+            break
+        time.sleep(0.05)
+    if done["fired"]:
+        done["after_s"] = round(time.monotonic() - started.get("t0", time.monotonic()), 1)
+        if action["kind"] in BROKER_ACTIONS:
+            try:
+                node = (find_coordinator(s.cluster_bootstrap, txn_id) if action["kind"] == "coordinator-broker-kill"
+                        else partition_leader(s.cluster_bootstrap, topic))
+                s.cluster.kill_node(node)  # kill -9: no hand-over; kproxy's connections to it break
+                done["killed_node"] = node
+                thread.join(cell_timeout + 10)
+            finally:
+                t_restore = time.monotonic()
+                s.cluster.restore()  # the next cell gets the whole cluster back, every partition in sync
+                done["restore_s"] = round(time.monotonic() - t_restore, 1)
+            return result.get("run", (None, True, cell_timeout)), done
+        if action["kind"] == "producer-crash-restart" and "proc" in started:
+            _kill_group(started["proc"])  # SIGKILL, mid-transaction: EndTxn k has not reached the broker
+        second_id = run_id + ("-z" if action["kind"] == "zombie" else "-r")
+        rc2, to2, secs2 = _run_bounded(driver_cmd(second_id), cell_timeout, cell_dir / "second.stdout", cell_dir / "second.stderr",
+                                       env=env)
+        done["second"] = {"run_id": second_id, "exit": rc2, "timed_out": to2, "seconds": round(secs2, 1)}
+    thread.join(cell_timeout + 10)
+    return result.get("run", (None, True, cell_timeout)), done
+
+
+class _ClusterGate:
+    """Cells share the cluster; a cell whose action kills a broker must have it to itself. Shared
+    for the others, exclusive for that one; a waiting exclusive cell goes before new shared ones."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cv:
+            while self._exclusive or self._waiting:
+                self._cv.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._shared -= 1
+                self._cv.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        with self._cv:
+            self._waiting += 1
+            while self._exclusive or self._shared:
+                self._cv.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._exclusive = False
+                self._cv.notify_all()
+
+
+GATE = _ClusterGate()
+
+
+def find_coordinator(bootstrap: str, transactional_id: str, timeout: float = 20.0) -> int:
+    """The node id of the transaction coordinator of `transactional_id` (FindCoordinator v1, key
+    type 1), asked of the cluster directly."""
+    import kafka_harness as kh
+    body = kh._str(transactional_id) + bytes([1])
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        for addr in bootstrap.split(","):
+            host, port = addr.rsplit(":", 1)
+            try:
+                b = kh._Buf(kh.kafka_request(host, int(port), 10, 1, body, 5.0))
+            except (OSError, kh.KafkaHarnessError) as e:
+                last = e
+                continue
+            b.int32()  # throttle_time_ms
+            err = b.int16()
+            b.string()  # error_message
+            node = b.int32()
+            if err == 0 and node >= 0:
+                return node
+            last = f"error {err}"
+        time.sleep(0.2)
+    raise RuntimeError(f"no transaction coordinator for {transactional_id} within {timeout:.0f}s (last: {last})")
+
+
+def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> int:
+    import kafka_harness as kh
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    return kh.metadata(host, int(port), [topic], 5.0).topics[topic].partitions[partition].leader
+
+
+def _account_summary(account: Dict) -> Dict:
+    out = {k: account.get(k) for k in ("client", "version", "library", "errors", "gave_up", "give_up_reason", "elapsed_s", "missing")}
+    out.update({f"{k}_count": len(account.get(k) or []) for k in ("committed", "aborted", "unknown")})
+    return out
+
+
+def _merged_account(a: Dict, b: Dict) -> Dict:
+    """Two instances of one transactional id, as kproxy sees them: one id, both instances'
+    transactions (for the observatory's comparison)."""
+    if a.get("missing") or b.get("missing"):
+        return a if a.get("missing") else b
+    out = {k: list(a.get(k) or []) + [f"second:{x}" for x in b.get(k) or []] for k in ("committed", "aborted", "unknown")}
+    out["gave_up"] = bool(a.get("gave_up") or b.get("gave_up"))
+    return out
+
+
+def _with_second_instance(rec: Dict) -> str:
+    """The cell's class when a second instance ran: for zombie the first (fenced) instance is the
+    one judged and the second must be exact; for producer-crash-restart the restarted one is
+    judged and the killed one's records must be exactly what its state says."""
+    act = rec.get("action") or {}
+    second = act.get("second")
+    if not second:
+        return rec["class"]
+    if act["kind"] == "producer-crash-restart":
+        return rec["class"] + " (killed instance)" if rec["class"] != "exact" else second["class"]
+    return rec["class"] if second["class"] == "exact" else second["class"] + " (new instance)"
+
+
 def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int = 1, workload_mode: str = "producer") -> Dict:
+    """run_one_cell, alone on the cluster when its action kills a broker."""
+    kills_broker = (sc.workload or {}).get("action") in BROKER_ACTIONS
+    with (GATE.exclusive() if kills_broker else GATE.shared()):
+        return run_one_cell(s, client, sc, protocol, attempt, workload_mode)
+
+
+def run_one_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int = 1, workload_mode: str = "producer") -> Dict:
     """Runs one cell and returns its record. `workload_mode`: "producer" (the drivers' produce
     workload) or "ctp" (consume-transform-produce: the runner fills an input topic, the driver
     reads it in a group and writes one output per input, committing the input offsets in the same
@@ -361,6 +554,7 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         "transaction_timeout_ms": txn_timeout,
     }
     kp: Optional[KproxyProcess] = None
+    action: Optional[Dict] = None
     try:
         create_topic(s.cluster_bootstrap, topic, s.partitions, min(3, s.nodes))
         if ctp:
@@ -368,26 +562,40 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
             create_topic(s.cluster_bootstrap, input_topic, s.partitions, min(3, s.nodes))
             fill_input(s.cluster_bootstrap, input_topic, "in", transactions, records_per_txn, cell_dir)
         doc = kproxy_copy(sc, seed=s.seed, protocol=protocol)
+        action = runner_action(sc, s.seed)
+        if action is not None:
+            if action["kind"] in BROKER_ACTIONS and s.cluster is None:
+                raise RuntimeError(f"{action['kind']} kills a broker: it needs a cluster the runner started (not --bootstrap)")
+            doc["faults"].append(action["hold_rule"])
         kp = KproxyProcess(s, cell_dir, doc)
         rec["kproxy_command"] = " ".join(kp.cmd)
         kp.start()
         driver_timeout_s = max(10, int(cell_timeout * 0.8) - 5)
-        cmd = [str(DRIVERS / split_client(client)[0] / "run"), "--bootstrap", kp.bootstrap, "--topic", topic,
-               "--transactional-id", txn_id, "--transactions", str(transactions),
-               "--records-per-txn", str(records_per_txn), "--run-id", run_id, "--client-id", client_id,
-               "--timeout-s", str(driver_timeout_s)]
-        if txn_timeout:
-            cmd += ["--transaction-timeout-ms", str(int(txn_timeout))]
-        if ctp:
-            cmd += ["--mode", "ctp", "--input-topic", input_topic, "--group", group]
-        cmd += list(s.driver_args)
-        if sc.regression:
-            cmd += list(sc.regression.get("driver_args") or [])
+
+        def driver_cmd(rid: str) -> List[str]:
+            c = [str(DRIVERS / split_client(client)[0] / "run"), "--bootstrap", kp.bootstrap, "--topic", topic,
+                 "--transactional-id", txn_id, "--transactions", str(transactions),
+                 "--records-per-txn", str(records_per_txn), "--run-id", rid, "--client-id", client_id,
+                 "--timeout-s", str(driver_timeout_s)]
+            if txn_timeout:
+                c += ["--transaction-timeout-ms", str(int(txn_timeout))]
+            if ctp:
+                c += ["--mode", "ctp", "--input-topic", input_topic, "--group", group]
+            c += list(s.driver_args)
+            if sc.regression:
+                c += list(sc.regression.get("driver_args") or [])
+            return c
+
+        cmd = driver_cmd(run_id)
         env = driver_env(client)
         rec["driver_command"] = ((f"CONFORMANCE_CLIENT_VERSION={env['CONFORMANCE_CLIENT_VERSION']} " if env else "")
                                  + " ".join(cmd))
-        rc, timed_out, secs = _run_bounded(cmd, cell_timeout, cell_dir / "driver.stdout", cell_dir / "driver.stderr",
-                                           env=env)
+        if action is None:
+            rc, timed_out, secs = _run_bounded(cmd, cell_timeout, cell_dir / "driver.stdout", cell_dir / "driver.stderr",
+                                               env=env)
+        else:
+            (rc, timed_out, secs), rec["action"] = _run_with_action(action, kp, driver_cmd, run_id, env, cell_timeout, cell_dir,
+                                                                    s, txn_id, topic)
         account = last_json_line((cell_dir / "driver.stdout").read_text(errors="replace"))
         rec["driver"] = {"exit": rc, "timed_out": timed_out, "seconds": round(secs, 1), "json": account is not None}
         rec["faults"] = kp.faults()
@@ -398,35 +606,62 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
         # kproxy's own account of the cell's transactional id, before it stops (issue #44).
         obs_raw = observatory.fetch(kp.admin, txn_id)
         rec["kproxy_exit"] = kp.stop()
+        killed = action is not None and action["kind"] == "producer-crash-restart" and rec["action"].get("fired")
+        if killed:
+            # The killed instance printed nothing; what it had done is known from where it was
+            # stopped: transactions 0..k-1 committed (their EndTxn answered), k held in kproxy on
+            # its way to the broker, so never committed: the new instance's InitProducerId must
+            # have it aborted. Judged as an account of k + 1 transactions.
+            k = action["at_transaction"]
+            account = {"client": split_client(client)[0], "run_id": run_id, "transactions": k + 1,
+                       "records_per_txn": records_per_txn, "committed": list(range(k)), "aborted": [k], "unknown": [],
+                       "errors": {}, "gave_up": False, "give_up_reason": None,
+                       "note": "killed by the runner (SIGKILL) while its EndTxn was held in kproxy"}
+            account_path = cell_dir / "killed-account.json"
+            account_path.write_text(json.dumps(account) + "\n")
+        else:
+            account_path = cell_dir / "driver.stdout"
         if account is None:
             account = {"missing": "the driver printed no JSON line"}
-        rec["account"] = {k: account.get(k) for k in ("client", "version", "library", "errors", "gave_up",
-                                                       "give_up_reason", "elapsed_s", "missing")}
-        rec["account"].update({f"{k}_count": len(account.get(k) or []) for k in ("committed", "aborted", "unknown")})
-        # The verifier reads the last JSON line of the driver's stdout itself; none = the driver
-        # printed no account (it classifies that as crashed, or stuck when killed at the bound).
-        account_path = cell_dir / "driver.stdout"
-        vcmd = [str(VERIFIER), "--bootstrap", s.cluster_bootstrap, "--topic", topic, "--account", str(account_path),
-                "--timeout-s", str(int(s.verifier_timeout_s)), "--driver-exit", str(rc if rc is not None else -9),
-                "--expect-run-id", run_id, "--expect-transactions", str(transactions),
-                "--expect-records-per-txn", str(records_per_txn), "--protocol", str(rec["protocol_seen"] or protocol),
-                "--transaction-timeout-ms", str(int(txn_timeout or 0)), "--abort-cleanup-ms", str(s.abort_cleanup_ms),
-                "--min-committed-fraction", str(workload.get("min_committed_fraction", s.min_committed_fraction)),
-                "--save-read", str(cell_dir / "read.json")]
-        if ctp:
-            vcmd += ["--workload", "ctp", "--input-topic", input_topic, "--group", group]
-        if timed_out:
-            vcmd.append("--driver-timed-out")
-        rec["verifier_command"] = " ".join(vcmd)
-        # The verifier waits up to max(--timeout-s, transaction timeout + abort cleanup + 10 s) for
-        # open transactions, then reads (bounded by 45 s per topic).
-        vwait = max(s.verifier_timeout_s, (int(txn_timeout or 60000) + s.abort_cleanup_ms) / 1000 + 10)
-        vrc, vto, vsecs = _run_bounded(vcmd, vwait + 120, cell_dir / "verifier.stdout", cell_dir / "verifier.stderr")
-        verdict = last_json_line((cell_dir / "verifier.stdout").read_text(errors="replace"))
-        rec["verifier"] = verdict if verdict is not None else {
-            "error": f"verifier printed no JSON (exit {vrc}{', timed out' if vto else ''}): "
-                     + (cell_dir / "verifier.stderr").read_text(errors="replace")[-500:]}
-        rec["observatory"] = dict(observatory.compare(obs_raw, account, verdict, records_per_txn, workload_mode),
+        rec["account"] = _account_summary(account)
+
+        def verify(rid: str, acc_path: Path, exit_code: Optional[int], killed_at_bound: bool, n: int, tag: str) -> Dict:
+            # The verifier reads the last JSON line of the account file itself; none = the driver
+            # printed no account (it classifies that as crashed, or stuck when killed at the bound).
+            vcmd = [str(VERIFIER), "--bootstrap", s.cluster_bootstrap, "--topic", topic, "--account", str(acc_path),
+                    "--timeout-s", str(int(s.verifier_timeout_s)), "--driver-exit", str(exit_code if exit_code is not None else -9),
+                    "--expect-run-id", rid, "--expect-transactions", str(n),
+                    "--expect-records-per-txn", str(records_per_txn), "--protocol", str(rec["protocol_seen"] or protocol),
+                    "--transaction-timeout-ms", str(int(txn_timeout or 0)), "--abort-cleanup-ms", str(s.abort_cleanup_ms),
+                    "--min-committed-fraction", str(workload.get("min_committed_fraction", s.min_committed_fraction)),
+                    "--save-read", str(cell_dir / f"read{tag}.json")]
+            if ctp:
+                vcmd += ["--workload", "ctp", "--input-topic", input_topic, "--group", group]
+            if killed_at_bound:
+                vcmd.append("--driver-timed-out")
+            rec["verifier_command" + tag.replace("-", "_")] = " ".join(vcmd)
+            # The verifier waits up to max(--timeout-s, transaction timeout + abort cleanup + 10 s) for
+            # open transactions, then reads (bounded by 45 s per topic).
+            vwait = max(s.verifier_timeout_s, (int(txn_timeout or 60000) + s.abort_cleanup_ms) / 1000 + 10)
+            vrc, vto, _ = _run_bounded(vcmd, vwait + 120, cell_dir / f"verifier{tag}.stdout", cell_dir / f"verifier{tag}.stderr")
+            got = last_json_line((cell_dir / f"verifier{tag}.stdout").read_text(errors="replace"))
+            return got if got is not None else {
+                "error": f"verifier printed no JSON (exit {vrc}{', timed out' if vto else ''}): "
+                         + (cell_dir / f"verifier{tag}.stderr").read_text(errors="replace")[-500:]}
+
+        first_n = account["transactions"] if killed else transactions
+        verdict_or_error = verify(run_id, account_path, 0 if killed else rc, timed_out and not killed, first_n, "")
+        verdict = None if "error" in verdict_or_error and "class" not in verdict_or_error else verdict_or_error
+        rec["verifier"] = verdict_or_error
+        merged = account
+        second = (rec.get("action") or {}).get("second")
+        if second:
+            # The second instance (same transactional id, its own run id, the whole workload).
+            acc2 = last_json_line((cell_dir / "second.stdout").read_text(errors="replace")) or {"missing": "the second instance printed no JSON line"}
+            v2 = verify(second["run_id"], cell_dir / "second.stdout", second["exit"], second["timed_out"], transactions, "-second")
+            second.update(account=_account_summary(acc2), verifier=v2, **{"class": v2.get("class") or "no verdict"})
+            merged = _merged_account(account, acc2)
+        rec["observatory"] = dict(observatory.compare(obs_raw, merged, verdict, records_per_txn, workload_mode),
                                   transactions=obs_raw.get("transactions"))
         if verdict is not None and verdict.get("class"):
             rec["class"] = verdict["class"]
@@ -436,6 +671,7 @@ def run_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt: int
             rec["class"] = "crashed"
         else:
             rec["class"] = "no verdict"
+        rec["class"] = _with_second_instance(rec)
     except Exception as e:  # a cell that could not run is recorded, never fatal to the run
         rec["class"] = "runner error"
         rec["runner_error"] = f"{type(e).__name__}: {e}"[:2000]

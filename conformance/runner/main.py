@@ -374,7 +374,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     cell_timeout_s=args.cell_timeout, seed=args.seed, work_dir=work,
                                     partitions=args.partitions, transaction_timeout_ms=args.transaction_timeout_ms or None,
                                     verifier_timeout_s=args.verifier_timeout, driver_args=shlex.split(args.driver_args),
-                                    min_committed_fraction=args.min_committed_fraction)
+                                    min_committed_fraction=args.min_committed_fraction, cluster=cluster)
         jobs = [(c, sc, p, w, k) for (c, sc, p, w) in plan for k in range(1, args.repeat + 1)]
         results: Dict = {}
         lock = threading.Lock()

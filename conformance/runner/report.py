@@ -86,6 +86,22 @@ def what_happened(c: Dict) -> str:
         keys = ("records_read", "committed_expected", "missing_count", "duplicate_count", "dirty_count")
         parts.append("verifier: " + ", ".join(f"{k} {v.get(k)}" for k in keys if k in v)
                      + (f"; {v['detail']}" if v.get("detail") else ""))
+    act = c.get("action") or {}
+    if act:
+        what = f"action {act.get('kind')} at transaction {act.get('at_transaction')}"
+        if not act.get("fired"):
+            what += ": not reached (the client ended before that transaction's EndTxn)"
+        else:
+            what += f" ({act.get('after_s')} s in)"
+            if "killed_node" in act:
+                what += f": node {act['killed_node']} killed, restored in {act.get('restore_s')} s"
+            second = act.get("second") or {}
+            if second:
+                sa = second.get("account") or {}
+                what += (f"; second instance {second.get('run_id')}: {second.get('class')}, committed {sa.get('committed_count')}, "
+                         f"aborted {sa.get('aborted_count')}, unknown {sa.get('unknown_count')}"
+                         + (f", gave up: {sa.get('give_up_reason')}" if sa.get("gave_up") else ""))
+        parts.append(what)
     f = [x for x in c.get("faults") or [] if x.get("name")]
     if f:
         parts.append("faults (injected/hits): " + ", ".join(f"{x['name']} {x.get('injected')}/{x.get('hits')}" for x in f))

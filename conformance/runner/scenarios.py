@@ -43,7 +43,14 @@ REGRESSION_OPTIONAL = {"driver_args", "fixed_in", "not_provokable", "notes"}
 # `ctp`: consume-transform-produce (runs with the drivers whose `modes` file lists ctp).
 RUNNABLE_WORKLOADS = {"producer", "ctp"}
 NOT_RUNNABLE_WORKLOADS = {"none", "admin"}
-WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn", "min_committed_fraction"}
+WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn", "min_committed_fraction",
+                 "action", "action_at"}
+# `workload: {action: ...}`: what the runner does mid-transaction (conformance/README.md "Scenario
+# actions"): start a second live instance of the transactional id, kill the driver and start it
+# again, or kill the broker that coordinates the id or leads a written partition; `action_at:
+# LO-HI` is the range of transaction indexes the seeded moment is drawn from.
+ACTIONS = ("zombie", "producer-crash-restart", "coordinator-broker-kill", "partition-leader-kill")
+ACTION_AT_RX = re.compile(r"^(\d+)(-(\d+))?$")
 # APIs that only the pre-KIP-890 transaction protocol (transaction.version 1) sends from a client.
 TV1_ONLY_APIS = {"AddPartitionsToTxn", "AddOffsetsToTxn", "24", "25", 24, 25}
 NAME_RX = re.compile(r"^(\d\d)-[a-z0-9]+(-[a-z0-9]+)*$")
@@ -141,6 +148,20 @@ def load(path: Path) -> Scenario:
             raise ScenarioError(f"{where}: workload: one of {sorted(RUNNABLE_WORKLOADS | NOT_RUNNABLE_WORKLOADS)} or a mapping")
     elif workload is not None and (not isinstance(workload, dict) or set(workload) - WORKLOAD_KEYS):
         raise ScenarioError(f"{where}: workload must be a word or a mapping of {sorted(WORKLOAD_KEYS)}")
+    if isinstance(workload, dict) and "action" in workload:
+        if workload["action"] not in ACTIONS:
+            raise ScenarioError(f"{where}: workload.action must be one of {list(ACTIONS)}")
+        at = ACTION_AT_RX.match(str(workload.get("action_at", "1-3")))
+        if not at or (at.group(3) and int(at.group(3)) < int(at.group(1))):
+            raise ScenarioError(f"{where}: workload.action_at must be a transaction index or a range LO-HI")
+        last = int(at.group(3) or at.group(1))
+        if last >= int(workload.get("transactions", 5)) - 1:
+            raise ScenarioError(f"{where}: workload.action_at must leave the last transaction after the action "
+                                f"(transactions: {workload.get('transactions', 5)})")
+        if any({"EndTxn", 26, "26"} & set(_apis(r) or ["EndTxn"]) for r in faults):  # no api: matches EndTxn too
+            raise ScenarioError(f"{where}: a scenario with an action holds EndTxn itself: its own rules must not match EndTxn")
+    elif isinstance(workload, dict) and "action_at" in workload:
+        raise ScenarioError(f"{where}: workload.action_at needs workload.action")
     if regression is not None:
         if not isinstance(regression, dict):
             raise ScenarioError(f"{where}: regression must be a mapping")
