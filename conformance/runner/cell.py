@@ -366,7 +366,8 @@ def runner_action(sc: Scenario, seed: Optional[int]) -> Optional[Dict]:
 
 
 def _run_with_action(action: Dict, kp: "KproxyProcess", driver_cmd, run_id: str, env: Optional[Dict], cell_timeout: float,
-                     cell_dir: Path, s: Optional[Settings] = None, txn_id: str = "", topic: str = "") -> Tuple[Tuple[Optional[int], bool, float], Dict]:
+                     cell_dir: Path, s: Optional[Settings] = None, txn_id: str = "", topic: str = "",
+                     ctx_input_topic: str = "", ctx_group: str = "") -> Tuple[Tuple[Optional[int], bool, float], Dict]:
     """Runs the first instance; once kproxy holds its EndTxn of transaction k, acts: kills it
     (producer-crash-restart) or not (zombie) and runs a second instance of the same
     transactional id with its own run id to the end; or kills the broker that coordinates the id
@@ -402,6 +403,16 @@ def _run_with_action(action: Dict, kp: "KproxyProcess", driver_cmd, run_id: str,
                 t_restore = time.monotonic()
                 s.cluster.restore()  # the next cell gets the whole cluster back, every partition in sync
                 done["restore_s"] = round(time.monotonic() - t_restore, 1)
+            return result.get("run", (None, True, cell_timeout)), done
+        if action["kind"] == "rebalance-mid-transaction":
+            # A second member of the input group (a plain consumer, straight to the cluster, not
+            # committing anything) joins while transaction k is open, reads what it is given for
+            # a few seconds and leaves: the first instance's group generation moves on twice
+            # (KIP-447: offsets sent with an old generation are refused) and it must still write
+            # every input exactly once.
+            joiner = _join_group(s.cluster_bootstrap, ctx_input_topic, ctx_group, cell_dir)
+            done["joiner"] = joiner
+            thread.join(cell_timeout + 10)
             return result.get("run", (None, True, cell_timeout)), done
         if action["kind"] == "producer-crash-restart" and "proc" in started:
             _kill_group(started["proc"])  # SIGKILL, mid-transaction: EndTxn k has not reached the broker
@@ -485,6 +496,28 @@ def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> int:
     import kafka_harness as kh
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     return kh.metadata(host, int(port), [topic], 5.0).topics[topic].partitions[partition].leader
+
+
+JOIN_MEMBER_S = 20   # how long the joining member waits for records (longer than the hold: it is given partitions once the first instance rejoins)
+
+
+def _join_group(bootstrap: str, input_topic: str, group: str, cell_dir: Path) -> Dict:
+    """Kafka's own console consumer as a second member of `group` on `input_topic`: no offset
+    commits, read_committed, from the earliest offset where the group has none, the assignors of every driver's client it can share a group with
+    (range, roundrobin, cooperative-sticky); it leaves JOIN_MEMBER_S seconds after its last record.
+    Returns its exit, its seconds and how many records it was given (> 0: it had partitions)."""
+    import kafka_harness as kh
+    cmd = [kh.java_binary(), "-Xmx256m", "-cp", kh.kafka_classpath(), "org.apache.kafka.tools.consumer.ConsoleConsumer",
+           "--bootstrap-server", bootstrap, "--topic", input_topic, "--group", group,
+           "--consumer-property", "enable.auto.commit=false", "--consumer-property", "isolation.level=read_committed",
+           "--consumer-property", "partition.assignment.strategy=org.apache.kafka.clients.consumer.RangeAssignor,"
+           "org.apache.kafka.clients.consumer.RoundRobinAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+           "--from-beginning", "--timeout-ms", str(JOIN_MEMBER_S * 1000)]
+    rc, timed_out, secs = _run_bounded(cmd, 90, cell_dir / "joiner.stdout", cell_dir / "joiner.stderr")
+    err = (cell_dir / "joiner.stderr").read_text(errors="replace")
+    m = re.search(r"Processed a total of (\d+) messages", err)
+    return {"exit": rc, "timed_out": timed_out, "seconds": round(secs, 1), "records": int(m.group(1)) if m else None,
+            "error": next((l.strip() for l in err.splitlines() if "INCONSISTENT_GROUP_PROTOCOL" in l or "Exception" in l), None)}
 
 
 def _account_summary(account: Dict) -> Dict:
@@ -595,7 +628,7 @@ def run_one_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt:
                                                env=env)
         else:
             (rc, timed_out, secs), rec["action"] = _run_with_action(action, kp, driver_cmd, run_id, env, cell_timeout, cell_dir,
-                                                                    s, txn_id, topic)
+                                                                    s, txn_id, topic, input_topic, group)
         account = last_json_line((cell_dir / "driver.stdout").read_text(errors="replace"))
         rec["driver"] = {"exit": rc, "timed_out": timed_out, "seconds": round(secs, 1), "json": account is not None}
         rec["faults"] = kp.faults()

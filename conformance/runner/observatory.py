@@ -73,6 +73,8 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         # verifier read (each committed output once), and each committed transaction carrying
         # the group's offsets (AddOffsetsToTxn / TxnOffsetCommit name the group).
         diffs = []
+        if len(txns) > HISTORY:
+            diffs.append("history full")
         committed = [t for t in txns if t.get("outcome") == "committed"]
         outputs = (verdict or {}).get("records_read")
         recs = sum(t.get("records") or 0 for t in committed)

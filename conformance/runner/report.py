@@ -95,6 +95,10 @@ def what_happened(c: Dict) -> str:
             what += f" ({act.get('after_s')} s in)"
             if "killed_node" in act:
                 what += f": node {act['killed_node']} killed, restored in {act.get('restore_s')} s"
+            joiner = act.get("joiner") or {}
+            if joiner:
+                what += (f"; a second group member joined for {joiner.get('seconds')} s and was given {joiner.get('records')} record(s)"
+                         + (f" ({joiner['error'][:160]})" if joiner.get("error") else ""))
             second = act.get("second") or {}
             if second:
                 sa = second.get("account") or {}

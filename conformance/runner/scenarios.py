@@ -44,12 +44,14 @@ REGRESSION_OPTIONAL = {"driver_args", "fixed_in", "not_provokable", "notes"}
 RUNNABLE_WORKLOADS = {"producer", "ctp"}
 NOT_RUNNABLE_WORKLOADS = {"none", "admin"}
 WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn", "min_committed_fraction",
-                 "action", "action_at"}
+                 "action", "action_at", "mode"}
 # `workload: {action: ...}`: what the runner does mid-transaction (conformance/README.md "Scenario
 # actions"): start a second live instance of the transactional id, kill the driver and start it
-# again, or kill the broker that coordinates the id or leads a written partition; `action_at:
-# LO-HI` is the range of transaction indexes the seeded moment is drawn from.
-ACTIONS = ("zombie", "producer-crash-restart", "coordinator-broker-kill", "partition-leader-kill")
+# again, kill the broker that coordinates the id or leads a written partition, or (ctp) have a
+# second member join the consumer group; `action_at: LO-HI` is the range of transaction indexes
+# the seeded moment is drawn from. `mode: ctp` runs a mapping workload as consume-transform-produce.
+ACTIONS = ("zombie", "producer-crash-restart", "coordinator-broker-kill", "partition-leader-kill", "rebalance-mid-transaction")
+CTP_ACTIONS = ("rebalance-mid-transaction",)   # only a consume-transform-produce workload has a group to rebalance
 ACTION_AT_RX = re.compile(r"^(\d+)(-(\d+))?$")
 # APIs that only the pre-KIP-890 transaction protocol (transaction.version 1) sends from a client.
 TV1_ONLY_APIS = {"AddPartitionsToTxn", "AddOffsetsToTxn", "24", "25", 24, 25}
@@ -162,6 +164,11 @@ def load(path: Path) -> Scenario:
             raise ScenarioError(f"{where}: a scenario with an action holds EndTxn itself: its own rules must not match EndTxn")
     elif isinstance(workload, dict) and "action_at" in workload:
         raise ScenarioError(f"{where}: workload.action_at needs workload.action")
+    if isinstance(workload, dict) and workload.get("mode", "producer") not in RUNNABLE_WORKLOADS:
+        raise ScenarioError(f"{where}: workload.mode must be one of {sorted(RUNNABLE_WORKLOADS)}")
+    mode = "ctp" if workload == "ctp" or (isinstance(workload, dict) and workload.get("mode") == "ctp") else "producer"
+    if isinstance(workload, dict) and workload.get("action") in CTP_ACTIONS and mode != "ctp":
+        raise ScenarioError(f"{where}: workload.action {workload['action']} needs mode: ctp")
     if regression is not None:
         if not isinstance(regression, dict):
             raise ScenarioError(f"{where}: regression must be a mapping")
@@ -188,7 +195,7 @@ def load(path: Path) -> Scenario:
     return Scenario(path=path, data=data, name=path.stem, index=int(m.group(1)), number=data.get("number", 0),
                     version=data["version"], description=str(data["description"]), protocols=list(prot),
                     expect=data["expect"], workload=workload if isinstance(workload, dict) else None,
-                    runnable=runnable, mode="ctp" if workload == "ctp" else "producer",
+                    runnable=runnable, mode=mode,
                     regression=dict(regression) if isinstance(regression, dict) else None)
 
 

@@ -454,9 +454,14 @@ void TransactionTracker::on_request(uint64_t connection, int32_t correlation_id,
             now,
             nullptr,
             s->generation};
-  if (request.api == TxnApi::kEndTxn)
+  if (request.api == TxnApi::kEndTxn) {
+    if (s->open) p.end_of = s->open->sequence;
+    else if (s->awaiting_end && s->awaiting_end->producer_id == request.producer_id &&
+             s->awaiting_end->producer_epoch == request.producer_epoch)
+      p.end_of = s->awaiting_end->sequence;
     p.client = std::make_unique<TxnClient>(TxnClient{std::string(request.transactional_id), std::string(request.listener),
                                                      std::string(request.client_id), std::string(request.client_software)});
+  }
   c.pending.push_back(std::move(p));
   pending_count_.store(++pending_total_, std::memory_order_relaxed);
 }
@@ -635,6 +640,17 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
       if (TransactionRecord* t = awaiting_end_of(s, r.producer_id, r.producer_epoch)) {
         attach_end_retry(s, *t, p, response, now);
         return;
+      }
+      // Answered after another EndTxn of its transaction ended it: the client sent EndTxn again
+      // before the first answer came (its own request timeout, or the first one held on its way).
+      // The coordinator answers a repeated end of a completed transaction alike
+      // (TransactionCoordinator.handleEndTransaction): one transaction.
+      if (r.end_of != 0) {
+        TransactionRecord* t = ended_of(s, r.end_of);
+        if (t && t->producer_id == r.producer_id && t->producer_epoch == r.producer_epoch) {  // not a zombie's
+          attach_end_retry(s, *t, p, response, now);
+          return;
+        }
       }
     }
   }

@@ -416,6 +416,11 @@ class TransactionTracker {
     /// IdState::generation when it was sent: an answer that arrives after its transaction ended
     /// belongs to that one, not to the one open now.
     uint64_t generation = 0;
+    /// EndTxn only: the sequence of the transaction it ends, as known when it was sent (the open
+    /// one, or the ended one whose end the client has not seen yet); 0 when none. A second EndTxn
+    /// sent before the first one's answer came (the client's own request timeout, the first held
+    /// on its way) belongs to the transaction the first one ended.
+    uint64_t end_of = 0;
   };
   /// One connection's tracked requests awaiting their answers, in the order they were sent (Kafka's
   /// protocol guide: a broker processes and answers the requests of one TCP connection in the

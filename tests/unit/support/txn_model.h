@@ -34,6 +34,9 @@ enum class Fault : uint8_t {
   kRewrittenRetriable,  ///< an error rule: the broker's answer, with a retriable error for the client
   kAnsweredRetriable,   ///< kproxy answers with a retriable error: the broker never sees it
   kAnsweredRefusal,     ///< kproxy answers AddPartitionsToTxn with TOPIC_AUTHORIZATION_FAILED
+  /// EndTxn only: the client sends it again before the first answer came (its own request
+  /// timeout; a delay held the first on its way): both reach the coordinator, in order.
+  kSentTwice,
   kCount,
 };
 
@@ -221,6 +224,7 @@ class Producer {
   Answer call(Exchange x, bool coordinator, bool refusable) {
     for (int attempt = 0;; ++attempt) {
       Fault f = attempt < 12 ? pick(refusable) : Fault::kNone;
+      if (f == Fault::kSentTwice && x.api != TxnApi::kEndTxn) f = Fault::kNone;
       x.connection = connection(coordinator);
       x.correlation_id = ++correlation_;
       sink_.request(x, f);
@@ -234,6 +238,16 @@ class Producer {
         sink_.response(x, f, a);
         if (f == Fault::kAnsweredRefusal) return a;
         continue;
+      }
+      if (f == Fault::kSentTwice) {
+        Exchange again = x;
+        again.correlation_id = ++correlation_;
+        sink_.request(again, Fault::kNone);
+        Answer first = coordinator_.answer(x);
+        sink_.response(x, Fault::kNone, first);
+        Answer second = coordinator_.answer(again);  // a repeated end of a completed transaction
+        sink_.response(again, Fault::kNone, second);
+        return first;
       }
       Answer a = coordinator_.answer(x);
       if (f == Fault::kRewrittenRetriable) a.client_code = retriable_for(x.api);

@@ -957,6 +957,105 @@ TEST_CASE("transaction tracker under faults: transaction.version 2, an EndTxn se
   CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 2);
 }
 
+TEST_CASE("transaction tracker under faults: an EndTxn sent again before the first one's answer came is one transaction") {
+  // Seen in the conformance matrix (scenario 40, librdkafka): the first EndTxn held 15 s on its
+  // way, the client sends it again after its own request timeout, both reach the coordinator and
+  // both are answered NONE (a repeated end of a completed transaction). Both protocols, commit and
+  // abort, the second answer NONE or CONCURRENT_TRANSACTIONS.
+  for (int16_t version : {int16_t{3}, int16_t{5}}) {
+    for (bool commit : {true, false}) {
+      for (bool busy : {false, true}) {
+        CAPTURE(version);
+        CAPTURE(commit);
+        CAPTURE(busy);
+        TransactionTracker t;
+        Client c{t, "twice"};
+        c.init(45, 0);
+        if (version < 5) c.add_partitions(45, 0, {{"out", 0}});
+        c.produce(45, 0, {{"out", 0}}, 4);
+        TxnRequest end = c.request(TxnApi::kEndTxn, 45, 0);
+        end.commit = commit;
+        end.api_version = version;
+        const int32_t first = ++c.correlation, again = ++c.correlation;
+        t.on_request(1, first, end, c.now);
+        t.on_request(1, again, end, c.now + 10s);  // both in flight on the one connection
+        TxnResponse ok = version >= 5 ? epoch(45, 1) : TxnResponse{};
+        ok.api = TxnApi::kEndTxn;
+        t.on_response(1, first, ok, c.now + 15s);
+        TxnResponse second = busy ? error(ErrorCode::kConcurrentTransactions) : ok;
+        second.api = TxnApi::kEndTxn;
+        t.on_response(1, again, second, c.now + 15s + 1ms);
+        c.now += 16s;
+        auto h = t.history("twice");
+        REQUIRE(h.size() == 1);
+        CHECK(h[0].outcome == (commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted));
+        CHECK(h[0].records == 4);
+        CHECK(h[0].end_retries == 1);
+        CHECK(h[0].end_acknowledged);
+        CHECK(t.stats(c.now).ended[h[0].outcome] == 1);
+        CHECK(t.stats(c.now).open == 0);
+        // The next transaction is a new one.
+        const int16_t next_epoch = version >= 5 ? 1 : 0;
+        if (version < 5) c.add_partitions(45, next_epoch, {{"out", 1}});
+        c.produce(45, next_epoch, {{"out", 1}}, 2);
+        c.end_txn(45, next_epoch, true, version >= 5 ? epoch(45, 2) : TxnResponse{}, version);
+        CHECK(t.history("twice").size() == 2);
+        CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == (commit ? 2u : 1u));
+      }
+    }
+  }
+}
+
+TEST_CASE("transaction tracker under faults: after a lost EndTxn answer, two retries in flight at once are still one commit") {
+  // Found by the model test (kSentTwice after kHeldThenClosed): the first retry's answer tells the
+  // client; the second, sent before it came, must not start a transaction kproxy never saw begin.
+  TransactionTracker t;
+  Client c{t, "two-retries"};
+  c.init(47, 0);
+  c.add_partitions(47, 0, {{"out", 0}});
+  c.end_txn(47, 0, true, lost());
+  TxnRequest again = c.request(TxnApi::kEndTxn, 47, 0);
+  again.commit = true;
+  again.api_version = 3;
+  const int32_t a = ++c.correlation, b = ++c.correlation;
+  t.on_request(2, a, again, c.now);
+  t.on_request(2, b, again, c.now);
+  TxnResponse ok;
+  ok.api = TxnApi::kEndTxn;
+  t.on_response(2, a, ok, c.now);
+  t.on_response(2, b, ok, c.now);
+  auto h = t.history("two-retries");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].end_retries == 2);
+  CHECK(h[0].end_acknowledged);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 1);
+}
+
+TEST_CASE("transaction tracker under faults: a zombie's EndTxn answered after the new instance's transaction ended is not its retry") {
+  TransactionTracker t;
+  Client c{t, "zombie-late-end"};
+  c.init(46, 0);
+  c.add_partitions(46, 0, {{"out", 0}});
+  TxnRequest old_end = c.request(TxnApi::kEndTxn, 46, 0);
+  old_end.commit = true;
+  old_end.api_version = 3;
+  const int32_t held = ++c.correlation;
+  // The new instance takes the id (epoch 1) and commits a transaction while the old instance's
+  // EndTxn waits on another connection; that one is then refused as fenced.
+  c.init(46, 1);
+  c.add_partitions(46, 1, {{"out", 1}});
+  t.on_request(3, held, old_end, c.now);
+  c.end_txn(46, 1, true);
+  TxnResponse fenced = error(ErrorCode::kProducerFenced);
+  fenced.api = TxnApi::kEndTxn;
+  t.on_response(3, held, fenced, c.now);
+  auto h = t.history("zombie-late-end");
+  REQUIRE(h.size() == 2);
+  CHECK(h[1].outcome == TxnOutcome::kCommitted);
+  CHECK(h[1].end_retries == 0);  // the zombie's request is not the new transaction's retry
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 1);
+}
+
 TEST_CASE("transaction tracker under faults: a transaction whose start kproxy did not see counts once, commit or abort") {
   for (bool commit : {true, false}) {
     CAPTURE(commit);
