@@ -820,10 +820,14 @@ void TransactionTracker::attach_end_retry(IdState& s, TransactionRecord& t, cons
   ++t.end_retries;
   if (response.error_code != 0) keep_error(t, TxnError{p.api, response.error_code, response.injected_by, now, response.broker_error_code});
   if (response.broker_code() != 0) return;
-  if (t.outcome == TxnOutcome::kUnknown) {
-    // kproxy gave it up as silent; the coordinator's answer tells how it ended.
+  if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
+    // kproxy gave it up as silent, or past its timeout; the coordinator's answer tells how it
+    // ended. A commit answered without error was committed: the coordinator aborts a transaction
+    // past its timeout only when its periodic check comes round, and a commit that came first
+    // wins (TransactionCoordinator.abortTimedOutTransactions). A late abort answered without error
+    // stays timed_out (transaction.version 2 answers it so after the timeout abort too).
     TxnOutcome outcome = p.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted;
-    --stats_.ended[TxnOutcome::kUnknown];
+    --stats_.ended[t.outcome];
     ++stats_.ended[outcome];
     t.outcome = outcome;
     if (outcome == TxnOutcome::kAborted) ++stats_.abort_causes[{"client", false}];

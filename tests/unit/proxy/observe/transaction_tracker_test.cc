@@ -1006,6 +1006,50 @@ TEST_CASE("transaction tracker under faults: an EndTxn sent again before the fir
   }
 }
 
+TEST_CASE(
+    "transaction tracker under faults: a commit the coordinator accepted after kproxy had called the transaction timed_out is committed") {
+  // Seen in conformance scenario 40 (franz-go, a rebalance held the client past its 10 s
+  // transaction timeout): kproxy's sweep ends the transaction timed_out at its deadline; the
+  // client's EndTxn(commit) comes before the coordinator's own abort check and is answered NONE.
+  for (bool in_flight : {false, true}) {
+    CAPTURE(in_flight);
+    TransactionTracker t;
+    Client c{t, "late-commit"};
+    c.init(48, 0, /*timeout_ms=*/10000);
+    c.add_partitions(48, 0, {{"out", 0}});
+    c.produce(48, 0, {{"out", 0}}, 3);
+    TxnRequest end = c.request(TxnApi::kEndTxn, 48, 0);
+    end.commit = true;
+    end.api_version = 3;
+    const int32_t corr = ++c.correlation;
+    if (in_flight) t.on_request(1, corr, end, c.now);  // sent before the deadline, answered after it
+    c.now += 11s;
+    t.sweep(c.now);
+    REQUIRE(t.history("late-commit").size() == 1);
+    CHECK(t.history("late-commit")[0].outcome == TxnOutcome::kTimedOut);
+    if (!in_flight) t.on_request(1, corr, end, c.now);
+    TxnResponse ok;
+    ok.api = TxnApi::kEndTxn;
+    t.on_response(1, corr, ok, c.now);
+    auto h = t.history("late-commit");
+    REQUIRE(h.size() == 1);
+    CHECK(h[0].outcome == TxnOutcome::kCommitted);
+    CHECK(h[0].records == 3);
+    auto st = t.stats(c.now);
+    CHECK(st.ended[TxnOutcome::kCommitted] == 1);
+    CHECK(st.ended[TxnOutcome::kTimedOut] == 0);
+  }
+  // A late abort answered without error stays timed_out.
+  TransactionTracker t;
+  Client c{t, "late-abort"};
+  c.init(49, 0, 10000);
+  c.add_partitions(49, 0, {{"out", 0}});
+  c.now += 11s;
+  t.sweep(c.now);
+  c.end_txn(49, 0, false);
+  CHECK(t.history("late-abort")[0].outcome == TxnOutcome::kTimedOut);
+}
+
 TEST_CASE("transaction tracker under faults: after a lost EndTxn answer, two retries in flight at once are still one commit") {
   // Found by the model test (kSentTwice after kHeldThenClosed): the first retry's answer tells the
   // client; the second, sent before it came, must not start a transaction kproxy never saw begin.
