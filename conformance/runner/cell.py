@@ -59,6 +59,7 @@ class Settings:
     min_committed_fraction: float = 0.5
     abort_cleanup_ms: int = 10000   # the cluster's transaction.abort.timed.out.transaction.cleanup.interval.ms
     cluster: Optional[object] = None  # the KafkaCluster the runner started (None with --bootstrap): broker actions need it
+    tap: bool = False               # --tap: every frame of the cell into tap.jsonl
 
 
 def split_client(client: str) -> Tuple[str, Optional[str]]:
@@ -293,7 +294,29 @@ class KproxyProcess:
                     out[api][ver] = out[api].get(ver, 0) + n
         return out
 
+    def start_tap(self, timeout: float = 10.0) -> None:
+        """`kproxy tap --json` on this kproxy's admin API into tap.jsonl, until stop(); waits until
+        the tap hub counts the subscriber, so the driver's first frame is in it."""
+        self._tap_out = open(self.dir / "tap.jsonl", "wb")
+        self.tap_proc = subprocess.Popen([self.s.kproxy, "tap", "--admin", f"127.0.0.1:{self.admin_port}", "--json"],
+                                         stdout=self._tap_out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        LIVE.add(self.tap_proc)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, text = self.admin("/metrics")
+            m = re.search(r"^kproxy_tap_subscribers\S*\s+(\S+)$", text, re.M) if status == 200 else None
+            if m and float(m.group(1)) >= 1:
+                return
+            time.sleep(0.05)
+
     def stop(self) -> Optional[int]:
+        if getattr(self, "tap_proc", None) is not None:
+            _kill_group(self.tap_proc, signal.SIGTERM)
+            self.tap_proc.wait()
+            LIVE.discard(self.tap_proc)
+            self._tap_out.close()
+            self.tap_proc = None
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -603,6 +626,8 @@ def run_one_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt:
         kp = KproxyProcess(s, cell_dir, doc)
         rec["kproxy_command"] = " ".join(kp.cmd)
         kp.start()
+        if s.tap:
+            kp.start_tap()
         driver_timeout_s = max(10, int(cell_timeout * 0.8) - 5)
 
         def driver_cmd(rid: str) -> List[str]:

@@ -94,6 +94,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     ap.add_argument("--driver-args", default="",
                     help="test only: extra options for every driver (shell words), e.g. \"--break split\" for the "
                          "Java driver's known-bad modes")
+    ap.add_argument("--tap", action="store_true",
+                    help="record every frame kproxy sees in each cell (`kproxy tap --json` on its admin API) into the "
+                         "cell's tap.jsonl, to read what the client said on the wire when a cell needs explaining")
     ap.add_argument("--confirm", action="store_true",
                     help="after the first run of every cell, run twice more each cell that was not exact and a seeded "
                          "random tenth (at least one) of the exact ones; a cell whose runs disagree is 'flaky' "
@@ -373,7 +376,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     transactions=args.transactions, records_per_txn=args.records_per_txn,
                                     cell_timeout_s=args.cell_timeout, seed=args.seed, work_dir=work,
                                     partitions=args.partitions, transaction_timeout_ms=args.transaction_timeout_ms or None,
-                                    verifier_timeout_s=args.verifier_timeout, driver_args=shlex.split(args.driver_args),
+                                    verifier_timeout_s=args.verifier_timeout, driver_args=shlex.split(args.driver_args), tap=args.tap,
                                     min_committed_fraction=args.min_committed_fraction, cluster=cluster)
         jobs = [(c, sc, p, w, k) for (c, sc, p, w) in plan for k in range(1, args.repeat + 1)]
         results: Dict = {}

@@ -107,7 +107,7 @@ def test_actions_end_to_end(tmp_path):
     kproxy = kproxy_binary()
     out_md, out_json, work = tmp_path / "c.md", tmp_path / "c.json", tmp_path / "work"
     cmd = [str(REPO_ROOT / "scripts" / "conformance"), "--clients", "java-4.4", "--scenarios", "36,37,38,39", "--tv", "2",
-           "--nodes", "3", "--cell-timeout", "60", "--jobs", "2", "--seed", "3", "--kproxy", kproxy,
+           "--nodes", "3", "--cell-timeout", "60", "--jobs", "2", "--seed", "3", "--kproxy", kproxy, "--tap",
            "--out", str(out_md), "--json", str(out_json), "--work-dir", str(work)]
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=str(REPO_ROOT))
@@ -124,6 +124,10 @@ def test_actions_end_to_end(tmp_path):
         assert c["observatory"]["verdict"] == "agrees", (name, c["observatory"])
         held = [f for f in c["faults"] if f["name"] == "runner-hold-endtxn"]
         assert held and held[0]["injected"] == 1, (name, c["faults"])
+        # --tap: every frame of the cell, as `kproxy tap --json` printed it.
+        frames = [json.loads(line) for line in (Path(c["dir"]) / "tap.jsonl").read_text().splitlines() if line.startswith("{")]
+        ends = [f for f in frames if f.get("api") == "EndTxn" and f.get("direction") == "request"]
+        assert len(ends) >= c["transactions"], (name, len(ends))
         if name.startswith(("36", "37")):
             second = act["second"]
             assert second["class"] == "exact", (name, second)
