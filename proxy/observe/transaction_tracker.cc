@@ -634,6 +634,23 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
       }
       return;
     }
+    // Transaction.version 1: EndTxn names no transaction, only the producer id and epoch, and the
+    // coordinator ends whatever that producer has ongoing when the request arrives. One sent for
+    // an earlier transaction and held on its way (while the client sent it again elsewhere and
+    // went on) ends the transaction open now, if the coordinator has it (partitions or offsets
+    // added): the next transaction is committed or aborted as the late request asked, before the
+    // client asks anything (KIP-890 closes this with an epoch per transaction). Seen with franz-go
+    // in conformance scenario 40.
+    if (r.end_of != 0 && broker == 0 && s.open && s.open->sequence != r.end_of && s.open->sequence != r.generation &&
+        s.open->transaction_version == 1 && s.open->producer_id == r.producer_id && s.open->producer_epoch == r.producer_epoch &&
+        (!s.open->partitions.empty() || !s.open->groups.empty())) {
+      note_span(s, connection, p, response, now);
+      TransactionRecord& t = *s.open;
+      t.end_acknowledged = false;  // the client did not ask: its own EndTxn comes later, and is refused
+      s.awaiting_end = IdState::LastEnd{t.sequence, r.producer_id, r.producer_epoch};
+      end(s, r.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted, now);
+      return;
+    }
     // Sent again for a transaction the coordinator has ended already (its answer was lost, or the
     // client gave up on it): part of that one, not a new one.
     if (!(s.open && s.open->sequence == r.generation)) {

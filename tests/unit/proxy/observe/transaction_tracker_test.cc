@@ -22,6 +22,7 @@ struct Client {
   std::string id;
   TxnClock::time_point now = TxnClock::time_point{} + 1h;
   int32_t correlation = 0;
+  uint64_t coordinator = 1;  ///< the connection of the coordinator requests
 
   TxnRequest request(TxnApi api, int64_t pid = -1, int16_t epoch = -1) {
     TxnRequest r;
@@ -47,13 +48,13 @@ struct Client {
     TxnResponse resp;
     resp.producer_id = pid;
     resp.producer_epoch = epoch;
-    exchange(1, std::move(r), resp);
+    exchange(coordinator, std::move(r), resp);
   }
   void add_partitions(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts, TxnResponse resp = {}) {
     TxnRequest r = request(TxnApi::kAddPartitionsToTxn, pid, epoch);
     for (const auto& p : parts) r.partitions.push_back({p.topic, p.partition});  // views into `parts`
     r.api_version = 3;
-    exchange(1, std::move(r), resp);
+    exchange(coordinator, std::move(r), resp);
   }
   void produce(int64_t pid, int16_t epoch, std::vector<TopicPartition> parts, uint64_t records, TxnResponse resp = {}) {
     TxnRequest r = request(TxnApi::kProduce, pid, epoch);
@@ -66,7 +67,7 @@ struct Client {
     TxnRequest r = request(TxnApi::kEndTxn, pid, epoch);
     r.commit = commit;
     r.api_version = version;
-    exchange(1, std::move(r), resp);
+    exchange(coordinator, std::move(r), resp);
   }
 };
 
@@ -1048,6 +1049,73 @@ TEST_CASE(
   t.sweep(c.now);
   c.end_txn(49, 0, false);
   CHECK(t.history("late-abort")[0].outcome == TxnOutcome::kTimedOut);
+}
+
+TEST_CASE("transaction tracker under faults: transaction.version 1, a late EndTxn of the transaction before ends the one open now") {
+  // What conformance scenario 40 showed with franz-go: EndTxn(commit) of transaction 1 held on its
+  // way; after its request timeout the client sends it again on a new connection (committed), goes
+  // on with transaction 2 (partitions added), and then the held request reaches the coordinator,
+  // which commits transaction 2 with it. The client's own EndTxn for transaction 2 is refused
+  // INVALID_TXN_STATE.
+  TransactionTracker t;
+  Client c{t, "late-end"};
+  c.init(50, 0);
+  c.add_partitions(50, 0, {{"out", 0}});
+  c.produce(50, 0, {{"out", 0}}, 3);
+  TxnRequest held = c.request(TxnApi::kEndTxn, 50, 0);
+  held.commit = true;
+  held.api_version = 3;
+  const int32_t held_corr = ++c.correlation;
+  t.on_request(1, held_corr, held, c.now);  // connection 1: held by a delay
+  TxnRequest again = held;
+  again.producer_id = 50;
+  t.on_request(3, 1, again, c.now + 10s);  // the client's retry on a new connection
+  TxnResponse ok;
+  ok.api = TxnApi::kEndTxn;
+  t.on_response(3, 1, ok, c.now + 10s);
+  c.now += 10s;
+  c.coordinator = 3;
+  c.correlation = 1;
+  c.add_partitions(50, 0, {{"out", 1}});  // transaction 2, at the coordinator now
+  c.produce(50, 0, {{"out", 1}}, 4);
+  t.on_response(1, held_corr, ok, c.now);  // the held one arrives: it commits transaction 2
+  auto h = t.history("late-end");
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[1].outcome == TxnOutcome::kCommitted);
+  CHECK(h[1].records == 4);
+  CHECK_FALSE(h[1].end_acknowledged);
+  // The client, not knowing, aborts transaction 2: refused, and kept with it.
+  c.end_txn(50, 0, false, error(ErrorCode::kInvalidTxnState));
+  h = t.history("late-end");
+  REQUIRE(h.size() == 2);
+  CHECK(h[1].outcome == TxnOutcome::kCommitted);
+  CHECK(h[1].end_retries == 1);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 2);
+  CHECK(t.stats(c.now).open == 0);
+}
+
+TEST_CASE(
+    "transaction tracker under faults: transaction.version 1, a late EndTxn before the next transaction reached the coordinator ends "
+    "nothing new") {
+  TransactionTracker t;
+  Client c{t, "late-end-early"};
+  c.init(51, 0);
+  c.add_partitions(51, 0, {{"out", 0}});
+  TxnRequest held = c.request(TxnApi::kEndTxn, 51, 0);
+  held.commit = true;
+  held.api_version = 3;
+  const int32_t held_corr = ++c.correlation;
+  t.on_request(1, held_corr, held, c.now);
+  t.on_request(3, 1, held, c.now + 10s);
+  TxnResponse ok;
+  ok.api = TxnApi::kEndTxn;
+  t.on_response(3, 1, ok, c.now + 10s);
+  t.on_response(1, held_corr, ok, c.now + 11s);  // nothing of a next transaction yet: a repeated end
+  auto h = t.history("late-end-early");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].end_retries == 1);
+  CHECK(t.stats(c.now).ended[TxnOutcome::kCommitted] == 1);
 }
 
 TEST_CASE("transaction tracker under faults: after a lost EndTxn answer, two retries in flight at once are still one commit") {
