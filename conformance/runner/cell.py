@@ -368,7 +368,8 @@ def protocol_seen(versions: Dict[str, Dict[str, int]]) -> Optional[int]:
 # cluster is restored (the node restarted, every partition in sync) before the next cell.
 BROKER_ACTIONS = ("coordinator-broker-kill", "partition-leader-kill")
 HOLD_RULE = "runner-hold-endtxn"
-HOLD = "15s"   # long enough for a second instance to start and initialise (a JVM takes 1-3 s)
+HOLD = "8s"   # long enough for a second instance to start and initialise (a JVM takes 1-3 s), shorter than every
+             # client's request timeout (franz-go's is 10 s): the hold must not also be a late EndTxn (scenario 41 is that)
 
 
 def runner_action(sc: Scenario, seed: Optional[int]) -> Optional[Dict]:
