@@ -63,11 +63,25 @@ struct Client {
     r.bytes = records * 100;
     exchange(2, std::move(r), resp);
   }
-  void end_txn(int64_t pid, int16_t epoch, bool commit, TxnResponse resp = {}, int16_t version = 3) {
+  TxnRequest end_request(int64_t pid, int16_t epoch, bool commit, int16_t version = 3) {
     TxnRequest r = request(TxnApi::kEndTxn, pid, epoch);
     r.commit = commit;
     r.api_version = version;
-    exchange(coordinator, std::move(r), resp);
+    return r;
+  }
+  void end_txn(int64_t pid, int16_t epoch, bool commit, TxnResponse resp = {}, int16_t version = 3) {
+    exchange(coordinator, end_request(pid, epoch, commit, version), resp);
+  }
+  /// Sends `r` on `connection` `after` from now and leaves it in flight (held on its way, or
+  /// answered later): answer() gives its answer.
+  int32_t send(uint64_t connection, const TxnRequest& r, TxnClock::duration after = {}) {
+    int32_t c = ++correlation;
+    tracker.on_request(connection, c, r, now + after);
+    return c;
+  }
+  void answer(uint64_t connection, int32_t c, TxnResponse response, TxnClock::duration after = {}, TxnApi api = TxnApi::kEndTxn) {
+    response.api = api;
+    tracker.on_response(connection, c, response, now + after);
   }
 };
 
@@ -974,18 +988,11 @@ TEST_CASE("transaction tracker under faults: an EndTxn sent again before the fir
         c.init(45, 0);
         if (version < 5) c.add_partitions(45, 0, {{"out", 0}});
         c.produce(45, 0, {{"out", 0}}, 4);
-        TxnRequest end = c.request(TxnApi::kEndTxn, 45, 0);
-        end.commit = commit;
-        end.api_version = version;
-        const int32_t first = ++c.correlation, again = ++c.correlation;
-        t.on_request(1, first, end, c.now);
-        t.on_request(1, again, end, c.now + 10s);  // both in flight on the one connection
-        TxnResponse ok = version >= 5 ? epoch(45, 1) : TxnResponse{};
-        ok.api = TxnApi::kEndTxn;
-        t.on_response(1, first, ok, c.now + 15s);
-        TxnResponse second = busy ? error(ErrorCode::kConcurrentTransactions) : ok;
-        second.api = TxnApi::kEndTxn;
-        t.on_response(1, again, second, c.now + 15s + 1ms);
+        const TxnRequest end = c.end_request(45, 0, commit, version);
+        const int32_t first = c.send(1, end), again = c.send(1, end, 10s);  // both in flight on the one connection
+        const TxnResponse ok = version >= 5 ? epoch(45, 1) : TxnResponse{};
+        c.answer(1, first, ok, 15s);
+        c.answer(1, again, busy ? error(ErrorCode::kConcurrentTransactions) : ok, 15s + 1ms);
         c.now += 16s;
         auto h = t.history("twice");
         REQUIRE(h.size() == 1);
@@ -1019,19 +1026,14 @@ TEST_CASE(
     c.init(48, 0, /*timeout_ms=*/10000);
     c.add_partitions(48, 0, {{"out", 0}});
     c.produce(48, 0, {{"out", 0}}, 3);
-    TxnRequest end = c.request(TxnApi::kEndTxn, 48, 0);
-    end.commit = true;
-    end.api_version = 3;
-    const int32_t corr = ++c.correlation;
-    if (in_flight) t.on_request(1, corr, end, c.now);  // sent before the deadline, answered after it
+    const TxnRequest end = c.end_request(48, 0, true);
+    int32_t corr = in_flight ? c.send(1, end) : 0;  // sent before the deadline, answered after it
     c.now += 11s;
     t.sweep(c.now);
     REQUIRE(t.history("late-commit").size() == 1);
     CHECK(t.history("late-commit")[0].outcome == TxnOutcome::kTimedOut);
-    if (!in_flight) t.on_request(1, corr, end, c.now);
-    TxnResponse ok;
-    ok.api = TxnApi::kEndTxn;
-    t.on_response(1, corr, ok, c.now);
+    if (!in_flight) corr = c.send(1, end);
+    c.answer(1, corr, {});
     auto h = t.history("late-commit");
     REQUIRE(h.size() == 1);
     CHECK(h[0].outcome == TxnOutcome::kCommitted);
@@ -1062,23 +1064,14 @@ TEST_CASE("transaction tracker under faults: transaction.version 1, a late EndTx
   c.init(50, 0);
   c.add_partitions(50, 0, {{"out", 0}});
   c.produce(50, 0, {{"out", 0}}, 3);
-  TxnRequest held = c.request(TxnApi::kEndTxn, 50, 0);
-  held.commit = true;
-  held.api_version = 3;
-  const int32_t held_corr = ++c.correlation;
-  t.on_request(1, held_corr, held, c.now);  // connection 1: held by a delay
-  TxnRequest again = held;
-  again.producer_id = 50;
-  t.on_request(3, 1, again, c.now + 10s);  // the client's retry on a new connection
-  TxnResponse ok;
-  ok.api = TxnApi::kEndTxn;
-  t.on_response(3, 1, ok, c.now + 10s);
+  const TxnRequest end = c.end_request(50, 0, true);
+  const int32_t held = c.send(1, end);  // connection 1: held by a delay
   c.now += 10s;
+  c.answer(3, c.send(3, end), {});  // the client's retry on a new connection
   c.coordinator = 3;
-  c.correlation = 1;
   c.add_partitions(50, 0, {{"out", 1}});  // transaction 2, at the coordinator now
   c.produce(50, 0, {{"out", 1}}, 4);
-  t.on_response(1, held_corr, ok, c.now);  // the held one arrives: it commits transaction 2
+  c.answer(1, held, {});  // the held one arrives: it commits transaction 2
   auto h = t.history("late-end");
   REQUIRE(h.size() == 2);
   CHECK(h[0].outcome == TxnOutcome::kCommitted);
@@ -1102,16 +1095,10 @@ TEST_CASE(
   Client c{t, "late-end-early"};
   c.init(51, 0);
   c.add_partitions(51, 0, {{"out", 0}});
-  TxnRequest held = c.request(TxnApi::kEndTxn, 51, 0);
-  held.commit = true;
-  held.api_version = 3;
-  const int32_t held_corr = ++c.correlation;
-  t.on_request(1, held_corr, held, c.now);
-  t.on_request(3, 1, held, c.now + 10s);
-  TxnResponse ok;
-  ok.api = TxnApi::kEndTxn;
-  t.on_response(3, 1, ok, c.now + 10s);
-  t.on_response(1, held_corr, ok, c.now + 11s);  // nothing of a next transaction yet: a repeated end
+  const TxnRequest end = c.end_request(51, 0, true);
+  const int32_t held = c.send(1, end);
+  c.answer(3, c.send(3, end, 10s), {}, 10s);
+  c.answer(1, held, {}, 11s);  // nothing of a next transaction yet: a repeated end
   auto h = t.history("late-end-early");
   REQUIRE(h.size() == 1);
   CHECK(h[0].end_retries == 1);
@@ -1126,16 +1113,10 @@ TEST_CASE("transaction tracker under faults: after a lost EndTxn answer, two ret
   c.init(47, 0);
   c.add_partitions(47, 0, {{"out", 0}});
   c.end_txn(47, 0, true, lost());
-  TxnRequest again = c.request(TxnApi::kEndTxn, 47, 0);
-  again.commit = true;
-  again.api_version = 3;
-  const int32_t a = ++c.correlation, b = ++c.correlation;
-  t.on_request(2, a, again, c.now);
-  t.on_request(2, b, again, c.now);
-  TxnResponse ok;
-  ok.api = TxnApi::kEndTxn;
-  t.on_response(2, a, ok, c.now);
-  t.on_response(2, b, ok, c.now);
+  const TxnRequest again = c.end_request(47, 0, true);
+  const int32_t a = c.send(2, again), b = c.send(2, again);
+  c.answer(2, a, {});
+  c.answer(2, b, {});
   auto h = t.history("two-retries");
   REQUIRE(h.size() == 1);
   CHECK(h[0].end_retries == 2);
@@ -1148,19 +1129,13 @@ TEST_CASE("transaction tracker under faults: a zombie's EndTxn answered after th
   Client c{t, "zombie-late-end"};
   c.init(46, 0);
   c.add_partitions(46, 0, {{"out", 0}});
-  TxnRequest old_end = c.request(TxnApi::kEndTxn, 46, 0);
-  old_end.commit = true;
-  old_end.api_version = 3;
-  const int32_t held = ++c.correlation;
   // The new instance takes the id (epoch 1) and commits a transaction while the old instance's
   // EndTxn waits on another connection; that one is then refused as fenced.
   c.init(46, 1);
   c.add_partitions(46, 1, {{"out", 1}});
-  t.on_request(3, held, old_end, c.now);
+  const int32_t held = c.send(3, c.end_request(46, 0, true));
   c.end_txn(46, 1, true);
-  TxnResponse fenced = error(ErrorCode::kProducerFenced);
-  fenced.api = TxnApi::kEndTxn;
-  t.on_response(3, held, fenced, c.now);
+  c.answer(3, held, error(ErrorCode::kProducerFenced));
   auto h = t.history("zombie-late-end");
   REQUIRE(h.size() == 2);
   CHECK(h[1].outcome == TxnOutcome::kCommitted);
