@@ -59,6 +59,14 @@ def test_observatory_agrees_and_differs():
     assert ctp["verdict"] == "agrees", ctp
     ctp2 = observatory.compare({"transactions": [txn("committed", 6, groups=[])] * 4}, acc(4), {"records_read": 24}, 6, "ctp")
     assert ctp2["verdict"] == "differs" and "without the group's offsets" in ctp2["difference"], ctp2
+    # A commit with neither records nor offsets (a late EndTxn on transaction.version 1 ended a
+    # transaction that had only registered partitions) is noted, not a difference.
+    ctp3 = observatory.compare({"transactions": [txn("committed", 6, groups=["g"])] * 4 + [txn("committed", 0, groups=[])]},
+                               acc(4), {"records_read": 24}, 6, "ctp")
+    assert ctp3["verdict"] == "agrees" and "1 committed transaction(s) without records" in ctp3["note"], ctp3
+    # More than kproxy keeps per id: said so.
+    ctp4 = observatory.compare({"transactions": [txn("committed", 6, groups=["g"])] * 17}, acc(17), {"records_read": 102}, 6, "ctp")
+    assert ctp4["verdict"] == "differs" and "history full" in ctp4["difference"], ctp4
 
 
 def cell(client, scenario, protocol, cls, seen=None, obs="agrees", runs=None, elapsed=10.0):
