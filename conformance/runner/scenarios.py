@@ -115,6 +115,8 @@ def load(path: Path) -> Scenario:
         raise ScenarioError(f"{where}: file name must be NN-short-name.yaml")
     if data["scenario"] != path.stem:
         raise ScenarioError(f"{where}: scenario: {data['scenario']!r} is not the file name {path.stem!r}")
+    if not isinstance(data["description"], str) or not 1 <= len(data["description"]) <= 1000 or "\n" in data["description"]:
+        raise ScenarioError(f"{where}: description must be one line of 1 to 1000 characters (kproxy's scenario loader refuses more)")
     if not isinstance(data["version"], int) or data["version"] < 1:
         raise ScenarioError(f"{where}: version must be an integer >= 1")
     if "number" in data and (not isinstance(data["number"], int) or not 1 <= data["number"] <= 16):
