@@ -72,7 +72,7 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         # can be compared: the records of kproxy's committed transactions with the outputs the
         # verifier read (each committed output once), and each committed transaction carrying
         # the group's offsets (AddOffsetsToTxn / TxnOffsetCommit name the group).
-        diffs = []
+        diffs, notes = [], []
         if len(txns) > HISTORY:
             diffs.append("history full")
         committed = [t for t in txns if t.get("outcome") == "committed"]
@@ -86,7 +86,13 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         # a difference.
         empty = sum(1 for t in committed if t.get("groups") == [] and not t.get("records"))
         no_group = sum(1 for t in committed if t.get("groups") == [] and t.get("records"))   # groups None: not stored (older cells)
-        if no_group:
+        v = verdict or {}
+        offsets_wrong = v.get("class") == "wrong offsets" or "wrong offsets" in (v.get("also") or [])
+        if no_group and offsets_wrong:
+            # The verifier found outputs committed without their inputs' offsets: kproxy shows the
+            # commit that did it (e.g. a late EndTxn on transaction.version 1), as the broker's log has it.
+            notes.append(f"kproxy shows {no_group} committed transaction(s) without the group's offsets, as the verifier found")
+        elif no_group:
             diffs.append(f"{no_group} committed transaction(s) without the group's offsets")
         left_open = k.get("open", 0) - (1 if account.get("gave_up") else 0)   # the one a client that gave up left
         if left_open > 0 or k.get("unknown"):
@@ -95,7 +101,9 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         if diffs:
             out["difference"] = "; ".join(diffs)
         if empty:
-            out["note"] = f"kproxy counts {empty} committed transaction(s) without records or offsets"
+            notes.append(f"kproxy counts {empty} committed transaction(s) without records or offsets")
+        if notes:
+            out["note"] = "; ".join(notes)
         return out
     # The account itself (lists) or the cell record's summary of it (counts).
     c, a, u = (len(account[x]) if isinstance(account.get(x), list) else int(account.get(f"{x}_count") or 0)

@@ -64,6 +64,11 @@ def test_observatory_agrees_and_differs():
     ctp3 = observatory.compare({"transactions": [txn("committed", 6, groups=["g"])] * 4 + [txn("committed", 0, groups=[])]},
                                acc(4), {"records_read": 24}, 6, "ctp")
     assert ctp3["verdict"] == "agrees" and "1 committed transaction(s) without records" in ctp3["note"], ctp3
+    # Committed without the group's offsets, which the verifier found too (wrong offsets): kproxy
+    # agrees with the broker's log.
+    ctp5 = observatory.compare({"transactions": [txn("committed", 6, groups=["g"])] * 3 + [txn("committed", 5, groups=[])]},
+                               acc(3), {"records_read": 23, "class": "wrong offsets"}, 6, "ctp")
+    assert ctp5["verdict"] == "agrees" and "as the verifier found" in ctp5["note"], ctp5
     # More than kproxy keeps per id: said so.
     ctp4 = observatory.compare({"transactions": [txn("committed", 6, groups=["g"])] * 17}, acc(17), {"records_read": 102}, 6, "ctp")
     assert ctp4["verdict"] == "differs" and "history full" in ctp4["difference"], ctp4
