@@ -22,26 +22,38 @@ namespace kproxy::proxy {
 
 struct ClientConnection::RareState {
   RareState(uv_loop_t* loop, std::function<void()> on_fire) : timer(loop, std::move(on_fire)) {}
-  DeadlineTimer timer;
-  CloseReason reason;  ///< why the timer closes the connection
+  DeadlineTimer timer;  ///< a streamed request's stall deadline (limits.request_stall_timeout)
+  CloseReason reason;   ///< why the timer closes the connection
   uint32_t streamed_charge = 0;
-  CloseReason drain_reason;
-  /// A proxy_protocol listener: the PROXY header being read. The client's TLS session is
-  /// installed once the header (and on an SNI listener the ClientHello) is through.
-  std::unique_ptr<ProxyHeaderReader> proxy_header;
+  /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout.
+  std::unique_ptr<DeadlineTimer> tls_handshake;
+};
+
+/// The preamble state: what the client sends before kproxy knows where it goes.
+struct ClientConnection::PreambleState {
+  PreambleState(const ConnectionPreamble::Setup& setup, uv_loop_t* loop, std::function<void()> on_deadline)
+      : machine(setup), deadline(loop, std::move(on_deadline)) {}
+  ConnectionPreamble machine;
+  DeadlineTimer deadline;  ///< at machine.deadline()
+  /// The client's TLS session, installed once the preamble is through (a PROXY header and a
+  /// ClientHello are read in the clear).
   std::unique_ptr<tls::TlsSession> client_tls_pending;
-  /// An SNI listener: the ClientHello being read (proxy/connection/sni_route.h); the upstream is
-  /// connected once it says where to, with the bootstrap server chosen at accept and the
-  /// listener's upstream TLS context as of then.
-  std::unique_ptr<tls::ClientHelloReader> client_hello;
-  bool route_by_authority = false;  ///< an SNI listener without TLS: the PROXY header's authority routes
+  /// An SNI listener: the bootstrap server chosen at accept and the listener's upstream TLS
+  /// context as of then; the route decides between the bootstrap and a broker.
   config::HostPort bootstrap;
   std::shared_ptr<const tls::TlsContext> upstream_tls;
-  /// Routing waits for the worker's broker discovery (route_to): what it will route with then.
-  bool brokers_asked = false;
-  SniRoute pending_route;
-  std::string pending_name, pending_error;
-  std::vector<uint8_t> held;  ///< the client's bytes so far, replayed once routed
+  /// A listener without SNI connects at accept, while the PROXY header is read: it may be up
+  /// before the preamble is through.
+  bool upstream_connected = false;
+};
+
+/// The draining state: why the connection closes once every request is answered, and, when the
+/// client half-closed, the deadline for those answers (limits.unanswered_request_timeout).
+struct ClientConnection::DrainState {
+  explicit DrainState(CloseReason r) : reason(std::move(r)) {}
+  CloseReason reason;
+  std::unique_ptr<DeadlineTimer> unanswered;
+  CloseReason unanswered_reason;
 };
 
 ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener,
@@ -50,6 +62,7 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
       upstream_(env.loop(), *this, *this, env.services().self_connections),
       requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
+      state_(Connecting{}),
       pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
                 ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_, env.services()) {}
 
@@ -59,10 +72,18 @@ ClientConnection::~ClientConnection() {
   env_.release_connection_slot();
 }
 
-void ClientConnection::enter(ConnectionState next) {
-  assert(can_transition(state_, next));
-  spdlog::trace("conn={} {} -> {}", id_, state_name(state_), state_name(next));
-  state_ = next;
+void ClientConnection::enter(State next) {
+  static_assert(std::variant_size_v<State> == static_cast<size_t>(ConnectionState::kClosed) + 1,
+                "one alternative per ConnectionState, in its order");
+  auto to = static_cast<ConnectionState>(next.index());
+  assert(can_transition(state(), to));
+  spdlog::trace("conn={} {} -> {}", id_, state_name(state()), state_name(to));
+  state_ = std::move(next);  // the state left takes its data (reader, deadline, held bytes) with it
+}
+
+std::string_view ClientConnection::preamble_phase() const {
+  const auto* p = std::get_if<Preamble>(&state_);
+  return p ? p->data->machine.phase_name() : std::string_view();
 }
 
 void ClientConnection::start(const config::HostPort& upstream) {
@@ -80,35 +101,31 @@ void ClientConnection::start(const config::HostPort& upstream) {
   // A listener added at run time has no sni: (proxy/runtime/proxy.h add_listener).
   static const std::optional<config::SniConfig> kNoSni;
   const auto& sni = listener_->listener_index < config_->listeners.size() ? config_->listeners[listener_->listener_index].sni : kNoSni;
-  if (sni) {
-    // The upstream waits for the ClientHello's server name (config/README.md "SNI listeners"),
-    // or without TLS here (it ended at the load balancer) for the PROXY header's authority TLV.
-    RareState& r = rare_state();
-    if (tls.clients) r.client_hello = std::make_unique<tls::ClientHelloReader>(sni->max_client_hello_bytes);
-    else r.route_by_authority = true;
-    r.bootstrap = upstream;
-    r.upstream_tls = tls.upstream;
+  ConnectionPreamble::Setup setup{listener_->proxy_protocol, sni ? &*sni : nullptr, tls.clients != nullptr, opened_at_,
+                                  config_->limits.proxy_header_timeout};
+  if (ConnectionPreamble::needed(setup)) {
+    // Nothing of the client's is forwarded before the load balancer's PROXY header (config/README.md
+    // "PROXY protocol") and, on an SNI listener, before the ClientHello or the header's authority
+    // says where it goes (config/README.md "SNI listeners").
+    auto p = std::make_unique<PreambleState>(setup, env_.loop(), [this] {
+      if (auto* pre = std::get_if<Preamble>(&state_)) on_preamble_step(pre->data->machine.on_deadline());
+    });
+    p->bootstrap = upstream;
+    p->upstream_tls = tls.upstream;
+    p->deadline.arm(p->machine.deadline());
+    state_ = Preamble{std::move(p)};
   }
-  if (listener_->proxy_protocol) {
-    // Nothing of the client's is read before the load balancer's header (config/README.md
-    // "PROXY protocol"); its deadline is the connection's wait deadline until then.
-    rare_state().proxy_header = std::make_unique<ProxyHeaderReader>();
-    arm_wait_deadline(opened_at_ + config_->limits.proxy_header_timeout,
-                      {CloseCategory::kClientProtocolError, "no PROXY protocol header within " +
-                                                                std::to_string(config_->limits.proxy_header_timeout.count()) +
-                                                                " ms (limits.proxy_header_timeout)"});
-  }
-  if (sni && tls.clients && !listener_->proxy_protocol) arm_client_hello_deadline();
   track_request_deadline(opened_at_);  // limits.first_request_timeout
   if (tls.clients) {
     auto session = std::make_unique<tls::TlsSession>(*tls.clients, "");
-    if (listener_->proxy_protocol || sni) rare_->client_tls_pending = std::move(session);
+    if (auto* pre = std::get_if<Preamble>(&state_)) pre->data->client_tls_pending = std::move(session);
     else client_.use_tls(std::move(session));
-    tls_handshake_deadline_ = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
+    RareState& r = rare_state();
+    r.tls_handshake = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
       on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
                                         " ms (limits.tls_handshake_timeout)");
     });
-    tls_handshake_deadline_->arm(opened_at_ + config_->limits.tls_handshake_timeout);
+    r.tls_handshake->arm(opened_at_ + config_->limits.tls_handshake_timeout);
   }
   if (tls.upstream && !sni) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
   if (ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
@@ -168,12 +185,12 @@ void ClientConnection::refuse_self_connection(std::string detail) {
 }
 
 void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
-  enter(ConnectionState::kClosing);
+  enter(Closing{});
   env_.read_pressure().forget(*this);
   request_timer_.reset();
   env_.services().self_connections.accepted_closed(client_endpoint_);
   env_.services().self_connections.upstream_closed(upstream_endpoint_);
-  if (tls_handshake_deadline_) tls_handshake_deadline_->cancel();
+  if (rare_ && rare_->tls_handshake) rare_->tls_handshake->cancel();
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(clock_now() - opened_at_);
   spdlog::info("conn={} {}: {} [{}] (client {}, {} requests, {} awaiting the broker, {} bytes in, {} bytes out, open {} ms)", id_, how,
                reason.detail, close_label(reason.category), peer(), requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
@@ -203,119 +220,91 @@ void ClientConnection::drain() {
 }
 
 void ClientConnection::begin_drain(CloseReason reason) {
-  if (closing() || state_ == ConnectionState::kDraining) return;
-  enter(ConnectionState::kDraining);
-  rare_state().drain_reason = std::move(reason);
+  if (closing() || in(ConnectionState::kDraining)) return;
+  enter(Draining{std::make_unique<DrainState>(std::move(reason))});
   client_.stop_reading();
   finish_drain_if_idle();
 }
 
 void ClientConnection::finish_drain_if_idle() {
-  if (state_ != ConnectionState::kDraining || !pipeline_.idle()) return;
-  finish(std::move(rare_->drain_reason));
+  auto* d = std::get_if<Draining>(&state_);
+  if (!d || !pipeline_.idle()) return;
+  finish(std::move(d->data->reason));
 }
 
-void ClientConnection::on_proxy_header_bytes(codec::Bytes data) {
-  RareState& r = *rare_;
-  switch (r.proxy_header->feed(data)) {
-    case ProxyHeaderReader::State::kNeedMore: return;
-    case ProxyHeaderReader::State::kRefused: {
-      metrics_.count(metrics::ProxyEvent::kProxyHeaderRefused);
-      static LogThrottle throttle(std::chrono::seconds(10));
-      uint64_t suppressed = 0;
-      if (throttle.allow(&suppressed)) {
-        spdlog::warn(
-            "listener={} conn={} from {}: {} (listeners[].proxy_protocol is v2: every connection must come through the load "
-            "balancer){}",
-            listener_->label(), id_, peer(), r.proxy_header->reason(), LogThrottle::suppressed_note(suppressed));
+void ClientConnection::on_preamble_step(PreambleStep step) {
+  auto& pre = *std::get<Preamble>(state_).data;
+  if (step.proxy_header) {
+    const ProxyHeader& h = *step.proxy_header;
+    if (!h.local && !h.source.empty()) {
+      spdlog::info("conn={} client {} through {} (PROXY protocol v2{})", id_, h.source, peer(),
+                   h.authority ? ", authority " + *h.authority : std::string());
+      peer() = h.source;  // logs and the tap name the client, not the load balancer
+    }
+  }
+  switch (step.kind) {
+    case PreambleStep::Kind::kNeedMore:
+      // The PROXY header may be through and the ClientHello next: its own deadline.
+      if (auto at = pre.machine.deadline(); at != ConnectionPreamble::time_point::max()) pre.deadline.arm(at);
+      return;
+    case PreambleStep::Kind::kRefuse: {
+      if (step.proxy_header_refused) {
+        // A header refused or not in time (kproxy_proxy_proxy_header_refusals_total, config/README.md).
+        metrics_.count(metrics::ProxyEvent::kProxyHeaderRefused);
+        static LogThrottle throttle(std::chrono::seconds(10));
+        uint64_t suppressed = 0;
+        if (throttle.allow(&suppressed)) {
+          spdlog::warn(
+              "listener={} conn={} from {}: {} (listeners[].proxy_protocol is v2: every connection must come through the load "
+              "balancer){}",
+              listener_->label(), id_, peer(), step.reason.detail, LogThrottle::suppressed_note(suppressed));
+        }
       }
-      close({CloseCategory::kClientProtocolError, "PROXY protocol: " + r.proxy_header->reason()});
+      close(std::move(step.reason));
       return;
     }
-    case ProxyHeaderReader::State::kDone: break;
+    case PreambleStep::Kind::kForward: {
+      std::vector<uint8_t> first = std::move(step.bytes);
+      std::unique_ptr<tls::TlsSession> session = std::move(pre.client_tls_pending);
+      leave_preamble();
+      if (session) client_.use_tls(std::move(session));
+      client_.replay(first);
+      return;
+    }
+    case PreambleStep::Kind::kRoute: route_to(std::move(step)); return;
   }
-  r.timer.cancel();
-  const ProxyHeader& h = r.proxy_header->header();
-  if (!h.local && !h.source.empty()) {
-    spdlog::info("conn={} client {} through {} (PROXY protocol v2{})", id_, h.source, peer(),
-                 h.authority ? ", authority " + *h.authority : std::string());
-    peer() = h.source;  // logs and the tap name the client, not the load balancer
-  }
-  codec::Bytes rest = r.proxy_header->rest();
-  std::vector<uint8_t> after(rest.begin(), rest.end());  // the reader goes before they are read
-  std::optional<std::string> authority = h.authority;    // `h` goes with the reader
-  r.proxy_header.reset();
-  if (r.route_by_authority) {
-    // TLS ended at the load balancer: the name its client asked for comes in the header.
-    r.route_by_authority = false;
-    tls::ClientHelloInfo asked{authority.value_or(""), authority.has_value(), std::nullopt};
-    route_to(route_by_name(*config_->listeners[listener_->listener_index].sni,
-                           authority ? tls::normalize_server_name(*authority) : std::nullopt),
-             "PROXY authority " + shown_server_name(asked), "", std::move(after));
-    return;
-  }
-  if (r.client_hello) arm_client_hello_deadline();  // the ClientHello follows the header
-  else if (r.client_tls_pending) client_.use_tls(std::move(r.client_tls_pending));
-  client_.replay(after);
 }
 
-void ClientConnection::arm_client_hello_deadline() {
-  auto timeout = config_->listeners[listener_->listener_index].sni->client_hello_timeout;
-  arm_wait_deadline(opened_at_ + timeout,
-                    {CloseCategory::kClientProtocolError,
-                     "SNI: no whole TLS ClientHello within " + std::to_string(timeout.count()) + " ms (sni.client_hello_timeout)"});
-}
-
-void ClientConnection::on_client_hello_bytes(codec::Bytes data) {
-  RareState& r = *rare_;
-  size_t held_before = r.client_hello->bytes().size();
-  if (r.client_hello->feed(data) == tls::ClientHelloReader::State::kNeedMore) return;
-  // What the reader did not keep (past its cap, in the read that finished the hello) follows it.
-  size_t taken = r.client_hello->bytes().size() - held_before;
-  std::vector<uint8_t> received = r.client_hello->bytes();
-  received.insert(received.end(), data.begin() + static_cast<std::ptrdiff_t>(std::min(taken, data.size())), data.end());
-  route_by_client_hello(std::move(received));
-}
-
-void ClientConnection::route_by_client_hello(std::vector<uint8_t> received) {
-  RareState& r = *rare_;
-  // "SNI 'kafka.example.org'", "SNI no server name", or for a hello that was never read whole
-  // "SNI: ClientHello not whole within 2000 ms (sni.client_hello_timeout)".
-  const bool read = r.client_hello->state() == tls::ClientHelloReader::State::kDone;
-  std::string name = read ? "SNI " + shown_server_name(r.client_hello->hello()) : "SNI: ClientHello";
-  SniRoute route = route_by_server_name(*config_->listeners[listener_->listener_index].sni, *r.client_hello);
-  std::string error = r.client_hello->error();
-  r.client_hello.reset();
-  route_to(route, name, error, std::move(received));
+void ClientConnection::leave_preamble() {
+  bool up = std::get<Preamble>(state_).data->upstream_connected;
+  if (up) enter(Forwarding{});
+  else enter(Connecting{});
 }
 
 void ClientConnection::brokers_discovered() {
-  if (closing() || !rare_) return;
-  RareState& r = *rare_;
+  auto* pre = std::get_if<Preamble>(&state_);
+  if (!pre) return;
   if (!memory_paused_) client_.start_reading();
-  route_to(r.pending_route, r.pending_name, r.pending_error, std::move(r.held));
+  route_to(pre->data->machine.brokers_discovered());
 }
 
-void ClientConnection::route_to(SniRoute route, const std::string& name, const std::string& error, std::vector<uint8_t> received) {
-  RareState& r = *rare_;
-  r.timer.cancel();
+void ClientConnection::route_to(PreambleStep step) {
+  PreambleState& pre = *std::get<Preamble>(state_).data;
+  pre.deadline.cancel();
+  SniRoute& route = step.route;
   const config::SniConfig& sni = *config_->listeners[listener_->listener_index].sni;
-  config::HostPort target = r.bootstrap;
+  config::HostPort target = pre.bootstrap;
   std::optional<config::HostPort> broker;
   if (route.outcome == SniOutcome::kBroker) {
     broker = env_.broker_address(listener_->listener_index, route.node_id);
     if (broker) {
       target = *broker;
-    } else if (!r.brokers_asked) {
+    } else if (!pre.machine.asked_brokers()) {
       // Served at the bootstrap, a client would be on the wrong broker (KIP-1242: a Kafka 4.4
       // client checks and rebootstraps): ask the bootstrap for the brokers first, client unread.
-      r.brokers_asked = true;
-      r.pending_route = route;
-      r.pending_name = name;
-      r.pending_error = error;
-      r.held = std::move(received);
+      pre.machine.await_brokers(std::move(step));
       client_.stop_reading();
-      env_.discover_brokers(listener_->listener_index, r.bootstrap, r.upstream_tls, config_->limits.connect_timeout, this);
+      env_.discover_brokers(listener_->listener_index, pre.bootstrap, pre.upstream_tls, config_->limits.connect_timeout, this);
       return;
     } else {
       route.outcome = SniOutcome::kUnknownNode;
@@ -323,7 +312,7 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
   }
   sni_outcome_counter(env_.services().metrics).add(static_cast<size_t>(route.outcome));
   if (route.outcome == SniOutcome::kBootstrap || route.outcome == SniOutcome::kBroker) {
-    spdlog::debug("conn={} {}: {} at {}", id_, name, broker ? "broker node " + std::to_string(route.node_id) : "bootstrap",
+    spdlog::debug("conn={} {}: {} at {}", id_, step.name, broker ? "broker node " + std::to_string(route.node_id) : "bootstrap",
                   target.to_string());
   }
   std::string what;
@@ -345,9 +334,9 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
     case SniOutcome::kTimeout:
       what = "not whole within " + std::to_string(sni.client_hello_timeout.count()) + " ms (sni.client_hello_timeout)";
       break;
-    default: what = "cannot be read: " + error; break;
+    default: what = "cannot be read: " + step.error; break;
   }
-  std::string decision = name + " " + what + "; configured: " + configured_names(sni) + " [" + sni_outcome_name(route.outcome) + "]";
+  std::string decision = step.name + " " + what + "; configured: " + configured_names(sni) + " [" + sni_outcome_name(route.outcome) + "]";
   if (!what.empty()) {
     // The decision an operator looks for when a client went nowhere: the name received and the
     // names configured, side by side (one line per second per kind of decision at most).
@@ -363,7 +352,7 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
     }
   }
   if (!route.serve()) {
-    if (route.refuse() && r.client_tls_pending) {  // a TLS client hears why; without TLS here, a close
+    if (route.refuse() && pre.client_tls_pending) {  // a TLS client hears why; without TLS here, a close
       client_.append(codec::Bytes(kUnrecognizedNameAlert, sizeof(kUnrecognizedNameAlert)));
       finish({CloseCategory::kClientProtocolError, "refused with TLS alert unrecognized_name: " + decision});
     } else {
@@ -371,22 +360,21 @@ void ClientConnection::route_to(SniRoute route, const std::string& name, const s
     }
     return;
   }
-  if (r.client_tls_pending) client_.use_tls(std::move(r.client_tls_pending));
+  std::unique_ptr<tls::TlsSession> session = std::move(pre.client_tls_pending);
+  std::shared_ptr<const tls::TlsContext> upstream_tls = pre.upstream_tls;
+  leave_preamble();  // the preamble's data goes here: what is still needed was taken above
+  if (session) client_.use_tls(std::move(session));
   // The SNI kproxy sends the broker is the host it connects to, as on any TLS listener.
-  if (r.upstream_tls) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*r.upstream_tls, target.host));
+  if (upstream_tls) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*upstream_tls, target.host));
   upstream_.connect(target, config_->limits.connect_timeout);
   if (closing()) return;
-  client_.replay(received);
+  client_.replay(step.bytes);
 }
 
 void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
   if (closing()) return;
-  if (&s == &client_ && rare_ && rare_->proxy_header) {
-    on_proxy_header_bytes(data);
-    return;
-  }
-  if (&s == &client_ && rare_ && rare_->client_hello) {
-    on_client_hello_bytes(data);
+  if (auto* pre = std::get_if<Preamble>(&state_); pre && &s == &client_ && pre->data->machine.reading()) {
+    on_preamble_step(pre->data->machine.feed(data));
     return;
   }
   // Views into `data` queued with append_borrowed must be written or copied before it is reused.
@@ -466,7 +454,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
 }
 
 void ClientConnection::stream_large_request() {
-  if (requests_.partial_frame_size() < kStreamedRequestMin || state_ != ConnectionState::kForwarding || !upstream_.stream().connected()) {
+  if (requests_.partial_frame_size() < kStreamedRequestMin || !in(ConnectionState::kForwarding) || !upstream_.stream().connected()) {
     return;
   }
   if (requests_.streamed() == 0) {
@@ -549,7 +537,7 @@ std::chrono::steady_clock::time_point ClientConnection::next_request_deadline(bo
 }
 
 void ClientConnection::on_request_deadline() {
-  if (closing() || state_ == ConnectionState::kDraining) return;  // a drain has its own deadline
+  if (closing() || in(ConnectionState::kDraining)) return;  // a drain has its own deadline
   bool first = false;
   auto at = next_request_deadline(&first);
   if (at == std::chrono::steady_clock::time_point::max()) {
@@ -615,13 +603,7 @@ ClientConnection::RareState& ClientConnection::rare_state() {
   if (!rare_) {
     rare_ = std::make_unique<RareState>(env_.loop(), [this] {
       if (closing()) return;
-      if (rare_->client_hello && !rare_->proxy_header) {
-        route_by_client_hello({});  // never whole: the timeout outcome, logged and counted
-        return;
-      }
-      // No PROXY header in time is a refused header (kproxy_proxy_proxy_header_refusals_total,
-      // as config/README.md says); the other waits are wait deadlines.
-      metrics_.count(rare_->proxy_header ? metrics::ProxyEvent::kProxyHeaderRefused : metrics::ProxyEvent::kWaitDeadline);
+      metrics_.count(metrics::ProxyEvent::kWaitDeadline);
       close(std::move(rare_->reason));
     });
   }
@@ -661,7 +643,7 @@ void ClientConnection::send_to_broker(codec::Bytes bytes) {
   pass_on(upstream_.stream(), bytes, requests_, client_piece_);
   if (rest_of_streamed) {  // the broker has all of it now
     release_streamed_charge();
-    if (rare_ && state_ == ConnectionState::kForwarding) rare_->timer.cancel();
+    if (rare_ && in(ConnectionState::kForwarding)) rare_->timer.cancel();
   }
 }
 
@@ -701,7 +683,7 @@ void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
     if (&from == &client_ && from.reading()) env_.read_pressure().count_write_queue_pause();
     from.stop_reading();
   } else if (!from.reading() && held < kWriteQueueLowWater &&
-             !(&from == &client_ && (memory_paused_ || state_ == ConnectionState::kDraining)) &&
+             !(&from == &client_ && (memory_paused_ || in(ConnectionState::kDraining))) &&
              (&from == &client_ || upstream_.stream().connected())) {
     from.start_reading();
   }
@@ -725,13 +707,23 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
       // as long as limits.unanswered_request_timeout: a broker that went silent (a long pause,
       // a partition without RST) never holds the connection for good.
       auto wait = config_->limits.unanswered_request_timeout;
-      arm_wait_deadline(
-          clock_now() + wait,
-          {CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) + " requests; the broker " +
-                                           upstream_peer() + " left " + std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
-                                           std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"});
+      CloseReason late{CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) + " requests; the broker " +
+                                                       upstream_peer() + " left " + std::to_string(pipeline_.in_flight()) +
+                                                       " of them unanswered for " + std::to_string(wait.count()) +
+                                                       " ms (limits.unanswered_request_timeout)"};
       begin_drain({CloseCategory::kClientClosed,
                    "client closed its side after " + std::to_string(requests_in_) + " requests; every request was answered"});
+      if (auto* d = std::get_if<Draining>(&state_)) {  // the drain's own deadline for the answers
+        DrainState& drain = *d->data;
+        drain.unanswered_reason = std::move(late);
+        drain.unanswered = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
+          auto* dr = std::get_if<Draining>(&state_);
+          if (!dr) return;
+          metrics_.count(metrics::ProxyEvent::kWaitDeadline);
+          close(std::move(dr->data->unanswered_reason));
+        });
+        drain.unanswered->arm(clock_now() + wait);
+      }
       return;
     }
     if (status == UV_EOF) close({CloseCategory::kClientClosed, "client closed the connection"});
@@ -777,7 +769,7 @@ void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& rea
 
 void ClientConnection::on_stream_tls_established(TcpStream& s) {
   bool client = &s == &client_;
-  if (client && tls_handshake_deadline_) tls_handshake_deadline_->cancel();
+  if (client && rare_ && rare_->tls_handshake) rare_->tls_handshake->cancel();
   else upstream_.handshake_done();
   env_.tls_handshake_done();
   std::string sni = s.tls()->requested_server_name();
@@ -795,7 +787,8 @@ void ClientConnection::on_upstream_connected() {
     }
     upstream_endpoint_ = key;
   }
-  if (state_ == ConnectionState::kConnecting) enter(ConnectionState::kForwarding);
+  if (auto* pre = std::get_if<Preamble>(&state_)) pre->data->upstream_connected = true;  // forwarding once the preamble is through
+  else if (in(ConnectionState::kConnecting)) enter(Forwarding{});
   metrics_.upstream_connected();
   if (!upstream_.stream().flush()) return;
   upstream_.stream().start_reading();
@@ -816,8 +809,8 @@ void ClientConnection::on_upstream_is_self(const std::string& detail) {
 void ClientConnection::on_upstream_part_released() { maybe_destroy(); }
 
 void ClientConnection::maybe_destroy() {
-  if (state_ == ConnectionState::kClosed || !client_.closed() || !upstream_.released()) return;
-  enter(ConnectionState::kClosed);
+  if (in(ConnectionState::kClosed) || !client_.closed() || !upstream_.released()) return;
+  enter(Closed{});
   env_.forget(this);
   delete this;
 }

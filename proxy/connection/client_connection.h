@@ -19,10 +19,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "codec/frame_reader.h"
 #include "config/config.h"
 #include "proxy/connection/connection_environment.h"
+#include "proxy/connection/connection_preamble.h"
 #include "proxy/connection/connection_state.h"
 #include "proxy/connection/listener_spec.h"
 #include "proxy/connection/read_pressure.h"
@@ -71,6 +73,10 @@ class ClientConnection final : public TcpStreamEvents,
   void brokers_discovered();
   /// The listener (config index or run-time slot, proxy/runtime/proxy.h) that accepted it.
   size_t listener_index() const { return listener_->listener_index; }
+  /// Where it is in its life (proxy/connection/connection_state.h): the index of its state.
+  ConnectionState state() const { return static_cast<ConnectionState>(state_.index()); }
+  /// In the preamble state, its phase ("awaiting_proxy_header", ...); "" in any other state.
+  std::string_view preamble_phase() const;
 
   // TcpStreamEvents
   void on_stream_read(TcpStream& s, codec::Bytes data) override;
@@ -140,28 +146,45 @@ class ClientConnection final : public TcpStreamEvents,
   /// Gives back what the streamed request charged to the streamed-request budget.
   void release_streamed_charge();
   struct RareState;
-  /// A proxy_protocol listener's first bytes: the PROXY header, then what follows it.
-  void on_proxy_header_bytes(codec::Bytes data);
-  /// An SNI listener's first bytes (after any PROXY header): the ClientHello, then what follows.
-  void on_client_hello_bytes(codec::Bytes data);
-  /// The ClientHello is read (or cannot be, or timed out): serves, refuses or closes as the
-  /// listener's `sni:` says (proxy/connection/sni_route.h); `received` is every client byte so far.
-  void route_by_client_hello(std::vector<uint8_t> received);
-  /// Serves (TLS session installed, upstream connected to the route's target, `received` replayed),
-  /// refuses or closes as `route` says, logged with `name` (what the client asked for) and counted.
-  /// A broker no response named yet first waits, client unread, for the worker's discovery.
-  void route_to(SniRoute route, const std::string& name, const std::string& error, std::vector<uint8_t> received);
-  /// Closes the connection if its ClientHello is not whole by sni.client_hello_timeout.
-  void arm_client_hello_deadline();
+  /// The state data of the states that have any (each made when the state is entered, on the
+  /// heap: most connections never have a preamble, and only a drain has a reason).
+  struct PreambleState;
+  struct DrainState;
+  /// The connection's states, in ConnectionState's order (connection_state.h). Each owns only
+  /// its own data: the preamble its reader, deadline and held bytes; a drain its reason and the
+  /// deadline for answers a half-closed client still waits for.
+  struct Preamble {
+    std::unique_ptr<PreambleState> data;
+  };
+  struct Connecting {};
+  struct Forwarding {};
+  struct Draining {
+    std::unique_ptr<DrainState> data;
+  };
+  struct Closing {};
+  struct Closed {};
+  using State = std::variant<Preamble, Connecting, Forwarding, Draining, Closing, Closed>;
+  /// Carries out what the preamble decided (proxy/connection/connection_preamble.h): keeps
+  /// reading, forwards, routes, or refuses; re-arms the preamble's deadline.
+  void on_preamble_step(PreambleStep step);
+  /// The preamble is through: to forwarding (the upstream connected meanwhile) or connecting.
+  void leave_preamble();
+  /// Serves (TLS session installed, upstream connected to the route's target, the step's bytes
+  /// replayed), refuses or closes as the step's SNI route says, logged with what the client asked
+  /// for and counted. A broker no response named yet first waits, client unread, for the
+  /// worker's discovery.
+  void route_to(PreambleStep step);
   /// rare_, made on first use.
   RareState& rare_state();
-  /// Arms the wait deadline to close with `reason` at `at`.
+  /// Arms the streamed request's stall deadline to close with `reason` at `at`.
   void arm_wait_deadline(std::chrono::steady_clock::time_point at, CloseReason reason);
   /// A draining connection with nothing left in flight or held finishes.
   void finish_drain_if_idle();
   void maybe_destroy();
-  void enter(ConnectionState next);
-  bool closing() const { return state_ >= ConnectionState::kClosing; }
+  /// Moves to `next`, which must be a legal transition (can_transition).
+  void enter(State next);
+  bool closing() const { return state() >= ConnectionState::kClosing; }
+  bool in(ConnectionState s) const { return state() == s; }
 
   /// Now, on the process's clock (ConnectionEnvironment::services()).
   std::chrono::steady_clock::time_point clock_now() const { return env_.services().clock.now(); }
@@ -182,7 +205,7 @@ class ClientConnection final : public TcpStreamEvents,
   /// The piece of the stream being handled by on_stream_read, per side (empty outside it).
   codec::Bytes client_piece_;
   codec::Bytes upstream_piece_;
-  ConnectionState state_ = ConnectionState::kConnecting;
+  State state_;  ///< connecting until start() chooses (initialised in the .cc: the state data types are complete there)
   bool answered_ = false;        ///< something was sent to the client: it is past its first packet
   bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
   bool memory_paused_ = false;   ///< ReadPressure stopped reading the client (pause_reads)
@@ -193,15 +216,11 @@ class ClientConnection final : public TcpStreamEvents,
                                       listener_->listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
   /// The stages every frame passes through (proxy/pipeline/pipeline.h); keeps responses in request order.
   Pipeline pipeline_;
-  /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout
-  /// (made for TLS clients only).
-  std::unique_ptr<DeadlineTimer> tls_handshake_deadline_;
   /// What only some connections need, on the heap and made on first use: the deadline that closes
-  /// the connection when a streamed request stalls (limits.request_stall_timeout) or, after the
-  /// client closed its side, when the answers it waits for do not come
-  /// (limits.unanswered_request_timeout), with its reason; the announced bytes of the request
-  /// being streamed (charged to ConnectionEnvironment::streamed_budget()); and why a draining
-  /// connection closes once idle (kproxy shuts down, or the client half-closed).
+  /// the connection when a streamed request stalls (limits.request_stall_timeout), with its
+  /// reason; the announced bytes of the request being streamed (charged to
+  /// ConnectionEnvironment::streamed_budget()); on a TLS listener, the deadline for the client's
+  /// handshake (limits.tls_handshake_timeout).
   std::unique_ptr<RareState> rare_;
   std::chrono::steady_clock::time_point opened_at_;
   uint64_t requests_in_ = 0;

@@ -4,6 +4,7 @@ namespace kproxy::proxy {
 
 std::string_view state_name(ConnectionState state) {
   switch (state) {
+    case ConnectionState::kPreamble: return "preamble";
     case ConnectionState::kConnecting: return "connecting";
     case ConnectionState::kForwarding: return "forwarding";
     case ConnectionState::kDraining: return "draining";

@@ -23,7 +23,17 @@ TEST_CASE("connection state: a connection moves forward only") {
   for (S to : {S::kConnecting, S::kForwarding, S::kDraining, S::kClosing, S::kClosed}) CHECK_FALSE(can_transition(S::kClosed, to));
 }
 
+TEST_CASE("connection state: the preamble ends routed (connecting), or forwarding when the upstream connected meanwhile") {
+  CHECK(can_transition(S::kPreamble, S::kConnecting));
+  CHECK(can_transition(S::kPreamble, S::kForwarding));  // a PROXY header read after the upstream connected
+  CHECK(can_transition(S::kPreamble, S::kDraining));    // kproxy shuts down while a ClientHello is awaited
+  CHECK(can_transition(S::kPreamble, S::kClosing));
+  CHECK_FALSE(can_transition(S::kPreamble, S::kClosed));
+  for (S from : {S::kConnecting, S::kForwarding, S::kDraining, S::kClosing, S::kClosed}) CHECK_FALSE(can_transition(from, S::kPreamble));
+}
+
 TEST_CASE("connection state: names") {
+  CHECK(kproxy::proxy::state_name(S::kPreamble) == "preamble");
   CHECK(kproxy::proxy::state_name(S::kDraining) == "draining");
   CHECK(kproxy::proxy::state_name(S::kClosed) == "closed");
 }
