@@ -13,7 +13,7 @@
 //    "action":  {"error": "PRODUCER_FENCED", "scope": "all" | "top" | "matched"}
 //             | {"answer": "NOT_COORDINATOR"}            // kproxy answers, broker never sees it
 //             | {"delay": "200ms", "jitter": "50ms", "side": "request" | "response"}
-//             | {"drop_response": true}                  // blackhole (proxy/pipeline/stages/fault_stage.h)
+//             | {"drop_response": true}                  // blackhole (proxy/chaos/fault_stage.h)
 //             | {"close": "before" | "after"}
 //             | {"throttle": "500ms"}                     // ThrottleTimeMs in the response
 //             | {"reset_after_bytes": 1000}               // transport: reset (RST) after N more response bytes

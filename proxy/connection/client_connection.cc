@@ -61,8 +61,7 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
     : env_(env), listener_(std::move(listener)), config_(std::move(config)), id_(id), client_(env.loop(), *this, "client"),
       upstream_(env.loop(), *this, *this, env.services().self_connections),
       requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
-      responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()),
-      state_(Connecting{}),
+      responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()), state_(Connecting{}),
       pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
                 ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_, env.services()) {}
 
@@ -682,8 +681,7 @@ void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
   if (to.queued_bytes() + held > kWriteQueueHighWater) {
     if (&from == &client_ && from.reading()) env_.read_pressure().count_write_queue_pause();
     from.stop_reading();
-  } else if (!from.reading() && held < kWriteQueueLowWater &&
-             !(&from == &client_ && (memory_paused_ || in(ConnectionState::kDraining))) &&
+  } else if (!from.reading() && held < kWriteQueueLowWater && !(&from == &client_ && (memory_paused_ || in(ConnectionState::kDraining))) &&
              (&from == &client_ || upstream_.stream().connected())) {
     from.start_reading();
   }
@@ -707,10 +705,10 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
       // as long as limits.unanswered_request_timeout: a broker that went silent (a long pause,
       // a partition without RST) never holds the connection for good.
       auto wait = config_->limits.unanswered_request_timeout;
-      CloseReason late{CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) + " requests; the broker " +
-                                                       upstream_peer() + " left " + std::to_string(pipeline_.in_flight()) +
-                                                       " of them unanswered for " + std::to_string(wait.count()) +
-                                                       " ms (limits.unanswered_request_timeout)"};
+      CloseReason late{CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) +
+                                                       " requests; the broker " + upstream_peer() + " left " +
+                                                       std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
+                                                       std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"};
       begin_drain({CloseCategory::kClientClosed,
                    "client closed its side after " + std::to_string(requests_in_) + " requests; every request was answered"});
       if (auto* d = std::get_if<Draining>(&state_)) {  // the drain's own deadline for the answers

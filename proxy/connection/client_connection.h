@@ -205,7 +205,7 @@ class ClientConnection final : public TcpStreamEvents,
   /// The piece of the stream being handled by on_stream_read, per side (empty outside it).
   codec::Bytes client_piece_;
   codec::Bytes upstream_piece_;
-  State state_;  ///< connecting until start() chooses (initialised in the .cc: the state data types are complete there)
+  State state_;                  ///< connecting until start() chooses (initialised in the .cc: the state data types are complete there)
   bool answered_ = false;        ///< something was sent to the client: it is past its first packet
   bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
   bool memory_paused_ = false;   ///< ReadPressure stopped reading the client (pause_reads)

@@ -20,7 +20,7 @@
 #include "config/host_port.h"
 #include "proxy/chaos/rule_set.h"
 #include "proxy/cluster/broker_address_rewrite.h"
-#include "proxy/pipeline/services.h"
+#include "proxy/stage/services.h"
 #include "proxy/tls/listener_tls.h"
 
 namespace kproxy::proxy {
@@ -35,7 +35,7 @@ class ConnectionEnvironment {
   /// The loop the connection lives on.
   virtual uv_loop_t* loop() = 0;
   /// The process's services: metrics, topic names, the self-connection detector, the frame
-  /// observer, the clock (proxy/pipeline/services.h).
+  /// observer, the clock (proxy/stage/services.h).
   virtual const Services& services() = 0;
   /// Memory every connection's FrameReaders may hold for partial frames (limits.max_buffered_frame_bytes).
   virtual codec::FrameMemoryBudget& frame_budget() = 0;

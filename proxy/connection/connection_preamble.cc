@@ -113,9 +113,9 @@ PreambleStep ConnectionPreamble::on_deadline() {
     PreambleStep step;
     step.kind = PreambleStep::Kind::kRefuse;
     step.proxy_header_refused = true;  // a header not in time is a refused header (config/README.md)
-    step.reason = {CloseCategory::kClientProtocolError, "no PROXY protocol header within " +
-                                                            std::to_string(setup_.proxy_header_timeout.count()) +
-                                                            " ms (limits.proxy_header_timeout)"};
+    step.reason = {
+        CloseCategory::kClientProtocolError,
+        "no PROXY protocol header within " + std::to_string(setup_.proxy_header_timeout.count()) + " ms (limits.proxy_header_timeout)"};
     phase_ = Routed{};
     return step;
   }

@@ -108,7 +108,9 @@ class ConnectionPreamble {
   PreambleStep brokers_discovered();
   bool asked_brokers() const { return asked_brokers_; }
   /// Whether bytes still go to the preamble (not routed, not waiting for brokers).
-  bool reading() const { return std::holds_alternative<AwaitingProxyHeader>(phase_) || std::holds_alternative<AwaitingClientHello>(phase_); }
+  bool reading() const {
+    return std::holds_alternative<AwaitingProxyHeader>(phase_) || std::holds_alternative<AwaitingClientHello>(phase_);
+  }
   const Phase& phase() const { return phase_; }
   /// "awaiting_proxy_header", "awaiting_client_hello", "awaiting_brokers", "routed".
   std::string_view phase_name() const;

@@ -50,7 +50,7 @@ struct ConnectionKeyHash {
 
 class SelfConnectionDetector {
  public:
-  // One per process, owned by its services (proxy/pipeline/services.h): connections on every
+  // One per process, owned by its services (proxy/stage/services.h): connections on every
   // worker register with it.
 
   /// The key of a socket endpoint (address and port bytes; "" for other families).

@@ -24,8 +24,8 @@
 #include "proxy/cluster/topic_names.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/observe/transaction_tracker.h"
-#include "proxy/pipeline/frame_observer.h"
-#include "proxy/pipeline/stage.h"
+#include "proxy/stage/frame_observer.h"
+#include "proxy/stage/stage.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::metrics {

@@ -16,7 +16,7 @@
 #include "codec/generated/api_keys.h"
 #include "proxy/observe/transaction_tracker.h"
 #include "proxy/observe/transactional_produce.h"
-#include "proxy/pipeline/frame_context.h"
+#include "proxy/stage/frame_context.h"
 
 namespace kproxy::observe {
 

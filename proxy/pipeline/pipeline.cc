@@ -10,7 +10,7 @@
 #include "codec/response_header.h"
 #include "proxy/metrics/connection_metrics.h"
 #include "proxy/metrics/proxy_metrics.h"
-#include "proxy/pipeline/request_fields.h"
+#include "proxy/stage/request_fields.h"
 
 namespace kproxy::proxy {
 

@@ -18,18 +18,18 @@
 //              ─► its slot; slots leave in request order (kProxy's own answers included),
 //                 after any delay, through the response's shaper: PipelineOutput::send_to_client
 //
-// The stages are one table, KPROXY_STAGES in proxy/pipeline/stage.h (members, construction, order
-// and StageRoutes derive from it; the includes of stages/ below are the only other place that
-// names them). A frame nobody
+// The stages are one table, KPROXY_STAGES in proxy/stage/stage.h (members, construction, order
+// and StageRoutes derive from it; the includes of the stages below, from the libraries of
+// their domains, are the only other place that names them). A frame nobody
 // changed leaves as its original bytes; a changed one is re-encoded with a patched size prefix.
 //
 // The pipeline carries out the stages' generic results (ExchangeActions in
-// proxy/pipeline/frame_context.h, ByteShaper in proxy/pipeline/byte_shaper.h) and knows nothing of
+// proxy/stage/frame_context.h, ByteShaper in proxy/stage/byte_shaper.h) and knows nothing of
 // why a stage asked: hold a request or a response, send a request more than once (the extra
 // answers discarded), swallow a response (later ones keep their order) or close the connection in
 // its place when it is next to leave, and pass a direction's bytes through a stage's shaper. The
 // fault stage builds its actions from these (blackhole, close after, reset after bytes, bandwidth,
-// slice: proxy/pipeline/stages/fault_stage.h).
+// slice: proxy/chaos/fault_stage.h).
 #pragma once
 
 #include <array>
@@ -42,21 +42,21 @@
 #include <uv.h>
 
 #include "codec/request_header.h"
+#include "proxy/chaos/api_versions_stage.h"
+#include "proxy/chaos/fault_stage.h"
 #include "proxy/chaos/rule_set.h"
+#include "proxy/chaos/rule_snapshot.h"
+#include "proxy/cluster/broker_address_stage.h"
+#include "proxy/cluster/topic_ids_stage.h"
 #include "proxy/net/close_reason.h"
 #include "proxy/net/deadline_timer.h"
-#include "proxy/pipeline/byte_shaper.h"
-#include "proxy/pipeline/frame_context.h"
-#include "proxy/pipeline/frame_observer.h"
-#include "proxy/pipeline/rule_snapshot.h"
-#include "proxy/pipeline/sasl_raw_tokens.h"
-#include "proxy/pipeline/services.h"
-#include "proxy/pipeline/stage.h"
-#include "proxy/pipeline/stages/api_versions_stage.h"
-#include "proxy/pipeline/stages/broker_address_stage.h"
-#include "proxy/pipeline/stages/fault_stage.h"
-#include "proxy/pipeline/stages/observer_stage.h"
-#include "proxy/pipeline/stages/topic_ids_stage.h"
+#include "proxy/observe/observer_stage.h"
+#include "proxy/stage/byte_shaper.h"
+#include "proxy/stage/frame_context.h"
+#include "proxy/stage/frame_observer.h"
+#include "proxy/stage/sasl_raw_tokens.h"
+#include "proxy/stage/services.h"
+#include "proxy/stage/stage.h"
 #include "proxy/util/lazy_deque.h"
 #include "proxy/util/ring_queue.h"
 
@@ -176,7 +176,7 @@ class Pipeline final : private ShaperPort {
   void close(CloseReason reason);
   /// Calls `visit(stage)` (with the stage's own type: no virtual call) for the stages of `mask`
   /// (StageRoutes) in table order (KPROXY_STAGES,
-  /// proxy/pipeline/stage.h) while it returns true; false when a call returned false.
+  /// proxy/stage/stage.h) while it returns true; false when a call returned false.
   template <class Visit>
   bool for_each_stage(StageMask mask, Visit&& visit) {
 #define KPROXY_STAGE_VISIT(id, name, type) \

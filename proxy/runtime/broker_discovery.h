@@ -29,7 +29,7 @@
 #include "config/host_port.h"
 #include "proxy/net/deadline_timer.h"
 #include "proxy/net/upstream_connection.h"
-#include "proxy/pipeline/services.h"
+#include "proxy/stage/services.h"
 #include "proxy/tls/tls_context.h"
 
 namespace kproxy::proxy {

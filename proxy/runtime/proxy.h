@@ -25,16 +25,16 @@
 #include "proxy/cluster/broker_address_rewrite.h"
 #include "proxy/cluster/broker_directory.h"
 #include "proxy/connection/read_pressure.h"
-#include "proxy/pipeline/services.h"
 #include "proxy/runtime/connection_balancer.h"
 #include "proxy/runtime/worker.h"
+#include "proxy/stage/services.h"
 #include "proxy/tls/listener_tls.h"
 
 namespace kproxy::proxy {
 
 class Proxy {
  public:
-  /// `services`: the process's (proxy/pipeline/services.h); they must outlive the Proxy.
+  /// `services`: the process's (proxy/stage/services.h); they must outlive the Proxy.
   Proxy(std::shared_ptr<const config::Config> config, const Services& services);
   ~Proxy();
   Proxy(const Proxy&) = delete;

@@ -21,7 +21,7 @@
 #include "proxy/net/self_connection.h"
 #include "proxy/observe/trace_exporter.h"
 #include "proxy/observe/transaction_tracker.h"
-#include "proxy/pipeline/services.h"
+#include "proxy/stage/services.h"
 #include "proxy/tap/tap_hub.h"
 #include "proxy/util/clock.h"
 

@@ -20,7 +20,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "codec/message.h"
-#include "proxy/pipeline/frame_observer.h"
+#include "proxy/stage/frame_observer.h"
 #include "proxy/tap/tap_hub.h"
 
 namespace kproxy::tap {

@@ -1,4 +1,4 @@
-// TestServices: a test's own proxy::Services (proxy/pipeline/services.h): metrics, topic names
+// TestServices: a test's own proxy::Services (proxy/stage/services.h): metrics, topic names
 // and a self-connection detector no other test shares, no frame observer unless the test sets
 // one, and a clock the test moves by hand (manual_clock.h) or the steady clock.
 #pragma once
@@ -8,8 +8,8 @@
 #include "proxy/cluster/topic_names.h"
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/self_connection.h"
-#include "proxy/pipeline/frame_observer.h"
-#include "proxy/pipeline/services.h"
+#include "proxy/stage/frame_observer.h"
+#include "proxy/stage/services.h"
 #include "proxy/util/clock.h"
 #include "tests/unit/support/manual_clock.h"
 

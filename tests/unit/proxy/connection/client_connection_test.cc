@@ -32,9 +32,9 @@
 
 using namespace kproxy;
 using namespace std::chrono_literals;
+using metrics::ProxyEvent;
 using proxy::ClientConnection;
 using proxy::ConnectionState;
-using metrics::ProxyEvent;
 
 namespace {
 
@@ -180,7 +180,8 @@ struct Rig {
     uv_loop_init(&loop);
     env = std::make_unique<FakeEnvironment>(&loop);
     uv_timer_init(&loop, &ticker);
-    uv_timer_start(&ticker, [](uv_timer_t*) {}, 5, 5);
+    uv_timer_start(
+        &ticker, [](uv_timer_t*) {}, 5, 5);
     kproxy_listener = listen_on(listen_port);
     broker_listener = listen_on(broker_port);
     spec.name = "kafka";
@@ -275,7 +276,7 @@ TEST_CASE("an idle client+upstream pair stays far below the 16 KiB budget") {
   // accessors were before; its pipeline step added 8 net: the pipeline's ShaperPort vtable
   // pointer and one pointer to its shapers (made when a stage installs one) and the fault stage's
   // port pointer and blackhole flag, less the shapers, blackhole flag and reset budget the
-  // pipeline held for the fault rules before (proxy/pipeline/byte_shaper.h). Its connection step
+  // pipeline held for the fault rules before (proxy/stage/byte_shaper.h). Its connection step
   // made the state a std::variant whose only data are two pointers (a preamble's, a drain's,
   // both on the heap): its 16 bytes replace a 1-byte state that shared 8 with three flags (+16),
   // and the TLS handshake deadline moved into the state only some connections make (-8).

@@ -209,6 +209,6 @@ TEST_CASE("a broker no response named yet: the route and the bytes wait for the 
   CHECK(again.route.node_id == 7);
   CHECK(again.bytes == hello);
   CHECK(p.phase_name() == "routed");
-  CHECK(p.asked_brokers());                                  // a second unknown node is not asked about again
+  CHECK(p.asked_brokers());                               // a second unknown node is not asked about again
   CHECK(p.brokers_discovered().kind == Kind::kNeedMore);  // nothing held any more
 }

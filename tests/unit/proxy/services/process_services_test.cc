@@ -14,7 +14,7 @@
 #include "codec/request_header.h"
 #include "codec/response_header.h"
 #include "config/config_loader.h"
-#include "proxy/pipeline/frame_context.h"
+#include "proxy/stage/frame_context.h"
 #include "tests/unit/support/frames.h"
 
 using namespace kproxy;
