@@ -794,7 +794,14 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
       if (is_fencing(response.error_code) && s.open) {
         ++stats_.fencing_events;
         bool timed_out = s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);
+        const uint64_t sequence = s.open->sequence;
         end(s, timed_out ? TxnOutcome::kTimedOut : TxnOutcome::kFenced, now);
+        // The coordinator ends a transaction with EndTxn, a new grant of the id or its timeout,
+        // never because a request of it was answered with a fencing error (by a partition
+        // leader, or by a fault rule in the broker's place). A client that is not fenced after
+        // all aborts it (franz-go after INVALID_PRODUCER_EPOCH on a Produce; conformance scenario
+        // 11): that EndTxn is this transaction's, not a new one's.
+        s.awaiting_end = IdState::LastEnd{sequence, r.producer_id, r.producer_epoch, /*on_fencing_answer=*/true};
       } else if (refusal && s.open && !s.open->client_saw_registration) {
         // Refused before the client saw the coordinator take anything of it: the client can only
         // abort, and does so without EndTxn (Java's TransactionManager sends none for a
@@ -837,7 +844,15 @@ void TransactionTracker::attach_end_retry(IdState& s, TransactionRecord& t, cons
   ++t.end_retries;
   if (response.error_code != 0) keep_error(t, TxnError{p.api, response.error_code, response.injected_by, now, response.broker_error_code});
   if (response.broker_code() != 0) return;
-  if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
+  const bool on_fencing_answer = s.awaiting_end && s.awaiting_end->sequence == t.sequence && s.awaiting_end->on_fencing_answer;
+  if (t.outcome == TxnOutcome::kFenced && on_fencing_answer) {
+    // Called fenced on a fencing answer to one of its requests, but the coordinator still had it
+    // and has ended it as the client asked (the fencing was not the coordinator's).
+    TxnOutcome outcome = p.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted;
+    --stats_.ended[t.outcome];
+    ++stats_.ended[outcome];
+    t.outcome = outcome;  // its cause stays: kproxy counted it among the abort causes when it ended
+  } else if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
     // kproxy gave it up as silent, or past its timeout; the coordinator's answer tells how it
     // ended. A commit answered without error was committed: the coordinator aborts a transaction
     // past its timeout only when its periodic check comes round, and a commit that came first

@@ -385,6 +385,10 @@ class TransactionTracker {
       uint64_t sequence = 0;  ///< TransactionRecord::sequence
       int64_t producer_id = -1;
       int16_t producer_epoch = -1;
+      /// kproxy ended it on a fencing answer to one of its requests (a Produce, an
+      /// AddPartitionsToTxn), not on the coordinator's end: the coordinator may still have it open,
+      /// and the client's EndTxn, answered without error, says how it ended.
+      bool on_fencing_answer = false;
     };
     std::optional<LastEnd> awaiting_end;
   };

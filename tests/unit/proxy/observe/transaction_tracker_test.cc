@@ -1511,3 +1511,74 @@ TEST_CASE("transaction tracker: a batch resent after a lost Produce answer count
   REQUIRE(t.open_transactions().size() == 1);
   CHECK(t.open_transactions()[0].records == 12);
 }
+
+TEST_CASE("transaction tracker under faults: a client that aborts after a fencing answer to its Produce ends that transaction") {
+  // Conformance scenario 11 with franz-go: one Produce is answered INVALID_PRODUCER_EPOCH (by a
+  // fault rule, or by the partition leader), kproxy calls the transaction fenced, and the client,
+  // which was not fenced, aborts it with EndTxn: the coordinator still had it and answers NONE.
+  // One transaction, aborted with that cause, not a fenced one and an empty aborted one.
+  for (bool from_broker : {false, true}) {
+    CAPTURE(from_broker);
+    TransactionTracker t;
+    Client c{t, "aborts-after-epoch"};
+    c.init(50, 0);
+    c.add_partitions(50, 0, {{"out", 0}});
+    c.produce(50, 0, {{"out", 0}}, 2);
+    if (from_broker) {
+      c.produce(50, 0, {{"out", 0}}, 3, error(ErrorCode::kInvalidProducerEpoch));
+    } else {  // a rule answered in the broker's place: the batch never reached it
+      TxnRequest produce = c.request(TxnApi::kProduce, 50, 0);
+      produce.partitions = {{"out", 0}};
+      produce.records = 3;
+      produce.reached_broker = false;
+      c.exchange(1, produce, answered(ErrorCode::kInvalidProducerEpoch));
+    }
+    REQUIRE(t.history("aborts-after-epoch").size() == 1);
+    CHECK(t.history("aborts-after-epoch")[0].outcome == TxnOutcome::kFenced);
+    c.end_txn(50, 0, false);
+    auto h = t.history("aborts-after-epoch");
+    REQUIRE(h.size() == 1);
+    CHECK(h[0].outcome == TxnOutcome::kAborted);
+    CHECK(h[0].records == (from_broker ? 5u : 2u));  // a refused batch the broker saw counts, as for any Produce
+    REQUIRE(h[0].cause.has_value());
+    CHECK(h[0].cause->error_code == code(ErrorCode::kInvalidProducerEpoch));
+    auto st = t.stats(c.now);
+    CHECK(st.ended[TxnOutcome::kAborted] == 1);
+    CHECK(st.ended[TxnOutcome::kFenced] == 0);
+    // The next transaction is a new one.
+    c.add_partitions(50, 0, {{"out", 1}});
+    c.produce(50, 0, {{"out", 1}}, 4);
+    c.end_txn(50, 0, true);
+    h = t.history("aborts-after-epoch");
+    REQUIRE(h.size() == 2);
+    CHECK(h[1].outcome == TxnOutcome::kCommitted);
+    CHECK(h[1].records == 4);
+  }
+}
+
+TEST_CASE("transaction tracker under faults: a fencing answer past the timeout, then the client's abort: one timed_out transaction") {
+  TransactionTracker t;
+  Client c{t, "late-epoch"};
+  c.init(51, 1, /*timeout_ms=*/10000);
+  c.add_partitions(51, 1, {{"out", 0}});
+  c.produce(51, 1, {{"out", 0}}, 10);
+  c.now += 12s;
+  c.produce(51, 1, {{"out", 0}}, 1, error(ErrorCode::kInvalidProducerEpoch));
+  c.end_txn(51, 1, false);  // transaction.version 2 answers a late abort NONE after the timeout abort too
+  auto h = t.history("late-epoch");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kTimedOut);
+  CHECK(h[0].end_retries == 1);
+}
+
+TEST_CASE("transaction tracker under faults: a fenced producer's EndTxn refused by the coordinator leaves it fenced") {
+  TransactionTracker t;
+  Client c{t, "really-fenced"};
+  c.init(52, 0);
+  c.add_partitions(52, 0, {{"out", 0}});
+  c.produce(52, 0, {{"out", 0}}, 1, error(ErrorCode::kProducerFenced));
+  c.end_txn(52, 0, false, error(ErrorCode::kProducerFenced));
+  auto h = t.history("really-fenced");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kFenced);
+}
