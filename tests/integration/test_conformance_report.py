@@ -50,6 +50,15 @@ def test_observatory_agrees_and_differs():
     # A client that gave up leaving its transaction open: kproxy showing it open agrees.
     left = observatory.compare({"transactions": [txn("open")]}, dict(acc(0, u=1), gave_up=True), {"unknown_present": []}, 10, "producer")
     assert left["verdict"] == "agrees" and "left when it gave up" in left["note"], left
+    # Franz-go under scenario 11 (transaction.version 2): one client abort that kproxy split into
+    # a fenced transaction and an aborted one. One ended badly more than the client aborted is a
+    # difference unless the client gave up (the transaction it left open, ended by the coordinator).
+    split = observatory.compare({"transactions": [txn("fenced"), txn("aborted")] + [txn("committed")] * 4}, acc(4, a=1), {}, 10,
+                                "producer")
+    assert split["verdict"] == "differs" and "aborted/fenced/timed out: kproxy 2, client aborted 1" in split["difference"], split
+    gave_up = observatory.compare({"transactions": [txn("aborted"), txn("timed_out")]}, dict(acc(0, a=1), gave_up=True), {}, 10,
+                                  "producer")
+    assert gave_up["verdict"] == "agrees", gave_up
     still = observatory.compare({"transactions": [txn("open")]}, acc(0, a=1), {}, 10, "producer")
     assert still["verdict"] == "differs" and "still open 1" in still["difference"], still
     # Nothing seen by kproxy (404) and no account.
