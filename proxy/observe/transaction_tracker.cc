@@ -297,6 +297,7 @@ TransactionRecord& TransactionTracker::open_transaction(IdState& s, const TxnReq
 void TransactionTracker::end(IdState& s, TxnOutcome outcome, TxnClock::time_point now) {
   if (!s.open) return;
   s.superseded = false;
+  s.fencing_answer_on.reset();
   TransactionRecord& t = *s.open;
   t.outcome = outcome;
   t.end = now;
@@ -691,6 +692,7 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
     s.open->last_activity = now;
     // The request that got a retried error went through at last.
     if (response.error_code == 0 && s.open->unresolved_retry && s.open->unresolved_retry->api == r.api) s.open->unresolved_retry.reset();
+    if (response.error_code == 0 && broker == 0) s.fencing_answer_on.reset();  // the client went on after a fencing answer
   }
 
   switch (r.api) {
@@ -794,14 +796,18 @@ void TransactionTracker::answer(uint64_t connection, const Pending& p, const Txn
       if (is_fencing(response.error_code) && s.open) {
         ++stats_.fencing_events;
         bool timed_out = s.timeout_ms > 0 && now - s.open->begin >= std::chrono::milliseconds(s.timeout_ms);
-        const uint64_t sequence = s.open->sequence;
-        end(s, timed_out ? TxnOutcome::kTimedOut : TxnOutcome::kFenced, now);
-        // The coordinator ends a transaction with EndTxn, a new grant of the id or its timeout,
-        // never because a request of it was answered with a fencing error (by a partition
-        // leader, or by a fault rule in the broker's place). A client that is not fenced after
-        // all aborts it (franz-go after INVALID_PRODUCER_EPOCH on a Produce; conformance scenario
-        // 11): that EndTxn is this transaction's, not a new one's.
-        s.awaiting_end = IdState::LastEnd{sequence, r.producer_id, r.producer_epoch, /*on_fencing_answer=*/true};
+        // Past its timeout the coordinator has aborted it (or will at its next check): ended so.
+        // Else it stays open (IdState::fencing_answer_on): a client that was not fenced after all
+        // goes on with it and ends it with EndTxn (conformance scenario 11: franz-go, Sarama and
+        // the Java 3.x client abort it after INVALID_PRODUCER_EPOCH on a Produce).
+        if (timed_out) {
+          const uint64_t sequence = s.open->sequence;
+          end(s, TxnOutcome::kTimedOut, now);
+          s.awaiting_end = IdState::LastEnd{sequence, r.producer_id, r.producer_epoch};  // the client's EndTxn is this one's
+        } else if (!s.fencing_answer_on) {
+          s.fencing_answer_on = connection;
+          fencing_answers_[connection].push_back(s.open->transactional_id);
+        }
       } else if (refusal && s.open && !s.open->client_saw_registration) {
         // Refused before the client saw the coordinator take anything of it: the client can only
         // abort, and does so without EndTxn (Java's TransactionManager sends none for a
@@ -844,15 +850,7 @@ void TransactionTracker::attach_end_retry(IdState& s, TransactionRecord& t, cons
   ++t.end_retries;
   if (response.error_code != 0) keep_error(t, TxnError{p.api, response.error_code, response.injected_by, now, response.broker_error_code});
   if (response.broker_code() != 0) return;
-  const bool on_fencing_answer = s.awaiting_end && s.awaiting_end->sequence == t.sequence && s.awaiting_end->on_fencing_answer;
-  if (t.outcome == TxnOutcome::kFenced && on_fencing_answer) {
-    // Called fenced on a fencing answer to one of its requests, but the coordinator still had it
-    // and has ended it as the client asked (the fencing was not the coordinator's).
-    TxnOutcome outcome = p.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted;
-    --stats_.ended[t.outcome];
-    ++stats_.ended[outcome];
-    t.outcome = outcome;  // its cause stays: kproxy counted it among the abort causes when it ended
-  } else if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
+  if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
     // kproxy gave it up as silent, or past its timeout; the coordinator's answer tells how it
     // ended. A commit answered without error was committed: the coordinator aborts a transaction
     // past its timeout only when its periodic check comes round, and a commit that came first
@@ -900,6 +898,17 @@ void TransactionTracker::on_connection_closed(uint64_t connection) {
   current_connection_ = connection;
   for (IdState* s : superseded)
     if (s->superseded && !end_in_flight(*s)) end_superseded(*s, s->open->last_activity);
+  // A transaction that got a fencing answer on this connection, and nothing since: the client
+  // gave up on it (IdState::fencing_answer_on). Fenced, as it was told.
+  if (auto f = fencing_answers_.find(connection); f != fencing_answers_.end()) {
+    std::vector<std::string> names = std::move(f->second);
+    fencing_answers_.erase(f);
+    for (const std::string& name : names) {
+      auto s = ids_.find(name);
+      if (s == ids_.end() || !s->second.open || s->second.fencing_answer_on != connection) continue;
+      end(s->second, TxnOutcome::kFenced, s->second.open->last_activity);
+    }
+  }
 }
 
 void TransactionTracker::sweep(TxnClock::time_point now) {

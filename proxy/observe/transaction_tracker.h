@@ -357,6 +357,13 @@ class TransactionTracker {
       std::vector<TxnError> errors;
     };
     std::optional<AfterRefusal> after_refusal;
+    /// The open transaction got a fencing answer (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, ...) to
+    /// one of its requests, on this connection. The coordinator ends a transaction with EndTxn,
+    /// a new grant of the id or its timeout, never on such an answer: it stays open. It ends
+    /// `fenced` when that connection closes first (the client gave up: Java closes the producer);
+    /// a later answer without error (the client went on: franz-go, Sarama and the Java 3.x client
+    /// abort and go on) clears this.
+    std::optional<uint64_t> fencing_answer_on;
     /// Keys (partition_key()) of partitions the open transaction has: a Produce that writes to
     /// them again (most of them) costs a hash look-up, not a name and a set search.
     std::unordered_set<uint64_t> known_partitions;
@@ -385,10 +392,6 @@ class TransactionTracker {
       uint64_t sequence = 0;  ///< TransactionRecord::sequence
       int64_t producer_id = -1;
       int16_t producer_epoch = -1;
-      /// kproxy ended it on a fencing answer to one of its requests (a Produce, an
-      /// AddPartitionsToTxn), not on the coordinator's end: the coordinator may still have it open,
-      /// and the client's EndTxn, answered without error, says how it ended.
-      bool on_fencing_answer = false;
     };
     std::optional<LastEnd> awaiting_end;
   };
@@ -519,6 +522,8 @@ class TransactionTracker {
   const proxy::TopicNames* topic_names_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;
+  /// The ids whose open transaction got a fencing answer on a connection (IdState::fencing_answer_on).
+  std::unordered_map<uint64_t, std::vector<std::string>> fencing_answers_;
   /// Ids forgotten at max_ids, at most max(max_ids, kMinTombstones) of them (the oldest goes first).
   static constexpr size_t kMinTombstones = 64;
   std::unordered_map<std::string, Tombstone, IdHash, std::equal_to<>> tombstones_;

@@ -404,8 +404,8 @@ TEST_CASE("transaction tracker: a producer that bumps its own epoch (KIP-360) ab
   Client c{t, "bump"};
   c.init(6, 0);
   c.add_partitions(6, 0, {{"out", 0}});
-  c.produce(6, 0, {{"out", 0}}, 1, error(ErrorCode::kInvalidProducerEpoch));  // fenced on Produce: ends the transaction
-  CHECK(t.stats(c.now).ended[TxnOutcome::kFenced] == 1);
+  c.produce(6, 0, {{"out", 0}}, 1, error(ErrorCode::kInvalidProducerEpoch));  // the coordinator still has it open
+  CHECK(t.stats(c.now).ended[TxnOutcome::kFenced] == 0);
   c.add_partitions(6, 0, {{"out", 0}});
   c.init(6, 1, 60000, 6, 0);  // its own id and epoch in the request
   auto s = t.stats(c.now);
@@ -778,6 +778,8 @@ TEST_CASE("transaction tracker: the trace of a fenced and of a timed-out transac
     c.init(5, 0);
     c.add_partitions(5, 0, {{"out", 0}});
     c.produce(5, 0, {{"out", 0}}, 3, error(ErrorCode::kProducerFenced, "fence"));
+    CHECK(traced.empty());      // the coordinator still has it: the client may go on
+    t.on_connection_closed(2);  // it gives up: the connection the answer came on closes
     REQUIRE(traced.size() == 1);
     CHECK(traced[0].outcome == "fenced");
     REQUIRE(traced[0].requests.size() == 2);
@@ -1512,15 +1514,15 @@ TEST_CASE("transaction tracker: a batch resent after a lost Produce answer count
   CHECK(t.open_transactions()[0].records == 12);
 }
 
-TEST_CASE("transaction tracker under faults: a client that aborts after a fencing answer to its Produce ends that transaction") {
-  // Conformance scenario 11 with franz-go: one Produce is answered INVALID_PRODUCER_EPOCH (by a
-  // fault rule, or by the partition leader), kproxy calls the transaction fenced, and the client,
-  // which was not fenced, aborts it with EndTxn: the coordinator still had it and answers NONE.
-  // One transaction, aborted with that cause, not a fenced one and an empty aborted one.
+TEST_CASE("transaction tracker under faults: a fencing answer to a Produce does not end the transaction; the client's EndTxn does") {
+  // Conformance scenario 11: one Produce is answered INVALID_PRODUCER_EPOCH (by a fault rule, or by
+  // the partition leader). The coordinator still has the transaction. franz-go, Sarama and the
+  // Java 3.x client go on (more records), abort it with EndTxn, answered NONE, and go on with the
+  // next: two transactions, the first aborted with that cause; not a fenced one and another.
   for (bool from_broker : {false, true}) {
     CAPTURE(from_broker);
     TransactionTracker t;
-    Client c{t, "aborts-after-epoch"};
+    Client c{t, "goes-on"};
     c.init(50, 0);
     c.add_partitions(50, 0, {{"out", 0}});
     c.produce(50, 0, {{"out", 0}}, 2);
@@ -1533,27 +1535,45 @@ TEST_CASE("transaction tracker under faults: a client that aborts after a fencin
       produce.reached_broker = false;
       c.exchange(1, produce, answered(ErrorCode::kInvalidProducerEpoch));
     }
-    REQUIRE(t.history("aborts-after-epoch").size() == 1);
-    CHECK(t.history("aborts-after-epoch")[0].outcome == TxnOutcome::kFenced);
+    CHECK(t.stats(c.now).ended[TxnOutcome::kFenced] == 0);  // still open at the coordinator
+    c.produce(50, 0, {{"out", 1}}, 2);
     c.end_txn(50, 0, false);
-    auto h = t.history("aborts-after-epoch");
+    auto h = t.history("goes-on");
     REQUIRE(h.size() == 1);
     CHECK(h[0].outcome == TxnOutcome::kAborted);
-    CHECK(h[0].records == (from_broker ? 5u : 2u));  // a refused batch the broker saw counts, as for any Produce
+    CHECK(h[0].records == (from_broker ? 7u : 4u));  // a refused batch the broker saw counts, as for any Produce
     REQUIRE(h[0].cause.has_value());
     CHECK(h[0].cause->error_code == code(ErrorCode::kInvalidProducerEpoch));
-    auto st = t.stats(c.now);
-    CHECK(st.ended[TxnOutcome::kAborted] == 1);
-    CHECK(st.ended[TxnOutcome::kFenced] == 0);
-    // The next transaction is a new one.
     c.add_partitions(50, 0, {{"out", 1}});
     c.produce(50, 0, {{"out", 1}}, 4);
     c.end_txn(50, 0, true);
-    h = t.history("aborts-after-epoch");
+    h = t.history("goes-on");
     REQUIRE(h.size() == 2);
     CHECK(h[1].outcome == TxnOutcome::kCommitted);
     CHECK(h[1].records == 4);
+    auto st = t.stats(c.now);
+    CHECK(st.ended[TxnOutcome::kAborted] == 1);
+    CHECK(st.ended[TxnOutcome::kCommitted] == 1);
+    CHECK(st.ended[TxnOutcome::kFenced] == 0);
   }
+}
+
+TEST_CASE("transaction tracker under faults: a client that gives up after a fencing answer: fenced when its connection closes") {
+  // The Java 4.x client treats the answer as fatal and closes the producer.
+  TransactionTracker t;
+  Client c{t, "gives-up"};
+  c.init(53, 0);
+  c.add_partitions(53, 0, {{"out", 0}});
+  c.produce(53, 0, {{"out", 0}}, 2, error(ErrorCode::kProducerFenced));
+  CHECK(t.stats(c.now).ended[TxnOutcome::kFenced] == 0);
+  t.on_connection_closed(c.coordinator);  // another connection of the client: nothing yet
+  CHECK(t.stats(c.now).ended[TxnOutcome::kFenced] == 0);
+  t.on_connection_closed(2);  // the one the answer came on (Client::produce's)
+  auto h = t.history("gives-up");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kFenced);
+  REQUIRE(h[0].cause.has_value());
+  CHECK(h[0].cause->error_code == code(ErrorCode::kProducerFenced));
 }
 
 TEST_CASE("transaction tracker under faults: a fencing answer past the timeout, then the client's abort: one timed_out transaction") {
