@@ -850,7 +850,14 @@ void TransactionTracker::attach_end_retry(IdState& s, TransactionRecord& t, cons
   ++t.end_retries;
   if (response.error_code != 0) keep_error(t, TxnError{p.api, response.error_code, response.injected_by, now, response.broker_error_code});
   if (response.broker_code() != 0) return;
-  if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
+  if (t.outcome == TxnOutcome::kFenced && s.awaiting_end && s.awaiting_end->sequence == t.sequence && s.awaiting_end->fenced_on_close) {
+    // Ended fenced when the client closed the connection of a fencing answer, but the coordinator
+    // still had it and has ended it as the client asked now (the fencing was not the coordinator's).
+    TxnOutcome outcome = p.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted;
+    --stats_.ended[t.outcome];
+    ++stats_.ended[outcome];
+    t.outcome = outcome;  // its cause stays, counted among the abort causes when it ended
+  } else if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
     // kproxy gave it up as silent, or past its timeout; the coordinator's answer tells how it
     // ended. A commit answered without error was committed: the coordinator aborts a transaction
     // past its timeout only when its periodic check comes round, and a commit that came first
@@ -906,7 +913,11 @@ void TransactionTracker::on_connection_closed(uint64_t connection) {
     for (const std::string& name : names) {
       auto s = ids_.find(name);
       if (s == ids_.end() || !s->second.open || s->second.fencing_answer_on != connection) continue;
-      end(s->second, TxnOutcome::kFenced, s->second.open->last_activity);
+      const TransactionRecord& t = *s->second.open;
+      IdState::LastEnd last{t.sequence, t.producer_id, t.producer_epoch, /*fenced_on_close=*/true};
+      end(s->second, TxnOutcome::kFenced, t.last_activity);
+      // Sarama closes its connections after the answer and comes back to abort: that EndTxn is this one's.
+      s->second.awaiting_end = last;
     }
   }
 }

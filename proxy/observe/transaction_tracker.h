@@ -392,6 +392,10 @@ class TransactionTracker {
       uint64_t sequence = 0;  ///< TransactionRecord::sequence
       int64_t producer_id = -1;
       int16_t producer_epoch = -1;
+      /// kproxy ended it `fenced` when the connection of a fencing answer closed
+      /// (fencing_answer_on): the coordinator still had it, and a later EndTxn of the same
+      /// producer id and epoch answered without error says how it really ended.
+      bool fenced_on_close = false;
     };
     std::optional<LastEnd> awaiting_end;
   };

@@ -1576,6 +1576,27 @@ TEST_CASE("transaction tracker under faults: a client that gives up after a fenc
   CHECK(h[0].cause->error_code == code(ErrorCode::kProducerFenced));
 }
 
+TEST_CASE("transaction tracker under faults: a client that reconnects after a fencing answer and aborts: one aborted transaction") {
+  // Sarama (conformance scenario 11, transaction.version 1) closes its connections after
+  // INVALID_PRODUCER_EPOCH and comes back on new ones to abort with the same producer id and epoch.
+  TransactionTracker t;
+  Client c{t, "reconnects"};
+  c.init(54, 0);
+  c.add_partitions(54, 0, {{"out", 0}});
+  c.produce(54, 0, {{"out", 0}}, 2, error(ErrorCode::kInvalidProducerEpoch));
+  t.on_connection_closed(2);
+  t.on_connection_closed(c.coordinator);
+  c.coordinator = 7;
+  c.end_txn(54, 0, false);
+  auto h = t.history("reconnects");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kAborted);
+  CHECK(h[0].end_retries == 1);
+  auto st = t.stats(c.now);
+  CHECK(st.ended[TxnOutcome::kAborted] == 1);
+  CHECK(st.ended[TxnOutcome::kFenced] == 0);
+}
+
 TEST_CASE("transaction tracker under faults: a fencing answer past the timeout, then the client's abort: one timed_out transaction") {
   TransactionTracker t;
   Client c{t, "late-epoch"};
