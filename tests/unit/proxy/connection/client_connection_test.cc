@@ -223,6 +223,31 @@ struct Rig {
     });
   }
 
+  /// The broker accepted kproxy's connection and the connection is forwarding.
+  bool forwarding() {
+    return accept_broker() && run_until([&] { return state() == ConnectionState::kForwarding; });
+  }
+
+  /// Reads `from` until at least `n` bytes came (empty on the time-out).
+  std::vector<uint8_t> receive(const Fd& from, size_t n) {
+    std::vector<uint8_t> got;
+    bool ok = run_until([&] {
+      auto more = drain_socket(from);
+      got.insert(got.end(), more.begin(), more.end());
+      return got.size() >= n;
+    });
+    return ok ? got : std::vector<uint8_t>{};
+  }
+
+  /// Reads `from` until its peer closed.
+  bool closed_by_peer(const Fd& from) {
+    bool eof = false;
+    return run_until([&] {
+      drain_socket(from, &eof);
+      return eof;
+    });
+  }
+
   ~Rig() {
     if (conn && !gone()) {
       conn->close({proxy::CloseCategory::kShutdown, "test over"});
@@ -290,36 +315,21 @@ TEST_CASE("plain listener: connecting, then forwarding; a request reaches the br
   r.open();
   CHECK(r.state() == ConnectionState::kConnecting);
   CHECK(r.conn->preamble_phase().empty());
-  REQUIRE(r.accept_broker());
-  REQUIRE(r.run_until([&] { return r.state() == ConnectionState::kForwarding; }));
+  REQUIRE(r.forwarding());
   auto request = api_versions(7);
   send_all(r.client, request);
-  std::vector<uint8_t> at_broker;
-  REQUIRE(r.run_until([&] {
-    auto got = drain_socket(r.broker);
-    at_broker.insert(at_broker.end(), got.begin(), got.end());
-    return at_broker.size() >= request.size();
-  }));
-  CHECK(at_broker == request);
+  CHECK(r.receive(r.broker, request.size()) == request);
   // The broker answers (ApiVersions v3: error 0, no keys, throttle 0, no tags; header v0).
   const std::vector<uint8_t> response = {0, 0, 0, 12, 0, 0, 0, 7, 0, 0, 1, 0, 0, 0, 0, 0};
   send_all(r.broker, response);
-  std::vector<uint8_t> at_client;
-  REQUIRE(r.run_until([&] {
-    auto got = drain_socket(r.client);
-    at_client.insert(at_client.end(), got.begin(), got.end());
-    return at_client.size() >= 8;
-  }));
+  std::vector<uint8_t> at_client = r.receive(r.client, 8);
+  REQUIRE(at_client.size() >= 8);
   CHECK(std::vector<uint8_t>(at_client.begin() + 4, at_client.begin() + 8) == std::vector<uint8_t>{0, 0, 0, 7});
   r.client = Fd();  // the client goes away, nothing in flight
   REQUIRE(r.run_until([&] { return r.gone(); }));
   CHECK(r.env->slots_released == 1);
   CHECK(log.has("client closed the connection [client_closed]"));
-  bool eof = false;
-  REQUIRE(r.run_until([&] {
-    drain_socket(r.broker, &eof);
-    return eof;
-  }));
+  CHECK(r.closed_by_peer(r.broker));
 }
 
 TEST_CASE("a broker that is not there: closed as upstream_connect_failed, the bootstrap reported unreachable") {
@@ -338,17 +348,12 @@ TEST_CASE("the broker closes: the client gets what was answered, then the close 
   LogCapture log;
   Rig r;
   r.open();
-  REQUIRE(r.accept_broker());
-  REQUIRE(r.run_until([&] { return r.state() == ConnectionState::kForwarding; }));
+  REQUIRE(r.forwarding());
   r.broker = Fd();
   REQUIRE(r.run_until([&] { return r.gone(); }));
   CHECK(count(r, ProxyEvent::kUpstreamDisconnect) == 1);
   CHECK(log.has("closed the connection [broker_closed]"));
-  bool eof = false;
-  REQUIRE(r.run_until([&] {
-    drain_socket(r.client, &eof);
-    return eof;
-  }));
+  CHECK(r.closed_by_peer(r.client));
 }
 
 TEST_CASE("deadlines: no first request, a partial request that never completes") {
@@ -365,8 +370,7 @@ TEST_CASE("deadlines: no first request, a partial request that never completes")
   SUBCASE("limits.request_completion_timeout") {
     r.config->limits.request_completion_timeout = 60ms;
     r.open();
-    REQUIRE(r.accept_broker());
-    REQUIRE(r.run_until([&] { return r.state() == ConnectionState::kForwarding; }));
+    REQUIRE(r.forwarding());
     auto request = api_versions(1);
     request.resize(request.size() - 2);  // never whole
     send_all(r.client, request);
@@ -380,8 +384,7 @@ TEST_CASE("drain: no new requests; closes at once when nothing is in flight") {
   LogCapture log;
   Rig r;
   r.open();
-  REQUIRE(r.accept_broker());
-  REQUIRE(r.run_until([&] { return r.state() == ConnectionState::kForwarding; }));
+  REQUIRE(r.forwarding());
   r.conn->drain();
   REQUIRE(r.run_until([&] { return r.gone(); }));
   CHECK(log.has("kproxy is shutting down (nothing in flight) [shutdown]"));
@@ -392,15 +395,9 @@ TEST_CASE("a half-closed client with a request in flight: draining until the ans
   Rig r;
   r.config->limits.unanswered_request_timeout = 80ms;
   r.open();
-  REQUIRE(r.accept_broker());
-  REQUIRE(r.run_until([&] { return r.state() == ConnectionState::kForwarding; }));
+  REQUIRE(r.forwarding());
   send_all(r.client, api_versions(3));
-  std::vector<uint8_t> at_broker;
-  REQUIRE(r.run_until([&] {
-    auto got = drain_socket(r.broker);
-    at_broker.insert(at_broker.end(), got.begin(), got.end());
-    return !at_broker.empty();
-  }));
+  REQUIRE_FALSE(r.receive(r.broker, 1).empty());
   ::shutdown(r.client.fd, SHUT_WR);
   REQUIRE(r.run_until([&] { return r.state() == ConnectionState::kDraining || r.gone(); }));
   CHECK_FALSE(r.gone());
@@ -429,13 +426,7 @@ TEST_CASE("PROXY protocol listener: the preamble holds the client's bytes until 
     std::vector<uint8_t> rest(header.begin() + 10, header.end());
     rest.insert(rest.end(), request.begin(), request.end());
     send_all(r.client, rest);
-    std::vector<uint8_t> at_broker;
-    REQUIRE(r.run_until([&] {
-      auto got = drain_socket(r.broker);
-      at_broker.insert(at_broker.end(), got.begin(), got.end());
-      return at_broker.size() >= request.size();
-    }));
-    CHECK(at_broker == request);
+    CHECK(r.receive(r.broker, request.size()) == request);
     CHECK(r.state() == ConnectionState::kForwarding);
     CHECK(log.has("client 192.0.2.10:51000 through"));
   }
@@ -482,13 +473,7 @@ TEST_CASE("SNI behind a TLS-ending load balancer: a broker no response named wai
   r.conn->brokers_discovered();
   CHECK(r.state() == ConnectionState::kConnecting);
   REQUIRE(r.accept_broker());
-  std::vector<uint8_t> at_broker;
-  REQUIRE(r.run_until([&] {
-    auto got = drain_socket(r.broker);
-    at_broker.insert(at_broker.end(), got.begin(), got.end());
-    return at_broker.size() >= request.size();
-  }));
-  CHECK(at_broker == request);
+  CHECK(r.receive(r.broker, request.size()) == request);
   CHECK(r.state() == ConnectionState::kForwarding);
   CHECK(r.env->unreachable.empty());
 }
