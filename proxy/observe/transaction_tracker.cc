@@ -188,7 +188,8 @@ void TransactionTracker::sync_produce_retry(IdState& s) {
 
 bool TransactionTracker::produce_fast_path(IdState& s, uint64_t connection, ConnectionState& c, const TxnRequest& r,
                                            TxnClock::time_point now) {
-  if (!s.open || s.after_refusal || c.client_generation != s.generation) return false;
+  // A Produce kproxy answered itself goes the slow way (track_request): the broker has none of it.
+  if (!r.reached_broker || !s.open || s.after_refusal || c.client_generation != s.generation) return false;
   const bool as_last = c.partitions_generation == s.generation &&
                        std::equal(c.last_partitions.begin(), c.last_partitions.end(), r.partitions.begin(), r.partitions.end());
   if (!as_last) {

@@ -1623,3 +1623,27 @@ TEST_CASE("transaction tracker under faults: a fenced producer's EndTxn refused 
   REQUIRE(h.size() == 1);
   CHECK(h[0].outcome == TxnOutcome::kFenced);
 }
+
+TEST_CASE("transaction tracker under faults: a Produce kproxy answered on a partition the transaction has adds no record") {
+  // Conformance scenario 17 with the Java 4.4 client (transaction.version 2): the second Produce to
+  // a partition is answered UNKNOWN_PRODUCER_ID by a rule, the client sends the batch again (a new
+  // request, answered by the broker) and commits: 10 records, not 14. The second Produce went the
+  // per-connection fast path (same partitions as the last one), which counted its records.
+  TransactionTracker t;
+  Client c{t, "answered-fast"};
+  c.init(55, 0);
+  c.produce(55, 0, {{"out", 1}}, 1);
+  TxnRequest refused = c.request(TxnApi::kProduce, 55, 0);
+  refused.partitions = {{"out", 1}};
+  refused.records = 4;
+  refused.reached_broker = false;
+  c.exchange(2, refused, answered(ErrorCode::kUnknownProducerId));
+  c.produce(55, 0, {{"out", 2}}, 3);
+  c.produce(55, 0, {{"out", 1}}, 4);  // sent again, reaches the broker
+  c.produce(55, 0, {{"out", 0}}, 2);
+  c.end_txn(55, 0, true);
+  auto h = t.history("answered-fast");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].outcome == TxnOutcome::kCommitted);
+  CHECK(h[0].records == 10);
+}
