@@ -164,6 +164,16 @@ def recompare(cell: Dict) -> None:
     acc = dict(cell.get("account") or {})
     if acc.get("missing"):
         acc = {"missing": acc["missing"]}
+    # A second instance of the id (scenario actions zombie, producer-crash-restart): kproxy sees
+    # both under one id, so both accounts count, as when the cell ran (cell._merged_account).
+    second = ((cell.get("action") or {}).get("second") or {}).get("account") or {}
+    if second and not acc.get("missing"):
+        if second.get("missing"):
+            acc = {"missing": second["missing"]}
+        else:
+            for k in ("committed", "aborted", "unknown"):
+                acc[f"{k}_count"] = int(acc.get(f"{k}_count") or 0) + int(second.get(f"{k}_count") or 0)
+            acc["gave_up"] = bool(acc.get("gave_up") or second.get("gave_up"))
     again = compare({"transactions": obs["transactions"]}, acc, cell.get("verifier"), int(cell.get("records_per_txn") or 0),
                     cell.get("workload", "producer"))
     cell["observatory"] = dict(again, transactions=obs["transactions"])

@@ -59,6 +59,12 @@ def test_observatory_agrees_and_differs():
     gave_up = observatory.compare({"transactions": [txn("aborted"), txn("timed_out")]}, dict(acc(0, a=1), gave_up=True), {}, 10,
                                   "producer")
     assert gave_up["verdict"] == "agrees", gave_up
+    # --report-from of a zombie cell: both instances' accounts count, as when it ran.
+    zombie = {"observatory": {"transactions": [txn("committed")] * 8 + [txn("fenced")]}, "records_per_txn": 10,
+              "account": {"committed_count": 3, "aborted_count": 0, "unknown_count": 1, "gave_up": True},
+              "action": {"kind": "zombie", "second": {"account": {"committed_count": 5, "aborted_count": 0, "unknown_count": 0}}}}
+    observatory.recompare(zombie)
+    assert zombie["observatory"]["verdict"] == "agrees", zombie["observatory"]
     still = observatory.compare({"transactions": [txn("open")]}, acc(0, a=1), {}, 10, "producer")
     assert still["verdict"] == "differs" and "still open 1" in still["difference"], still
     # Nothing seen by kproxy (404) and no account.
