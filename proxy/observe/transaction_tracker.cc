@@ -851,24 +851,23 @@ void TransactionTracker::attach_end_retry(IdState& s, TransactionRecord& t, cons
   ++t.end_retries;
   if (response.error_code != 0) keep_error(t, TxnError{p.api, response.error_code, response.injected_by, now, response.broker_error_code});
   if (response.broker_code() != 0) return;
-  if (t.outcome == TxnOutcome::kFenced && s.awaiting_end && s.awaiting_end->sequence == t.sequence && s.awaiting_end->fenced_on_close) {
-    // Ended fenced when the client closed the connection of a fencing answer, but the coordinator
-    // still had it and has ended it as the client asked now (the fencing was not the coordinator's).
-    TxnOutcome outcome = p.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted;
-    --stats_.ended[t.outcome];
-    ++stats_.ended[outcome];
-    t.outcome = outcome;  // its cause stays, counted among the abort causes when it ended
-  } else if (t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
-    // kproxy gave it up as silent, or past its timeout; the coordinator's answer tells how it
-    // ended. A commit answered without error was committed: the coordinator aborts a transaction
-    // past its timeout only when its periodic check comes round, and a commit that came first
-    // wins (TransactionCoordinator.abortTimedOutTransactions). A late abort answered without error
-    // stays timed_out (transaction.version 2 answers it so after the timeout abort too).
+  // The coordinator's answer tells how a transaction kproxy could not know the end of ended:
+  // - fenced when the client closed the connection of a fencing answer, but the coordinator still
+  //   had it (the fencing was not the coordinator's) and has ended it as the client asks now;
+  // - given up as silent (unknown), or past its timeout: a commit answered without error was
+  //   committed, since the coordinator aborts a transaction past its timeout only when its periodic
+  //   check comes round and a commit that came first wins
+  //   (TransactionCoordinator.abortTimedOutTransactions). A late abort answered without error stays
+  //   timed_out (transaction.version 2 answers it so after the timeout abort too).
+  const bool fenced_on_close =
+      t.outcome == TxnOutcome::kFenced && s.awaiting_end && s.awaiting_end->sequence == t.sequence && s.awaiting_end->fenced_on_close;
+  if (fenced_on_close || t.outcome == TxnOutcome::kUnknown || (t.outcome == TxnOutcome::kTimedOut && p.commit)) {
     TxnOutcome outcome = p.commit ? TxnOutcome::kCommitted : TxnOutcome::kAborted;
     --stats_.ended[t.outcome];
     ++stats_.ended[outcome];
     t.outcome = outcome;
-    if (outcome == TxnOutcome::kAborted) ++stats_.abort_causes[{"client", false}];
+    // A fenced one was counted among the abort causes (with its cause) when it ended.
+    if (outcome == TxnOutcome::kAborted && !fenced_on_close) ++stats_.abort_causes[{"client", false}];
   }
   if (response.delivered && response.error_code == 0) {
     t.end_acknowledged = t.end_acknowledged || t.outcome == TxnOutcome::kCommitted || t.outcome == TxnOutcome::kAborted;
