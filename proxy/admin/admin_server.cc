@@ -26,6 +26,7 @@
 
 #include "config/host_port.h"
 #include "proxy/metrics/proxy_metrics.h"
+#include "proxy/util/log_throttle.h"
 
 namespace kproxy::admin {
 namespace {
@@ -198,7 +199,7 @@ bool json_too_deep(std::string_view text, size_t max_depth) {
 
 void reset_refusal_log_budget() {
   std::lock_guard lock(g_refusal_log.mutex);
-  g_refusal_log.window_start = std::chrono::steady_clock::now();
+  g_refusal_log.window_start = {};  // the next refusal opens a new window
   g_refusal_log.logged = 0;
   g_refusal_log.suppressed = 0;
 }
@@ -330,7 +331,7 @@ struct AdminServer::Network {
   /// Wakes the reader's poll (stop, or a test that moved the clock).
   void poke();
   /// Now, on the server's clock (AdminServerOptions::clock).
-  Clock::time_point now_time() const { return server.options_.clock ? server.options_.clock->now() : Clock::now(); }
+  Clock::time_point now_time() const { return (server.options_.clock ? *server.options_.clock : util::steady_clock()).now(); }
   void stop();
 };
 
@@ -385,11 +386,9 @@ void AdminServer::Network::accept_all(int listener) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         // EMFILE and the like: the connection stays in the backlog; logged at most once a
         // minute (the reader polls again within a second).
-        static Clock::time_point last{};
-        if (Clock::now() - last > std::chrono::minutes(1)) {
-          last = Clock::now();
-          spdlog::warn("admin: accept failed: {}", std::strerror(errno));
-        }
+        static proxy::LogThrottle throttle(std::chrono::minutes(1));
+        if (uint64_t suppressed = 0; throttle.allow(&suppressed))
+          spdlog::warn("admin: accept failed: {}{}", std::strerror(errno), proxy::LogThrottle::suppressed_note(suppressed));
       }
       return;
     }
@@ -747,7 +746,7 @@ void AdminServer::note_refusal(const HttpRequest& request, const HttpResponse& r
   uint64_t suppressed = 0;
   {
     std::lock_guard lock(g_refusal_log.mutex);
-    auto now = std::chrono::steady_clock::now();
+    auto now = (options_.clock ? *options_.clock : util::steady_clock()).now();
     if (now - g_refusal_log.window_start >= std::chrono::seconds(10)) {
       g_refusal_log.window_start = now;
       g_refusal_log.logged = 0;

@@ -18,6 +18,7 @@
 #include "codec/request_header.h"
 #include "codec/writer.h"
 #include "config/host_port.h"
+#include "proxy/util/clock.h"
 
 namespace kproxy::admin {
 namespace {
@@ -27,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 /// Waits for `events` on `fd` until `deadline`; false on timeout or error.
 bool wait_fd(int fd, short events, Clock::time_point deadline) {
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - util::steady_clock().now()).count();
     if (left <= 0) return false;
     pollfd p{fd, events, 0};
     int n = ::poll(&p, 1, static_cast<int>(left));
@@ -42,7 +43,7 @@ std::string probe_kafka(const std::string& host_port, std::chrono::milliseconds 
   auto parsed = config::parse_host_port(host_port, nullptr);
   if (!parsed) return "bad address " + host_port;
   std::string host = parsed->host, port = std::to_string(parsed->port);
-  auto deadline = Clock::now() + timeout;
+  auto deadline = util::steady_clock().now() + timeout;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -128,7 +129,7 @@ HealthReport Health::liveness() {
   };
   auto pongs = std::make_shared<Pongs>();
   pongs->answered.assign(n, false);
-  auto start = Clock::now();
+  auto start = util::steady_clock().now();
   for (size_t i = 0; i < n; ++i) {
     hooks_.post(i, [pongs, i] {
       std::lock_guard lock(pongs->mutex);
@@ -144,7 +145,7 @@ HealthReport Health::liveness() {
   nlohmann::json workers = nlohmann::json::array();
   for (size_t i = 0; i < n; ++i) workers.push_back({{"worker", i}, {"alive", static_cast<bool>(pongs->answered[i])}});
   bool ok = pongs->count == n && n > 0;
-  auto ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  auto ms = std::chrono::duration<double, std::milli>(util::steady_clock().now() - start).count();
   nlohmann::json body = {{"status", ok ? "ok" : "unhealthy"}, {"workers", workers}, {"ping_ms", ms}};
   return {ok, body.dump() + "\n"};
 }

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "proxy/util/clock.h"
+
 namespace kproxy::admin {
 namespace {
 
@@ -83,10 +85,10 @@ void register_observability_routes(AdminServer& server, metrics::ProxyMetrics& m
           out.write("{\"error\":\"too many tap subscribers\"}\n");
           return;
         }
-        auto last_write = std::chrono::steady_clock::now();
+        auto last_write = util::steady_clock().now();
         while (!out.stopping() && !subscriber->closed()) {
           std::string lines = subscriber->next(kTapPoll);
-          auto now = std::chrono::steady_clock::now();
+          auto now = util::steady_clock().now();
           if (lines.empty() && now - last_write >= kTapKeepAlive) lines = "\n";  // finds a reader gone while idle
           if (lines.empty()) continue;
           if (!out.write(lines)) break;

@@ -98,7 +98,7 @@ void register_transaction_routes(AdminServer& server, std::shared_ptr<observe::T
       ended = parse_ended(it->second);
       if (!ended) return json_error(400, "ended: expected a whole number from 0 to " + std::to_string(kMaxEnded));
     }
-    auto now = observe::TxnClock::now();
+    auto now = tracker->clock().now();
     tracker->sweep(now);
     nlohmann::json list = nlohmann::json::array();
     for (const auto& t : tracker->open_transactions()) list.push_back(transaction_json(t, now));
@@ -115,7 +115,7 @@ void register_transaction_routes(AdminServer& server, std::shared_ptr<observe::T
     const std::string& id = r.path_params.at("transactional_id");
     if (util::code_points(id) > kMaxIdLength)
       return json_error(400, "transactional_id: longer than " + std::to_string(kMaxIdLength) + " characters");
-    auto now = observe::TxnClock::now();
+    auto now = tracker->clock().now();
     tracker->sweep(now);
     auto history = tracker->history(id);
     if (history.empty()) return json_error(404, "no transactions seen for transactional.id '" + id + "'");

@@ -130,7 +130,8 @@ class FaultRule {
   /// Notes on version translation, e.g. "PRODUCER_FENCED is sent as INVALID_PRODUCER_EPOCH to InitProducerId v0-3".
   std::vector<std::string> notes;
   std::shared_ptr<RuleStats> stats = std::make_shared<RuleStats>();
-  std::chrono::steady_clock::time_point installed_at = std::chrono::steady_clock::now();
+  /// When the rule was installed (LiveRules stamps it on its clock); its window counts from here.
+  std::chrono::steady_clock::time_point installed_at{};
 
   /// Matches the header-level fields (api, version, listener, client id).
   bool matches_header(int16_t api_key, int16_t version, std::string_view listener, std::optional<std::string_view> client_id) const;

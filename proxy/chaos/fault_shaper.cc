@@ -2,9 +2,9 @@
 
 namespace kproxy::proxy {
 
-FaultShaper::FaultShaper(uv_loop_t* loop, ShapedSink& sink)
+FaultShaper::FaultShaper(uv_loop_t* loop, const util::Clock& clock, ShapedSink& sink)
     : sink_(sink), transport_(
-                       loop, [this](codec::Bytes b) { sink_.write(b); }, [this] { sink_.flush(); }) {}
+                       loop, clock, [this](codec::Bytes b) { sink_.write(b); }, [this] { sink_.flush(); }) {}
 
 void FaultShaper::shutdown() {
   stopped_ = true;

@@ -32,7 +32,7 @@ struct FaultShape final : ShapeSpec {
 
 class FaultShaper final : public ByteShaper {
  public:
-  FaultShaper(uv_loop_t* loop, ShapedSink& sink);
+  FaultShaper(uv_loop_t* loop, const util::Clock& clock, ShapedSink& sink);
   FaultShaper(const FaultShaper&) = delete;
   FaultShaper& operator=(const FaultShaper&) = delete;
 

@@ -26,7 +26,8 @@ struct FaultNote final : ExchangeNote {
 FaultShaper* FaultStage::shaper(Flow flow) {
   if (!shapers_) return nullptr;
   if (ByteShaper* there = shapers_->installed(flow)) return dynamic_cast<FaultShaper*>(there);  // null: another stage's
-  auto* made = static_cast<FaultShaper*>(shapers_->install(flow, std::make_unique<FaultShaper>(shapers_->loop(), shapers_->sink(flow))));
+  auto* made = static_cast<FaultShaper*>(
+      shapers_->install(flow, std::make_unique<FaultShaper>(shapers_->loop(), services_.clock, shapers_->sink(flow))));
   if (flow == Flow::kToClient) shapes_client_ = made != nullptr;
   return made;
 }
@@ -55,7 +56,7 @@ bool FaultStage::matches(const chaos::FaultRule& rule, const RequestContext& ctx
       case codec::EntityKind::kTopicName: topic = topic || chaos::glob_match(*m.topic, text); break;
       case codec::EntityKind::kTopicId:  // KIP-516: the name learned from Metadata responses
         if (!topic) {
-          auto name = topic_names_.name(text);
+          auto name = services_.topic_names.name(text);
           topic = name && chaos::glob_match(*m.topic, *name);
         }
         break;
@@ -98,7 +99,7 @@ void FaultStage::fired(const chaos::FaultRule& rule, const RequestContext& ctx) 
   const auto& h = ctx.header();
   spdlog::debug("conn={} fault rule '{}' injects {} on {} v{} (correlation id {})", ctx.connection().id, rule.name,
                 chaos::action_name(rule.action.kind), api_label(h.api_key), h.api_version, h.correlation_id);
-  observer_->on_fault_injected(FaultEvent{rule, h.api_key, h.api_version, ctx.connection()});
+  services_.observer->on_fault_injected(FaultEvent{rule, h.api_key, h.api_version, ctx.connection()});
 }
 
 void FaultStage::on_request(RequestContext& ctx) {
@@ -109,7 +110,7 @@ void FaultStage::on_request(RequestContext& ctx) {
   const auto& header = ctx.header();
   const chaos::RuleSet& set = rules_.get();
   if (!set.may_match(header.api_key)) return;
-  auto now = std::chrono::steady_clock::now();
+  auto now = services_.clock.now();
   // Built as rules fire, handed to the exchange at the end (most exchanges need neither).
   std::shared_ptr<FaultNote> note;
   std::shared_ptr<FaultShape> to_client, to_broker;
@@ -248,7 +249,7 @@ void FaultStage::on_response(ResponseContext& ctx) {
       if (!s.topic && !s.topic_id && !s.partition) return false;
       if (match.topic) {
         std::optional<std::string> by_id;
-        if (!s.topic && s.topic_id) by_id = topic_names_.name(*s.topic_id);  // v13+ responses
+        if (!s.topic && s.topic_id) by_id = services_.topic_names.name(*s.topic_id);  // v13+ responses
         std::optional<std::string_view> name = s.topic ? s.topic : by_id ? std::optional<std::string_view>(*by_id) : std::nullopt;
         if (!(name && chaos::glob_match(*match.topic, *name))) return false;
       }

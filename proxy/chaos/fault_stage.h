@@ -56,14 +56,14 @@ class FaultStage final : public Stage {
  public:
   /// `connection_id` seeds the delay jitter, so a connection's sequence is reproducible.
   /// `topic_names`: names rules by topic match on requests and responses that carry only ids.
-  /// `shapers`: where the stage installs its shapers (null: bandwidth, slice and reset_after_bytes
-  /// rules do not apply, as in tests of the stage alone).
-  FaultStage(RuleSnapshot& rules, std::shared_ptr<FrameObserver> observer, const TopicNames& topic_names, uint64_t connection_id,
-             ShaperPort* shapers = nullptr)
-      : rules_(rules), observer_(or_no_observer(std::move(observer))), topic_names_(topic_names), shapers_(shapers),
-        jitter_state_(0x9e3779b97f4a7c15ULL ^ connection_id) {}
-  explicit FaultStage(const StageSetup& setup)
-      : FaultStage(setup.rules, setup.services.observer, setup.services.topic_names, setup.connection_id, &setup.shapers) {}
+  /// `services` (which must outlive the stage): the frame observer told of each injection, the
+  /// topic names rules match by on frames that carry only ids, and the clock a rule's window
+  /// (window.after / for) and the shapers' release times are read on. `shapers`: where the stage
+  /// installs its shapers (null: bandwidth, slice and reset_after_bytes rules do not apply, as in
+  /// tests of the stage alone).
+  FaultStage(RuleSnapshot& rules, const Services& services, uint64_t connection_id, ShaperPort* shapers = nullptr)
+      : rules_(rules), services_(services), shapers_(shapers), jitter_state_(0x9e3779b97f4a7c15ULL ^ connection_id) {}
+  explicit FaultStage(const StageSetup& setup) : FaultStage(setup.rules, setup.services, setup.connection_id, &setup.shapers) {}
   StageId id() const override { return StageId::kFaultRules; }
   void on_request(RequestContext& ctx) override;
   void on_response(ResponseContext& ctx) override;
@@ -80,8 +80,7 @@ class FaultStage final : public Stage {
   std::chrono::milliseconds jittered(const chaos::RuleAction& a);
 
   RuleSnapshot& rules_;
-  std::shared_ptr<FrameObserver> observer_;
-  const TopicNames& topic_names_;
+  const Services& services_;
   ShaperPort* shapers_;
   uint64_t jitter_state_;
   /// A drop_response fired: every later exchange's response is swallowed (blackhole).

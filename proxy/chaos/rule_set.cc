@@ -17,7 +17,7 @@ void RuleSet::index() {
   }
 }
 
-LiveRules::LiveRules() : current_(std::make_shared<RuleSet>()) {}
+LiveRules::LiveRules(const util::Clock& clock) : clock_(clock), current_(std::make_shared<RuleSet>()) {}
 
 std::shared_ptr<const RuleSet> LiveRules::current() const {
   std::lock_guard lock(mutex_);
@@ -34,6 +34,7 @@ std::string LiveRules::put_rule(const std::string& name, const nlohmann::json& s
   std::string error;
   auto rule = parse_fault_rule(spec, error, name, refusal);
   if (!rule) return error;
+  rule->installed_at = clock_.now();
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>(*current_);
   bool replaced = false;
@@ -88,7 +89,9 @@ void LiveRules::replace(std::vector<std::shared_ptr<FaultRule>> rules, policy::A
   for (const auto& line : api_versions.shadowed) spdlog::warn("api_versions{}", line);
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<RuleSet>();
+  const auto now = clock_.now();
   for (auto& r : rules) {
+    r->installed_at = now;
     for (const auto& old : current_->rules) {
       if (old->name == r->name && old->spec == r->spec) {
         r->stats = old->stats;  // unchanged rule: its counters survive the reload

@@ -20,6 +20,7 @@
 
 #include "proxy/chaos/fault_rule.h"
 #include "proxy/policy/api_versions_policy.h"
+#include "proxy/util/clock.h"
 
 namespace kproxy::chaos {
 
@@ -51,7 +52,9 @@ struct RuleCounters {
 /// by the admin thread and config reloads, read by every worker. One per process (Proxy).
 class LiveRules {
  public:
-  LiveRules();
+  /// `clock`: stamps each rule's install time (where its window counts from); it must outlive
+  /// the rules.
+  explicit LiveRules(const util::Clock& clock = util::steady_clock());
 
   /// The snapshot to use. Cheap to call when generation() has not changed since the last copy.
   std::shared_ptr<const RuleSet> current() const;
@@ -77,6 +80,7 @@ class LiveRules {
  private:
   void publish(std::shared_ptr<RuleSet> next);
 
+  const util::Clock& clock_;
   mutable std::mutex mutex_;
   std::shared_ptr<const RuleSet> current_;
   std::atomic<uint64_t> generation_{1};

@@ -10,8 +10,9 @@ namespace {
 constexpr uint64_t kPiecesPerSecond = 50;
 }  // namespace
 
-TransportShaper::TransportShaper(uv_loop_t* loop, std::function<void(codec::Bytes)> write, std::function<void()> flush)
-    : write_(std::move(write)), flush_(std::move(flush)), timer_(loop, [this] {
+TransportShaper::TransportShaper(uv_loop_t* loop, const util::Clock& clock, std::function<void(codec::Bytes)> write,
+                                 std::function<void()> flush)
+    : clock_(clock), write_(std::move(write)), flush_(std::move(flush)), timer_(loop, clock, [this] {
         pump();
         if (!stopped_) flush_();
       }) {}
@@ -27,7 +28,7 @@ void TransportShaper::shutdown() {
 
 void TransportShaper::send(codec::Bytes bytes, const TransportToxic* toxic) {
   if (stopped_ || bytes.empty()) return;
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_.now();
   if (!toxic || !toxic->any()) {
     if (pieces_.empty()) {
       write_(bytes);
@@ -59,7 +60,7 @@ void TransportShaper::send(codec::Bytes bytes, const TransportToxic* toxic) {
 void TransportShaper::pump() {
   if (stopped_ || pumping_) return;
   pumping_ = true;
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_.now();
   while (!pieces_.empty() && pieces_.front().release_at <= now) {
     Piece p = std::move(pieces_.front());
     pieces_.pop_front();
@@ -71,7 +72,7 @@ void TransportShaper::pump() {
     }
     if (!pieces_.empty() && pieces_.front().gap.count() > 0) {
       auto& next = pieces_.front();
-      next.release_at = std::max(next.release_at, std::chrono::steady_clock::now() + next.gap);
+      next.release_at = std::max(next.release_at, clock_.now() + next.gap);
     }
   }
   pumping_ = false;

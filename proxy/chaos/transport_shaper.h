@@ -45,7 +45,9 @@ class TransportShaper {
  public:
   /// `write` appends bytes to the stream; `flush` hands what was appended to the kernel. Both are
   /// called on the loop thread; `flush` may end up calling shutdown() (a failed write closes).
-  TransportShaper(uv_loop_t* loop, std::function<void(codec::Bytes)> write, std::function<void()> flush);
+  /// `clock`: what release times are read against (the services' clock; a test's ManualClock,
+  /// moved by hand and followed by pump()); it must outlive the shaper.
+  TransportShaper(uv_loop_t* loop, const util::Clock& clock, std::function<void(codec::Bytes)> write, std::function<void()> flush);
   ~TransportShaper();
   TransportShaper(const TransportShaper&) = delete;
   TransportShaper& operator=(const TransportShaper&) = delete;
@@ -58,6 +60,9 @@ class TransportShaper {
   bool idle() const { return pieces_.empty(); }
   /// Drops what is queued and stops the timer; nothing is written afterwards.
   void shutdown();
+  /// Writes (and flushes, for slices) the pieces due at the clock's now and arms the timer for the
+  /// next. The timer calls it; a test that moves a ManualClock calls it after each step.
+  void pump();
 
  private:
   struct Piece {
@@ -68,9 +73,9 @@ class TransportShaper {
     /// slices go out together).
     std::chrono::milliseconds gap{0};
   };
-  void pump();
   void arm(std::chrono::steady_clock::time_point at);
 
+  const util::Clock& clock_;
   std::function<void(codec::Bytes)> write_;
   std::function<void()> flush_;
   /// Allocated on the first hold, released once drained (an idle shaper holds no memory).

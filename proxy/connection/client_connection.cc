@@ -21,7 +21,7 @@
 namespace kproxy::proxy {
 
 struct ClientConnection::RareState {
-  RareState(uv_loop_t* loop, std::function<void()> on_fire) : timer(loop, std::move(on_fire)) {}
+  RareState(uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_fire) : timer(loop, clock, std::move(on_fire)) {}
   DeadlineTimer timer;  ///< a streamed request's stall deadline (limits.request_stall_timeout)
   CloseReason reason;   ///< why the timer closes the connection
   uint32_t streamed_charge = 0;
@@ -31,8 +31,8 @@ struct ClientConnection::RareState {
 
 /// The preamble state: what the client sends before kproxy knows where it goes.
 struct ClientConnection::PreambleState {
-  PreambleState(const ConnectionPreamble::Setup& setup, uv_loop_t* loop, std::function<void()> on_deadline)
-      : machine(setup), deadline(loop, std::move(on_deadline)) {}
+  PreambleState(const ConnectionPreamble::Setup& setup, uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_deadline)
+      : machine(setup), deadline(loop, clock, std::move(on_deadline)) {}
   ConnectionPreamble machine;
   DeadlineTimer deadline;  ///< at machine.deadline()
   /// The client's TLS session, installed once the preamble is through (a PROXY header and a
@@ -106,7 +106,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
     // Nothing of the client's is forwarded before the load balancer's PROXY header (config/README.md
     // "PROXY protocol") and, on an SNI listener, before the ClientHello or the header's authority
     // says where it goes (config/README.md "SNI listeners").
-    auto p = std::make_unique<PreambleState>(setup, env_.loop(), [this] {
+    auto p = std::make_unique<PreambleState>(setup, env_.loop(), env_.services().clock, [this] {
       if (auto* pre = std::get_if<Preamble>(&state_)) on_preamble_step(pre->data->machine.on_deadline());
     });
     p->bootstrap = upstream;
@@ -120,7 +120,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
     if (auto* pre = std::get_if<Preamble>(&state_)) pre->data->client_tls_pending = std::move(session);
     else client_.use_tls(std::move(session));
     RareState& r = rare_state();
-    r.tls_handshake = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
+    r.tls_handshake = std::make_unique<DeadlineTimer>(env_.loop(), env_.services().clock, [this] {
       on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
                                         " ms (limits.tls_handshake_timeout)");
     });
@@ -600,7 +600,7 @@ void ClientConnection::release_streamed_charge() {
 
 ClientConnection::RareState& ClientConnection::rare_state() {
   if (!rare_) {
-    rare_ = std::make_unique<RareState>(env_.loop(), [this] {
+    rare_ = std::make_unique<RareState>(env_.loop(), env_.services().clock, [this] {
       if (closing()) return;
       metrics_.count(metrics::ProxyEvent::kWaitDeadline);
       close(std::move(rare_->reason));
@@ -714,7 +714,7 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
       if (auto* d = std::get_if<Draining>(&state_)) {  // the drain's own deadline for the answers
         DrainState& drain = *d->data;
         drain.unanswered_reason = std::move(late);
-        drain.unanswered = std::make_unique<DeadlineTimer>(env_.loop(), [this] {
+        drain.unanswered = std::make_unique<DeadlineTimer>(env_.loop(), env_.services().clock, [this] {
           auto* dr = std::get_if<Draining>(&state_);
           if (!dr) return;
           metrics_.count(metrics::ProxyEvent::kWaitDeadline);

@@ -57,8 +57,8 @@ PressurePlan plan_read_pressure(std::span<const PressureHolder> holders, size_t 
   return plan;
 }
 
-ReadPressure::ReadPressure(uv_loop_t* loop, codec::FrameMemoryBudget& budget, ReadPauseMetrics& metrics)
-    : budget_(budget), metrics_(metrics), recheck_(loop, [this] {
+ReadPressure::ReadPressure(uv_loop_t* loop, const util::Clock& clock, codec::FrameMemoryBudget& budget, ReadPauseMetrics& metrics)
+    : budget_(budget), metrics_(metrics), recheck_(loop, clock, [this] {
         rebalance();
         schedule_recheck();
       }) {}
@@ -137,7 +137,7 @@ void ReadPressure::schedule_recheck() {
     recheck_.cancel();
     return;
   }
-  recheck_.arm(std::chrono::steady_clock::now() + kRecheck);
+  recheck_.arm_after(kRecheck);
 }
 
 void ReadPressure::stop() {

@@ -107,7 +107,7 @@ class ReadPressure {
   /// workers: memory they free wakes nobody here).
   static constexpr std::chrono::milliseconds kRecheck{100};
 
-  ReadPressure(uv_loop_t* loop, codec::FrameMemoryBudget& budget, ReadPauseMetrics& metrics);
+  ReadPressure(uv_loop_t* loop, const util::Clock& clock, codec::FrameMemoryBudget& budget, ReadPauseMetrics& metrics);
   ~ReadPressure();
   ReadPressure(const ReadPressure&) = delete;
   ReadPressure& operator=(const ReadPressure&) = delete;

@@ -2,13 +2,16 @@
 
 namespace kproxy::proxy {
 
-DeadlineTimer::DeadlineTimer(uv_loop_t* loop, std::function<void()> on_fire) : loop_(loop), on_fire_(std::move(on_fire)) {}
+DeadlineTimer::DeadlineTimer(uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_fire)
+    : loop_(loop), clock_(clock), on_fire_(std::move(on_fire)) {}
 
 DeadlineTimer::~DeadlineTimer() = default;  // the UvHandle closes the timer
 
 void DeadlineTimer::cancel() { handle_.reset(); }
 
-void DeadlineTimer::arm(std::chrono::steady_clock::time_point at) {
+void DeadlineTimer::arm(util::Clock::time_point at) { arm_after(at - clock_.now()); }
+
+void DeadlineTimer::arm_after(std::chrono::nanoseconds after) {
   if (!handle_.open()) {
     handle_.reset();  // a handle closed by libuv's own shutdown walk is let go first
     handle_.init(loop_, this, uv_timer_init);
@@ -16,9 +19,8 @@ void DeadlineTimer::arm(std::chrono::steady_clock::time_point at) {
   // libuv counts the wait from its cached loop time, which is as old as the loop turn: refreshed
   // first, or a timer armed late in a long turn (or before the loop first ran) fires that much early.
   uv_update_time(loop_);
-  auto now = std::chrono::steady_clock::now();
   // +1: libuv's clock is in whole milliseconds, so a truncated wait could fire just early.
-  auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;
+  auto ms = after.count() > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(after).count() + 1 : 0;
   uv_timer_start(handle_.get(), on_timer, static_cast<uint64_t>(ms), 0);
 }
 

@@ -13,21 +13,26 @@
 #include <functional>
 
 #include "proxy/net/uv_handle.h"
+#include "proxy/util/clock.h"
 
 namespace kproxy::proxy {
 
 class DeadlineTimer {
  public:
   /// `on_fire` runs on the loop's thread each time an armed deadline passes; it may cancel or
-  /// re-arm this timer, or destroy its owner (and with it this timer).
-  DeadlineTimer(uv_loop_t* loop, std::function<void()> on_fire);
+  /// re-arm this timer, or destroy its owner (and with it this timer). `clock`: what a deadline
+  /// given to arm() is read against (the process's services' clock; a test's ManualClock); it
+  /// must outlive the timer.
+  DeadlineTimer(uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_fire);
   ~DeadlineTimer();
   DeadlineTimer(const DeadlineTimer&) = delete;
   DeadlineTimer& operator=(const DeadlineTimer&) = delete;
 
-  /// Fires once at `at`, rounded up to the loop's millisecond clock (at the next loop turn if
-  /// `at` has passed). Replaces a deadline armed before.
-  void arm(std::chrono::steady_clock::time_point at);
+  /// Fires once at `at` on the timer's clock: after `at - clock.now()`, rounded up to the loop's
+  /// millisecond clock (at the next loop turn if `at` has passed). Replaces a deadline armed before.
+  void arm(util::Clock::time_point at);
+  /// Fires once `after` from now (rounded up to whole milliseconds). Replaces a deadline armed before.
+  void arm_after(std::chrono::nanoseconds after);
   /// Stops the timer and gives its handle back to libuv; arm() may be called again later.
   void cancel();
   /// True while a handle is allocated (between the first arm() and cancel()).
@@ -37,6 +42,7 @@ class DeadlineTimer {
   static void on_timer(uv_timer_t* t);
 
   uv_loop_t* loop_;
+  const util::Clock& clock_;
   std::function<void()> on_fire_;
   UvHandle<uv_timer_t> handle_;
 };

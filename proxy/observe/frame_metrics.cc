@@ -26,9 +26,9 @@ constexpr size_t kMaxRemembered = 10000;
 }  // namespace
 
 FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, const proxy::TopicNames& topic_names,
-                           std::vector<std::string> listener_names, bool count_errors, bool track_transactions)
+                           std::vector<std::string> listener_names, bool count_errors, bool track_transactions, const util::Clock& clock)
     : metrics_(metrics), hub_(hub), topic_names_(topic_names), listener_names_(std::move(listener_names)), count_errors_(count_errors),
-      track_transactions_(track_transactions), transactions_(observe::TransactionTracker::Limits{}, &topic_names) {
+      track_transactions_(track_transactions), transactions_(observe::TransactionTracker::Limits{}, &topic_names, clock) {
   for (size_t i = 0; i < proxy::kStageCount; ++i) stage_ids_[i] = metrics_.stage_id(proxy::stage_name(static_cast<proxy::StageId>(i)));
   // Transaction lifecycle events go to the tap's ?transactions subscribers, built only while
   // someone follows the tap.
@@ -37,7 +37,7 @@ FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, const proxy:
         int16_t api = e.connection == 0 ? int16_t{-1} : observe::txn_api_key(e.api);  // 0: ended by a timeout
         tap::TapEventMeta meta{api, false, e.connection, e.transaction.client_id, e.kind == observe::TxnEvent::Kind::kError, true};
         if (!hub_.wants(meta)) return;
-        hub_.publish(meta, observe::transaction_event_line(e, observe::TxnClock::now()));
+        hub_.publish(meta, observe::transaction_event_line(e, transactions_.clock().now()));
       },
       [this] { return hub_.active(); });
 }
@@ -80,7 +80,7 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
     // costs a peek at its first field, here, inline).
     thread_local observe::TxnRequest request;  // reused: its partition list keeps its memory
     if (observe::txn_request(ctx, request))
-      transactions_.on_request(ctx.connection().id, h.correlation_id, request, observe::TxnClock::now());
+      transactions_.on_request(ctx.connection().id, h.correlation_id, request, transactions_.clock().now());
   }
   if (LabelValues* clients = metrics_.client_id_labels()) clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
   if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
@@ -109,7 +109,7 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
     }
     if (hand_in) {
       if (auto correlation = observe::response_correlation_id(ctx.frame()))
-        transactions_.on_response(ctx.connection().id, *correlation, observe::txn_response(ctx), observe::TxnClock::now());
+        transactions_.on_response(ctx.connection().id, *correlation, observe::txn_response(ctx), transactions_.clock().now());
     }
   }
   // Each stage that changed the frame says so itself (ResponseContext::changed_by()).

@@ -37,8 +37,9 @@ class FrameMetrics final : public proxy::FrameObserver {
   /// responses for their error codes (cost attribution in bench/metrics); `track_transactions`
   /// false (metrics.transactions: false) leaves the transaction APIs and transactional Produce
   /// undecoded, the tracker empty (cost attribution in bench/proxy).
+  /// `clock`: the transaction tracker's (it must outlive the observer).
   FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, const proxy::TopicNames& topic_names, std::vector<std::string> listener_names,
-               bool count_errors = true, bool track_transactions = true);
+               bool count_errors = true, bool track_transactions = true, const util::Clock& clock = util::steady_clock());
 
   // proxy::FrameObserver
   void on_request(const proxy::RequestContext& ctx) override;

@@ -14,7 +14,7 @@ using ReadType = metrics::ProxyMetrics::ReadType;
 
 /// The tracker's stats after a sweep, as of now.
 TransactionStats current(TransactionTracker& tracker) {
-  auto now = TxnClock::now();
+  auto now = tracker.clock().now();
   tracker.sweep(now);
   return tracker.stats(now);
 }

@@ -126,16 +126,17 @@ std::shared_ptr<TraceExporter> start_transaction_tracing(const std::shared_ptr<T
   options.timeout = config.timeout;
   // The tracker holds the exporter (its hook); the exporter's thread only looks the tracker up.
   options.tick = [weak = std::weak_ptr<TransactionTracker>(tracker)] {
-    if (auto t = weak.lock()) t->sweep(TxnClock::now());
+    if (auto t = weak.lock()) t->sweep(t->clock().now());
   };
   auto exporter = std::make_shared<TraceExporter>(std::move(options));
   auto requests_dropped = std::make_shared<std::atomic<uint64_t>>(0);
 
   tracker->set_trace_hook(
-      [exporter, requests_dropped](const TransactionRecord& t, std::vector<TxnRequestSpan>&& requests, uint32_t dropped) {
+      [exporter, requests_dropped, clock = &tracker->clock()](const TransactionRecord& t, std::vector<TxnRequestSpan>&& requests,
+                                                              uint32_t dropped) {
         if (dropped > 0) requests_dropped->fetch_add(dropped, std::memory_order_relaxed);
         auto unix_offset = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()) -
-                           std::chrono::duration_cast<std::chrono::nanoseconds>(TxnClock::now().time_since_epoch());
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(clock->now().time_since_epoch());
         exporter->try_push(transaction_spans(t, requests, dropped, random_trace_id(), random_span_id, unix_offset));
       },
       config.max_spans_per_transaction);

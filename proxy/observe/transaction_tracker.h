@@ -40,6 +40,7 @@
 
 #include "proxy/cluster/topic_names.h"
 #include "proxy/observe/counted_batches.h"
+#include "proxy/util/clock.h"
 #include "proxy/util/ring_queue.h"
 
 namespace kproxy::observe {
@@ -290,8 +291,14 @@ class TransactionTracker {
   };
   TransactionTracker() : TransactionTracker(Limits{}) {}
   /// `topic_names`: names the partitions of topics that requests name by id only (KIP-516); null:
-  /// such a partition is recorded under its topic id.
-  explicit TransactionTracker(Limits limits, const proxy::TopicNames* topic_names = nullptr) : limits_(limits), topic_names_(topic_names) {}
+  /// such a partition is recorded under its topic id. `clock`: what the tracker's readers (the
+  /// frame observer, the routes, the metrics, the sweeps) take "now" from; it must outlive the
+  /// tracker. The tracker itself reads no clock: every call is given its time.
+  explicit TransactionTracker(Limits limits, const proxy::TopicNames* topic_names = nullptr,
+                              const util::Clock& clock = util::steady_clock())
+      : limits_(limits), topic_names_(topic_names), clock_(&clock) {}
+  /// The clock named at construction.
+  const util::Clock& clock() const { return *clock_; }
 
   void on_request(uint64_t connection, int32_t correlation_id, const TxnRequest& request, TxnClock::time_point now);
   /// No-op for a (connection, correlation id) without a tracked request.
@@ -524,6 +531,7 @@ class TransactionTracker {
 
   Limits limits_;
   const proxy::TopicNames* topic_names_;
+  const util::Clock* clock_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;
   /// The ids whose open transaction got a fencing answer on a connection (IdState::fencing_answer_on).

@@ -58,7 +58,7 @@ Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerA
 
 Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output,
                    metrics::ConnectionMetrics& metrics, const StageSetup& setup)
-    : info_(std::move(info)), loop_(loop), output_(output), metrics_(metrics), rules_(chaos),
+    : info_(std::move(info)), loop_(loop), clock_(setup.services.clock), output_(output), metrics_(metrics), rules_(chaos),
 #define KPROXY_STAGE_INIT(id, name, type) id##_(setup),
       KPROXY_STAGES(KPROXY_STAGE_INIT)
 #undef KPROXY_STAGE_INIT
@@ -497,7 +497,7 @@ void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {
   if (closed_) return;
   if (!timer_) {
     // Only delays and held SASL answers need the timer: made on first use.
-    timer_ = std::make_unique<DeadlineTimer>(loop_, [this] {
+    timer_ = std::make_unique<DeadlineTimer>(loop_, clock_, [this] {
       pump();
       if (!closed_) output_.flush();
     });

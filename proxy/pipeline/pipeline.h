@@ -100,8 +100,9 @@ class Pipeline final : private ShaperPort {
   /// closed because of it. `now`: when it arrived; the frames of one read share one clock
   /// reading (the connection takes it once per read). `streamed`: the frame's first bytes went to
   /// the broker while it arrived (may_stream_request); it must be forwarded now and unchanged.
-  bool on_request_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now(),
-                        bool streamed = false);
+  bool on_request_frame(codec::Bytes frame, util::Clock::time_point now, bool streamed = false);
+  /// The same, arrived at the services' clock's now.
+  bool on_request_frame(codec::Bytes frame) { return on_request_frame(frame, clock_.now()); }
   /// Cut-through of a large request (docs/architecture.md "Large frames"): may the connection
   /// send the start of the request frame `head` (size prefix included, the rest still arriving)
   /// to the broker now? Yes when the frame can only be forwarded unchanged and at once: its
@@ -110,7 +111,9 @@ class Pipeline final : private ShaperPort {
   /// requests. Every stage still sees the whole frame when it is complete (on_request_frame).
   bool may_stream_request(codec::Bytes head);
   /// A whole response frame from the broker. False when the connection was closed because of it.
-  bool on_response_frame(codec::Bytes frame, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  bool on_response_frame(codec::Bytes frame, util::Clock::time_point now);
+  /// The same, arrived at the services' clock's now.
+  bool on_response_frame(codec::Bytes frame) { return on_response_frame(frame, clock_.now()); }
   /// Gives back the memory of the queue of requests awaiting answers when nothing is in it (the
   /// connection calls it after each read: an idle connection holds no queue).
   void release_idle_memory();
@@ -156,7 +159,7 @@ class Pipeline final : private ShaperPort {
             std::chrono::steady_clock::time_point now);
   /// Sends what is ready at `now`, in order; arms the timer for what is not.
   void pump(std::chrono::steady_clock::time_point now);
-  void pump() { pump(std::chrono::steady_clock::now()); }
+  void pump() { pump(clock_.now()); }
   // ShaperPort: what the stages' shapers use (StageSetup::shapers).
   uv_loop_t* loop() override { return loop_; }
   ShapedSink& sink(Flow flow) override;
@@ -208,6 +211,7 @@ class Pipeline final : private ShaperPort {
 
   ConnectionInfo info_;
   uv_loop_t* loop_;
+  const util::Clock& clock_;  ///< the services' (deadlines of delays and holds)
   PipelineOutput& output_;
   // Before the stages: their shapers write to these sinks.
   std::unique_ptr<Shaping> shaping_;

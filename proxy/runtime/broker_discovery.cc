@@ -59,7 +59,7 @@ std::vector<DiscoveredBroker> parse_discovery_response(codec::Bytes frame, int32
 
 BrokerDiscovery::BrokerDiscovery(uv_loop_t* loop, const Services& services, Done done)
     : clock_(services.clock), upstream_(loop, *this, *this, services.self_connections),
-      deadline_(loop, [this] { finish({}, "no answer within the connect timeout"); }), done_(std::move(done)) {}
+      deadline_(loop, services.clock, [this] { finish({}, "no answer within the connect timeout"); }), done_(std::move(done)) {}
 
 void BrokerDiscovery::start(const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls,
                             std::chrono::milliseconds timeout) {

@@ -50,8 +50,9 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config, const Services& servi
       config_(std::move(config)), file_listeners_(config_->listeners.size()), slot_count_(file_listeners_ + kMaxRuntimeListeners),
       directory_slots_(new std::atomic<BrokerDirectory*>[slot_count_]),
       rewrite_slots_(new std::atomic<const BrokerAddressRewrite*>[slot_count_]), runtime_(kMaxRuntimeListeners),
-      frame_budget_(config_->limits.max_buffered_frame_bytes), streamed_budget_(config_->limits.max_streamed_request_bytes),
-      preferred_upstream_(new std::atomic<uint32_t>[slot_count_]), listener_ports_(new std::atomic<uint16_t>[slot_count_]) {
+      live_rules_(services.clock), frame_budget_(config_->limits.max_buffered_frame_bytes),
+      streamed_budget_(config_->limits.max_streamed_request_bytes), preferred_upstream_(new std::atomic<uint32_t>[slot_count_]),
+      listener_ports_(new std::atomic<uint16_t>[slot_count_]) {
   for (size_t i = 0; i < slot_count_; ++i) {
     preferred_upstream_[i] = 0;
     listener_ports_[i] = 0;

@@ -17,7 +17,7 @@
 namespace kproxy::proxy {
 
 Worker::Worker(Proxy& proxy, unsigned index)
-    : proxy_(proxy), index_(index), read_pressure_(&loop_, proxy.frame_budget(), proxy.read_pauses()) {
+    : proxy_(proxy), index_(index), read_pressure_(&loop_, proxy.services().clock, proxy.frame_budget(), proxy.read_pauses()) {
   uv_loop_init(&loop_);
   wakeup_.init(&loop_, this, uv_async_init, on_wakeup);
   drain_timer_.init(&loop_, this, uv_timer_init);

@@ -34,7 +34,7 @@ ProcessServices::ProcessServices(const config::Config& config)
   if (m.frames && (m.topic_labels || m.client_id_labels))
     metrics_.enable_traffic_labels(m.topic_labels, m.client_id_labels, m.max_label_values);
   if (m.frames) {
-    auto observer = std::make_shared<metrics::FrameMetrics>(metrics_, tap_, topic_names_, names, m.error_codes, m.transactions);
+    auto observer = std::make_shared<metrics::FrameMetrics>(metrics_, tap_, topic_names_, names, m.error_codes, m.transactions, clock_);
     // The metrics and the routes hold the tracker (and so the observer) alive while they read it.
     transactions_ = std::shared_ptr<observe::TransactionTracker>(observer, &observer->transactions());
     observer_ = std::move(observer);

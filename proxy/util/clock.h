@@ -22,4 +22,10 @@ class SteadyClock final : public Clock {
   time_point now() const override { return std::chrono::steady_clock::now(); }
 };
 
+/// The steady clock, for what no service reaches (a function-local LogThrottle); immutable.
+inline const Clock& steady_clock() {
+  static const SteadyClock clock;
+  return clock;
+}
+
 }  // namespace kproxy::util

@@ -10,16 +10,20 @@
 #include <cstdint>
 #include <string>
 
+#include "proxy/util/clock.h"
+
 namespace kproxy::proxy {
 
 class LogThrottle {
  public:
-  explicit constexpr LogThrottle(std::chrono::milliseconds interval) : interval_ms_(interval.count()) {}
+  /// `clock`: where the interval is measured (a test's ManualClock); it must outlive the throttle.
+  explicit LogThrottle(std::chrono::milliseconds interval, const util::Clock& clock = util::steady_clock())
+      : clock_(&clock), interval_ms_(interval.count()) {}
 
   /// True when this occurrence should be logged. `*suppressed` (if given) receives how many
   /// occurrences were not logged since the last line that was.
   bool allow(uint64_t* suppressed = nullptr) {
-    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->now().time_since_epoch()).count();
     int64_t last = last_ms_.load(std::memory_order_relaxed);
     if (last != kNever && now - last < interval_ms_) {
       skipped_.fetch_add(1, std::memory_order_relaxed);
@@ -41,6 +45,7 @@ class LogThrottle {
 
  private:
   static constexpr int64_t kNever = INT64_MIN;
+  const util::Clock* clock_;
   int64_t interval_ms_;
   std::atomic<int64_t> last_ms_{kNever};
   std::atomic<uint64_t> skipped_{0};

@@ -44,7 +44,7 @@ struct Shaping {
   std::optional<proxy::FaultShaper> shaper;
   Shaping() {
     uv_loop_init(&loop);
-    shaper.emplace(&loop, sink);
+    shaper.emplace(&loop, util::steady_clock(), sink);
   }
   ~Shaping() {
     shaper.reset();

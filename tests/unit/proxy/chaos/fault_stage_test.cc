@@ -15,7 +15,9 @@
 #include "proxy/chaos/rule_snapshot.h"
 #include "proxy/pipeline/pipeline.h"
 #include "proxy/stage/frame_context.h"
+#include "tests/unit/support/manual_clock.h"
 #include "tests/unit/support/pipeline.h"
+#include "tests/unit/support/services.h"
 
 using namespace kproxy;
 
@@ -59,8 +61,9 @@ TEST_CASE("fault stage: of two 'times: 1' answer rules, one request draws the fi
   put_rule(control, "second", R"({"match":{"api":"ListGroups"},"action":{"answer":"COORDINATOR_NOT_AVAILABLE"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
   auto observer = std::make_shared<Injections>();
-  proxy::TopicNames names;
-  proxy::FaultStage stage(snapshot, observer, names, 1);
+  testing::TestServices ts;
+  proxy::Services services = ts.view(observer);
+  proxy::FaultStage stage(snapshot, services, 1);
 
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).answered);
   CHECK(injected(control, "first") == 1);
@@ -85,8 +88,9 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
   put_rule(control, "late", R"({"match":{"api":"ListGroups"},"action":{"delay":"10ms","side":"response"}})");
   put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::TopicNames names;
-  proxy::FaultStage stage(snapshot, nullptr, names, 1);
+  testing::TestServices ts;
+  proxy::Services services = ts.view();
+  proxy::FaultStage stage(snapshot, services, 1);
 
   Outcome first = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(first.answered);
@@ -112,8 +116,9 @@ TEST_CASE("fault stage: a request without a response (acks=0) draws no answer no
   put_rule(control, "drop", R"({"match":{"api":"Produce"},"action":{"drop_response":true},"trigger":{"times":1}})");
   put_rule(control, "hold", R"({"match":{"api":"Produce"},"action":{"delay":"5ms","side":"request"},"trigger":{"times":1}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::TopicNames names;
-  proxy::FaultStage stage(snapshot, nullptr, names, 1);
+  testing::TestServices ts;
+  proxy::Services services = ts.view();
+  proxy::FaultStage stage(snapshot, services, 1);
   // Produce v3 with acks=0: transactional id null, acks 0, timeout, no topics.
   std::vector<uint8_t> body = {0xff, 0xff, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 0};
   Outcome o = run(stage, raw_request_frame(kProduce, 3, 1, body), /*expects_response=*/false);
@@ -130,8 +135,9 @@ TEST_CASE("fault stage: the first of answer / close-before that fires wins; a la
   put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"}})");
   put_rule(control, "cut", R"({"match":{"api":"ListGroups"},"action":{"close":"before"}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::TopicNames names;
-  proxy::FaultStage stage(snapshot, nullptr, names, 1);
+  testing::TestServices ts;
+  proxy::Services services = ts.view();
+  proxy::FaultStage stage(snapshot, services, 1);
   Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.answered);
   CHECK_FALSE(o.closing);
@@ -142,8 +148,9 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
   chaos::LiveRules control;
   put_rule(control, "cut-after", R"({"match":{"api":"ListGroups"},"action":{"close":"after"}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::TopicNames names;
-  proxy::FaultStage stage(snapshot, nullptr, names, 1);
+  testing::TestServices ts;
+  proxy::Services services = ts.view();
+  proxy::FaultStage stage(snapshot, services, 1);
   Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.actions.fate == proxy::ResponseFate::kCloseInstead);
   CHECK(o.actions.close_reason.find("fault rule 'cut-after'") != std::string::npos);
@@ -171,8 +178,9 @@ TEST_CASE("fault stage: a drop blackholes the connection: every later exchange's
   put_rule(control, "hole", R"({"match":{"api":"ListGroups"},"action":{"drop_response":true},"trigger":{"nth":2}})");
   put_rule(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"after"}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::TopicNames names;
-  proxy::FaultStage stage(snapshot, nullptr, names, 1);
+  testing::TestServices ts;
+  proxy::Services services = ts.view();
+  proxy::FaultStage stage(snapshot, services, 1);
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).actions.fate == proxy::ResponseFate::kDeliver);
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 2)).actions.fate == proxy::ResponseFate::kSwallow);
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 3)).actions.fate == proxy::ResponseFate::kSwallow);  // no rule fires: still swallowed
@@ -181,7 +189,7 @@ TEST_CASE("fault stage: a drop blackholes the connection: every later exchange's
   CHECK(injected(control, "hole") == 1);
 
   // A new connection's stage starts without the blackhole.
-  proxy::FaultStage fresh(snapshot, nullptr, names, 2);
+  proxy::FaultStage fresh(snapshot, services, 2);
   CHECK(run(fresh, raw_request_frame(kListGroups, 0, 1)).actions.fate == proxy::ResponseFate::kDeliver);
 }
 
@@ -191,12 +199,32 @@ TEST_CASE("fault stage: duplicate_request asks for two copies; transport and res
   put_rule(control, "rst", R"({"match":{"api":"ListGroups"},"action":{"reset_after_bytes":3}})");
   put_rule(control, "thin", R"({"match":{"api":"ListGroups"},"action":{"bandwidth":1000,"direction":"both"}})");
   proxy::RuleSnapshot snapshot(control);
-  proxy::TopicNames names;
-  proxy::FaultStage alone(snapshot, nullptr, names, 1);  // no port: nothing to shape with
+  testing::TestServices ts;
+  proxy::Services services = ts.view();
+  proxy::FaultStage alone(snapshot, services, 1);  // no port: nothing to shape with
   Outcome o = run(alone, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.actions.copies == 2);
   CHECK_FALSE(o.actions.to_client);
   CHECK_FALSE(o.actions.to_broker);
   CHECK(hits(control, "rst") == 0);
   CHECK(hits(control, "thin") == 0);
+}
+
+TEST_CASE("fault stage: a rule's window (after / for) is read on the stage's clock, so a test moves time instead of sleeping") {
+  testing::TestServices ts;
+  testing::ManualClock& clock = ts.manual;
+  chaos::LiveRules control(clock);  // the rule's window counts from its install time on this clock
+  put_rule(control, "later", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"window":{"after":"30s","for":"1m"}})");
+  proxy::RuleSnapshot snapshot(control);
+  proxy::Services services = ts.view(nullptr, /*manual_time=*/true);
+  proxy::FaultStage stage(snapshot, services, 1);
+
+  CHECK_FALSE(run(stage, raw_request_frame(kListGroups, 0, 1)).answered);  // before the window
+  CHECK(hits(control, "later") == 0);
+  clock.advance(std::chrono::seconds(31));
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 2)).answered);  // inside it
+  CHECK(injected(control, "later") == 1);
+  clock.advance(std::chrono::minutes(1));
+  CHECK_FALSE(run(stage, raw_request_frame(kListGroups, 0, 3)).answered);  // past it
+  CHECK(injected(control, "later") == 1);
 }

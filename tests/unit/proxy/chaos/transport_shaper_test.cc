@@ -6,13 +6,17 @@
 
 #include <doctest/doctest.h>
 #include "tests/unit/support/loop.h"
+#include "tests/unit/support/manual_clock.h"
 #include "tests/unit/support/text.h"
 
 using kproxy::chaos::TransportShaper;
 using kproxy::chaos::TransportToxic;
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
 
 namespace {
+const kproxy::util::SteadyClock steady;
+
 // Records what the shaper writes: each write, and each flush as a boundary.
 struct Recorder {
   std::vector<std::string> writes;
@@ -40,7 +44,7 @@ TEST_CASE("without a toxic the shaper writes through at once") {
   Recorder rec;
   {
     TransportShaper shaper(
-        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
+        &loop, steady, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
     shaper.send(bytes_of("hello"), nullptr);
     TransportToxic off;
     shaper.send(bytes_of("world"), &off);
@@ -57,7 +61,7 @@ TEST_CASE("the slicer cuts a write into pieces of N bytes, each flushed, with th
   Recorder rec;
   {
     TransportShaper shaper(
-        &loop,
+        &loop, steady,
         [&](kproxy::codec::Bytes b) {
           rec.writes.emplace_back(b.begin(), b.end());
           rec.write_times.push_back(Clock::now());
@@ -79,39 +83,75 @@ TEST_CASE("the slicer cuts a write into pieces of N bytes, each flushed, with th
   close_loop(&loop);
 }
 
-TEST_CASE("the bandwidth limit spreads bytes at the configured rate") {
+TEST_CASE("the bandwidth limit spreads bytes at the configured rate (a manual clock: each piece at its exact time)") {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  kproxy::testing::ManualClock clock;
+  Recorder rec;
+  {
+    std::vector<Clock::duration> written;  // when each piece was written, from the first send
+    const auto t0 = clock.now();
+    TransportShaper shaper(
+        &loop, clock,
+        [&](kproxy::codec::Bytes b) {
+          rec.writes.emplace_back(b.begin(), b.end());
+          written.push_back(clock.now() - t0);
+        },
+        [&] { ++rec.flushes; });
+    TransportToxic bw;
+    bw.bytes_per_second = 10000;  // 200-byte pieces, each 20 ms on the wire
+    std::string payload(2000, 'x');
+    shaper.send(bytes_of(payload), &bw);
+    CHECK(rec.writes.size() == 1);  // the first piece leaves at once
+    CHECK(shaper.queued_bytes() == 1800);
+    clock.advance(19ms);
+    shaper.pump();
+    CHECK(rec.writes.size() == 1);  // the first piece is still on the wire
+    clock.advance(1ms);
+    shaper.pump();
+    CHECK(rec.writes.size() == 2);
+    for (int i = 0; i < 8; ++i) {
+      clock.advance(20ms);
+      shaper.pump();
+    }
+    CHECK(rec.all() == payload);
+    REQUIRE(written.size() == 10);
+    for (size_t i = 0; i < written.size(); ++i) CHECK(written[i] == 20ms * static_cast<int>(i));
+    CHECK(shaper.idle());
+    // The link stays busy: a send at 180 ms waits for the last piece's time on the wire (200 ms).
+    shaper.send(bytes_of(std::string(200, 'y')), &bw);
+    CHECK(written.size() == 10);
+    clock.advance(20ms);
+    shaper.pump();
+    REQUIRE(written.size() == 11);
+    CHECK(written[10] == 200ms);
+    // Once the link has been idle, a send goes at once.
+    clock.advance(100ms);
+    shaper.send(bytes_of(std::string(100, 'z')), &bw);
+    REQUIRE(written.size() == 12);
+    CHECK(written[11] == 300ms);
+    CHECK(rec.flushes == 0);  // bandwidth pieces are plain writes; the caller flushes
+  }
+  close_loop(&loop);
+}
+
+TEST_CASE("the bandwidth limit holds on the loop's real timer too") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   Recorder rec;
   {
-    std::vector<Clock::time_point> written;  // when each piece was written
     TransportShaper shaper(
-        &loop,
-        [&](kproxy::codec::Bytes b) {
-          rec.writes.emplace_back(b.begin(), b.end());
-          written.push_back(Clock::now());
-        },
-        [&] { ++rec.flushes; });
+        &loop, steady, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
     TransportToxic bw;
-    bw.bytes_per_second = 10000;  // 200-byte pieces, 20 ms apart
+    bw.bytes_per_second = 10000;
     std::string payload(2000, 'x');
     auto t0 = Clock::now();
     shaper.send(bytes_of(payload), &bw);
-    CHECK(shaper.queued_bytes() == 1800);  // the first piece left at once
     run_until_idle(&loop, shaper);
     auto took = Clock::now() - t0;
     CHECK(rec.all() == payload);
     CHECK(rec.writes.size() == 10);
-    // 2000 bytes at 10 kB/s: the last piece starts 9 x 20 ms after the first.
-    CHECK(took >= std::chrono::milliseconds(180));
-    CHECK(took < std::chrono::milliseconds(1500));
-    // The link stays busy: the next send waits for the previous one's time on the wire, 2000
-    // bytes = 200 ms from the first piece (on a slow machine that time may have passed already;
-    // then it goes at once).
-    shaper.send(bytes_of(std::string(200, 'y')), &bw);
-    run_until_idle(&loop, shaper);
-    REQUIRE(rec.writes.size() == 11);
-    CHECK(written[10] - t0 >= std::chrono::milliseconds(200));
+    CHECK(took >= std::chrono::milliseconds(180));  // the last piece starts 9 x 20 ms after the first
   }
   close_loop(&loop);
 }
@@ -122,7 +162,7 @@ TEST_CASE("shutdown drops what is queued and writes nothing more") {
   Recorder rec;
   {
     TransportShaper shaper(
-        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
+        &loop, steady, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); }, [&] { ++rec.flushes; });
     TransportToxic slice;
     slice.slice_bytes = 1;
     slice.slice_delay = std::chrono::milliseconds(50);
@@ -144,7 +184,7 @@ TEST_CASE("a flush that closes the connection stops the slicer mid-frame") {
   {
     TransportShaper* self = nullptr;
     TransportShaper shaper(
-        &loop, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); },
+        &loop, steady, [&](kproxy::codec::Bytes b) { rec.writes.emplace_back(b.begin(), b.end()); },
         [&] {
           if (++rec.flushes == 2) self->shutdown();  // e.g. the write failed and the connection closed
         });

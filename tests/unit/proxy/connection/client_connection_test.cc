@@ -47,7 +47,7 @@ struct FakeEnvironment final : proxy::ConnectionEnvironment {
   codec::FrameMemoryBudget frames{64 << 20};
   codec::FrameMemoryBudget streamed{0};
   proxy::ReadPauseMetrics pauses{test_services.metrics};
-  proxy::ReadPressure pressure{loop_, frames, pauses};
+  proxy::ReadPressure pressure{loop_, view.clock, frames, pauses};
   chaos::LiveRules rules;
   config::BrokerPorts ports{config::BrokerPorts::Scheme::kNodeIdOffset, 19000};
   proxy::BrokerDirectory directory{ports};

@@ -90,7 +90,8 @@ TEST_CASE("ReadPressure pauses the largest holders of its loop over the limit an
     FrameMemoryBudget budget(64 * MiB);
     kproxy::metrics::ProxyMetrics metrics;
     ReadPauseMetrics pauses(metrics);
-    ReadPressure pressure(&loop, budget, pauses);
+    kproxy::util::SteadyClock clock;
+    ReadPressure pressure(&loop, clock, budget, pauses);
     const int64_t paused_before = pauses.paused_for_memory();
     auto a = std::make_unique<FakeReader>(budget, 20 * MiB, 80 * MiB);
     FakeReader b(budget, 30 * MiB, 70 * MiB);
@@ -143,7 +144,8 @@ TEST_CASE("ReadPressure: memory freed elsewhere (another worker) resumes the pau
     FrameMemoryBudget budget(16 * MiB);
     kproxy::metrics::ProxyMetrics metrics;
     ReadPauseMetrics pauses(metrics);
-    ReadPressure pressure(&loop, budget, pauses);
+    kproxy::util::SteadyClock clock;
+    ReadPressure pressure(&loop, clock, budget, pauses);
     FakeReader a(budget, 10 * MiB, 50 * MiB);
     budget.hold(10 * MiB);  // another worker's partial frames
     pressure.after_read(a);
