@@ -101,6 +101,11 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                     help="after the first run of every cell, run twice more each cell that was not exact and a seeded "
                          "random tenth (at least one) of the exact ones; a cell whose runs disagree is 'flaky' "
                          "(issue #45's publication rule; --repeat N runs every cell N times instead)")
+    ap.add_argument("--confirm-from", metavar="JSON", default=None,
+                    help="take every cell's first run from an earlier run's JSON report (the same cells, one run "
+                         "each, the same kproxy binary) and run only --confirm's repeats now; the report is of both "
+                         "(the earlier run's date, commit and command kept, the wall times added): a published run "
+                         "whose first pass and repeats did not fit one sitting")
     ap.add_argument("--shard", default=None, metavar="K/N",
                     help="run only the K-th of N slices of the cells (1-based; merge the JSON reports with --report-from)")
     ap.add_argument("--report-from", metavar="JSON", default=None, action="append",
@@ -352,6 +357,25 @@ def main(argv: Optional[List[str]] = None) -> int:
                  "the kproxy config's faults: and api_versions: sections (this kproxy has no --scenario)" if not flag_ok else
                  "the kproxy config's faults: and api_versions: sections")
     commit, started_at = git_commit(), time.strftime("%Y-%m-%d %H:%M:%S %Z")  # when the run started
+    earlier: Dict = {}  # --confirm-from: the first pass's report
+    if args.confirm_from:
+        try:
+            earlier = json.loads(Path(args.confirm_from).read_text())
+        except (OSError, ValueError) as e:
+            print(f"scripts/conformance: --confirm-from {args.confirm_from}: {e}", file=sys.stderr)
+            return 2
+        ran = Path(earlier.get("kproxy") or "")
+        if (ran if ran.is_absolute() else REPO_ROOT / ran).resolve() != Path(kproxy).resolve():
+            print(f"scripts/conformance: --confirm-from {args.confirm_from}: its first pass ran {earlier.get('kproxy')}, "
+                  f"this run {kproxy}: the repeats must run the same binary", file=sys.stderr)
+            return 2
+        if earlier.get("repeat", 1) != 1 or earlier.get("confirm"):
+            print(f"scripts/conformance: --confirm-from {args.confirm_from}: not a single first pass "
+                  "(--repeat 1, no --confirm)", file=sys.stderr)
+            return 2
+        args.confirm = True
+        commit, started_at = earlier.get("kproxy_commit", commit), earlier.get("date", started_at)
+        command = f"{earlier.get('command')}; then {command}"
     work = Path(args.work_dir) if args.work_dir else REPO_ROOT / "build" / "conformance" / time.strftime("%Y%m%d-%H%M%S")
     work.mkdir(parents=True, exist_ok=True)
     say(f"{len(plan)} cell(s) x {args.repeat} run(s): clients {clients}, {len(chosen)} scenario(s), TV {args.protocols}; "
@@ -380,6 +404,17 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     min_committed_fraction=args.min_committed_fraction, cluster=cluster)
         jobs = [(c, sc, p, w, k) for (c, sc, p, w) in plan for k in range(1, args.repeat + 1)]
         results: Dict = {}
+        if earlier:
+            # The first pass is the earlier run's: its cells become each cell's first run here; a cell
+            # it lacks is run now (and confirmed like the others).
+            planned = {(c, sc.name, p, w) for (c, sc, p, w) in plan}
+            for cell in earlier.get("cells", []):
+                key = (cell.get("client"), cell.get("scenario"), cell.get("protocol"), cell.get("workload") or "producer")
+                if key in planned and cell.get("class") and not cell.get("runs"):
+                    results[key] = [dict(cell, attempt=1)]
+            jobs = [j for j in jobs if (j[0], j[1].name, j[2], j[3]) not in results]
+            say(f"--confirm-from {args.confirm_from}: {len(results)} cell(s) taken from the first pass, "
+                f"{len(jobs)} run now before the repeats")
         lock = threading.Lock()
         done = [0]
 
@@ -420,7 +455,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "transactions": args.transactions, "records_per_txn": args.records_per_txn, "partitions": args.partitions,
                 "cell_timeout_s": args.cell_timeout, "repeat": args.repeat,
                 "transaction_timeout_ms": args.transaction_timeout_ms, "verifier_timeout_s": args.verifier_timeout,
-                "command": command, "wall_s": time.monotonic() - t_start, "work_dir": str(work),
+                "command": command, "wall_s": time.monotonic() - t_start + float(earlier.get("wall_s") or 0), "work_dir": str(work),
                 "complete": final, "cells_planned": len(plan), "workloads": args.workload_list,
                 "shard": args.shard, "min_committed_fraction": args.min_committed_fraction, "confirm": args.confirm,
                 "driver_args": args.driver_args or None, "regressions_run": args.regressions,

@@ -137,3 +137,23 @@ def test_shards_merge_into_one_report(tmp_path):
     assert "| java-4.4 (4.4.0) | producer | TV2 | 2 | 1 | 0 | 1 | 1 | 1 | 0 | 2 / 0 | 30, 30 |" in counts, counts
     # sarama spoke TV1 in both of its TV2 cells.
     assert "| sarama (v1) | producer | TV2 | 2 | 2 | 0 | 0 | 2 | 0 | 2 | 1 / 1 | 10, 10 |" in counts, counts
+
+
+def test_confirm_from_refuses_another_binary_or_a_run_that_was_not_a_first_pass(tmp_path):
+    """--confirm-from: the repeats must run the binary of the first pass, and the first pass must
+    be one run per cell; both refusals come before any broker starts (exit 2, the reason named)."""
+    def run(doc):
+        first = tmp_path / "first.json"
+        first.write_text(json.dumps(doc))
+        return subprocess.run([str(REPO_ROOT / "scripts" / "conformance"), "--no-setup", "--confirm-from", str(first),
+                               "--kproxy", "/bin/true", "--scenarios", "00", "--clients", "java-4.4", "--tv", "2",
+                               "--out", str(tmp_path / "r.md"), "--json", str(tmp_path / "r.json")],
+                              capture_output=True, text=True, timeout=120)
+
+    other = run({"kproxy": "/bin/false", "repeat": 1, "confirm": False, "cells": []})
+    assert other.returncode == 2, other.stdout + other.stderr
+    assert "the repeats must run the same binary" in other.stderr
+    confirmed = run({"kproxy": "/bin/true", "repeat": 1, "confirm": True, "cells": []})
+    assert confirmed.returncode == 2, confirmed.stdout + confirmed.stderr
+    assert "not a single first pass" in confirmed.stderr
+    assert not (tmp_path / "r.json").exists()
