@@ -49,9 +49,9 @@ void print_usage(FILE* out) {
 
 struct ControlLoop {
   uv_loop_t loop;
-  kproxy::proxy::UvHandle<uv_signal_t> sigterm, sigint, sighup;
-  kproxy::proxy::UvHandle<uv_async_t> stopped;
-  kproxy::proxy::Proxy* proxy = nullptr;
+  kproxy::net::UvHandle<uv_signal_t> sigterm, sigint, sighup;
+  kproxy::net::UvHandle<uv_async_t> stopped;
+  kproxy::runtime::Proxy* proxy = nullptr;
   std::string config_path;
   int drain_requests = 0;
 };
@@ -72,7 +72,7 @@ void on_reload_signal(uv_signal_t* handle, int) {
     for (const auto& e : loaded.errors) spdlog::error("reload refused, keeping the running config: {}", e.to_string());
     return;
   }
-  std::string error = control->proxy->reload(kproxy::proxy::fitted_to_file_limit(loaded.config));
+  std::string error = control->proxy->reload(kproxy::runtime::fitted_to_file_limit(loaded.config));
   if (!error.empty()) spdlog::error("reload refused, keeping the running config: {}", error);
 }
 
@@ -86,7 +86,7 @@ void on_workers_stopped(uv_async_t* handle) { close_control_loop(*static_cast<Co
 
 // check-config and the start print a file's problems the same way: errors, then warnings, one
 // per line, on stderr. Returns the exit status of a refused file (2), or 0.
-int report(const kproxy::proxy::StartupCheck& checked) {
+int report(const kproxy::runtime::StartupCheck& checked) {
   for (const auto& e : checked.errors) std::fprintf(stderr, "%s\n", e.c_str());
   for (const auto& w : checked.warnings) std::fprintf(stderr, "%s\n", w.c_str());
   return checked.ok() ? 0 : 2;
@@ -95,7 +95,7 @@ int report(const kproxy::proxy::StartupCheck& checked) {
 // `kproxy check-config FILE`: exactly the checks of the start (check_startup), without binding.
 /// Loads the scenario file `path` ("" = none) into `out` and checks it against the config's own
 /// rules (`checked`); prints the errors. False on errors.
-bool load_scenario(const std::string& path, const kproxy::proxy::StartupCheck& checked,
+bool load_scenario(const std::string& path, const kproxy::runtime::StartupCheck& checked,
                    std::shared_ptr<const kproxy::chaos::Scenario>& out) {
   if (path.empty()) return true;
   auto s = std::make_shared<kproxy::chaos::Scenario>();
@@ -114,7 +114,7 @@ bool load_scenario(const std::string& path, const kproxy::proxy::StartupCheck& c
 }
 
 int check_config(const std::string& path, const std::string& scenario_path) {
-  auto checked = kproxy::proxy::check_startup(path);
+  auto checked = kproxy::runtime::check_startup(path);
   if (int status = report(checked); status != 0) return status;
   const auto& config = *checked.loaded.config;
   for (const auto& note : checked.notes) std::printf("%s: note: %s\n", path.c_str(), note.c_str());
@@ -129,21 +129,21 @@ int check_config(const std::string& path, const std::string& scenario_path) {
 }
 
 int run(const std::string& path, const std::string& scenario_path) {
-  kproxy::proxy::StartupCheckOptions options;
+  kproxy::runtime::StartupCheckOptions options;
   options.raise_file_limit = true;
-  auto checked = kproxy::proxy::check_startup(path, options);
+  auto checked = kproxy::runtime::check_startup(path, options);
   if (!checked.ok()) return report(checked);
   std::shared_ptr<const kproxy::chaos::Scenario> scenario;
   if (!load_scenario(scenario_path, checked, scenario)) return 1;
   const auto& loaded = checked.loaded;
-  kproxy::proxy::configure_logging(loaded.config->log);
+  kproxy::util::configure_logging(loaded.config->log);
   // Logged, not printed: a JSON log stays one object per line.
   for (const auto& w : checked.warnings) spdlog::warn("{}", w);
   if (!checked.file_limit_raised.empty()) spdlog::info("{}", checked.file_limit_raised);
   for (const auto& note : checked.notes) spdlog::info("{}", note);
   std::signal(SIGPIPE, SIG_IGN);
   // Large buffers are unmapped when freed (proxy/runtime/memory_return.h, docs/architecture.md "Memory").
-  if (!kproxy::proxy::configure_allocator()) spdlog::debug("allocator: not glibc's malloc, its mmap threshold is left as it is");
+  if (!kproxy::runtime::configure_allocator()) spdlog::debug("allocator: not glibc's malloc, its mmap threshold is left as it is");
 
   ControlLoop control;
   control.config_path = path;
@@ -151,7 +151,7 @@ int run(const std::string& path, const std::string& scenario_path) {
   // Everything the layers share (metrics, tap, topic names, the frame observer and transaction
   // tracker, traces, the clock), built once here from the config (proxy/services/process_services.h).
   kproxy::services::ProcessServices services(*loaded.config);
-  kproxy::proxy::Proxy proxy(loaded.config, services.view());
+  kproxy::runtime::Proxy proxy(loaded.config, services.view());
   control.proxy = &proxy;
   if (scenario) {
     // Checked against the config above; a failure here would be a file changed in between.
@@ -169,7 +169,7 @@ int run(const std::string& path, const std::string& scenario_path) {
   kproxy::admin::AdminRuntime admin(proxy, services, [&proxy, &path]() -> std::string {
     auto reloaded = kproxy::config::load_config_file(path);
     if (!reloaded.ok()) return reloaded.error_text();
-    return proxy.reload(kproxy::proxy::fitted_to_file_limit(reloaded.config));
+    return proxy.reload(kproxy::runtime::fitted_to_file_limit(reloaded.config));
   });
 
   // toxiproxy: Toxiproxy's HTTP API (docs/toxiproxy.md), opened once the Kafka listeners run.

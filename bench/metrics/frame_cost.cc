@@ -94,9 +94,9 @@ int main(int argc, char** argv) {
   metrics::ProxyMetrics pm;
   pm.set_listener_names({"bench"});
   tap::TapHub hub;
-  proxy::TopicNames topic_names;
-  metrics::FrameMetrics observer(pm, hub, topic_names, {"bench"});
-  proxy::ConnectionInfo info{1, "bench", 0, nullptr, {}};
+  cluster::TopicNames topic_names;
+  observe::FrameMetrics observer(pm, hub, topic_names, {"bench"});
+  stage::ConnectionInfo info{1, "bench", 0, nullptr, {}};
   const int hv = codec::response_header_version(0, 12);
 
   codec::ResponseHeader parsed;
@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
   auto run = [&](Mode mode) {
     double start = thread_cpu_ns();
     for (long i = 0; i < iterations; ++i) {
-      proxy::RequestContext rctx(header, request, info);
+      stage::RequestContext rctx(header, request, info);
       if (mode != Mode::kOff) observer.on_request(rctx);
-      proxy::ResponseContext sctx(0, 12, hv, response, info);
+      stage::ResponseContext sctx(0, 12, hv, response, info);
       if (mode == Mode::kHanded) {  // as the broker-address stage leaves it
         *sctx.scan_storage() = handed;
         sctx.scan_stored();

@@ -24,7 +24,7 @@ void register_admin_routes(AdminServer& server, ChaosAdmin& chaos, Health& healt
   });
 }
 
-AdminRuntime::AdminRuntime(proxy::Proxy& proxy, services::ProcessServices& services, std::function<std::string()> reload)
+AdminRuntime::AdminRuntime(runtime::Proxy& proxy, services::ProcessServices& services, std::function<std::string()> reload)
     : proxy_(proxy), services_(services) {
   chaos_admin_ =
       std::make_unique<ChaosAdmin>(proxy_.live_rules(), std::move(reload), [this] { return proxy_.config()->limits.max_fault_rules; });
@@ -73,7 +73,7 @@ std::string AdminRuntime::start() {
   }
   services_.metrics().export_counter(server_->refusal_counter());
   const std::string address = config::HostPort{config->admin.listen->host, server_->port()}.to_string();
-  proxy::report_bound("admin", "api", address);
+  util::report_bound("admin", "api", address);
   spdlog::info("admin API on {}{}", address,
                options.bearer_token.empty() ? ", no bearer token (set admin.token_file or admin.token_env)"
                                             : ", bearer token required (from " + token_origin + ")");

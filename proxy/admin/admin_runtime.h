@@ -39,7 +39,7 @@ class AdminRuntime {
  public:
   /// `reload` re-reads the config file and applies it; returns "" or the errors.
   /// `services` must outlive the AdminRuntime.
-  AdminRuntime(proxy::Proxy& proxy, services::ProcessServices& services, std::function<std::string()> reload);
+  AdminRuntime(runtime::Proxy& proxy, services::ProcessServices& services, std::function<std::string()> reload);
   ~AdminRuntime();
 
   /// Starts the admin listener if the config has admin.listen. Returns "" or the error.
@@ -48,7 +48,7 @@ class AdminRuntime {
   uint16_t port() const { return server_ ? server_->port() : 0; }
 
  private:
-  proxy::Proxy& proxy_;
+  runtime::Proxy& proxy_;
   services::ProcessServices& services_;
   std::unique_ptr<ChaosAdmin> chaos_admin_;
   std::unique_ptr<Health> health_;

@@ -386,9 +386,9 @@ void AdminServer::Network::accept_all(int listener) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         // EMFILE and the like: the connection stays in the backlog; logged at most once a
         // minute (the reader polls again within a second).
-        static proxy::LogThrottle throttle(std::chrono::minutes(1));
+        static util::LogThrottle throttle(std::chrono::minutes(1));
         if (uint64_t suppressed = 0; throttle.allow(&suppressed))
-          spdlog::warn("admin: accept failed: {}{}", std::strerror(errno), proxy::LogThrottle::suppressed_note(suppressed));
+          spdlog::warn("admin: accept failed: {}{}", std::strerror(errno), util::LogThrottle::suppressed_note(suppressed));
       }
       return;
     }

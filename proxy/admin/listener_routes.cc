@@ -22,7 +22,7 @@ const char* scheme_name(config::BrokerPorts::Scheme scheme) {
 
 }  // namespace
 
-std::vector<ListenerSnapshot> listener_snapshots(proxy::Proxy& proxy) {
+std::vector<ListenerSnapshot> listener_snapshots(runtime::Proxy& proxy) {
   auto config = proxy.config();
   std::vector<ListenerSnapshot> out;
   for (size_t i = 0; i < config->listeners.size(); ++i) {
@@ -39,7 +39,7 @@ std::vector<ListenerSnapshot> listener_snapshots(proxy::Proxy& proxy) {
   return out;
 }
 
-HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const std::string& body) {
+HttpResponse put_listener(runtime::Proxy& proxy, const std::string& name, const std::string& body) {
   // The names of fault rules' (docs/admin-api.openapi.yaml RuleName): they go into paths and logs.
   bool valid = !name.empty() && name.size() <= 128 && name != "." && name != "..";
   for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
@@ -72,7 +72,7 @@ HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const st
   return HttpResponse{201, "application/json", out.dump() + "\n"};
 }
 
-HttpResponse delete_listener(proxy::Proxy& proxy, const std::string& name, std::chrono::milliseconds drain) {
+HttpResponse delete_listener(runtime::Proxy& proxy, const std::string& name, std::chrono::milliseconds drain) {
   if (proxy.remove_listener(name, drain)) return HttpResponse{204, "application/json", ""};
   for (const auto& l : proxy.config()->listeners) {
     if (l.name == name) return json_error(409, "listener '" + name + "' is in the config file: remove it there and restart");

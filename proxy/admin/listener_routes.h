@@ -33,14 +33,14 @@ struct ListenerSnapshot {
   uint16_t port = 0;         ///< bound port (0: not bound yet)
   std::string advertise;     ///< host handed to clients for brokers
   std::string broker_ports;  ///< "node_id_offset", "in_order" or "kernel"
-  std::vector<proxy::BrokerRoute> brokers;
+  std::vector<cluster::BrokerRoute> brokers;
   bool runtime = false;  ///< added at run time (PUT /listeners/{name}), not from the config file
   std::map<int32_t, config::HostPort> advertise_nodes =
       {};  ///< nodes handed to clients at their own host:port (`advertise: "N=host:port"`)
 };
 
 /// The listeners of `proxy` now. Safe from the admin threads.
-std::vector<ListenerSnapshot> listener_snapshots(proxy::Proxy& proxy);
+std::vector<ListenerSnapshot> listener_snapshots(runtime::Proxy& proxy);
 
 /// The body of GET /listeners.
 nlohmann::json listeners_json(const std::vector<ListenerSnapshot>& listeners, const std::string& admin_address);
@@ -60,10 +60,10 @@ struct ListenerSource {
 /// listener opens (proxy/runtime/proxy.h add_listener). 201 with the listener as GET /listeners
 /// shows it and `warnings`; 400 (a refused entry: every error, one per line), 409 (name or
 /// address taken, too many).
-HttpResponse put_listener(proxy::Proxy& proxy, const std::string& name, const std::string& body);
+HttpResponse put_listener(runtime::Proxy& proxy, const std::string& name, const std::string& body);
 /// DELETE /listeners/{name}: 204, or 404 (no run-time listener of that name; a listener of the
 /// config file is not removed: 409).
-HttpResponse delete_listener(proxy::Proxy& proxy, const std::string& name, std::chrono::milliseconds drain);
+HttpResponse delete_listener(runtime::Proxy& proxy, const std::string& name, std::chrono::milliseconds drain);
 
 /// Registers GET /listeners, PUT and DELETE /listeners/{name}.
 void register_listener_routes(AdminServer& server, ListenerSource source);

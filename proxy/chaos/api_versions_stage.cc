@@ -8,13 +8,13 @@
 #include "proxy/policy/api_versions_policy.h"
 #include "proxy/stage/frame_context.h"
 
-namespace kproxy::proxy {
+namespace kproxy::chaos {
 
 namespace {
 constexpr int16_t kApiVersions = static_cast<int16_t>(codec::ApiKey::kApiVersions);
 }
 
-void ApiVersionsStage::on_request(RequestContext& ctx) {
+void ApiVersionsStage::on_request(stage::RequestContext& ctx) {
   const auto& h = ctx.header();
   if (h.api_key != kApiVersions) return;
   // The policy's client_id scope is the ApiVersions request's (a connection has one client).
@@ -32,7 +32,7 @@ void ApiVersionsStage::on_request(RequestContext& ctx) {
   }
 }
 
-void ApiVersionsStage::on_response(ResponseContext& ctx) {
+void ApiVersionsStage::on_response(stage::ResponseContext& ctx) {
   if (ctx.api_key() != kApiVersions || ctx.synthetic()) return;
   auto m = ctx.message();
   if (!m) {
@@ -44,4 +44,4 @@ void ApiVersionsStage::on_response(ResponseContext& ctx) {
     ctx.mark_dirty(id());
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::chaos

@@ -14,23 +14,23 @@
 #include "codec/generated/api_keys.h"
 #include "proxy/stage/stage.h"
 
-namespace kproxy::proxy {
+namespace kproxy::chaos {
 
 class RuleSnapshot;
 
-class ApiVersionsStage final : public Stage {
+class ApiVersionsStage final : public stage::Stage {
  public:
   explicit ApiVersionsStage(RuleSnapshot& rules) : rules_(rules) {}
-  explicit ApiVersionsStage(const StageSetup& setup) : ApiVersionsStage(setup.rules) {}
-  StageId id() const override { return StageId::kApiVersions; }
+  explicit ApiVersionsStage(const stage::StageSetup& setup) : ApiVersionsStage(setup.rules) {}
+  stage::StageId id() const override { return stage::StageId::kApiVersions; }
   static bool wants_request(int16_t api_key) { return api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions); }
   static bool wants_response(int16_t api_key) { return api_key == static_cast<int16_t>(codec::ApiKey::kApiVersions); }
-  void on_request(RequestContext& ctx) override;
-  void on_response(ResponseContext& ctx) override;
+  void on_request(stage::RequestContext& ctx) override;
+  void on_response(stage::ResponseContext& ctx) override;
 
  private:
   RuleSnapshot& rules_;
   std::string client_id_;  ///< of the last ApiVersions request ("" when null)
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::chaos

@@ -1,8 +1,8 @@
 #include "proxy/chaos/fault_shaper.h"
 
-namespace kproxy::proxy {
+namespace kproxy::chaos {
 
-FaultShaper::FaultShaper(uv_loop_t* loop, const util::Clock& clock, ShapedSink& sink)
+FaultShaper::FaultShaper(uv_loop_t* loop, const util::Clock& clock, stage::ShapedSink& sink)
     : sink_(sink), transport_(
                        loop, clock, [this](codec::Bytes b) { sink_.write(b); }, [this] { sink_.flush(); }) {}
 
@@ -11,7 +11,7 @@ void FaultShaper::shutdown() {
   transport_.shutdown();
 }
 
-void FaultShaper::send(codec::Bytes bytes, const ShapeSpec* spec) {
+void FaultShaper::send(codec::Bytes bytes, const stage::ShapeSpec* spec) {
   if (stopped_) return;
   const auto* shape = dynamic_cast<const FaultShape*>(spec);  // another stage's spec: not ours to read
   if (shape && shape->reset_after_bytes && !reset_budget_) {
@@ -23,7 +23,7 @@ void FaultShaper::send(codec::Bytes bytes, const ShapeSpec* spec) {
       transport_.send(bytes.subspan(0, *reset_budget_), nullptr);
       stopped_ = true;
       sink_.flush();
-      sink_.close({CloseCategory::kFault, "fault rule '" + reset_rule_ + "': reset after the configured number of response bytes"},
+      sink_.close({net::CloseCategory::kFault, "fault rule '" + reset_rule_ + "': reset after the configured number of response bytes"},
                   /*reset=*/true);
       return;
     }
@@ -32,4 +32,4 @@ void FaultShaper::send(codec::Bytes bytes, const ShapeSpec* spec) {
   transport_.send(bytes, shape && shape->toxic ? &*shape->toxic : nullptr);
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::chaos

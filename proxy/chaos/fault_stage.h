@@ -42,17 +42,12 @@
 #include "proxy/stage/stage.h"
 
 namespace kproxy::chaos {
+
 struct FaultRule;
 struct RuleAction;
-}  // namespace kproxy::chaos
-
-namespace kproxy::proxy {
-
 class RuleSnapshot;
-class RequestContext;
-struct ExchangeActions;
 
-class FaultStage final : public Stage {
+class FaultStage final : public stage::Stage {
  public:
   /// `connection_id` seeds the delay jitter, so a connection's sequence is reproducible.
   /// `topic_names`: names rules by topic match on requests and responses that carry only ids.
@@ -61,27 +56,27 @@ class FaultStage final : public Stage {
   /// (window.after / for) and the shapers' release times are read on. `shapers`: where the stage
   /// installs its shapers (null: bandwidth, slice and reset_after_bytes rules do not apply, as in
   /// tests of the stage alone).
-  FaultStage(RuleSnapshot& rules, const Services& services, uint64_t connection_id, ShaperPort* shapers = nullptr)
+  FaultStage(RuleSnapshot& rules, const stage::Services& services, uint64_t connection_id, stage::ShaperPort* shapers = nullptr)
       : rules_(rules), services_(services), shapers_(shapers), jitter_state_(0x9e3779b97f4a7c15ULL ^ connection_id) {}
-  explicit FaultStage(const StageSetup& setup) : FaultStage(setup.rules, setup.services, setup.connection_id, &setup.shapers) {}
-  StageId id() const override { return StageId::kFaultRules; }
-  void on_request(RequestContext& ctx) override;
-  void on_response(ResponseContext& ctx) override;
+  explicit FaultStage(const stage::StageSetup& setup) : FaultStage(setup.rules, setup.services, setup.connection_id, &setup.shapers) {}
+  stage::StageId id() const override { return stage::StageId::kFaultRules; }
+  void on_request(stage::RequestContext& ctx) override;
+  void on_response(stage::ResponseContext& ctx) override;
 
  private:
-  bool matches(const chaos::FaultRule& rule, const RequestContext& ctx) const;
+  bool matches(const FaultRule& rule, const stage::RequestContext& ctx) const;
   /// True when `rule`'s action would take effect on this exchange as it stands (see above).
-  bool applies(const chaos::FaultRule& rule, const RequestContext& ctx) const;
+  bool applies(const FaultRule& rule, const stage::RequestContext& ctx) const;
   /// The direction's shaper, made and installed on first use; null when it cannot be (no port,
   /// or another stage's shaper holds the direction).
-  FaultShaper* shaper(Flow flow);
+  FaultShaper* shaper(stage::Flow flow);
   /// Logs the injection and tells the observer.
-  void fired(const chaos::FaultRule& rule, const RequestContext& ctx);
-  std::chrono::milliseconds jittered(const chaos::RuleAction& a);
+  void fired(const FaultRule& rule, const stage::RequestContext& ctx);
+  std::chrono::milliseconds jittered(const RuleAction& a);
 
   RuleSnapshot& rules_;
-  const Services& services_;
-  ShaperPort* shapers_;
+  const stage::Services& services_;
+  stage::ShaperPort* shapers_;
   uint64_t jitter_state_;
   /// A drop_response fired: every later exchange's response is swallowed (blackhole).
   bool blackholed_ = false;
@@ -90,4 +85,4 @@ class FaultStage final : public Stage {
   bool shapes_client_ = false;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::chaos

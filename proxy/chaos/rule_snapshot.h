@@ -10,12 +10,12 @@
 
 #include "proxy/chaos/rule_set.h"
 
-namespace kproxy::proxy {
+namespace kproxy::chaos {
 
 class RuleSnapshot {
  public:
-  explicit RuleSnapshot(const chaos::LiveRules& control) : control_(control) {}
-  const chaos::RuleSet& get() {
+  explicit RuleSnapshot(const LiveRules& control) : control_(control) {}
+  const RuleSet& get() {
     uint64_t g = control_.generation();
     if (g != generation_ || !rules_) {
       rules_ = control_.current();
@@ -25,9 +25,9 @@ class RuleSnapshot {
   }
 
  private:
-  const chaos::LiveRules& control_;
+  const LiveRules& control_;
   uint64_t generation_ = 0;
-  std::shared_ptr<const chaos::RuleSet> rules_;
+  std::shared_ptr<const RuleSet> rules_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::chaos

@@ -79,11 +79,11 @@ class TransportShaper {
   std::function<void(codec::Bytes)> write_;
   std::function<void()> flush_;
   /// Allocated on the first hold, released once drained (an idle shaper holds no memory).
-  proxy::LazyDeque<Piece> pieces_;
+  util::LazyDeque<Piece> pieces_;
   size_t queued_bytes_ = 0;
   /// When the simulated link is free again (bandwidth), or the last slice's release (slicer).
   std::chrono::steady_clock::time_point next_free_{};
-  proxy::DeadlineTimer timer_;
+  net::DeadlineTimer timer_;
   bool stopped_ = false;
   bool pumping_ = false;
 };

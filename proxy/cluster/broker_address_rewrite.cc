@@ -10,7 +10,7 @@
 #include "codec/generated/response_scan.h"
 #include "codec/response_header.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
 namespace {
 
@@ -246,4 +246,4 @@ BrokerAddressRewrite::Outcome BrokerAddressRewrite::rewrite(int16_t api_key, int
   }
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

@@ -36,7 +36,7 @@
 #include "codec/reader.h"
 #include "proxy/cluster/broker_directory.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
 /// Why a broker entry of a response (node id, host, port) names no broker kproxy can route to: a
 /// negative node id, a host longer than a DNS name, a port that is no TCP port; "" when it can.
@@ -86,4 +86,4 @@ class BrokerAddressRewrite {
   std::map<int32_t, config::HostPort> advertise_nodes_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

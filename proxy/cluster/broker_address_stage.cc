@@ -8,14 +8,14 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/stage/frame_context.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
-void BrokerAddressStage::on_response(ResponseContext& ctx) {
+void BrokerAddressStage::on_response(stage::ResponseContext& ctx) {
   if (ctx.synthetic() || !wants_response(ctx.api_key())) return;
-  auto what = [&] { return std::string(api_label(ctx.api_key())) + " v" + std::to_string(ctx.api_version()); };
+  auto what = [&] { return std::string(stage::api_label(ctx.api_key())) + " v" + std::to_string(ctx.api_version()); };
   if (ctx.header_version() < 0) {
-    ctx.close(
-        {CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: version unknown to kproxy"});
+    ctx.close({net::CloseCategory::kBrokerProtocolError,
+               "cannot rewrite broker addresses in a " + what() + " response: version unknown to kproxy"});
     return;
   }
   std::vector<uint8_t> rewritten;
@@ -27,7 +27,7 @@ void BrokerAddressStage::on_response(ResponseContext& ctx) {
   switch (outcome) {
     case BrokerAddressRewrite::Outcome::kFailed:
       metrics_.count(metrics::ProxyEvent::kMalformedResponse);
-      ctx.close({CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: " + error});
+      ctx.close({net::CloseCategory::kBrokerProtocolError, "cannot rewrite broker addresses in a " + what() + " response: " + error});
       return;
     case BrokerAddressRewrite::Outcome::kRewritten:
       metrics_.count(metrics::ProxyEvent::kResponseRewritten);
@@ -39,4 +39,4 @@ void BrokerAddressStage::on_response(ResponseContext& ctx) {
   }
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

@@ -12,23 +12,24 @@
 #include "proxy/stage/services.h"
 #include "proxy/stage/stage.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
-class BrokerAddressStage final : public Stage {
+class BrokerAddressStage final : public stage::Stage {
  public:
-  explicit BrokerAddressStage(const StageSetup& setup) : BrokerAddressStage(setup.rewrite, setup.port_opener, setup.services.metrics) {}
+  explicit BrokerAddressStage(const stage::StageSetup& setup)
+      : BrokerAddressStage(setup.rewrite, setup.port_opener, setup.services.metrics) {}
   /// `metrics` counts responses rewritten and those that did not decode.
-  BrokerAddressStage(const BrokerAddressRewrite& rewrite, BrokerPortOpener& opener, metrics::ProxyMetrics& metrics)
+  BrokerAddressStage(const BrokerAddressRewrite& rewrite, stage::BrokerPortOpener& opener, metrics::ProxyMetrics& metrics)
       : rewrite_(rewrite), opener_(opener), metrics_(metrics) {}
-  StageId id() const override { return StageId::kBrokerAddress; }
+  stage::StageId id() const override { return stage::StageId::kBrokerAddress; }
   static bool wants_request(int16_t) { return false; }
   static bool wants_response(int16_t api_key) { return BrokerAddressRewrite::applies_to(api_key); }
-  void on_response(ResponseContext& ctx) override;
+  void on_response(stage::ResponseContext& ctx) override;
 
  private:
   const BrokerAddressRewrite& rewrite_;
-  BrokerPortOpener& opener_;
+  stage::BrokerPortOpener& opener_;
   metrics::ProxyMetrics& metrics_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

@@ -7,7 +7,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/bound_socket.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
 namespace {
 
@@ -153,7 +153,7 @@ BrokerDirectory::Learned BrokerDirectory::learn(int32_t node_id, std::string_vie
                     "broker_ports base " + std::to_string(ports_.base) + " + node id " + std::to_string(node_id) + " is past port 65535");
     }
   } else if (ports_.scheme == config::BrokerPorts::Scheme::kKernel) {
-    BoundSocket bound = bind_tcp_socket(bind_host_, 0);
+    net::BoundSocket bound = net::bind_tcp_socket(bind_host_, 0);
     if (!bound.socket) return refuse(node_id, BrokerPortRefusal::kNoPort, "no port could be bound: " + bound.error);
     proxy_port = bound.port;
     port_state_[node_id].reserved = std::move(bound.socket);
@@ -191,10 +191,10 @@ uint32_t BrokerDirectory::open_failed(int32_t node_id) {
   return ++state.failed_opens;
 }
 
-OwnedDescriptor BrokerDirectory::take_reserved_socket(int32_t node_id) {
+net::OwnedDescriptor BrokerDirectory::take_reserved_socket(int32_t node_id) {
   std::lock_guard lock(mutex_);
   auto it = port_state_.find(node_id);
-  return it == port_state_.end() ? OwnedDescriptor() : std::move(it->second.reserved);
+  return it == port_state_.end() ? net::OwnedDescriptor() : std::move(it->second.reserved);
 }
 
 std::optional<BrokerRoute> BrokerDirectory::route_for_port(uint16_t proxy_port) const {
@@ -222,4 +222,4 @@ std::vector<BrokerRoute> BrokerDirectory::routes() const {
   return out;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

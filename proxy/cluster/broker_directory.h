@@ -39,7 +39,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/owned_descriptor.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
 struct BrokerRoute {
   int32_t node_id = -1;
@@ -128,7 +128,7 @@ class BrokerDirectory {
 
   /// Scheme::kKernel: the bound socket of `node_id`'s port, handed over once (then an empty
   /// descriptor); the caller listens on it or lets it close.
-  OwnedDescriptor take_reserved_socket(int32_t node_id);
+  net::OwnedDescriptor take_reserved_socket(int32_t node_id);
 
   /// The route of the broker behind kproxy port `proxy_port`, if any.
   std::optional<BrokerRoute> route_for_port(uint16_t proxy_port) const;
@@ -170,11 +170,11 @@ class BrokerDirectory {
   struct PortState {
     bool listening = false;
     uint32_t failed_opens = 0;
-    OwnedDescriptor reserved;  ///< Scheme::kKernel: bound, not yet listened on
+    net::OwnedDescriptor reserved;  ///< Scheme::kKernel: bound, not yet listened on
   };
   std::map<int32_t, PortState> port_state_;
   std::map<uint16_t, int32_t> node_by_port_;
   uint32_t next_in_order_ = 0;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

@@ -4,11 +4,11 @@
 #include "proxy/cluster/topic_names.h"
 #include "proxy/stage/frame_context.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
-void TopicIdsStage::on_response(ResponseContext& ctx) {
+void TopicIdsStage::on_response(stage::ResponseContext& ctx) {
   if (ctx.api_key() != static_cast<int16_t>(codec::ApiKey::kMetadata) || ctx.synthetic()) return;
   if (auto m = ctx.message()) learn_topic_ids(*m, ctx.body_version(), names_);
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

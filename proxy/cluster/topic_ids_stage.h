@@ -8,20 +8,20 @@
 #include "proxy/stage/services.h"
 #include "proxy/stage/stage.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
-class TopicIdsStage final : public Stage {
+class TopicIdsStage final : public stage::Stage {
  public:
   /// Learns into `names` the topic ids every Metadata response (v10+) names.
   explicit TopicIdsStage(TopicNames& names) : names_(names) {}
-  explicit TopicIdsStage(const StageSetup& setup) : TopicIdsStage(setup.services.topic_names) {}
-  StageId id() const override { return StageId::kTopicIds; }
+  explicit TopicIdsStage(const stage::StageSetup& setup) : TopicIdsStage(setup.services.topic_names) {}
+  stage::StageId id() const override { return stage::StageId::kTopicIds; }
   static bool wants_request(int16_t) { return false; }
   static bool wants_response(int16_t api_key) { return api_key == static_cast<int16_t>(codec::ApiKey::kMetadata); }
-  void on_response(ResponseContext& ctx) override;
+  void on_response(stage::ResponseContext& ctx) override;
 
  private:
   TopicNames& names_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

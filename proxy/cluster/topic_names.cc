@@ -6,7 +6,7 @@
 #include "codec/generated/api_keys.h"
 #include "codec/generated/messages/metadata.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
 namespace {
 constexpr int16_t kFirstVersionWithTopicIds = 10;  // MetadataResponse TopicId: v10+ (KIP-516)
@@ -69,4 +69,4 @@ size_t learn_topic_ids(const codec::Message& message, int16_t version, TopicName
   return names.size() - before;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

@@ -25,7 +25,7 @@
 
 #include "codec/message.h"
 
-namespace kproxy::proxy {
+namespace kproxy::cluster {
 
 class TopicNames {
  public:
@@ -54,4 +54,4 @@ class TopicNames {
 /// messages are ignored. Returns how many pairs were new.
 size_t learn_topic_ids(const codec::Message& metadata_response, int16_t version, TopicNames& names);
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::cluster

@@ -18,15 +18,15 @@
 #include "proxy/tls/tls_session.h"
 #include "proxy/util/log_throttle.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 struct ClientConnection::RareState {
   RareState(uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_fire) : timer(loop, clock, std::move(on_fire)) {}
-  DeadlineTimer timer;  ///< a streamed request's stall deadline (limits.request_stall_timeout)
-  CloseReason reason;   ///< why the timer closes the connection
+  net::DeadlineTimer timer;  ///< a streamed request's stall deadline (limits.request_stall_timeout)
+  net::CloseReason reason;   ///< why the timer closes the connection
   uint32_t streamed_charge = 0;
   /// TLS listeners: closes a client that has not finished its handshake by limits.tls_handshake_timeout.
-  std::unique_ptr<DeadlineTimer> tls_handshake;
+  std::unique_ptr<net::DeadlineTimer> tls_handshake;
 };
 
 /// The preamble state: what the client sends before kproxy knows where it goes.
@@ -34,7 +34,7 @@ struct ClientConnection::PreambleState {
   PreambleState(const ConnectionPreamble::Setup& setup, uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_deadline)
       : machine(setup), deadline(loop, clock, std::move(on_deadline)) {}
   ConnectionPreamble machine;
-  DeadlineTimer deadline;  ///< at machine.deadline()
+  net::DeadlineTimer deadline;  ///< at machine.deadline()
   /// The client's TLS session, installed once the preamble is through (a PROXY header and a
   /// ClientHello are read in the clear).
   std::unique_ptr<tls::TlsSession> client_tls_pending;
@@ -50,10 +50,10 @@ struct ClientConnection::PreambleState {
 /// The draining state: why the connection closes once every request is answered, and, when the
 /// client half-closed, the deadline for those answers (limits.unanswered_request_timeout).
 struct ClientConnection::DrainState {
-  explicit DrainState(CloseReason r) : reason(std::move(r)) {}
-  CloseReason reason;
-  std::unique_ptr<DeadlineTimer> unanswered;
-  CloseReason unanswered_reason;
+  explicit DrainState(net::CloseReason r) : reason(std::move(r)) {}
+  net::CloseReason reason;
+  std::unique_ptr<net::DeadlineTimer> unanswered;
+  net::CloseReason unanswered_reason;
 };
 
 ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener,
@@ -63,7 +63,7 @@ ClientConnection::ClientConnection(ConnectionEnvironment& env, std::shared_ptr<c
       requests_(config_->limits.max_request_frame_bytes, &env.frame_budget()),
       responses_(config_->limits.max_response_frame_bytes, &env.frame_budget()), state_(Connecting{}),
       pipeline_(env.loop(), env.live_rules(), env.rewrite(listener_->listener_index),
-                ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_, env.services()) {}
+                stage::ConnectionInfo{id, listener_->name, listener_->listener_index, nullptr, {}}, *this, metrics_, env.services()) {}
 
 ClientConnection::~ClientConnection() {
   env_.read_pressure().forget(*this);
@@ -120,14 +120,14 @@ void ClientConnection::start(const config::HostPort& upstream) {
     if (auto* pre = std::get_if<Preamble>(&state_)) pre->data->client_tls_pending = std::move(session);
     else client_.use_tls(std::move(session));
     RareState& r = rare_state();
-    r.tls_handshake = std::make_unique<DeadlineTimer>(env_.loop(), env_.services().clock, [this] {
+    r.tls_handshake = std::make_unique<net::DeadlineTimer>(env_.loop(), env_.services().clock, [this] {
       on_stream_tls_failed(client_, "handshake not finished within " + std::to_string(config_->limits.tls_handshake_timeout.count()) +
                                         " ms (limits.tls_handshake_timeout)");
     });
     r.tls_handshake->arm(opened_at_ + config_->limits.tls_handshake_timeout);
   }
   if (tls.upstream && !sni) upstream_.stream().use_tls(std::make_unique<tls::TlsSession>(*tls.upstream, upstream.host));
-  if (ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
+  if (net::ConnectionKey key = connection_key(client_.handle(), /*accepted=*/true); !key.empty()) {
     if (env_.services().self_connections.accepted(key)) {
       refuse_self_connection("connection from " + peer() + ", which is one of kproxy's own upstream sockets");
       return;
@@ -138,7 +138,7 @@ void ClientConnection::start(const config::HostPort& upstream) {
   if (!sni) upstream_.connect(upstream, config_->limits.connect_timeout);
 }
 
-ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) {
+net::ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) {
   sockaddr_storage local{}, peer{};
   int local_len = sizeof(local), peer_len = sizeof(peer);
   if (uv_tcp_getsockname(socket, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
@@ -147,7 +147,7 @@ ConnectionKey ClientConnection::connection_key(uv_tcp_t* socket, bool accepted) 
   }
   // Keyed in the direction of the connection: peer -> kproxy for an accepted one, kproxy ->
   // broker for an upstream one, so a connection kproxy made to itself has one key from both ends.
-  return accepted ? SelfConnectionDetector::connection_key(peer, local) : SelfConnectionDetector::connection_key(local, peer);
+  return accepted ? net::SelfConnectionDetector::connection_key(peer, local) : net::SelfConnectionDetector::connection_key(local, peer);
 }
 
 void ClientConnection::refuse_self_connection(std::string detail) {
@@ -172,18 +172,18 @@ void ClientConnection::refuse_self_connection(std::string detail) {
                                     : "the listener's upstream is kproxy",
         "; this port's later looping connections are logged at most once per 10 s");
   }
-  static LogThrottle throttle(std::chrono::seconds(10));
+  static util::LogThrottle throttle(std::chrono::seconds(10));
   uint64_t suppressed = 0;
   if (!first && throttle.allow(&suppressed)) {
     spdlog::error(
         "listener={} kproxy is connecting to itself ({}): a broker advertises an address of kproxy's (check the brokers' "
         "advertised.listeners: they must name the brokers, not the proxy), or the listener's upstream is kproxy{}",
-        listener_->label(), detail, LogThrottle::suppressed_note(suppressed));
+        listener_->label(), detail, util::LogThrottle::suppressed_note(suppressed));
   }
-  close({CloseCategory::kSelfConnection, "kproxy connected to itself: " + detail});
+  close({net::CloseCategory::kSelfConnection, "kproxy connected to itself: " + detail});
 }
 
-void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
+void ClientConnection::begin_close(const net::CloseReason& reason, const char* how) {
   enter(Closing{});
   env_.read_pressure().forget(*this);
   request_timer_.reset();
@@ -192,12 +192,12 @@ void ClientConnection::begin_close(const CloseReason& reason, const char* how) {
   if (rare_ && rare_->tls_handshake) rare_->tls_handshake->cancel();
   auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(clock_now() - opened_at_);
   spdlog::info("conn={} {}: {} [{}] (client {}, {} requests, {} awaiting the broker, {} bytes in, {} bytes out, open {} ms)", id_, how,
-               reason.detail, close_label(reason.category), peer(), requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
+               reason.detail, net::close_label(reason.category), peer(), requests_in_, pipeline_.awaiting_broker(), metrics_.bytes_in(),
                metrics_.bytes_out(), lived.count());
   metrics_.closed(reason.category);
 }
 
-void ClientConnection::close(CloseReason reason) {
+void ClientConnection::close(net::CloseReason reason) {
   if (closing()) return;
   begin_close(reason, "closed");
   pipeline_.shutdown();
@@ -205,7 +205,7 @@ void ClientConnection::close(CloseReason reason) {
   upstream_.close(/*flush_first=*/false);
 }
 
-void ClientConnection::finish(CloseReason reason) {
+void ClientConnection::finish(net::CloseReason reason) {
   if (closing()) return;
   begin_close(reason, "closing after queued responses");
   pipeline_.shutdown();
@@ -214,11 +214,11 @@ void ClientConnection::finish(CloseReason reason) {
 }
 
 void ClientConnection::drain() {
-  begin_drain({CloseCategory::kShutdown, requests_in_ == 0 ? "kproxy is shutting down (nothing in flight)"
-                                                           : "kproxy is shutting down (in-flight requests answered)"});
+  begin_drain({net::CloseCategory::kShutdown, requests_in_ == 0 ? "kproxy is shutting down (nothing in flight)"
+                                                                : "kproxy is shutting down (in-flight requests answered)"});
 }
 
-void ClientConnection::begin_drain(CloseReason reason) {
+void ClientConnection::begin_drain(net::CloseReason reason) {
   if (closing() || in(ConnectionState::kDraining)) return;
   enter(Draining{std::make_unique<DrainState>(std::move(reason))});
   client_.stop_reading();
@@ -234,7 +234,7 @@ void ClientConnection::finish_drain_if_idle() {
 void ClientConnection::on_preamble_step(PreambleStep step) {
   auto& pre = *std::get<Preamble>(state_).data;
   if (step.proxy_header) {
-    const ProxyHeader& h = *step.proxy_header;
+    const net::ProxyHeader& h = *step.proxy_header;
     if (!h.local && !h.source.empty()) {
       spdlog::info("conn={} client {} through {} (PROXY protocol v2{})", id_, h.source, peer(),
                    h.authority ? ", authority " + *h.authority : std::string());
@@ -250,13 +250,13 @@ void ClientConnection::on_preamble_step(PreambleStep step) {
       if (step.proxy_header_refused) {
         // A header refused or not in time (kproxy_proxy_proxy_header_refusals_total, config/README.md).
         metrics_.count(metrics::ProxyEvent::kProxyHeaderRefused);
-        static LogThrottle throttle(std::chrono::seconds(10));
+        static util::LogThrottle throttle(std::chrono::seconds(10));
         uint64_t suppressed = 0;
         if (throttle.allow(&suppressed)) {
           spdlog::warn(
               "listener={} conn={} from {}: {} (listeners[].proxy_protocol is v2: every connection must come through the load "
               "balancer){}",
-              listener_->label(), id_, peer(), step.reason.detail, LogThrottle::suppressed_note(suppressed));
+              listener_->label(), id_, peer(), step.reason.detail, util::LogThrottle::suppressed_note(suppressed));
         }
       }
       close(std::move(step.reason));
@@ -340,22 +340,23 @@ void ClientConnection::route_to(PreambleStep step) {
     // The decision an operator looks for when a client went nowhere: the name received and the
     // names configured, side by side (one line per second per kind of decision at most).
     constexpr auto kEvery = std::chrono::seconds(1);
-    static LogThrottle throttles[static_cast<size_t>(SniOutcome::kCount)] = {
-        LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery),
-        LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery), LogThrottle(kEvery)};
+    static util::LogThrottle throttles[static_cast<size_t>(SniOutcome::kCount)] = {
+        util::LogThrottle(kEvery), util::LogThrottle(kEvery), util::LogThrottle(kEvery), util::LogThrottle(kEvery),
+        util::LogThrottle(kEvery), util::LogThrottle(kEvery), util::LogThrottle(kEvery), util::LogThrottle(kEvery),
+        util::LogThrottle(kEvery), util::LogThrottle(kEvery), util::LogThrottle(kEvery)};
     static_assert(static_cast<size_t>(SniOutcome::kCount) == 11, "one throttle per outcome");
     uint64_t suppressed = 0;
     if (throttles[static_cast<size_t>(route.outcome)].allow(&suppressed)) {
       spdlog::warn("listener={} conn={} from {}: {}{}", listener_->label(), id_, peer(), decision,
-                   LogThrottle::suppressed_note(suppressed));
+                   util::LogThrottle::suppressed_note(suppressed));
     }
   }
   if (!route.serve()) {
     if (route.refuse() && pre.client_tls_pending) {  // a TLS client hears why; without TLS here, a close
       client_.append(codec::Bytes(kUnrecognizedNameAlert, sizeof(kUnrecognizedNameAlert)));
-      finish({CloseCategory::kClientProtocolError, "refused with TLS alert unrecognized_name: " + decision});
+      finish({net::CloseCategory::kClientProtocolError, "refused with TLS alert unrecognized_name: " + decision});
     } else {
-      close({CloseCategory::kClientProtocolError, decision});
+      close({net::CloseCategory::kClientProtocolError, decision});
     }
     return;
   }
@@ -370,7 +371,7 @@ void ClientConnection::route_to(PreambleStep step) {
   client_.replay(step.bytes);
 }
 
-void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
+void ClientConnection::on_stream_read(net::TcpStream& s, codec::Bytes data) {
   if (closing()) return;
   if (auto* pre = std::get_if<Preamble>(&state_); pre && &s == &client_ && pre->data->machine.reading()) {
     on_preamble_step(pre->data->machine.feed(data));
@@ -403,7 +404,7 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       }
       if (requests_.looks_like_tls()) metrics_.count(metrics::ProxyEvent::kTlsOnPlaintext);
       else metrics_.count(metrics::ProxyEvent::kFramingError);
-      close({CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
+      close({net::CloseCategory::kClientProtocolError, "bad request framing: " + requests_.error()});
       return;
     }
     track_request_deadline(now);
@@ -435,11 +436,12 @@ void ClientConnection::on_stream_read(TcpStream& s, codec::Bytes data) {
       // content type 21, or a handshake, 22; RFC 8446 5.1), read as a size of ~350 MB.
       bool first_bytes = metrics_.bytes_out() == data.size();
       if (first_bytes && data.size() >= 2 && (data[0] == 0x15 || data[0] == 0x16) && data[1] == 0x03) {
-        close({CloseCategory::kBrokerProtocolError, "protocol mismatch: broker " + upstream_peer() +
-                                                        " answered with TLS (a TLS listener? set upstream_tls): " + responses_.error()});
+        close(
+            {net::CloseCategory::kBrokerProtocolError, "protocol mismatch: broker " + upstream_peer() +
+                                                           " answered with TLS (a TLS listener? set upstream_tls): " + responses_.error()});
         return;
       }
-      close({CloseCategory::kBrokerProtocolError, "bad response framing from broker: " + responses_.error()});
+      close({net::CloseCategory::kBrokerProtocolError, "bad response framing from broker: " + responses_.error()});
       return;
     }
     if (!client_.flush()) return;
@@ -474,9 +476,9 @@ void ClientConnection::stream_large_request() {
   // Its bytes must keep coming: the broker holds the announced size until the last one.
   arm_wait_deadline(
       clock_now() + config_->limits.request_stall_timeout,
-      {CloseCategory::kLimit, "a " + std::to_string(requests_.partial_frame_size()) +
-                                  "-byte request forwarded while it arrived stalled: no byte for " +
-                                  std::to_string(config_->limits.request_stall_timeout.count()) + " ms (limits.request_stall_timeout)"});
+      {net::CloseCategory::kLimit,
+       "a " + std::to_string(requests_.partial_frame_size()) + "-byte request forwarded while it arrived stalled: no byte for " +
+           std::to_string(config_->limits.request_stall_timeout.count()) + " ms (limits.request_stall_timeout)"});
   // A view into the reader's buffer: flushed (or copied, when the socket is backed up) before
   // the next read can move it.
   upstream_.stream().append_borrowed(requests_.take_unstreamed());
@@ -547,8 +549,8 @@ void ClientConnection::on_request_deadline() {
     arm_request_timer(at);
     return;
   }
-  static LogThrottle first_throttle(std::chrono::seconds(10));
-  static LogThrottle completion_throttle(std::chrono::seconds(10));
+  static util::LogThrottle first_throttle(std::chrono::seconds(10));
+  static util::LogThrottle completion_throttle(std::chrono::seconds(10));
   uint64_t suppressed = 0;
   std::string detail;
   if (first) {
@@ -557,8 +559,8 @@ void ClientConnection::on_request_deadline() {
              " ms of the accept (limits.first_request_timeout): " + std::to_string(metrics_.bytes_in()) + " bytes received";
     if (first_throttle.allow(&suppressed))
       spdlog::warn("listener={} conn={} from {}: closed: {}{}", listener_->label(), id_, peer(), detail,
-                   LogThrottle::suppressed_note(suppressed));
-    close({CloseCategory::kFirstRequestTimeout, std::move(detail)});
+                   util::LogThrottle::suppressed_note(suppressed));
+    close({net::CloseCategory::kFirstRequestTimeout, std::move(detail)});
     return;
   }
   metrics_.count(metrics::ProxyEvent::kRequestCompletionDeadline);
@@ -568,18 +570,18 @@ void ClientConnection::on_request_deadline() {
            " request frame arrived" + (memory_paused_ ? " (reads paused for memory)" : "");
   if (completion_throttle.allow(&suppressed))
     spdlog::warn("listener={} conn={} from {}: closed: {}{}", listener_->label(), id_, peer(), detail,
-                 LogThrottle::suppressed_note(suppressed));
-  close({CloseCategory::kRequestTimeout, std::move(detail)});
+                 util::LogThrottle::suppressed_note(suppressed));
+  close({net::CloseCategory::kRequestTimeout, std::move(detail)});
 }
 
 void ClientConnection::pause_reads(const std::string& why) {
   memory_paused_ = true;
   client_.stop_reading();
-  static LogThrottle throttle(std::chrono::seconds(10));
+  static util::LogThrottle throttle(std::chrono::seconds(10));
   uint64_t suppressed = 0;
   if (throttle.allow(&suppressed)) {
     spdlog::warn("listener={} conn={} from {}: reads paused: {}{}", listener_->label(), id_, peer(), why,
-                 LogThrottle::suppressed_note(suppressed));
+                 util::LogThrottle::suppressed_note(suppressed));
   } else {
     spdlog::debug("conn={} reads paused: {}", id_, why);
   }
@@ -609,22 +611,22 @@ ClientConnection::RareState& ClientConnection::rare_state() {
   return *rare_;
 }
 
-void ClientConnection::arm_wait_deadline(std::chrono::steady_clock::time_point at, CloseReason reason) {
+void ClientConnection::arm_wait_deadline(std::chrono::steady_clock::time_point at, net::CloseReason reason) {
   rare_state().reason = std::move(reason);
   rare_->timer.arm(at);
 }
 
 void ClientConnection::close_over_frame_budget(const codec::FrameReader& reader, const char* what) {
   metrics_.count(metrics::ProxyEvent::kFrameMemoryRefusal);
-  close({CloseCategory::kLimit, std::string(what) + " refused: " + reader.error()});
+  close({net::CloseCategory::kLimit, std::string(what) + " refused: " + reader.error()});
 }
 
-std::span<uint8_t> ClientConnection::read_space(TcpStream& s) {
+std::span<uint8_t> ClientConnection::read_space(net::TcpStream& s) {
   if (closing()) return {};
   return &s == &client_ ? requests_.read_space() : responses_.read_space();
 }
 
-void ClientConnection::pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece) {
+void ClientConnection::pass_on(net::TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece) {
   if (reader.holds(bytes)) {
     size_t streamed = reader.streamed();  // the start of a streamed request is at the broker already
     to.append(reader.take_frame(), streamed);
@@ -676,27 +678,28 @@ void ClientConnection::open_broker_port(int32_t node_id, uint16_t port) { env_.o
 
 // ---- transport events ----
 
-void ClientConnection::apply_backpressure(TcpStream& from, TcpStream& to) {
+void ClientConnection::apply_backpressure(net::TcpStream& from, net::TcpStream& to) {
   size_t held = &to == &client_ ? pipeline_.held_bytes_to_client() : pipeline_.held_bytes_to_broker();
-  if (to.queued_bytes() + held > kWriteQueueHighWater) {
+  if (to.queued_bytes() + held > net::kWriteQueueHighWater) {
     if (&from == &client_ && from.reading()) env_.read_pressure().count_write_queue_pause();
     from.stop_reading();
-  } else if (!from.reading() && held < kWriteQueueLowWater && !(&from == &client_ && (memory_paused_ || in(ConnectionState::kDraining))) &&
+  } else if (!from.reading() && held < net::kWriteQueueLowWater &&
+             !(&from == &client_ && (memory_paused_ || in(ConnectionState::kDraining))) &&
              (&from == &client_ || upstream_.stream().connected())) {
     from.start_reading();
   }
 }
 
-void ClientConnection::on_stream_error(TcpStream& s, int status, const char* during) {
+void ClientConnection::on_stream_error(net::TcpStream& s, int status, const char* during) {
   if (closing()) {
     s.close();
     return;
   }
   if (&s == &client_) {
     if (status == UV_EOF && requests_.streamed() != 0) {
-      close({CloseCategory::kClientClosed, "client closed the connection in the middle of a " +
-                                               std::to_string(requests_.partial_frame_size()) +
-                                               "-byte request forwarded while it arrived"});
+      close({net::CloseCategory::kClientClosed, "client closed the connection in the middle of a " +
+                                                    std::to_string(requests_.partial_frame_size()) +
+                                                    "-byte request forwarded while it arrived"});
       return;
     }
     if (status == UV_EOF && !pipeline_.idle()) {
@@ -705,16 +708,16 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
       // as long as limits.unanswered_request_timeout: a broker that went silent (a long pause,
       // a partition without RST) never holds the connection for good.
       auto wait = config_->limits.unanswered_request_timeout;
-      CloseReason late{CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) +
-                                                       " requests; the broker " + upstream_peer() + " left " +
-                                                       std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
-                                                       std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"};
-      begin_drain({CloseCategory::kClientClosed,
+      net::CloseReason late{net::CloseCategory::kUnanswered, "client closed its side after " + std::to_string(requests_in_) +
+                                                                 " requests; the broker " + upstream_peer() + " left " +
+                                                                 std::to_string(pipeline_.in_flight()) + " of them unanswered for " +
+                                                                 std::to_string(wait.count()) + " ms (limits.unanswered_request_timeout)"};
+      begin_drain({net::CloseCategory::kClientClosed,
                    "client closed its side after " + std::to_string(requests_in_) + " requests; every request was answered"});
       if (auto* d = std::get_if<Draining>(&state_)) {  // the drain's own deadline for the answers
         DrainState& drain = *d->data;
         drain.unanswered_reason = std::move(late);
-        drain.unanswered = std::make_unique<DeadlineTimer>(env_.loop(), env_.services().clock, [this] {
+        drain.unanswered = std::make_unique<net::DeadlineTimer>(env_.loop(), env_.services().clock, [this] {
           auto* dr = std::get_if<Draining>(&state_);
           if (!dr) return;
           metrics_.count(metrics::ProxyEvent::kWaitDeadline);
@@ -724,8 +727,8 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
       }
       return;
     }
-    if (status == UV_EOF) close({CloseCategory::kClientClosed, "client closed the connection"});
-    else close({CloseCategory::kClientClosed, std::string("client ") + during + " failed: " + uv_strerror(status)});
+    if (status == UV_EOF) close({net::CloseCategory::kClientClosed, "client closed the connection"});
+    else close({net::CloseCategory::kClientClosed, std::string("client ") + during + " failed: " + uv_strerror(status)});
     return;
   }
   metrics_.count(metrics::ProxyEvent::kUpstreamDisconnect);
@@ -734,16 +737,16 @@ void ClientConnection::on_stream_error(TcpStream& s, int status, const char* dur
   if (pipeline_.awaiting_broker() > 0) reason += " with " + std::to_string(pipeline_.awaiting_broker()) + " requests in flight";
   // The client gets the responses already received, then sees the disconnect: nothing in flight
   // is silently lost.
-  finish({CloseCategory::kBrokerClosed, std::move(reason)});
+  finish({net::CloseCategory::kBrokerClosed, std::move(reason)});
 }
 
-void ClientConnection::on_stream_writable(TcpStream& s) {
+void ClientConnection::on_stream_writable(net::TcpStream& s) {
   if (closing()) return;
   if (&s == &client_) apply_backpressure(upstream_.stream(), client_);
   else apply_backpressure(client_, upstream_.stream());
 }
 
-void ClientConnection::on_stream_closed(TcpStream&) { maybe_destroy(); }
+void ClientConnection::on_stream_closed(net::TcpStream&) { maybe_destroy(); }
 
 std::string ClientConnection::upstream_peer() {
   std::string resolved = upstream_.stream().peer_address();
@@ -751,21 +754,21 @@ std::string ClientConnection::upstream_peer() {
   return resolved.empty() || resolved == target ? target : target + " (" + resolved + ")";
 }
 
-void ClientConnection::on_stream_tls_failed(TcpStream& s, const std::string& reason) {
+void ClientConnection::on_stream_tls_failed(net::TcpStream& s, const std::string& reason) {
   if (closing()) {
     s.close();
     return;
   }
   metrics_.count(metrics::ProxyEvent::kTlsFailure);
   if (&s == &client_) {
-    close({CloseCategory::kTls, "TLS with client " + peer() + " failed: " + reason});
+    close({net::CloseCategory::kTls, "TLS with client " + peer() + " failed: " + reason});
     return;
   }
   metrics_.count(metrics::ProxyEvent::kUpstreamConnectFailure);
-  close({CloseCategory::kUpstreamConnectFailed, "TLS with broker " + upstream_peer() + " failed: " + reason});
+  close({net::CloseCategory::kUpstreamConnectFailed, "TLS with broker " + upstream_peer() + " failed: " + reason});
 }
 
-void ClientConnection::on_stream_tls_established(TcpStream& s) {
+void ClientConnection::on_stream_tls_established(net::TcpStream& s) {
   bool client = &s == &client_;
   if (client && rare_ && rare_->tls_handshake) rare_->tls_handshake->cancel();
   else upstream_.handshake_done();
@@ -778,7 +781,7 @@ void ClientConnection::on_stream_tls_established(TcpStream& s) {
 void ClientConnection::on_upstream_connected() {
   if (closing()) return;
   spdlog::debug("conn={} connected to {}", id_, upstream_.target().to_string());
-  if (ConnectionKey key = connection_key(upstream_.stream().handle(), /*accepted=*/false); !key.empty()) {
+  if (net::ConnectionKey key = connection_key(upstream_.stream().handle(), /*accepted=*/false); !key.empty()) {
     if (env_.services().self_connections.connected(key)) {
       refuse_self_connection("upstream " + upstream_peer() + " is one of kproxy's own listening ports");
       return;
@@ -796,7 +799,7 @@ void ClientConnection::on_upstream_connected() {
 void ClientConnection::on_upstream_connect_failed(const std::string& reason) {
   metrics_.count(metrics::ProxyEvent::kUpstreamConnectFailure);
   if (!listener_->is_broker_port()) env_.bootstrap_unreachable(listener_->listener_index, upstream_.target());
-  close({CloseCategory::kUpstreamConnectFailed, "upstream unavailable: " + reason});
+  close({net::CloseCategory::kUpstreamConnectFailed, "upstream unavailable: " + reason});
 }
 
 void ClientConnection::on_upstream_is_self(const std::string& detail) {
@@ -813,4 +816,4 @@ void ClientConnection::maybe_destroy() {
   delete this;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

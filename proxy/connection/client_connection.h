@@ -38,7 +38,7 @@
 #include "proxy/pipeline/pipeline.h"
 #include "proxy/util/intrusive_list.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 /// Request frames at least this large are forwarded while they arrive, when the pipeline allows
 /// it (ClientConnection::stream_large_request): below it, a frame is read whole and sent in one
@@ -46,11 +46,11 @@ namespace kproxy::proxy {
 inline constexpr size_t kStreamedRequestMin = 128 << 10;
 
 /// The IntrusiveListHook links it into its worker's registry (Worker::connections_).
-class ClientConnection final : public TcpStreamEvents,
-                               public UpstreamConnectionEvents,
-                               public PipelineOutput,
+class ClientConnection final : public net::TcpStreamEvents,
+                               public net::UpstreamConnectionEvents,
+                               public pipeline::PipelineOutput,
                                public PausableReader,
-                               public IntrusiveListHook {
+                               public util::IntrusiveListHook {
  public:
   /// Created by the worker for an accepted socket: accept into client_stream(), then start().
   ClientConnection(ConnectionEnvironment& env, std::shared_ptr<const ListenerSpec> listener, std::shared_ptr<const config::Config> config,
@@ -63,11 +63,11 @@ class ClientConnection final : public TcpStreamEvents,
   /// Starts reading the client and connecting to `upstream`.
   void start(const config::HostPort& upstream);
   /// Closes both sides now, logging `reason`. The object deletes itself once libuv is done.
-  void close(CloseReason reason) override;
+  void close(net::CloseReason reason) override;
   /// Stops taking requests; closes once every in-flight request has its response.
   void drain();
   /// The same, closing with `reason` (its listener was removed at run time, say).
-  void drain(CloseReason reason) { begin_drain(std::move(reason)); }
+  void drain(net::CloseReason reason) { begin_drain(std::move(reason)); }
   /// The worker's broker discovery this connection waited for finished (ConnectionEnvironment::
   /// discover_brokers): route again, at the named broker if it was learnt, else at the bootstrap.
   void brokers_discovered();
@@ -79,13 +79,13 @@ class ClientConnection final : public TcpStreamEvents,
   std::string_view preamble_phase() const;
 
   // TcpStreamEvents
-  void on_stream_read(TcpStream& s, codec::Bytes data) override;
-  void on_stream_error(TcpStream& s, int status, const char* during) override;
-  void on_stream_writable(TcpStream& s) override;
-  void on_stream_closed(TcpStream& s) override;
-  void on_stream_tls_failed(TcpStream& s, const std::string& reason) override;
-  void on_stream_tls_established(TcpStream& s) override;
-  std::span<uint8_t> read_space(TcpStream& s) override;
+  void on_stream_read(net::TcpStream& s, codec::Bytes data) override;
+  void on_stream_error(net::TcpStream& s, int status, const char* during) override;
+  void on_stream_writable(net::TcpStream& s) override;
+  void on_stream_closed(net::TcpStream& s) override;
+  void on_stream_tls_failed(net::TcpStream& s, const std::string& reason) override;
+  void on_stream_tls_established(net::TcpStream& s) override;
+  std::span<uint8_t> read_space(net::TcpStream& s) override;
 
   // UpstreamConnectionEvents
   void on_upstream_connected() override;
@@ -110,21 +110,21 @@ class ClientConnection final : public TcpStreamEvents,
   /// Queues `bytes` on `to` with the least copying: a frame gathered by `reader` is moved over,
   /// a view into `piece` (the read being handled, flushed before its callback returns) is
   /// borrowed, anything else is copied.
-  static void pass_on(TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece);
+  static void pass_on(net::TcpStream& to, codec::Bytes bytes, codec::FrameReader& reader, codec::Bytes piece);
   /// Stops reading `from` while `to` has too much queued: its write queue plus what a transport
   /// fault rule holds for it (Pipeline::held_bytes_to_*) above kWriteQueueHighWater. Resumes
   /// once `to` is not above the mark and the pipeline holds less than kWriteQueueLowWater.
-  void apply_backpressure(TcpStream& from, TcpStream& to);
+  void apply_backpressure(net::TcpStream& from, net::TcpStream& to);
   /// Closes the client after it got what is queued for it (broker gone, drain finished).
-  void finish(CloseReason reason);
+  void finish(net::CloseReason reason);
   /// Logs and counts the close, moves to kClosing.
-  void begin_close(const CloseReason& reason, const char* how);
+  void begin_close(const net::CloseReason& reason, const char* how);
   /// Stops reading the client and finishes with `reason` once every request has its response.
-  void begin_drain(CloseReason reason);
+  void begin_drain(net::CloseReason reason);
   /// `reader`'s frame would pass limits.max_buffered_frame_bytes: counts and closes.
   void close_over_frame_budget(const codec::FrameReader& reader, const char* what);
   /// The SelfConnectionDetector key of `socket` (proxy/net/self_connection.h), empty if unknown.
-  static ConnectionKey connection_key(uv_tcp_t* socket, bool accepted);
+  static net::ConnectionKey connection_key(uv_tcp_t* socket, bool accepted);
   /// kproxy reached itself (proxy/net/self_connection.h): logs what is misconfigured and closes.
   void refuse_self_connection(std::string detail);
   /// Cut-through: sends what arrived of a large request frame to the broker already, when the
@@ -177,7 +177,7 @@ class ClientConnection final : public TcpStreamEvents,
   /// rare_, made on first use.
   RareState& rare_state();
   /// Arms the streamed request's stall deadline to close with `reason` at `at`.
-  void arm_wait_deadline(std::chrono::steady_clock::time_point at, CloseReason reason);
+  void arm_wait_deadline(std::chrono::steady_clock::time_point at, net::CloseReason reason);
   /// A draining connection with nothing left in flight or held finishes.
   void finish_drain_if_idle();
   void maybe_destroy();
@@ -198,8 +198,8 @@ class ClientConnection final : public TcpStreamEvents,
   std::string& peer() { return pipeline_.connection_info().client_address; }
   /// "127.0.0.1:9093 (10.0.0.5:9093)": the broker as configured or advertised, and where it resolved.
   std::string upstream_peer();
-  TcpStream client_;
-  UpstreamConnection upstream_;
+  net::TcpStream client_;
+  net::UpstreamConnection upstream_;
   codec::FrameReader requests_;
   codec::FrameReader responses_;
   /// The piece of the stream being handled by on_stream_read, per side (empty outside it).
@@ -210,12 +210,12 @@ class ClientConnection final : public TcpStreamEvents,
   bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)
   bool memory_paused_ = false;   ///< ReadPressure stopped reading the client (pause_reads)
   /// This connection's keys in the SelfConnectionDetector (empty = not registered).
-  ConnectionKey client_endpoint_;
-  ConnectionKey upstream_endpoint_;
+  net::ConnectionKey client_endpoint_;
+  net::ConnectionKey upstream_endpoint_;
   metrics::ConnectionMetrics metrics_{env_.services().metrics,
                                       listener_->listener_index};  ///< per-listener gauges, in-flight, bytes (observability)
   /// The stages every frame passes through (proxy/pipeline/pipeline.h); keeps responses in request order.
-  Pipeline pipeline_;
+  pipeline::Pipeline pipeline_;
   /// What only some connections need, on the heap and made on first use: the deadline that closes
   /// the connection when a streamed request stalls (limits.request_stall_timeout), with its
   /// reason; the announced bytes of the request being streamed (charged to
@@ -233,9 +233,9 @@ class ClientConnection final : public TcpStreamEvents,
   /// Closes a connection whose first request or current request frame is late (see
   /// track_request_deadline). A bare handle (8 bytes, allocated while armed): its due time is
   /// libuv's (uv_timer_get_due_in).
-  UvHandle<uv_timer_t> request_timer_;
+  net::UvHandle<uv_timer_t> request_timer_;
   static void on_request_timer(uv_timer_t* timer);
   void arm_request_timer(std::chrono::steady_clock::time_point at);
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

@@ -23,7 +23,7 @@
 #include "proxy/stage/services.h"
 #include "proxy/tls/listener_tls.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 class ClientConnection;
 class ReadPressure;
@@ -36,7 +36,7 @@ class ConnectionEnvironment {
   virtual uv_loop_t* loop() = 0;
   /// The process's services: metrics, topic names, the self-connection detector, the frame
   /// observer, the clock (proxy/stage/services.h).
-  virtual const Services& services() = 0;
+  virtual const stage::Services& services() = 0;
   /// Memory every connection's FrameReaders may hold for partial frames (limits.max_buffered_frame_bytes).
   virtual codec::FrameMemoryBudget& frame_budget() = 0;
   /// The loop's read pressure: pauses the clients holding the most partial bytes while the frame
@@ -48,7 +48,7 @@ class ConnectionEnvironment {
   /// Fault rules and ApiVersions policy; the pipeline reads its current snapshot per frame.
   virtual chaos::LiveRules& live_rules() = 0;
   /// The broker-address rewrite of listener `listener_index`.
-  virtual const BrokerAddressRewrite& rewrite(size_t listener_index) = 0;
+  virtual const cluster::BrokerAddressRewrite& rewrite(size_t listener_index) = 0;
   /// The TLS contexts of listener `listener_index` as of now (a reload applies to later connections).
   virtual tls::ListenerTls listener_tls(size_t listener_index) = 0;
   /// Where broker `node_id` of listener `listener_index` really is, if a response named it (an
@@ -74,4 +74,4 @@ class ConnectionEnvironment {
   virtual void forget(ClientConnection* connection) = 0;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

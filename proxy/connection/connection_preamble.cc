@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <utility>
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 namespace {
 
 ConnectionPreamble::Phase first_phase(const ConnectionPreamble::Setup& setup) {
-  if (setup.proxy_protocol) return ConnectionPreamble::AwaitingProxyHeader{ProxyHeaderReader()};
+  if (setup.proxy_protocol) return ConnectionPreamble::AwaitingProxyHeader{net::ProxyHeaderReader()};
   if (setup.sni && setup.tls) return ConnectionPreamble::AwaitingClientHello(setup.sni->max_client_hello_bytes);
   return ConnectionPreamble::Routed{};
 }
@@ -34,20 +34,20 @@ ConnectionPreamble::time_point ConnectionPreamble::deadline() const {
 PreambleStep ConnectionPreamble::feed(codec::Bytes data) {
   if (auto* p = std::get_if<AwaitingProxyHeader>(&phase_)) {
     switch (p->reader.feed(data)) {
-      case ProxyHeaderReader::State::kNeedMore: return {};
-      case ProxyHeaderReader::State::kRefused: {
+      case net::ProxyHeaderReader::State::kNeedMore: return {};
+      case net::ProxyHeaderReader::State::kRefused: {
         PreambleStep step;
         step.kind = PreambleStep::Kind::kRefuse;
         step.proxy_header_refused = true;
-        step.reason = {CloseCategory::kClientProtocolError, "PROXY protocol: " + p->reader.reason()};
+        step.reason = {net::CloseCategory::kClientProtocolError, "PROXY protocol: " + p->reader.reason()};
         phase_ = Routed{};
         return step;
       }
-      case ProxyHeaderReader::State::kDone: break;
+      case net::ProxyHeaderReader::State::kDone: break;
     }
     codec::Bytes rest = p->reader.rest();
     std::vector<uint8_t> after(rest.begin(), rest.end());  // the reader goes with its phase
-    ProxyHeader header = p->reader.header();
+    net::ProxyHeader header = p->reader.header();
     return after_proxy_header(after, std::move(header));
   }
   if (auto* h = std::get_if<AwaitingClientHello>(&phase_)) {
@@ -66,7 +66,7 @@ PreambleStep ConnectionPreamble::feed(codec::Bytes data) {
   return step;
 }
 
-PreambleStep ConnectionPreamble::after_proxy_header(codec::Bytes rest, ProxyHeader header) {
+PreambleStep ConnectionPreamble::after_proxy_header(codec::Bytes rest, net::ProxyHeader header) {
   PreambleStep step;
   if (setup_.sni && !setup_.tls) {
     // TLS ended at the load balancer: the name its client asked for comes in the header
@@ -114,7 +114,7 @@ PreambleStep ConnectionPreamble::on_deadline() {
     step.kind = PreambleStep::Kind::kRefuse;
     step.proxy_header_refused = true;  // a header not in time is a refused header (config/README.md)
     step.reason = {
-        CloseCategory::kClientProtocolError,
+        net::CloseCategory::kClientProtocolError,
         "no PROXY protocol header within " + std::to_string(setup_.proxy_header_timeout.count()) + " ms (limits.proxy_header_timeout)"};
     phase_ = Routed{};
     return step;
@@ -141,4 +141,4 @@ PreambleStep ConnectionPreamble::brokers_discovered() {
   return step;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

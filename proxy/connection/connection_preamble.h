@@ -34,7 +34,7 @@
 #include "proxy/net/proxy_header.h"
 #include "proxy/tls/client_hello.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 /// What the connection does after the preamble took bytes (or its deadline passed).
 struct PreambleStep {
@@ -49,13 +49,13 @@ struct PreambleStep {
   SniRoute route;
   std::string name;   ///< kRoute: "SNI 'kafka.example.org'", "PROXY authority ...", "SNI: ClientHello"
   std::string error;  ///< kRoute: why the ClientHello could not be read, if it could not
-  CloseReason reason;
+  net::CloseReason reason;
   /// kRefuse because the PROXY header was refused or late: kproxy_proxy_proxy_header_refusals_total
   /// (and the warning a load balancer's operator looks for) rather than a generic close.
   bool proxy_header_refused = false;
   /// The PROXY header, once read: the client it names (empty: a LOCAL header or no address) and
   /// the authority TLV, for the connection's logs and its peer address.
-  std::optional<ProxyHeader> proxy_header;
+  std::optional<net::ProxyHeader> proxy_header;
 };
 
 class ConnectionPreamble {
@@ -75,7 +75,7 @@ class ConnectionPreamble {
 
   /// The phases, each with only its own data.
   struct AwaitingProxyHeader {
-    ProxyHeaderReader reader;
+    net::ProxyHeaderReader reader;
   };
   struct AwaitingClientHello {
     tls::ClientHelloReader reader;
@@ -116,7 +116,7 @@ class ConnectionPreamble {
   std::string_view phase_name() const;
 
  private:
-  PreambleStep after_proxy_header(codec::Bytes rest, ProxyHeader header);
+  PreambleStep after_proxy_header(codec::Bytes rest, net::ProxyHeader header);
   PreambleStep route_by_client_hello(std::vector<uint8_t> received);
 
   Setup setup_;
@@ -124,4 +124,4 @@ class ConnectionPreamble {
   bool asked_brokers_ = false;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

@@ -1,6 +1,6 @@
 #include "proxy/connection/connection_state.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 std::string_view state_name(ConnectionState state) {
   switch (state) {
@@ -14,4 +14,4 @@ std::string_view state_name(ConnectionState state) {
   return "unknown";
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 enum class ConnectionState : uint8_t { kPreamble, kConnecting, kForwarding, kDraining, kClosing, kClosed };
 
@@ -40,4 +40,4 @@ constexpr bool can_transition(ConnectionState from, ConnectionState to) {
 
 std::string_view state_name(ConnectionState state);
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 /// What a listening socket stands for.
 struct ListenerSpec {
@@ -23,4 +23,4 @@ struct ListenerSpec {
   std::string label() const { return is_broker_port() ? name + "/node-" + std::to_string(node_id) : name; }
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

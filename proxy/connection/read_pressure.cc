@@ -7,7 +7,7 @@
 
 #include "proxy/metrics/proxy_metrics.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 ReadPauseMetrics::ReadPauseMetrics(metrics::ProxyMetrics& metrics)
     : paused_(std::make_shared<std::atomic<int64_t>>(0)),
@@ -145,4 +145,4 @@ void ReadPressure::stop() {
   recheck_.cancel();
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

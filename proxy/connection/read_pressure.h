@@ -41,7 +41,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/net/deadline_timer.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 /// A connection whose client side ReadPressure may stop reading (ClientConnection).
 class PausableReader {
@@ -141,8 +141,8 @@ class ReadPressure {
   ReadPauseMetrics& metrics_;
   std::vector<Entry> entries_;
   size_t paused_ = 0;
-  DeadlineTimer recheck_;
+  net::DeadlineTimer recheck_;
   bool stopped_ = false;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

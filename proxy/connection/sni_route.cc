@@ -2,7 +2,7 @@
 
 #include "proxy/metrics/proxy_metrics.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 namespace {
 
@@ -87,4 +87,4 @@ std::string configured_names(const config::SniConfig& sni) {
   return "bootstrap '" + sni.bootstrap + "', brokers '" + sni.broker.text() + "'";
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

@@ -24,7 +24,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/tls/client_hello.h"
 
-namespace kproxy::proxy {
+namespace kproxy::connection {
 
 /// The `outcome` label of kproxy_proxy_sni_connections_total.
 enum class SniOutcome : uint8_t {
@@ -74,4 +74,4 @@ std::string configured_names(const config::SniConfig& sni);
 /// section 6, RFC 6066 section 3): a client sees why instead of a reset.
 inline constexpr uint8_t kUnrecognizedNameAlert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70};
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::connection

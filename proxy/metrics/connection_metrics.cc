@@ -5,7 +5,7 @@ namespace kproxy::metrics {
 ConnectionMetrics::ConnectionMetrics(ProxyMetrics& process, size_t listener_index) : process_(process), listener_(listener_index) {}
 
 ConnectionMetrics::~ConnectionMetrics() {
-  if (!closed_) closed(proxy::CloseCategory::kOther);
+  if (!closed_) closed(net::CloseCategory::kOther);
 }
 
 void ConnectionMetrics::opened() {
@@ -27,7 +27,7 @@ void ConnectionMetrics::client_software(std::string_view name, std::string_view 
   software_ = name.empty() ? nullptr : m.client_seen(name, version);
 }
 
-void ConnectionMetrics::closed(proxy::CloseCategory reason) {
+void ConnectionMetrics::closed(net::CloseCategory reason) {
   if (closed_) return;
   closed_ = true;
   auto& m = process_;

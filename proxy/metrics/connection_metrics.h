@@ -62,7 +62,7 @@ class ConnectionMetrics {
   /// once in kproxy_clients, under its latest name, whatever it announced before.
   void client_software(std::string_view name, std::string_view version);
   /// The connection closes: `reason` names the label of kproxy_connections_closed_total.
-  void closed(proxy::CloseCategory reason);
+  void closed(net::CloseCategory reason);
 
  private:
   /// The shard of the thread the connection lives on, found on first use.

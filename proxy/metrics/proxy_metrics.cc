@@ -267,10 +267,10 @@ void ProxyMetrics::connection_closed(size_t listener, Side side) {
   add(s.listeners[std::min(listener, s.listener_count - 1)].connections[static_cast<size_t>(side)], -1);
 }
 
-void ProxyMetrics::connection_close_reason(size_t listener, proxy::CloseCategory reason) {
+void ProxyMetrics::connection_close_reason(size_t listener, net::CloseCategory reason) {
   std::lock_guard lock(mutex_);
   std::string name = listener < listener_names_.size() ? listener_names_[listener] : "other";
-  ++close_reasons_[{name, std::string(proxy::close_label(reason))}];
+  ++close_reasons_[{name, std::string(net::close_label(reason))}];
 }
 
 void ProxyMetrics::fault_injected(std::string_view rule, int16_t api, std::string_view action) {

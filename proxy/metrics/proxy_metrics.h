@@ -183,7 +183,7 @@ class ProxyMetrics {
   void count(ProxyEvent event, uint64_t n = 1) { add(shard().events[static_cast<size_t>(event)], n); }
 
   // Rare events (mutex).
-  void connection_close_reason(size_t listener, proxy::CloseCategory reason);
+  void connection_close_reason(size_t listener, net::CloseCategory reason);
   void fault_injected(std::string_view rule, int16_t api, std::string_view action);
   /// One kproxy_clients series ("name\0version", or the "other" series past the cap). Valid for
   /// the life of the ProxyMetrics: series are never removed (a count may go back to 0).

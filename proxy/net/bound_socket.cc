@@ -9,7 +9,7 @@
 
 #include "config/host_port.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 BoundSocket bind_tcp_socket(const std::string& host, uint16_t port) {
   BoundSocket out;
@@ -46,4 +46,4 @@ uint16_t local_port(int fd) {
   return 0;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -8,7 +8,7 @@
 
 #include "proxy/net/owned_descriptor.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 /// A bound, not yet listening, TCP socket; or why there is none.
 struct BoundSocket {
@@ -23,4 +23,4 @@ BoundSocket bind_tcp_socket(const std::string& host, uint16_t port);
 /// The local port of socket `fd`, 0 if it has none.
 uint16_t local_port(int fd);
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

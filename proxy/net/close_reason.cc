@@ -1,6 +1,6 @@
 #include "proxy/net/close_reason.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 std::string_view close_label(CloseCategory category) {
   switch (category) {
@@ -22,4 +22,4 @@ std::string_view close_label(CloseCategory category) {
   return "other";
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 enum class CloseCategory : uint8_t {
   kClientClosed,           ///< the client closed or reset its socket, or a read/write on it failed
@@ -39,4 +39,4 @@ struct CloseReason {
   std::string detail;  ///< for the log: what happened, with the peer and numbers that explain it
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

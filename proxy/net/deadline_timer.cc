@@ -1,6 +1,6 @@
 #include "proxy/net/deadline_timer.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 DeadlineTimer::DeadlineTimer(uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_fire)
     : loop_(loop), clock_(clock), on_fire_(std::move(on_fire)) {}
@@ -28,4 +28,4 @@ void DeadlineTimer::on_timer(uv_timer_t* t) {
   if (auto* self = static_cast<DeadlineTimer*>(t->data)) self->on_fire_();
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -15,7 +15,7 @@
 #include "proxy/net/uv_handle.h"
 #include "proxy/util/clock.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 class DeadlineTimer {
  public:
@@ -47,4 +47,4 @@ class DeadlineTimer {
   UvHandle<uv_timer_t> handle_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

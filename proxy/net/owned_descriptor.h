@@ -8,7 +8,7 @@
 
 #include <utility>
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 class OwnedDescriptor {
  public:
@@ -39,4 +39,4 @@ class OwnedDescriptor {
   int fd_ = -1;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

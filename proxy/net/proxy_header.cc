@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 namespace {
 
@@ -114,4 +114,4 @@ ProxyHeaderReader::State ProxyHeaderReader::parse() {
   return State::kDone;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

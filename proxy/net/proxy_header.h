@@ -21,7 +21,7 @@
 
 #include "codec/reader.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 /// What a PROXY v2 header says.
 struct ProxyHeader {
@@ -72,4 +72,4 @@ class ProxyHeaderReader {
   const char* refusal_label_ = "";
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 std::string SelfConnectionDetector::endpoint_key(const sockaddr_storage& addr) {
   // Address and port bytes only (sockaddr padding may differ between getsockname and getpeername).
@@ -192,4 +192,4 @@ size_t SelfConnectionDetector::size() const {
   return accepted_peers_.size() + upstream_locals_.size() + listeners_.size();
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

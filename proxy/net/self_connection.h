@@ -30,7 +30,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 /// A TCP connection's four-tuple in 16 bytes: every connection holds two (its accepted and its
 /// upstream socket), and so does the detector, so they are kept small. IPv4 is stored exactly
@@ -95,4 +95,4 @@ class SelfConnectionDetector {
   std::unordered_map<std::string, int> listeners_;  ///< endpoint key -> sockets open on it
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -6,7 +6,7 @@
 
 #include "proxy/tls/tls_session.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 namespace {
 // Every read on a loop thread lands in this buffer unless the owner offers room of its own: read
@@ -412,4 +412,4 @@ void TcpStream::read_tls(ssize_t nread, const uv_buf_t* buf) {
   }
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -35,11 +35,11 @@
 #include "codec/reader.h"
 #include "proxy/net/uv_handle.h"
 
-namespace kproxy::proxy {
-
-namespace tls {
+namespace kproxy::tls {
 class TlsSession;
 }
+
+namespace kproxy::net {
 
 /// Stop reading the other side above this many queued bytes...
 inline constexpr size_t kWriteQueueHighWater = 1 << 20;
@@ -190,4 +190,4 @@ class TcpStream {
   std::unique_ptr<tls::TlsSession> tls_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -4,7 +4,7 @@
 
 #include "proxy/net/self_connection.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 UpstreamConnection::UpstreamConnection(uv_loop_t* loop, TcpStreamEvents& stream_events, UpstreamConnectionEvents& events,
                                        const SelfConnectionDetector& self_connections)
@@ -94,4 +94,4 @@ void UpstreamConnection::close(bool flush_first) {
   else stream_.close();
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

@@ -16,7 +16,7 @@
 #include "proxy/net/tcp_stream.h"
 #include "proxy/net/uv_handle.h"
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 /// What an UpstreamConnection reports to its owner, on the loop thread.
 class UpstreamConnectionEvents {
@@ -81,4 +81,4 @@ class UpstreamConnection {
   bool closed_ = false;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

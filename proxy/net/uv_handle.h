@@ -21,7 +21,7 @@
 
 #include <uv.h>
 
-namespace kproxy::proxy {
+namespace kproxy::net {
 
 /// The libuv handle types kproxy owns.
 template <typename T>
@@ -110,4 +110,4 @@ class UvHandle {
   Box* box_ = nullptr;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::net

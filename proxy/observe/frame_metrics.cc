@@ -15,7 +15,7 @@
 #include "proxy/observe/transaction_events.h"
 #include "proxy/tap/tap_event.h"
 
-namespace kproxy::metrics {
+namespace kproxy::observe {
 namespace {
 
 /// Client id of each connection seen on this thread while the tap is on (responses carry none).
@@ -25,24 +25,24 @@ constexpr size_t kMaxRemembered = 10000;
 
 }  // namespace
 
-FrameMetrics::FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, const proxy::TopicNames& topic_names,
+FrameMetrics::FrameMetrics(metrics::ProxyMetrics& metrics, tap::TapHub& hub, const cluster::TopicNames& topic_names,
                            std::vector<std::string> listener_names, bool count_errors, bool track_transactions, const util::Clock& clock)
     : metrics_(metrics), hub_(hub), topic_names_(topic_names), listener_names_(std::move(listener_names)), count_errors_(count_errors),
-      track_transactions_(track_transactions), transactions_(observe::TransactionTracker::Limits{}, &topic_names, clock) {
-  for (size_t i = 0; i < proxy::kStageCount; ++i) stage_ids_[i] = metrics_.stage_id(proxy::stage_name(static_cast<proxy::StageId>(i)));
+      track_transactions_(track_transactions), transactions_(TransactionTracker::Limits{}, &topic_names, clock) {
+  for (size_t i = 0; i < stage::kStageCount; ++i) stage_ids_[i] = metrics_.stage_id(stage::stage_name(static_cast<stage::StageId>(i)));
   // Transaction lifecycle events go to the tap's ?transactions subscribers, built only while
   // someone follows the tap.
   transactions_.set_event_hook(
-      [this](const observe::TxnEvent& e) {
-        int16_t api = e.connection == 0 ? int16_t{-1} : observe::txn_api_key(e.api);  // 0: ended by a timeout
-        tap::TapEventMeta meta{api, false, e.connection, e.transaction.client_id, e.kind == observe::TxnEvent::Kind::kError, true};
+      [this](const TxnEvent& e) {
+        int16_t api = e.connection == 0 ? int16_t{-1} : txn_api_key(e.api);  // 0: ended by a timeout
+        tap::TapEventMeta meta{api, false, e.connection, e.transaction.client_id, e.kind == TxnEvent::Kind::kError, true};
         if (!hub_.wants(meta)) return;
-        hub_.publish(meta, observe::transaction_event_line(e, transactions_.clock().now()));
+        hub_.publish(meta, transaction_event_line(e, transactions_.clock().now()));
       },
       [this] { return hub_.active(); });
 }
 
-void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& topics) {
+void FrameMetrics::count_topics(const stage::RequestContext& ctx, metrics::LabelValues& topics) {
   const auto& h = ctx.header();
   auto message = ctx.message();
   if (!message) return;
@@ -68,22 +68,22 @@ void FrameMetrics::count_topics(const proxy::RequestContext& ctx, LabelValues& t
   for (const auto& t : named) topics.count(h.api_key, t);
 }
 
-void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
+void FrameMetrics::on_request(const stage::RequestContext& ctx) {
   const auto& h = ctx.header();
   metrics_.request(ctx.connection().listener_index, h.api_key, h.api_version, ctx.frame().size());
   // A request a rule closes the connection on before forwarding reaches no broker and gets no
   // answer: the client sends it again elsewhere, nothing happened to its transaction.
-  if (track_transactions_ && !ctx.closing() && observe::is_txn_api_key(h.api_key) &&
+  if (track_transactions_ && !ctx.closing() && is_txn_api_key(h.api_key) &&
       (h.api_key != static_cast<int16_t>(codec::ApiKey::kProduce) || h.header_version < 0 ||
-       observe::produce_names_transaction(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version))) {
+       produce_names_transaction(ctx.frame().subspan(codec::kFrameSizePrefix + h.size), h.api_version))) {
     // Only the transaction APIs and transactional Produce are decoded (a non-transactional Produce
     // costs a peek at its first field, here, inline).
-    thread_local observe::TxnRequest request;  // reused: its partition list keeps its memory
-    if (observe::txn_request(ctx, request))
-      transactions_.on_request(ctx.connection().id, h.correlation_id, request, transactions_.clock().now());
+    thread_local TxnRequest request;  // reused: its partition list keeps its memory
+    if (txn_request(ctx, request)) transactions_.on_request(ctx.connection().id, h.correlation_id, request, transactions_.clock().now());
   }
-  if (LabelValues* clients = metrics_.client_id_labels()) clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
-  if (LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
+  if (metrics::LabelValues* clients = metrics_.client_id_labels())
+    clients->count(h.api_key, h.client_id ? *h.client_id : std::string_view());
+  if (metrics::LabelValues* topics = metrics_.topic_labels()) count_topics(ctx, *topics);
   if (!hub_.active()) return;
   std::string_view client_id = h.client_id ? *h.client_id : std::string_view();
   if (client_ids_seen.size() > kMaxRemembered) client_ids_seen.clear();
@@ -94,11 +94,11 @@ void FrameMetrics::on_request(const proxy::RequestContext& ctx) {
   hub_.publish(meta, tap::request_line(ctx, hub_.limits()));
 }
 
-void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) {
+void FrameMetrics::on_response(const stage::ResponseContext& ctx, std::chrono::nanoseconds latency) {
   size_t listener = ctx.connection().listener_index;
   int16_t api = ctx.api_key();
   metrics_.response(listener, api, ctx.api_version(), ctx.frame().size(), latency, !ctx.synthetic());
-  if (track_transactions_ && observe::is_txn_api_key(api)) {
+  if (track_transactions_ && is_txn_api_key(api)) {
     bool hand_in = transactions_.awaiting_responses();
     if (api == static_cast<int16_t>(codec::ApiKey::kProduce)) {
       // A Produce answer without error tells the tracker nothing, most of the time
@@ -108,8 +108,8 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
       hand_in = !clean || transactions_.wants_clean_produce_answers();
     }
     if (hand_in) {
-      if (auto correlation = observe::response_correlation_id(ctx.frame()))
-        transactions_.on_response(ctx.connection().id, *correlation, observe::txn_response(ctx), transactions_.clock().now());
+      if (auto correlation = response_correlation_id(ctx.frame()))
+        transactions_.on_response(ctx.connection().id, *correlation, txn_response(ctx), transactions_.clock().now());
     }
   }
   // Each stage that changed the frame says so itself (ResponseContext::changed_by()).
@@ -130,10 +130,10 @@ void FrameMetrics::on_response(const proxy::ResponseContext& ctx, std::chrono::n
         has_error = true;
       }
     });
-  } else if (ctx.decode_failure() != proxy::DecodeFailure::kMalformed) {
-    metrics_.undecoded(api, codec::api_name(api) ? UndecodedReason::kUnknownVersion : UndecodedReason::kUnknownApi);
+  } else if (ctx.decode_failure() != stage::DecodeFailure::kMalformed) {
+    metrics_.undecoded(api, codec::api_name(api) ? metrics::UndecodedReason::kUnknownVersion : metrics::UndecodedReason::kUnknownApi);
   } else {
-    metrics_.decode_error(api, Direction::kResponse, DecodeErrorReason::kBody);
+    metrics_.decode_error(api, metrics::Direction::kResponse, metrics::DecodeErrorReason::kBody);
   }
   if (!hub_.active()) return;
   auto known = client_ids_seen.find(ctx.connection().id);
@@ -151,8 +151,8 @@ void FrameMetrics::on_connection_closed(uint64_t connection_id) {
   if (track_transactions_) transactions_.on_connection_closed(connection_id);
 }
 
-void FrameMetrics::on_fault_injected(const proxy::FaultEvent& event) {
+void FrameMetrics::on_fault_injected(const stage::FaultEvent& event) {
   metrics_.fault_injected(event.rule.name, event.api_key, chaos::action_name(event.rule.action.kind));
 }
 
-}  // namespace kproxy::metrics
+}  // namespace kproxy::observe

@@ -28,9 +28,9 @@
 #include "proxy/stage/stage.h"
 #include "proxy/tap/tap_hub.h"
 
-namespace kproxy::metrics {
+namespace kproxy::observe {
 
-class FrameMetrics final : public proxy::FrameObserver {
+class FrameMetrics final : public stage::FrameObserver {
  public:
   /// `topic_names`: names topics that requests name by id only (opt-in topic label, the
   /// tracker's partitions). `count_errors` false (metrics.error_codes: false) skips decoding
@@ -38,31 +38,32 @@ class FrameMetrics final : public proxy::FrameObserver {
   /// false (metrics.transactions: false) leaves the transaction APIs and transactional Produce
   /// undecoded, the tracker empty (cost attribution in bench/proxy).
   /// `clock`: the transaction tracker's (it must outlive the observer).
-  FrameMetrics(ProxyMetrics& metrics, tap::TapHub& hub, const proxy::TopicNames& topic_names, std::vector<std::string> listener_names,
-               bool count_errors = true, bool track_transactions = true, const util::Clock& clock = util::steady_clock());
+  FrameMetrics(metrics::ProxyMetrics& metrics, tap::TapHub& hub, const cluster::TopicNames& topic_names,
+               std::vector<std::string> listener_names, bool count_errors = true, bool track_transactions = true,
+               const util::Clock& clock = util::steady_clock());
 
-  // proxy::FrameObserver
-  void on_request(const proxy::RequestContext& ctx) override;
-  void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
-  void on_fault_injected(const proxy::FaultEvent& event) override;
+  // stage::FrameObserver
+  void on_request(const stage::RequestContext& ctx) override;
+  void on_response(const stage::ResponseContext& ctx, std::chrono::nanoseconds latency) override;
+  void on_fault_injected(const stage::FaultEvent& event) override;
   void on_response_withheld(uint64_t connection_id, int32_t correlation_id) override;
   void on_connection_closed(uint64_t connection_id) override;
 
   /// The transactions rebuilt from the frames this observer sees (docs/transactions.md).
-  observe::TransactionTracker& transactions() { return transactions_; }
+  TransactionTracker& transactions() { return transactions_; }
 
  private:
   /// Opt-in topic label: the topics `ctx` names (decodes the request).
-  void count_topics(const proxy::RequestContext& ctx, LabelValues& topics);
+  void count_topics(const stage::RequestContext& ctx, metrics::LabelValues& topics);
 
-  ProxyMetrics& metrics_;
+  metrics::ProxyMetrics& metrics_;
   tap::TapHub& hub_;
-  const proxy::TopicNames& topic_names_;
+  const cluster::TopicNames& topic_names_;
   std::vector<std::string> listener_names_;
   bool count_errors_;
   bool track_transactions_;
-  std::array<int, proxy::kStageCount> stage_ids_{};  ///< ProxyMetrics' id of each stage's label
-  observe::TransactionTracker transactions_;
+  std::array<int, stage::kStageCount> stage_ids_{};  ///< ProxyMetrics' id of each stage's label
+  TransactionTracker transactions_;
 };
 
-}  // namespace kproxy::metrics
+}  // namespace kproxy::observe

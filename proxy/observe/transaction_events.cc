@@ -22,7 +22,7 @@ namespace kproxy::observe {
 
 namespace {
 
-void fill_client(TxnRequest& r, const proxy::RequestContext& ctx) {
+void fill_client(TxnRequest& r, const stage::RequestContext& ctx) {
   r.api_version = ctx.header().api_version;
   r.listener = ctx.connection().listener;
   if (ctx.header().client_id) r.client_id = *ctx.header().client_id;
@@ -88,7 +88,7 @@ std::optional<int32_t> response_correlation_id(codec::Bytes frame) {
                               p[3]);
 }
 
-bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
+bool txn_request(const stage::RequestContext& ctx, TxnRequest& r) {
   const auto& h = ctx.header();
   auto api = txn_api(h.api_key);
   if (!api || h.header_version < 0) return false;
@@ -180,7 +180,7 @@ bool txn_request(const proxy::RequestContext& ctx, TxnRequest& r) {
   return !r.transactional_id.empty();
 }
 
-TxnResponse txn_response(const proxy::ResponseContext& ctx) {
+TxnResponse txn_response(const stage::ResponseContext& ctx) {
   TxnResponse out;
   if (auto api = txn_api(ctx.api_key())) out.api = *api;
   out.from_broker = !ctx.synthetic();

@@ -44,12 +44,12 @@ int16_t txn_api_key(TxnApi api);
 /// The tracker's view of a request of a transaction API, into `out` (false: not part of a
 /// transaction, or its body does not decode). `out`'s views point into the frame; reusing one
 /// `out` for every request keeps its partition list's memory (no allocation per Produce).
-bool txn_request(const proxy::RequestContext& ctx, TxnRequest& out);
+bool txn_request(const stage::RequestContext& ctx, TxnRequest& out);
 
 /// The tracker's view of the response to such a request: its first error code (0 when none),
 /// the producer id and epoch it gives (InitProducerId, EndTxn v5+), and whether a fault rule made
 /// it (an error rule or an answer rule names itself; "kproxy" for an answer no rule built).
-TxnResponse txn_response(const proxy::ResponseContext& ctx);
+TxnResponse txn_response(const stage::ResponseContext& ctx);
 
 /// One tap line (JSON) for a transaction lifecycle event: {"ts", "transaction": begin |
 /// partitions_added | offsets_added | error | end, "transactional_id", "producer_id",

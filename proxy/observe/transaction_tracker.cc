@@ -64,7 +64,7 @@ uint64_t new_records(CountedBatches& counted, const TxnRequest& r, uint64_t conn
 
 /// The partition as a transaction records it: a topic named by id (KIP-516) by the name kproxy
 /// learnt from a Metadata response, else by the id as Kafka prints it.
-TopicPartition owned(const PartitionRef& p, const proxy::TopicNames* names) {
+TopicPartition owned(const PartitionRef& p, const cluster::TopicNames* names) {
   if (!p.topic.empty()) return {std::string(p.topic), p.partition};
   if (auto name = names ? names->name(p.topic_id) : std::nullopt) return {std::move(*name), p.partition};
   return {codec::json_uuid(p.topic_id), p.partition};
@@ -553,7 +553,7 @@ void TransactionTracker::on_response(uint64_t connection, int32_t correlation_id
   auto cit = connections_.find(connection);
   if (cit == connections_.end()) return;
   ConnectionState& c = cit->second;
-  proxy::RingQueue<Pending>& queue = c.pending;
+  util::RingQueue<Pending>& queue = c.pending;
   size_t at = 0;
   while (at < queue.size() && queue[at].correlation_id != correlation_id) ++at;
   Pending p;

@@ -294,7 +294,7 @@ class TransactionTracker {
   /// such a partition is recorded under its topic id. `clock`: what the tracker's readers (the
   /// frame observer, the routes, the metrics, the sweeps) take "now" from; it must outlive the
   /// tracker. The tracker itself reads no clock: every call is given its time.
-  explicit TransactionTracker(Limits limits, const proxy::TopicNames* topic_names = nullptr,
+  explicit TransactionTracker(Limits limits, const cluster::TopicNames* topic_names = nullptr,
                               const util::Clock& clock = util::steady_clock())
       : limits_(limits), topic_names_(topic_names), clock_(&clock) {}
   /// The clock named at construction.
@@ -445,7 +445,7 @@ class TransactionTracker {
   /// order they arrive), and the id its last request named, so that the
   /// requests of a producer's connection find their IdState without hashing the id again.
   struct ConnectionState {
-    proxy::RingQueue<Pending> pending;
+    util::RingQueue<Pending> pending;
     IdState* last_state = nullptr;  ///< reset when that id is forgotten
     std::string last_id;
     TxnClock::time_point last_seen;
@@ -530,7 +530,7 @@ class TransactionTracker {
   void record_unseen(IdState& s, uint64_t connection, const Pending& p, const TxnResponse& response, TxnClock::time_point now);
 
   Limits limits_;
-  const proxy::TopicNames* topic_names_;
+  const cluster::TopicNames* topic_names_;
   const util::Clock* clock_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, IdState, IdHash, std::equal_to<>> ids_;

@@ -12,7 +12,7 @@
 #include "proxy/metrics/proxy_metrics.h"
 #include "proxy/stage/request_fields.h"
 
-namespace kproxy::proxy {
+namespace kproxy::pipeline {
 
 /// One request that gets an answer (from the broker or from a stage), in request order.
 struct Pipeline::Slot {
@@ -33,14 +33,14 @@ struct Pipeline::Slot {
   std::vector<uint8_t> bytes;
   /// What the stages decided for the response, when anything (ExchangeActions::affect_response()):
   /// most exchanges have nothing, and a slot without it is a fifth of the size.
-  std::unique_ptr<ExchangeActions> actions;
+  std::unique_ptr<stage::ExchangeActions> actions;
 };
 
 namespace {
 /// `actions` on the heap when they affect the response, else nothing.
-std::unique_ptr<ExchangeActions> keep_if_any(ExchangeActions&& actions) {
+std::unique_ptr<stage::ExchangeActions> keep_if_any(stage::ExchangeActions&& actions) {
   if (!actions.affect_response()) return nullptr;
-  return std::make_unique<ExchangeActions>(std::move(actions));
+  return std::make_unique<stage::ExchangeActions>(std::move(actions));
 }
 }  // namespace
 
@@ -48,16 +48,16 @@ struct Pipeline::HeldRequest {
   std::vector<uint8_t> frame;
   bool expects_response = true;
   std::chrono::steady_clock::time_point release_at;
-  std::shared_ptr<const ShapeSpec> shape;  ///< for the broker direction's shaper
+  std::shared_ptr<const stage::ShapeSpec> shape;  ///< for the broker direction's shaper
 };
 
-Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info,
-                   PipelineOutput& output, metrics::ConnectionMetrics& metrics, const Services& services)
+Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const cluster::BrokerAddressRewrite& rewrite, stage::ConnectionInfo info,
+                   PipelineOutput& output, metrics::ConnectionMetrics& metrics, const stage::Services& services)
     // rules_ is referred to here before it is made: the stages keep the reference, use it later.
-    : Pipeline(loop, chaos, std::move(info), output, metrics, StageSetup{rules_, rewrite, output, services, info.id, *this}) {}
+    : Pipeline(loop, chaos, std::move(info), output, metrics, stage::StageSetup{rules_, rewrite, output, services, info.id, *this}) {}
 
-Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output,
-                   metrics::ConnectionMetrics& metrics, const StageSetup& setup)
+Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, stage::ConnectionInfo info, PipelineOutput& output,
+                   metrics::ConnectionMetrics& metrics, const stage::StageSetup& setup)
     : info_(std::move(info)), loop_(loop), clock_(setup.services.clock), output_(output), metrics_(metrics), rules_(chaos),
 #define KPROXY_STAGE_INIT(id, name, type) id##_(setup),
       KPROXY_STAGES(KPROXY_STAGE_INIT)
@@ -65,14 +65,14 @@ Pipeline::Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInf
           sasl_() {
 }
 
-const StageRoutes& StageRoutes::get() {
-  static const StageRoutes routes = [] {
-    StageRoutes r;
-    for (size_t api = 0; api < kApiKeys; ++api) {
+const stage::StageRoutes& stage_routes() {
+  static const stage::StageRoutes routes = [] {
+    stage::StageRoutes r;
+    for (size_t api = 0; api < stage::StageRoutes::kApiKeys; ++api) {
       auto key = static_cast<int16_t>(api);
-#define KPROXY_STAGE_ROUTE(id, name, type)                                                                        \
-  if (type::wants_request(key)) r.request[api] |= static_cast<StageMask>(1u << static_cast<size_t>(StageId::id)); \
-  if (type::wants_response(key)) r.response[api] |= static_cast<StageMask>(1u << static_cast<size_t>(StageId::id));
+#define KPROXY_STAGE_ROUTE(id, name, type)                                                                                      \
+  if (type::wants_request(key)) r.request[api] |= static_cast<stage::StageMask>(1u << static_cast<size_t>(stage::StageId::id)); \
+  if (type::wants_response(key)) r.response[api] |= static_cast<stage::StageMask>(1u << static_cast<size_t>(stage::StageId::id));
       KPROXY_STAGES(KPROXY_STAGE_ROUTE)
 #undef KPROXY_STAGE_ROUTE
     }
@@ -105,27 +105,27 @@ void Pipeline::shutdown() {
   if (shaping_ && shaping_->to_broker) shaping_->to_broker->shutdown();
 }
 
-ShapedSink& Pipeline::sink(Flow flow) {
+stage::ShapedSink& Pipeline::sink(stage::Flow flow) {
   if (!shaping_) shaping_ = std::make_unique<Shaping>(*this);
-  return flow == Flow::kToClient ? shaping_->client : shaping_->broker;
+  return flow == stage::Flow::kToClient ? shaping_->client : shaping_->broker;
 }
 
-ByteShaper* Pipeline::install(Flow flow, std::unique_ptr<ByteShaper> shaper) {
+stage::ByteShaper* Pipeline::install(stage::Flow flow, std::unique_ptr<stage::ByteShaper> shaper) {
   if (!shaping_) shaping_ = std::make_unique<Shaping>(*this);
-  std::unique_ptr<ByteShaper>& slot = flow == Flow::kToClient ? shaping_->to_client : shaping_->to_broker;
+  std::unique_ptr<stage::ByteShaper>& slot = flow == stage::Flow::kToClient ? shaping_->to_client : shaping_->to_broker;
   if (slot) return nullptr;
   slot = std::move(shaper);
   return slot.get();
 }
 
-ByteShaper* Pipeline::installed(Flow flow) {
+stage::ByteShaper* Pipeline::installed(stage::Flow flow) {
   if (!shaping_) return nullptr;
-  return (flow == Flow::kToClient ? shaping_->to_client : shaping_->to_broker).get();
+  return (flow == stage::Flow::kToClient ? shaping_->to_client : shaping_->to_broker).get();
 }
 
 void Pipeline::Sink::write(codec::Bytes bytes) {
   if (pipeline.closed_) return;
-  if (flow == Flow::kToClient) pipeline.output_.send_to_client(bytes);
+  if (flow == stage::Flow::kToClient) pipeline.output_.send_to_client(bytes);
   else pipeline.output_.send_to_broker(bytes);
 }
 
@@ -133,25 +133,25 @@ void Pipeline::Sink::flush() {
   if (!pipeline.closed_) pipeline.output_.flush();
 }
 
-void Pipeline::Sink::close(CloseReason reason, bool reset) {
+void Pipeline::Sink::close(net::CloseReason reason, bool reset) {
   if (pipeline.closed_) return;
   pipeline.closed_ = true;
-  if (reset && flow == Flow::kToClient) pipeline.output_.reset_client();
+  if (reset && flow == stage::Flow::kToClient) pipeline.output_.reset_client();
   pipeline.output_.close(std::move(reason));
 }
 
-void Pipeline::send_broker(codec::Bytes bytes, const ShapeSpec* shape) {
+void Pipeline::send_broker(codec::Bytes bytes, const stage::ShapeSpec* shape) {
   if (shaping_ && shaping_->to_broker) shaping_->to_broker->send(bytes, shape);
   else output_.send_to_broker(bytes);  // nothing shapes this direction: no hop through a shaper
 }
 
-void Pipeline::send_client(codec::Bytes bytes, const ShapeSpec* shape) {
+void Pipeline::send_client(codec::Bytes bytes, const stage::ShapeSpec* shape) {
   if (closed_) return;
   if (shaping_ && shaping_->to_client) shaping_->to_client->send(bytes, shape);
   else output_.send_to_client(bytes);
 }
 
-void Pipeline::close(CloseReason reason) {
+void Pipeline::close(net::CloseReason reason) {
   closed_ = true;
   output_.close(std::move(reason));
 }
@@ -195,7 +195,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   std::string error;
   if (!codec::read_request_header(message, header, &error)) {
     metrics_.count(metrics::ProxyEvent::kMalformedRequest);
-    close({CloseCategory::kClientProtocolError, "malformed request header: " + error});
+    close({net::CloseCategory::kClientProtocolError, "malformed request header: " + error});
     return false;
   }
   unanswered_sasl_tokens_ = false;
@@ -203,14 +203,14 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   if (header.header_version < 0) {
     metrics_.count(metrics::ProxyEvent::kRequestUnknownVersion);
     spdlog::debug("conn={} forwarding api key {} ({}) v{} untouched: unknown to kproxy", info_.id, header.api_key,
-                  api_label(header.api_key), header.api_version);
+                  stage::api_label(header.api_key), header.api_version);
   } else {
     codec::Bytes body = message.subspan(header.size);
     if (header.api_key == static_cast<int16_t>(codec::ApiKey::kProduce)) {
-      auto acks = produce_request_acks(body, header.api_version);
+      auto acks = stage::produce_request_acks(body, header.api_version);
       if (!acks) {
         metrics_.count(metrics::ProxyEvent::kMalformedRequest);
-        close({CloseCategory::kClientProtocolError,
+        close({net::CloseCategory::kClientProtocolError,
                "malformed ProduceRequest v" + std::to_string(header.api_version) + ": body too short for TransactionalId and Acks"});
         return false;
       }
@@ -219,10 +219,10 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
         metrics_.count(metrics::ProxyEvent::kRequestWithoutResponse);
       }
     } else if (header.api_key == static_cast<int16_t>(codec::ApiKey::kSaslHandshake) && header.api_version == 0) {
-      auto mechanism = sasl_handshake_mechanism(body);
+      auto mechanism = stage::sasl_handshake_mechanism(body);
       if (!mechanism) {
         metrics_.count(metrics::ProxyEvent::kMalformedRequest);
-        close({CloseCategory::kClientProtocolError, "malformed SaslHandshakeRequest v0"});
+        close({net::CloseCategory::kClientProtocolError, "malformed SaslHandshakeRequest v0"});
         return false;
       }
       spdlog::debug("conn={} SaslHandshake v0 ({}): raw SASL tokens follow", info_.id, *mechanism);
@@ -230,8 +230,8 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     }
   }
 
-  RequestContext ctx(header, frame, info_, expects_response);
-  for_each_stage(StageRoutes::get().for_request(header.api_key), [&](auto& stage) {
+  stage::RequestContext ctx(header, frame, info_, expects_response);
+  for_each_stage(stage_routes().for_request(header.api_key), [&](auto& stage) {
     stage.on_request(ctx);
     return true;
   });
@@ -243,13 +243,13 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     return false;
   }
 
-  ExchangeActions& actions = ctx.actions();
+  stage::ExchangeActions& actions = ctx.actions();
   if (streamed && (ctx.answered() || actions.request_delay.count() > 0 || actions.to_broker || actions.copies > 1 || !held_.empty())) {
     // Only a fault rule added while the frame arrived gets here (may_stream_request refused
     // every other case): its start is at the broker already, so it can be neither answered,
     // delayed nor shaped. Closing is what a broken connection mid-request looks like.
-    close({CloseCategory::kFault, std::string("a fault rule added while a large ") + api_label(header.api_key) +
-                                      " request was being forwarded acts on it before forwarding; its start was already sent"});
+    close({net::CloseCategory::kFault, std::string("a fault rule added while a large ") + stage::api_label(header.api_key) +
+                                           " request was being forwarded acts on it before forwarding; its start was already sent"});
     return false;
   }
   Slot slot;
@@ -265,15 +265,15 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     slot.release_at = now + actions.response_delay;
     // The response side of the exchange still applies to kproxy's own answer; the request side
     // does not (nothing is forwarded).
-    ExchangeActions answer_actions = std::move(actions);
+    stage::ExchangeActions answer_actions = std::move(actions);
     answer_actions.request_delay = std::chrono::milliseconds(0);
     answer_actions.copies = 1;
     answer_actions.to_broker.reset();
-    ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version,
-                         codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_, answer_actions, /*synthetic=*/true,
-                         std::chrono::nanoseconds(0));
+    stage::ResponseContext rctx(header.api_key, header.api_version, slot.response_header_version,
+                                codec::Bytes(slot.bytes.data(), slot.bytes.size()), info_, answer_actions, /*synthetic=*/true,
+                                std::chrono::nanoseconds(0));
     rctx.set_withheld(response_withheld(slots_.size(), answer_actions));
-    for_each_stage(StageRoutes::get().for_response(header.api_key), [&](auto& stage) {
+    for_each_stage(stage_routes().for_response(header.api_key), [&](auto& stage) {
       stage.on_response(rctx);
       return true;
     });
@@ -282,7 +282,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
     pump(now);
     return !closed_;
   }
-  std::shared_ptr<const ShapeSpec> shape = std::move(actions.to_broker);
+  std::shared_ptr<const stage::ShapeSpec> shape = std::move(actions.to_broker);
   std::chrono::milliseconds request_delay = actions.request_delay;
   // More than one copy: the broker gets the request again, as after a client's retry; each extra
   // answer has a slot of its own right behind the first's, and is discarded there.
@@ -308,7 +308,7 @@ bool Pipeline::on_request_frame(codec::Bytes frame, std::chrono::steady_clock::t
   return true;
 }
 
-void Pipeline::send_copies(int count, codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
+void Pipeline::send_copies(int count, codec::Bytes frame, bool expects_response, const std::shared_ptr<const stage::ShapeSpec>& shape,
                            std::chrono::steady_clock::time_point now) {
   // Behind the held requests when there are any (the original among them), else at once.
   for (int c = 0; c < count; ++c) {
@@ -335,7 +335,7 @@ void Pipeline::push_discarded_copies(int count) {
 }
 
 void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay,
-                    const std::shared_ptr<const ShapeSpec>& shape, std::chrono::steady_clock::time_point now) {
+                    const std::shared_ptr<const stage::ShapeSpec>& shape, std::chrono::steady_clock::time_point now) {
   HeldRequest h;
   h.frame.assign(frame.begin(), frame.end());
   h.expects_response = expects_response;
@@ -346,7 +346,8 @@ void Pipeline::hold(codec::Bytes frame, bool expects_response, std::chrono::mill
   arm_timer(held_.front().release_at);
 }
 
-void Pipeline::forward(codec::Bytes frame, bool expects_response, const ShapeSpec* shape, std::chrono::steady_clock::time_point now) {
+void Pipeline::forward(codec::Bytes frame, bool expects_response, const stage::ShapeSpec* shape,
+                       std::chrono::steady_clock::time_point now) {
   if (expects_response) {
     size_t i = forwarded_ahead_;
     while (i < slots_.size() && slots_[i].kind == Slot::Kind::kSynthetic) ++i;
@@ -369,7 +370,7 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
       return true;
     }
     metrics_.count(metrics::ProxyEvent::kUnexpectedResponse);
-    close({CloseCategory::kBrokerProtocolError, "broker sent a response with no request in flight"});
+    close({net::CloseCategory::kBrokerProtocolError, "broker sent a response with no request in flight"});
     return false;
   }
   answered_ahead_ = i + 1;
@@ -392,16 +393,16 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
   codec::Bytes message = frame.subspan(codec::kFrameSizePrefix);
   if (message.size() < 4) {
     metrics_.count(metrics::ProxyEvent::kMalformedResponse);
-    close({CloseCategory::kBrokerProtocolError,
-           "response of " + std::to_string(message.size()) + " bytes to " + api_label(slot.api_key) + " has no correlation id"});
+    close({net::CloseCategory::kBrokerProtocolError,
+           "response of " + std::to_string(message.size()) + " bytes to " + stage::api_label(slot.api_key) + " has no correlation id"});
     return false;
   }
   int32_t correlation_id = codec::peek_response_correlation_id(message);
   if (correlation_id != slot.correlation_id) {
     metrics_.count(metrics::ProxyEvent::kCorrelationMismatch);
-    close({CloseCategory::kBrokerProtocolError, "correlation id mismatch: expected " + std::to_string(slot.correlation_id) + " (" +
-                                                    api_label(slot.api_key) + " v" + std::to_string(slot.api_version) + "), broker sent " +
-                                                    std::to_string(correlation_id)});
+    close({net::CloseCategory::kBrokerProtocolError, "correlation id mismatch: expected " + std::to_string(slot.correlation_id) + " (" +
+                                                         stage::api_label(slot.api_key) + " v" + std::to_string(slot.api_version) +
+                                                         "), broker sent " + std::to_string(correlation_id)});
     return false;
   }
   if (slot.kind == Slot::Kind::kDiscarded) {
@@ -412,12 +413,12 @@ bool Pipeline::on_response_frame(codec::Bytes frame, std::chrono::steady_clock::
     return !closed_;
   }
   // Stages only read the actions; an exchange without any sees an empty set.
-  ExchangeActions none;
-  ExchangeActions& actions = slot.actions ? *slot.actions : none;
-  ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
+  stage::ExchangeActions none;
+  stage::ExchangeActions& actions = slot.actions ? *slot.actions : none;
+  stage::ResponseContext ctx(slot.api_key, slot.api_version, slot.response_header_version, frame, info_, actions, /*synthetic=*/false,
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent_at));
   ctx.set_withheld(response_withheld(i, actions));
-  bool closing = !for_each_stage(StageRoutes::get().for_response(slot.api_key), [&](auto& stage) {
+  bool closing = !for_each_stage(stage_routes().for_response(slot.api_key), [&](auto& stage) {
     stage.on_response(ctx);
     return !ctx.closing();
   });
@@ -453,18 +454,18 @@ void Pipeline::pump(std::chrono::steady_clock::time_point now) {
   while (!slots_.empty() && slots_.front().ready) {
     Slot& s = slots_.front();
     if (s.release_at > now) break;
-    if (s.kind == Slot::Kind::kDiscarded || (s.actions && s.actions->fate == ResponseFate::kSwallow)) {
+    if (s.kind == Slot::Kind::kDiscarded || (s.actions && s.actions->fate == stage::ResponseFate::kSwallow)) {
       pop_front_slot();
       continue;
     }
-    if (s.actions && s.actions->fate == ResponseFate::kCloseInstead) {
+    if (s.actions && s.actions->fate == stage::ResponseFate::kCloseInstead) {
       closed_ = true;
       output_.flush();
-      output_.close({CloseCategory::kFault, s.actions->close_reason});
+      output_.close({net::CloseCategory::kFault, s.actions->close_reason});
       return;
     }
     std::vector<uint8_t> bytes = std::move(s.bytes);
-    std::shared_ptr<const ShapeSpec> shape = s.actions ? s.actions->to_client : nullptr;
+    std::shared_ptr<const stage::ShapeSpec> shape = s.actions ? s.actions->to_client : nullptr;
     held_response_bytes_ -= bytes.size();
     s.bytes.clear();
     pop_front_slot();
@@ -477,11 +478,11 @@ void Pipeline::pump(std::chrono::steady_clock::time_point now) {
   if (next) arm_timer(*next);
 }
 
-bool Pipeline::response_withheld(size_t index, const ExchangeActions& own) const {
-  if (own.fate != ResponseFate::kDeliver) return true;
+bool Pipeline::response_withheld(size_t index, const stage::ExchangeActions& own) const {
+  if (own.fate != stage::ResponseFate::kDeliver) return true;
   for (size_t j = 0; j < index && j < slots_.size(); ++j) {
-    const ExchangeActions* a = slots_[j].actions.get();
-    if (a && a->fate == ResponseFate::kCloseInstead) return true;  // the connection closes before this one
+    const stage::ExchangeActions* a = slots_[j].actions.get();
+    if (a && a->fate == stage::ResponseFate::kCloseInstead) return true;  // the connection closes before this one
   }
   return false;
 }
@@ -497,7 +498,7 @@ void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {
   if (closed_) return;
   if (!timer_) {
     // Only delays and held SASL answers need the timer: made on first use.
-    timer_ = std::make_unique<DeadlineTimer>(loop_, clock_, [this] {
+    timer_ = std::make_unique<net::DeadlineTimer>(loop_, clock_, [this] {
       pump();
       if (!closed_) output_.flush();
     });
@@ -505,4 +506,4 @@ void Pipeline::arm_timer(std::chrono::steady_clock::time_point at) {
   timer_->arm(at);
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::pipeline

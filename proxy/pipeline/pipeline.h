@@ -48,6 +48,7 @@
 #include "proxy/chaos/rule_snapshot.h"
 #include "proxy/cluster/broker_address_stage.h"
 #include "proxy/cluster/topic_ids_stage.h"
+#include "proxy/metrics/connection_metrics.h"
 #include "proxy/net/close_reason.h"
 #include "proxy/net/deadline_timer.h"
 #include "proxy/observe/observer_stage.h"
@@ -60,17 +61,15 @@
 #include "proxy/util/lazy_deque.h"
 #include "proxy/util/ring_queue.h"
 
-namespace kproxy::metrics {
-class ConnectionMetrics;
-}
+namespace kproxy::pipeline {
 
-namespace kproxy::proxy {
-
-class BrokerAddressRewrite;
+/// The process's stage routes (stage::StageRoutes): every stage's wants_request / wants_response
+/// asked once per API key, in KPROXY_STAGES order; made on first use.
+const stage::StageRoutes& stage_routes();
 
 /// The connection's side of the pipeline: where its bytes and decisions go. Called on the loop
 /// thread, from within Pipeline's calls or from its timers.
-class PipelineOutput : public BrokerPortOpener {
+class PipelineOutput : public stage::BrokerPortOpener {
  public:
   /// Bytes for the broker / for the client, in order.
   virtual void send_to_broker(codec::Bytes bytes) = 0;
@@ -79,20 +78,20 @@ class PipelineOutput : public BrokerPortOpener {
   /// re-check backpressure, as held_bytes_to_*() went down.
   virtual void flush() = 0;
   /// Close the connection now. The pipeline sends nothing afterwards.
-  virtual void close(CloseReason reason) = 0;
+  virtual void close(net::CloseReason reason) = 0;
   /// Make the next close of the client socket a reset (RST) instead of an orderly FIN.
   virtual void reset_client() = 0;
 };
 
-class Pipeline final : private ShaperPort {
+class Pipeline final : private stage::ShaperPort {
  public:
   /// `rewrite`: the listener's broker addresses; `metrics`: the connection's gauges (requests in
   /// flight, client software); `services`: the process's (the frame observer, topic names...).
-  Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const BrokerAddressRewrite& rewrite, ConnectionInfo info, PipelineOutput& output,
-           metrics::ConnectionMetrics& metrics, const Services& services);
+  Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, const cluster::BrokerAddressRewrite& rewrite, stage::ConnectionInfo info,
+           PipelineOutput& output, metrics::ConnectionMetrics& metrics, const stage::Services& services);
   ~Pipeline() override;
   /// What the stages see of the connection (the owner sets its client address).
-  ConnectionInfo& connection_info() { return info_; }
+  stage::ConnectionInfo& connection_info() { return info_; }
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
@@ -146,96 +145,96 @@ class Pipeline final : private ShaperPort {
 
   /// Sends `frame` to the broker now (through the broker direction's shaper, if any, with
   /// `shape`); the slot of the request, when it expects a response, is then waiting for it.
-  void forward(codec::Bytes frame, bool expects_response, const ShapeSpec* shape, std::chrono::steady_clock::time_point now);
+  void forward(codec::Bytes frame, bool expects_response, const stage::ShapeSpec* shape, std::chrono::steady_clock::time_point now);
   /// ExchangeActions::copies > 1: `count` slots for the extra copies of the request whose slot is
   /// the last one, behind it; the broker's answers to them are discarded (rare: out of line, so
   /// the common path builds no slot).
   [[gnu::noinline]] void push_discarded_copies(int count);
   /// `count` extra copies of a request to the broker (out of line, like their slots).
-  [[gnu::noinline]] void send_copies(int count, codec::Bytes frame, bool expects_response, const std::shared_ptr<const ShapeSpec>& shape,
-                                     std::chrono::steady_clock::time_point now);
+  [[gnu::noinline]] void send_copies(int count, codec::Bytes frame, bool expects_response,
+                                     const std::shared_ptr<const stage::ShapeSpec>& shape, std::chrono::steady_clock::time_point now);
   /// Queues `frame` behind the held requests, released `delay` from now (or after the last one).
-  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay, const std::shared_ptr<const ShapeSpec>& shape,
-            std::chrono::steady_clock::time_point now);
+  void hold(codec::Bytes frame, bool expects_response, std::chrono::milliseconds delay,
+            const std::shared_ptr<const stage::ShapeSpec>& shape, std::chrono::steady_clock::time_point now);
   /// Sends what is ready at `now`, in order; arms the timer for what is not.
   void pump(std::chrono::steady_clock::time_point now);
   void pump() { pump(clock_.now()); }
   // ShaperPort: what the stages' shapers use (StageSetup::shapers).
   uv_loop_t* loop() override { return loop_; }
-  ShapedSink& sink(Flow flow) override;
-  ByteShaper* install(Flow flow, std::unique_ptr<ByteShaper> shaper) override;
-  ByteShaper* installed(Flow flow) override;
+  stage::ShapedSink& sink(stage::Flow flow) override;
+  stage::ByteShaper* install(stage::Flow flow, std::unique_ptr<stage::ByteShaper> shaper) override;
+  stage::ByteShaper* installed(stage::Flow flow) override;
   void arm_timer(std::chrono::steady_clock::time_point at);
   /// Removes the oldest slot, keeping held_response_bytes_ right.
   void pop_front_slot();
   /// True when the answer of slot `index` (with `own` decided for it) will not reach the client:
   /// swallowed, or the connection closes in its place or before it (ResponseContext::withheld();
   /// a shaper's reset is its stage's to say).
-  bool response_withheld(size_t index, const ExchangeActions& own) const;
+  bool response_withheld(size_t index, const stage::ExchangeActions& own) const;
   /// Bytes for the client / the broker: through the direction's shaper once a stage installed
   /// one (it keeps the order of everything after), else straight to the output.
-  void send_client(codec::Bytes bytes, const ShapeSpec* shape = nullptr);
-  void send_broker(codec::Bytes bytes, const ShapeSpec* shape);
-  void close(CloseReason reason);
+  void send_client(codec::Bytes bytes, const stage::ShapeSpec* shape = nullptr);
+  void send_broker(codec::Bytes bytes, const stage::ShapeSpec* shape);
+  void close(net::CloseReason reason);
   /// Calls `visit(stage)` (with the stage's own type: no virtual call) for the stages of `mask`
   /// (StageRoutes) in table order (KPROXY_STAGES,
   /// proxy/stage/stage.h) while it returns true; false when a call returned false.
   template <class Visit>
-  bool for_each_stage(StageMask mask, Visit&& visit) {
+  bool for_each_stage(stage::StageMask mask, Visit&& visit) {
 #define KPROXY_STAGE_VISIT(id, name, type) \
-  if ((mask & (1u << static_cast<size_t>(StageId::id))) && !visit(id##_)) return false;
+  if ((mask & (1u << static_cast<size_t>(stage::StageId::id))) && !visit(id##_)) return false;
     KPROXY_STAGES(KPROXY_STAGE_VISIT)
 #undef KPROXY_STAGE_VISIT
     return true;
   }
   /// The constructor, with the setup every stage is made from.
-  Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, ConnectionInfo info, PipelineOutput& output, metrics::ConnectionMetrics& metrics,
-           const StageSetup& setup);
+  Pipeline(uv_loop_t* loop, const chaos::LiveRules& chaos, stage::ConnectionInfo info, PipelineOutput& output,
+           metrics::ConnectionMetrics& metrics, const stage::StageSetup& setup);
 
   /// One direction of the output, as a shaper sees it.
-  struct Sink final : ShapedSink {
-    Sink(Pipeline& pipeline, Flow flow) : pipeline(pipeline), flow(flow) {}
+  struct Sink final : stage::ShapedSink {
+    Sink(Pipeline& pipeline, stage::Flow flow) : pipeline(pipeline), flow(flow) {}
     void write(codec::Bytes bytes) override;
     void flush() override;
-    void close(CloseReason reason, bool reset) override;
+    void close(net::CloseReason reason, bool reset) override;
     Pipeline& pipeline;
-    Flow flow;
+    stage::Flow flow;
   };
   /// The sinks and the installed shapers: made the first time a stage asks (most connections never
   /// do, and hold one null pointer).
   struct Shaping {
-    explicit Shaping(Pipeline& p) : client(p, Flow::kToClient), broker(p, Flow::kToBroker) {}
+    explicit Shaping(Pipeline& p) : client(p, stage::Flow::kToClient), broker(p, stage::Flow::kToBroker) {}
     Sink client, broker;
-    std::unique_ptr<ByteShaper> to_client, to_broker;  ///< after the sinks they write to (destroyed first)
+    std::unique_ptr<stage::ByteShaper> to_client, to_broker;  ///< after the sinks they write to (destroyed first)
   };
 
-  ConnectionInfo info_;
+  stage::ConnectionInfo info_;
   uv_loop_t* loop_;
   const util::Clock& clock_;  ///< the services' (deadlines of delays and holds)
   PipelineOutput& output_;
   // Before the stages: their shapers write to these sinks.
   std::unique_ptr<Shaping> shaping_;
   metrics::ConnectionMetrics& metrics_;
-  RuleSnapshot rules_;
+  chaos::RuleSnapshot rules_;
 
   // The stages, one member each, named after their StageId (kFaultRules_, ...), in table order.
 #define KPROXY_STAGE_MEMBER(id, name, type) type id##_;
   KPROXY_STAGES(KPROXY_STAGE_MEMBER)
 #undef KPROXY_STAGE_MEMBER
 
-  SaslRawTokens sasl_;
+  stage::SaslRawTokens sasl_;
   /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
   bool unanswered_sasl_tokens_ = false;
   // Allocated on first use (an idle connection holds neither; proxy/util/ring_queue.h, proxy/util/lazy_deque.h).
-  RingQueue<Slot> slots_;                 ///< one per request that gets an answer, in request order
-  LazyDeque<HeldRequest> held_;           ///< broker-bound requests waiting for a delay
-  size_t forwarded_ahead_ = 0;            ///< slots (from the front) up to the next one to forward
-  size_t answered_ahead_ = 0;             ///< slots (from the front) up to the next one awaiting the broker
-  size_t awaiting_broker_ = 0;            ///< forwarded slots without a response yet
-  size_t held_request_bytes_ = 0;         ///< frames in held_
-  size_t held_response_bytes_ = 0;        ///< encoded responses in slots_
-  std::unique_ptr<DeadlineTimer> timer_;  ///< releases delayed requests and responses (made on first use)
+  util::RingQueue<Slot> slots_;                ///< one per request that gets an answer, in request order
+  util::LazyDeque<HeldRequest> held_;          ///< broker-bound requests waiting for a delay
+  size_t forwarded_ahead_ = 0;                 ///< slots (from the front) up to the next one to forward
+  size_t answered_ahead_ = 0;                  ///< slots (from the front) up to the next one awaiting the broker
+  size_t awaiting_broker_ = 0;                 ///< forwarded slots without a response yet
+  size_t held_request_bytes_ = 0;              ///< frames in held_
+  size_t held_response_bytes_ = 0;             ///< encoded responses in slots_
+  std::unique_ptr<net::DeadlineTimer> timer_;  ///< releases delayed requests and responses (made on first use)
   bool closed_ = false;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::pipeline

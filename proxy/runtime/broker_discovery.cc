@@ -7,7 +7,7 @@
 #include "codec/response_header.h"
 #include "proxy/tls/tls_session.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 namespace {
 // MetadataRequest v12: flexible (header v2, response header v1), topic ids, answered by every
@@ -57,7 +57,7 @@ std::vector<DiscoveredBroker> parse_discovery_response(codec::Bytes frame, int32
   return out;
 }
 
-BrokerDiscovery::BrokerDiscovery(uv_loop_t* loop, const Services& services, Done done)
+BrokerDiscovery::BrokerDiscovery(uv_loop_t* loop, const stage::Services& services, Done done)
     : clock_(services.clock), upstream_(loop, *this, *this, services.self_connections),
       deadline_(loop, services.clock, [this] { finish({}, "no answer within the connect timeout"); }), done_(std::move(done)) {}
 
@@ -90,7 +90,7 @@ void BrokerDiscovery::on_upstream_connected() {
   upstream_.stream().start_reading();
 }
 
-void BrokerDiscovery::on_stream_read(TcpStream&, codec::Bytes data) {
+void BrokerDiscovery::on_stream_read(net::TcpStream&, codec::Bytes data) {
   if (finished_) return;
   received_.insert(received_.end(), data.begin(), data.end());
   if (received_.size() < 4) return;
@@ -106,11 +106,11 @@ void BrokerDiscovery::on_stream_read(TcpStream&, codec::Bytes data) {
   finish(std::move(brokers), error);
 }
 
-void BrokerDiscovery::on_stream_error(TcpStream&, int status, const char* during) {
+void BrokerDiscovery::on_stream_error(net::TcpStream&, int status, const char* during) {
   finish({}, status == UV_EOF ? "the broker closed the connection before it answered (does it require authentication first?)"
                               : std::string(during) + ": " + uv_strerror(status));
 }
 
-void BrokerDiscovery::on_stream_tls_failed(TcpStream&, const std::string& reason) { finish({}, "TLS: " + reason); }
+void BrokerDiscovery::on_stream_tls_failed(net::TcpStream&, const std::string& reason) { finish({}, "TLS: " + reason); }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

@@ -32,7 +32,7 @@
 #include "proxy/stage/services.h"
 #include "proxy/tls/tls_context.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 /// A broker as the bootstrap's Metadata response named it.
 struct DiscoveredBroker {
@@ -48,7 +48,7 @@ std::vector<DiscoveredBroker> parse_discovery_response(codec::Bytes frame, int32
 /// The whole MetadataRequest v12 frame (size prefix, header v2, no topics) discovery sends.
 std::vector<uint8_t> discovery_request_frame(int32_t correlation_id);
 
-class BrokerDiscovery final : private TcpStreamEvents, private UpstreamConnectionEvents {
+class BrokerDiscovery final : private net::TcpStreamEvents, private net::UpstreamConnectionEvents {
  public:
   /// The correlation id of the one request a discovery sends.
   static constexpr int32_t kCorrelationId = 0x6b707279;
@@ -58,7 +58,7 @@ class BrokerDiscovery final : private TcpStreamEvents, private UpstreamConnectio
   /// `done` runs once, on the loop's thread (possibly within start(), when the connect fails at
   /// once); the object may be destroyed when released() says so (after done, or after cancel()).
   /// `services`: the self-connection detector the connect checks, the clock of the deadline.
-  BrokerDiscovery(uv_loop_t* loop, const Services& services, Done done);
+  BrokerDiscovery(uv_loop_t* loop, const stage::Services& services, Done done);
   /// Connects to `bootstrap` and asks. `upstream_tls`: the listener's upstream TLS context, or
   /// null for plaintext. `timeout` bounds the whole exchange.
   void start(const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls, std::chrono::milliseconds timeout);
@@ -74,12 +74,12 @@ class BrokerDiscovery final : private TcpStreamEvents, private UpstreamConnectio
  private:
   void finish(std::vector<DiscoveredBroker> brokers, const std::string& error);
   // TcpStreamEvents
-  void on_stream_read(TcpStream& s, codec::Bytes data) override;
-  void on_stream_error(TcpStream& s, int status, const char* during) override;
-  void on_stream_writable(TcpStream&) override {}
-  void on_stream_closed(TcpStream&) override {}
-  void on_stream_tls_failed(TcpStream& s, const std::string& reason) override;
-  void on_stream_tls_established(TcpStream&) override { upstream_.handshake_done(); }
+  void on_stream_read(net::TcpStream& s, codec::Bytes data) override;
+  void on_stream_error(net::TcpStream& s, int status, const char* during) override;
+  void on_stream_writable(net::TcpStream&) override {}
+  void on_stream_closed(net::TcpStream&) override {}
+  void on_stream_tls_failed(net::TcpStream& s, const std::string& reason) override;
+  void on_stream_tls_established(net::TcpStream&) override { upstream_.handshake_done(); }
   // UpstreamConnectionEvents
   void on_upstream_connected() override;
   void on_upstream_connect_failed(const std::string& reason) override { finish({}, reason); }
@@ -89,11 +89,11 @@ class BrokerDiscovery final : private TcpStreamEvents, private UpstreamConnectio
   static constexpr size_t kMaxResponseBytes = 4 << 20;
 
   const util::Clock& clock_;
-  UpstreamConnection upstream_;
-  DeadlineTimer deadline_;
+  net::UpstreamConnection upstream_;
+  net::DeadlineTimer deadline_;
   Done done_;
   std::vector<uint8_t> received_;
   bool finished_ = false;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 ConnectionBalancer::ConnectionBalancer(size_t workers) : slots_(new Slot[workers == 0 ? 1 : workers]), count_(workers == 0 ? 1 : workers) {}
 
@@ -35,4 +35,4 @@ void ConnectionBalancer::exclude(size_t worker) {
 
 int64_t ConnectionBalancer::load(size_t worker) const { return worker < count_ ? slots_[worker].load.load(std::memory_order_relaxed) : 0; }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

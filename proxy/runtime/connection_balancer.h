@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <memory>
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 class ConnectionBalancer {
  public:
@@ -46,4 +46,4 @@ class ConnectionBalancer {
   size_t count_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

@@ -13,9 +13,10 @@
 #include "proxy/runtime/worker.h"
 #include "proxy/util/log_throttle.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
-Listener::Listener(Worker& worker, ListenerSpec spec) : worker_(worker), spec_(std::make_shared<const ListenerSpec>(std::move(spec))) {}
+Listener::Listener(Worker& worker, connection::ListenerSpec spec)
+    : worker_(worker), spec_(std::make_shared<const connection::ListenerSpec>(std::move(spec))) {}
 
 Listener::~Listener() {
   if (bound_.ss_family != AF_UNSPEC) worker_.services().self_connections.listener_closed(bound_);
@@ -71,17 +72,17 @@ void Listener::on_connection(uv_stream_t* server, int status) {
     // EMFILE/ENFILE: libuv accepted and closed the connection to keep the backlog moving, so the
     // client saw a reset. Every one is counted; the log says it once per 5 s.
     self->worker_.services().metrics.count(metrics::ProxyEvent::kAcceptFailure);
-    static LogThrottle throttle(std::chrono::seconds(5));
+    static util::LogThrottle throttle(std::chrono::seconds(5));
     uint64_t suppressed = 0;
     if (throttle.allow(&suppressed)) {
       spdlog::error(
           "listener={} accept failed, the connection was dropped: {}{}{}", self->spec_->label(), uv_strerror(status),
           status == UV_EMFILE || status == UV_ENFILE ? " (raise the open-file limit, RLIMIT_NOFILE, or lower limits.max_connections)" : "",
-          LogThrottle::suppressed_note(suppressed));
+          util::LogThrottle::suppressed_note(suppressed));
     }
     return;
   }
   self->worker_.accept(server, self->spec_);
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

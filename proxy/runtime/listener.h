@@ -20,13 +20,13 @@
 #include "proxy/connection/listener_spec.h"
 #include "proxy/net/uv_handle.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 class Worker;
 
 class Listener {
  public:
-  Listener(Worker& worker, ListenerSpec spec);
+  Listener(Worker& worker, connection::ListenerSpec spec);
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
@@ -40,9 +40,9 @@ class Listener {
   int fd() const;
   // Destroying the Listener closes its socket (UvHandle): no new connection is accepted from then on.
 
-  const ListenerSpec& spec() const { return *spec_; }
+  const connection::ListenerSpec& spec() const { return *spec_; }
   /// The spec, shared with every connection this listener accepts (they may outlive it).
-  const std::shared_ptr<const ListenerSpec>& shared_spec() const { return spec_; }
+  const std::shared_ptr<const connection::ListenerSpec>& shared_spec() const { return spec_; }
 
  private:
   static void on_connection(uv_stream_t* server, int status);
@@ -50,9 +50,9 @@ class Listener {
   std::string listen();
 
   Worker& worker_;
-  std::shared_ptr<const ListenerSpec> spec_;
-  UvHandle<uv_tcp_t> handle_;
+  std::shared_ptr<const connection::ListenerSpec> spec_;
+  net::UvHandle<uv_tcp_t> handle_;
   sockaddr_storage bound_{};  ///< where it listens, registered with the SelfConnectionDetector once open
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

@@ -16,7 +16,7 @@
 #endif
 #endif
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 bool configure_allocator() {
 #if defined(__GLIBC__) && !defined(KPROXY_FOREIGN_ALLOCATOR)
@@ -35,4 +35,4 @@ bool trim_free_memory() {
 #endif
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

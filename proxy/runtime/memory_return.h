@@ -30,7 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 /// Blocks at least this large get a mapping of their own, returned when freed (glibc's initial
 /// M_MMAP_THRESHOLD, kept fixed).
@@ -91,4 +91,4 @@ class IdleTrimPolicy {
   uint64_t asked_at_ms_ = 0;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

@@ -18,7 +18,7 @@
 #include "proxy/util/bound_report.h"
 #include "proxy/util/logging.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 namespace {
 const char* const kWorkerConnections = "kproxy_worker_connections";
 const char* const kPartialFrameBytes = "kproxy_partial_frame_bytes";
@@ -45,11 +45,11 @@ void Proxy::export_gauges() {
       });
 }
 
-Proxy::Proxy(std::shared_ptr<const config::Config> config, const Services& services)
-    : services_(services), read_pauses_(services.metrics), port_refusals_(broker_port_refusal_counter(services.metrics)),
+Proxy::Proxy(std::shared_ptr<const config::Config> config, const stage::Services& services)
+    : services_(services), read_pauses_(services.metrics), port_refusals_(cluster::broker_port_refusal_counter(services.metrics)),
       config_(std::move(config)), file_listeners_(config_->listeners.size()), slot_count_(file_listeners_ + kMaxRuntimeListeners),
-      directory_slots_(new std::atomic<BrokerDirectory*>[slot_count_]),
-      rewrite_slots_(new std::atomic<const BrokerAddressRewrite*>[slot_count_]), runtime_(kMaxRuntimeListeners),
+      directory_slots_(new std::atomic<cluster::BrokerDirectory*>[slot_count_]),
+      rewrite_slots_(new std::atomic<const cluster::BrokerAddressRewrite*>[slot_count_]), runtime_(kMaxRuntimeListeners),
       live_rules_(services.clock), frame_budget_(config_->limits.max_buffered_frame_bytes),
       streamed_budget_(config_->limits.max_streamed_request_bytes), preferred_upstream_(new std::atomic<uint32_t>[slot_count_]),
       listener_ports_(new std::atomic<uint16_t>[slot_count_]) {
@@ -60,18 +60,18 @@ Proxy::Proxy(std::shared_ptr<const config::Config> config, const Services& servi
     rewrite_slots_[i] = nullptr;
   }
   // One claim table for all listeners: a broker port of one never reaches another's cluster.
-  claims_ = std::make_shared<BrokerPortClaims>(*config_);
+  claims_ = std::make_shared<cluster::BrokerPortClaims>(*config_);
   for (size_t i = 0; i < config_->listeners.size(); ++i) {
     const auto& listener = config_->listeners[i];
-    owned_directories_.push_back(
-        std::make_unique<BrokerDirectory>(listener.broker_ports, claims_, i, listener.name, listener.listen.host, &port_refusals_));
+    owned_directories_.push_back(std::make_unique<cluster::BrokerDirectory>(listener.broker_ports, claims_, i, listener.name,
+                                                                            listener.listen.host, &port_refusals_));
     std::optional<config::BrokerHostPattern> broker_names;
     if (listener.sni) {
       broker_names = listener.sni->broker;
-      sni_outcome_counter(services_.metrics);  // every outcome scraped from the start, at 0
+      connection::sni_outcome_counter(services_.metrics);  // every outcome scraped from the start, at 0
     }
-    owned_rewrites_.push_back(std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), listener.advertise,
-                                                                     std::move(broker_names), listener.advertise_nodes));
+    owned_rewrites_.push_back(std::make_unique<cluster::BrokerAddressRewrite>(*owned_directories_.back(), listener.advertise,
+                                                                              std::move(broker_names), listener.advertise_nodes));
     directory_slots_[i] = owned_directories_.back().get();
     rewrite_slots_[i] = owned_rewrites_.back().get();
   }
@@ -101,9 +101,9 @@ std::string Proxy::start() {
     const auto& l = config_->listeners[li];
     // Bound here, before any worker listens, so that port 0 (the kernel's pick) is known; every
     // worker then listens on a duplicate of the one socket (proxy/runtime/listener.h).
-    BoundSocket bound = bind_tcp_socket(l.listen.host, l.listen.port);
+    net::BoundSocket bound = net::bind_tcp_socket(l.listen.host, l.listen.port);
     if (!bound.socket) return "listener '" + l.name + "': " + bound.error;
-    ListenerSpec spec{li, l.name, l.listen.host, bound.port, -1, l.proxy_protocol};
+    connection::ListenerSpec spec{li, l.name, l.listen.host, bound.port, -1, l.proxy_protocol};
     for (auto& w : workers_) {
       std::string error = w->open_listener(spec, bound.socket.get());
       if (!error.empty()) return "listener '" + l.name + "': " + error;
@@ -111,7 +111,7 @@ std::string Proxy::start() {
     listener_ports_[li] = bound.port;
     if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kListenPort) directory(li).set_listen_port(bound.port);
     const std::string address = config::HostPort{l.listen.host, bound.port}.to_string();
-    report_bound("listener", l.name, address);
+    util::report_bound("listener", l.name, address);
     std::string bootstrap;
     for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
     if (const auto& t = tls_[li].clients) spdlog::info("listener={} clients speak TLS: {}", l.name, t->summary());
@@ -187,7 +187,7 @@ std::string Proxy::reload(std::shared_ptr<const config::Config> next) {
     config_ = next;
     tls_ = std::move(prepared.tls);
   }
-  configure_logging(next->log);
+  util::configure_logging(next->log);
   spdlog::info("config reloaded from {} (upstreams, limits, timeouts, logging and TLS certificates apply to new connections)",
                next->source);
   return "";
@@ -244,7 +244,7 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   auto listener = listener_config(listener_index);
   if (!listener) return;  // a run-time listener removed since
   const auto& l = *listener;
-  ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id, l.proxy_protocol};
+  connection::ListenerSpec spec{listener_index, l.name, l.listen.host, port, node_id, l.proxy_protocol};
   auto& directory = this->directory(listener_index);
   auto route = directory.route_for_port(port);
   // A draining worker has closed its listeners and must not open new ones (its loop would never end).
@@ -263,7 +263,7 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
     return;
   }
   // broker_ports: 0: the directory bound the port when it picked it; listen on that socket.
-  OwnedDescriptor reserved = directory.take_reserved_socket(node_id);
+  net::OwnedDescriptor reserved = directory.take_reserved_socket(node_id);
   std::string error = caller.listens_on(port) ? "" : caller.open_listener(spec, reserved ? reserved.get() : -1);
   if (!error.empty()) {
     services_.metrics.count(metrics::ProxyEvent::kBrokerPortFailure);
@@ -284,10 +284,10 @@ void Proxy::open_broker_port(Worker& caller, size_t listener_index, int32_t node
   spdlog::info("listener={} opened {}:{} for broker node {} at {}{}", spec.label(), l.advertise, port, node_id,
                route ? route->real.to_string() : "?",
                failed_before ? " after " + std::to_string(failed_before) + " failed attempts" : std::string());
-  report_bound("broker", spec.label(), config::HostPort{l.listen.host, port}.to_string());
+  util::report_bound("broker", spec.label(), config::HostPort{l.listen.host, port}.to_string());
   // The other workers listen on the same socket; the duplicate travels with the tasks, so it
   // stays valid even if the caller's listener closes first.
-  auto bound = std::make_shared<OwnedDescriptor>(::dup(caller.listener_fd(port)));
+  auto bound = std::make_shared<net::OwnedDescriptor>(::dup(caller.listener_fd(port)));
   for (auto& w : workers_) {
     if (w.get() == &caller) continue;
     Worker* worker = w.get();
@@ -383,13 +383,14 @@ Proxy::AddedListener Proxy::add_listener(config::ListenerConfig l) {
     return {"too many listeners added at run time: at most " + std::to_string(kMaxRuntimeListeners) + " at once", 409};
   }
   const size_t index = file_listeners_ + slot;
-  BoundSocket bound = bind_tcp_socket(l.listen.host, l.listen.port);
+  net::BoundSocket bound = net::bind_tcp_socket(l.listen.host, l.listen.port);
   if (!bound.socket) return {"listener '" + l.name + "': " + bound.error, 409};
   if (l.broker_ports.scheme == config::BrokerPorts::Scheme::kListenPort) l.broker_ports.base = bound.port;
   if (l.upstreams.empty()) l.upstreams.push_back(l.upstream);
-  owned_directories_.push_back(std::make_unique<BrokerDirectory>(l.broker_ports, claims_, index, l.name, l.listen.host, &port_refusals_));
+  owned_directories_.push_back(
+      std::make_unique<cluster::BrokerDirectory>(l.broker_ports, claims_, index, l.name, l.listen.host, &port_refusals_));
   owned_rewrites_.push_back(
-      std::make_unique<BrokerAddressRewrite>(*owned_directories_.back(), l.advertise, std::nullopt, l.advertise_nodes));
+      std::make_unique<cluster::BrokerAddressRewrite>(*owned_directories_.back(), l.advertise, std::nullopt, l.advertise_nodes));
   claims_->remove_listener(index);  // what a listener of this slot before claimed
   claims_->add_listener(index, l);
   directory_slots_[index].store(owned_directories_.back().get(), std::memory_order_release);
@@ -402,7 +403,7 @@ Proxy::AddedListener Proxy::add_listener(config::ListenerConfig l) {
     runtime_[slot] = shared;
     next_runtime_slot_ = (slot + 1) % kMaxRuntimeListeners;
   }
-  ListenerSpec spec{index, l.name, l.listen.host, bound.port, -1, l.proxy_protocol};
+  connection::ListenerSpec spec{index, l.name, l.listen.host, bound.port, -1, l.proxy_protocol};
   auto errors = std::make_shared<std::vector<std::string>>();
   auto errors_mutex = std::make_shared<std::mutex>();
   const int fd = bound.socket.get();
@@ -427,7 +428,7 @@ Proxy::AddedListener Proxy::add_listener(config::ListenerConfig l) {
     }
   }
   const std::string address = config::HostPort{l.listen.host, bound.port}.to_string();
-  report_bound("listener", l.name, address);
+  util::report_bound("listener", l.name, address);
   std::string bootstrap;
   for (const auto& u : l.upstreams) bootstrap += (bootstrap.empty() ? "" : ",") + u.to_string();
   spdlog::info("listener={} added at run time: listening on {} (upstream {}, brokers advertised as {})", l.name, address, bootstrap,
@@ -468,4 +469,4 @@ bool Proxy::reserve_connection() {
 
 void Proxy::release_connection() { open_connections_.fetch_sub(1); }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

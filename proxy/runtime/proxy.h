@@ -30,12 +30,12 @@
 #include "proxy/stage/services.h"
 #include "proxy/tls/listener_tls.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 class Proxy {
  public:
   /// `services`: the process's (proxy/stage/services.h); they must outlive the Proxy.
-  Proxy(std::shared_ptr<const config::Config> config, const Services& services);
+  Proxy(std::shared_ptr<const config::Config> config, const stage::Services& services);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -69,11 +69,11 @@ class Proxy {
   ConnectionBalancer& balancer() { return *balancer_; }
   /// Worker `index` (admin health checks post pings to its loop).
   Worker& worker(size_t index) { return *workers_[index]; }
-  BrokerDirectory& directory(size_t listener_index) { return *directory_slots_[listener_index].load(std::memory_order_acquire); }
+  cluster::BrokerDirectory& directory(size_t listener_index) { return *directory_slots_[listener_index].load(std::memory_order_acquire); }
   /// The port listener `listener_index` listens on: the configured one, or the kernel's pick for
   /// port 0 (0 before start()). Safe from any thread.
   uint16_t listener_port(size_t listener_index) const;
-  const BrokerAddressRewrite& rewrite(size_t listener_index) const {
+  const cluster::BrokerAddressRewrite& rewrite(size_t listener_index) const {
     return *rewrite_slots_[listener_index].load(std::memory_order_acquire);
   }
 
@@ -132,16 +132,16 @@ class Proxy {
   uint64_t next_connection_id() { return next_connection_id_.fetch_add(1, std::memory_order_relaxed); }
   void worker_stopped();
   /// The process's services, as given.
-  const Services& services() const { return services_; }
+  const stage::Services& services() const { return services_; }
   /// What every worker's ReadPressure counts in.
-  ReadPauseMetrics& read_pauses() { return read_pauses_; }
+  connection::ReadPauseMetrics& read_pauses() { return read_pauses_; }
 
  private:
   /// kproxy_worker_connections and kproxy_partial_frame_bytes, read from this Proxy (start()).
   void export_gauges();
 
-  Services services_;
-  ReadPauseMetrics read_pauses_;
+  stage::Services services_;
+  connection::ReadPauseMetrics read_pauses_;
   metrics::LabelledCounter& port_refusals_;  ///< kproxy_proxy_broker_ports_refused_total
   /// Held while the Proxy lives; the gauges' readers hold it weakly.
   std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
@@ -152,11 +152,11 @@ class Proxy {
   size_t slot_count_ = 0;
   /// Per slot, the directory and rewrite in use; the objects live in owned_* until ~Proxy (a
   /// connection of a removed run-time listener may still hold them while it drains).
-  std::unique_ptr<std::atomic<BrokerDirectory*>[]> directory_slots_;
-  std::unique_ptr<std::atomic<const BrokerAddressRewrite*>[]> rewrite_slots_;
-  std::vector<std::unique_ptr<BrokerDirectory>> owned_directories_;    ///< under runtime_mutex_
-  std::vector<std::unique_ptr<BrokerAddressRewrite>> owned_rewrites_;  ///< under runtime_mutex_
-  std::shared_ptr<BrokerPortClaims> claims_;
+  std::unique_ptr<std::atomic<cluster::BrokerDirectory*>[]> directory_slots_;
+  std::unique_ptr<std::atomic<const cluster::BrokerAddressRewrite*>[]> rewrite_slots_;
+  std::vector<std::unique_ptr<cluster::BrokerDirectory>> owned_directories_;    ///< under runtime_mutex_
+  std::vector<std::unique_ptr<cluster::BrokerAddressRewrite>> owned_rewrites_;  ///< under runtime_mutex_
+  std::shared_ptr<cluster::BrokerPortClaims> claims_;
   std::mutex runtime_mutex_;  ///< one add or remove at a time
   /// Per run-time slot k (listener_index file_listeners_ + k): its config, null when free. Under config_mutex_.
   std::vector<std::shared_ptr<const config::ListenerConfig>> runtime_;
@@ -183,4 +183,4 @@ class Proxy {
   std::atomic<bool> started_{false};  ///< set once every worker runs; the admin thread reads it
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

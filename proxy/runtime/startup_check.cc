@@ -7,7 +7,7 @@
 
 #include "codec/generated/api_keys.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 std::string prepare_config(const config::Config& config, PreparedConfig& out) {
   std::string errors;
@@ -208,4 +208,4 @@ StartupCheck check_startup(const std::string& path, const StartupCheckOptions& o
   return out;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

@@ -23,7 +23,7 @@
 #include "proxy/chaos/config_sections.h"
 #include "proxy/tls/listener_tls.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 /// What a config turns into before the proxy can run it: the fault rules and ApiVersions policy
 /// of its faults:/api_versions: sections, and the TLS contexts of its listeners.
@@ -104,4 +104,4 @@ struct StartupCheck {
 /// Loads `path` and runs every check the start runs before binding a port.
 StartupCheck check_startup(const std::string& path, const StartupCheckOptions& options = {});
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

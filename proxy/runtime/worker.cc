@@ -14,7 +14,7 @@
 #include "proxy/runtime/proxy.h"
 #include "proxy/util/log_throttle.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
 Worker::Worker(Proxy& proxy, unsigned index)
     : proxy_(proxy), index_(index), read_pressure_(&loop_, proxy.services().clock, proxy.frame_budget(), proxy.read_pauses()) {
@@ -37,7 +37,7 @@ Worker::~Worker() {
   }
 }
 
-std::string Worker::open_listener(const ListenerSpec& spec, int shared_fd) {
+std::string Worker::open_listener(const connection::ListenerSpec& spec, int shared_fd) {
   auto listener = std::make_unique<Listener>(*this, spec);
   std::string error = shared_fd >= 0 ? listener->open_shared(shared_fd) : listener->open();
   if (!error.empty()) return error;
@@ -62,12 +62,12 @@ bool Worker::listens_on(uint16_t port) const {
 void Worker::close_listener(size_t listener_index, std::chrono::milliseconds deadline) {
   std::erase_if(listeners_, [&](const std::unique_ptr<Listener>& l) { return l->spec().listener_index == listener_index; });
   bool draining = false;
-  for (ClientConnection* c : connections_.snapshot()) {
+  for (connection::ClientConnection* c : connections_.snapshot()) {
     if (c->listener_index() != listener_index) continue;
     if (deadline.count() == 0) {
-      c->close({CloseCategory::kShutdown, "its listener was removed"});
+      c->close({net::CloseCategory::kShutdown, "its listener was removed"});
     } else {
-      c->drain({CloseCategory::kShutdown, "its listener was removed (in-flight requests answered)"});
+      c->drain({net::CloseCategory::kShutdown, "its listener was removed (in-flight requests answered)"});
       draining = true;
     }
   }
@@ -83,9 +83,9 @@ void Worker::close_listener(size_t listener_index, std::chrono::milliseconds dea
 void Worker::on_listener_drain_deadline(uv_timer_t* timer) {
   auto* drain = static_cast<ListenerDrain*>(timer->data);
   Worker* self = drain->worker;
-  for (ClientConnection* c : self->connections_.snapshot()) {
+  for (connection::ClientConnection* c : self->connections_.snapshot()) {
     if (c->listener_index() == drain->listener_index)
-      c->close({CloseCategory::kLimit, "its listener was removed and the drain deadline passed with requests in flight"});
+      c->close({net::CloseCategory::kLimit, "its listener was removed and the drain deadline passed with requests in flight"});
   }
   std::erase_if(self->listener_drains_, [drain](const std::unique_ptr<ListenerDrain>& d) { return d.get() == drain; });
 }
@@ -126,7 +126,7 @@ void Worker::on_wakeup(uv_async_t* async) {
 /// An accepted socket on its way to the worker that serves it. If it never gets there (that
 /// worker's loop ended first), the socket is closed and its reservations are given back.
 struct Worker::HandedOver {
-  HandedOver(Proxy& proxy, size_t owner, OwnedDescriptor socket, std::shared_ptr<const ListenerSpec> spec)
+  HandedOver(Proxy& proxy, size_t owner, net::OwnedDescriptor socket, std::shared_ptr<const connection::ListenerSpec> spec)
       : proxy(proxy), owner(owner), socket(std::move(socket)), spec(std::move(spec)) {}
   ~HandedOver() {
     if (!reserved) return;
@@ -138,36 +138,36 @@ struct Worker::HandedOver {
 
   Proxy& proxy;
   size_t owner;
-  OwnedDescriptor socket;
-  std::shared_ptr<const ListenerSpec> spec;
+  net::OwnedDescriptor socket;
+  std::shared_ptr<const connection::ListenerSpec> spec;
   bool reserved = true;  ///< a max_connections slot and a balancer count, until a connection takes them over
 };
 
-void Worker::accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpec>& spec) {
+void Worker::accept(uv_stream_t* server, const std::shared_ptr<const connection::ListenerSpec>& spec) {
   if (draining_) return refuse(server, *spec, "kproxy is shutting down");
   if (!proxy_.reserve_connection()) return refuse(server, *spec, "limits.max_connections reached");
   size_t owner = proxy_.balancer().assign(index_);
   if (owner == index_) {
     auto config = proxy_.config();
-    ClientConnection* connection = new_connection(spec, config);
+    connection::ClientConnection* connection = new_connection(spec, config);
     if (int rc = uv_accept(server, connection->client_stream()); rc != 0) {
       proxy_.services().metrics.count(metrics::ProxyEvent::kAcceptFailure);
-      connection->close({CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
+      connection->close({net::CloseCategory::kClientClosed, std::string("accept failed: ") + uv_strerror(rc)});
       return;
     }
     return start_connection(connection, *spec, *config);
   }
   // libuv accepts only into a handle of the listening loop: accept here, keep a duplicate of the
   // socket, and let this loop's handle go (the socket stays open through the duplicate).
-  auto handed = std::make_shared<HandedOver>(proxy_, owner, OwnedDescriptor(), spec);
+  auto handed = std::make_shared<HandedOver>(proxy_, owner, net::OwnedDescriptor(), spec);
   {
-    UvHandle<uv_tcp_t> accepted;
+    net::UvHandle<uv_tcp_t> accepted;
     accepted.init(&loop_, nullptr, uv_tcp_init);
     uv_os_fd_t fd = -1;
     int rc = uv_accept(server, accepted.stream());
     if (rc == 0) rc = uv_fileno(accepted.base(), &fd);
     if (rc == 0) {
-      handed->socket = OwnedDescriptor(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+      handed->socket = net::OwnedDescriptor(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
       if (!handed->socket) rc = uv_translate_sys_error(errno);
     }
     if (rc != 0) {
@@ -191,25 +191,25 @@ void Worker::adopt(HandedOver& handed) {
   proxy_.services().metrics.count(metrics::ProxyEvent::kConnectionHandedOver);
   handed.reserved = false;  // the connection holds both from now on
   auto config = proxy_.config();
-  ClientConnection* connection = new_connection(handed.spec, config);
+  connection::ClientConnection* connection = new_connection(handed.spec, config);
   int fd = handed.socket.release();
   if (int rc = uv_tcp_open(reinterpret_cast<uv_tcp_t*>(connection->client_stream()), fd); rc != 0) {
     ::close(fd);
     proxy_.services().metrics.count(metrics::ProxyEvent::kAcceptFailure);
-    connection->close({CloseCategory::kClientClosed, std::string("cannot take over the accepted socket: ") + uv_strerror(rc)});
+    connection->close({net::CloseCategory::kClientClosed, std::string("cannot take over the accepted socket: ") + uv_strerror(rc)});
     return;
   }
   start_connection(connection, *handed.spec, *config);
 }
 
-void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* why) {
-  UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
+void Worker::refuse(uv_stream_t* server, const connection::ListenerSpec& spec, const char* why) {
+  net::UvHandle<uv_tcp_t> refused;  // closed when it goes out of scope
   refused.init(&loop_, nullptr, uv_tcp_init);
   if (uv_accept(server, refused.stream()) == 0) {
     proxy_.services().metrics.count(metrics::ProxyEvent::kConnectionRefused);  // every refusal, logged or not
     // A full proxy refuses every client attempt: one line per interval, with the count of the
     // ones it left out (1,000 refusals in a second were 1,000 lines; issue #30).
-    static LogThrottle throttle(std::chrono::seconds(5));
+    static util::LogThrottle throttle(std::chrono::seconds(5));
     uint64_t suppressed = 0;
     if (throttle.allow(&suppressed)) {
       spdlog::warn("listener={} refused a connection: {}{}", spec.label(), why,
@@ -220,20 +220,22 @@ void Worker::refuse(uv_stream_t* server, const ListenerSpec& spec, const char* w
   }
 }
 
-ClientConnection* Worker::new_connection(std::shared_ptr<const ListenerSpec> spec, std::shared_ptr<const config::Config> config) {
-  auto* connection = new ClientConnection(*this, std::move(spec), std::move(config), proxy_.next_connection_id());
+connection::ClientConnection* Worker::new_connection(std::shared_ptr<const connection::ListenerSpec> spec,
+                                                     std::shared_ptr<const config::Config> config) {
+  auto* connection = new connection::ClientConnection(*this, std::move(spec), std::move(config), proxy_.next_connection_id());
   connections_.insert(connection);
   proxy_.services().metrics.count(metrics::ProxyEvent::kConnectionAccepted);
   if (trim_timer_.open() && trim_policy_.on_open(uv_now(&loop_))) schedule_trim();
   return connection;
 }
 
-void Worker::start_connection(ClientConnection* connection, const ListenerSpec& spec, const config::Config& config) {
+void Worker::start_connection(connection::ClientConnection* connection, const connection::ListenerSpec& spec,
+                              const config::Config& config) {
   config::HostPort upstream;
   if (spec.is_broker_port()) {
     auto route = proxy_.directory(spec.listener_index).route_for_port(spec.port);
     if (!route) {
-      connection->close({CloseCategory::kLimit, "no broker is known for port " + std::to_string(spec.port)});
+      connection->close({net::CloseCategory::kLimit, "no broker is known for port " + std::to_string(spec.port)});
       return;
     }
     upstream = route->real;
@@ -243,7 +245,7 @@ void Worker::start_connection(ClientConnection* connection, const ListenerSpec& 
   connection->start(upstream);
 }
 
-void Worker::forget(ClientConnection* connection) {
+void Worker::forget(connection::ClientConnection* connection) {
   connections_.erase(connection);
   for (auto& [listener_index, d] : discoveries_) std::erase(d.waiters, connection);
   proxy_.balancer().release(index_);
@@ -266,12 +268,12 @@ void Worker::on_trim(uv_timer_t* timer) {
                 (uv_hrtime() - started) / 1000, self->connections_.size(), released ? "" : ": there was none");
 }
 
-const Services& Worker::services() { return proxy_.services(); }
+const stage::Services& Worker::services() { return proxy_.services(); }
 
 codec::FrameMemoryBudget& Worker::frame_budget() { return proxy_.frame_budget(); }
 codec::FrameMemoryBudget& Worker::streamed_budget() { return proxy_.streamed_budget(); }
 chaos::LiveRules& Worker::live_rules() { return proxy_.live_rules(); }
-const BrokerAddressRewrite& Worker::rewrite(size_t listener_index) { return proxy_.rewrite(listener_index); }
+const cluster::BrokerAddressRewrite& Worker::rewrite(size_t listener_index) { return proxy_.rewrite(listener_index); }
 tls::ListenerTls Worker::listener_tls(size_t listener_index) { return proxy_.listener_tls(listener_index); }
 std::optional<config::HostPort> Worker::broker_address(size_t listener_index, int32_t node_id) {
   auto route = proxy_.directory(listener_index).route_for_node(node_id);
@@ -293,7 +295,7 @@ std::string Worker::listener_name(size_t listener_index) const {
 }
 
 void Worker::discover_brokers(size_t listener_index, const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls,
-                              std::chrono::milliseconds timeout, ClientConnection* waiter) {
+                              std::chrono::milliseconds timeout, connection::ClientConnection* waiter) {
   std::erase_if(finished_discoveries_, [](const auto& d) { return d->released(); });
   Discovery& d = discoveries_[listener_index];
   d.waiters.push_back(waiter);
@@ -313,12 +315,12 @@ void Worker::discover_brokers(size_t listener_index, const config::HostPort& boo
 void Worker::discovered(size_t listener_index, std::vector<DiscoveredBroker> brokers, const std::string& error) {
   auto it = discoveries_.find(listener_index);
   if (it == discoveries_.end()) return;
-  std::vector<ClientConnection*> waiters = std::move(it->second.waiters);
+  std::vector<connection::ClientConnection*> waiters = std::move(it->second.waiters);
   finished_discoveries_.push_back(std::move(it->second.run));
   discoveries_.erase(it);
   std::string learnt;
   for (const auto& b : brokers) {
-    if (b.host.empty() || !broker_entry_problem(b.node_id, b.host, b.port).empty()) continue;  // as a response rewrite skips it
+    if (b.host.empty() || !cluster::broker_entry_problem(b.node_id, b.host, b.port).empty()) continue;  // as a response rewrite skips it
     proxy_.directory(listener_index).learn(b.node_id, b.host, b.port);
     learnt += (learnt.empty() ? "" : ", ") + std::to_string(b.node_id) + " at " + b.host + ":" + std::to_string(b.port);
   }
@@ -329,7 +331,7 @@ void Worker::discovered(size_t listener_index, std::vector<DiscoveredBroker> bro
   } else {
     spdlog::info("listener={}: learnt brokers {} from the bootstrap", listener_name(listener_index), learnt);
   }
-  for (ClientConnection* waiter : waiters) waiter->brokers_discovered();
+  for (connection::ClientConnection* waiter : waiters) waiter->brokers_discovered();
 }
 
 void Worker::tls_handshake_done() {
@@ -343,8 +345,8 @@ void Worker::begin_drain(std::chrono::milliseconds deadline) {
   draining_ = true;
   proxy_.balancer().exclude(index_);
   listeners_.clear();  // closes them
-  std::vector<ClientConnection*> open = connections_.snapshot();
-  for (ClientConnection* c : open) c->drain();
+  std::vector<connection::ClientConnection*> open = connections_.snapshot();
+  for (connection::ClientConnection* c : open) c->drain();
   maybe_finish_drain();
 }
 
@@ -353,8 +355,8 @@ void Worker::on_drain_deadline(uv_timer_t* timer) {
   if (!self->connections_.empty()) {
     spdlog::warn("worker {}: drain deadline passed, closing {} connections", self->index_, self->connections_.size());
   }
-  std::vector<ClientConnection*> open = self->connections_.snapshot();
-  for (ClientConnection* c : open) c->close({CloseCategory::kLimit, "drain deadline passed with requests in flight"});
+  std::vector<connection::ClientConnection*> open = self->connections_.snapshot();
+  for (connection::ClientConnection* c : open) c->close({net::CloseCategory::kLimit, "drain deadline passed with requests in flight"});
 }
 
 void Worker::maybe_finish_drain() {
@@ -379,4 +381,4 @@ void Worker::close_handles() {
   discoveries_.clear();
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

@@ -27,13 +27,12 @@
 #include "proxy/runtime/memory_return.h"
 #include "proxy/util/intrusive_list.h"
 
-namespace kproxy::proxy {
+namespace kproxy::runtime {
 
-class ClientConnection;
 class Proxy;
 
 /// The ConnectionEnvironment of every connection it serves.
-class Worker final : public ConnectionEnvironment {
+class Worker final : public connection::ConnectionEnvironment {
  public:
   Worker(Proxy& proxy, unsigned index);
   ~Worker() override;
@@ -42,13 +41,13 @@ class Worker final : public ConnectionEnvironment {
 
   unsigned index() const { return index_; }
   uv_loop_t* loop() override { return &loop_; }
-  const Services& services() override;
+  const stage::Services& services() override;
   Proxy& proxy() { return proxy_; }
 
   /// Opens a listening socket: binds a new one, or with `shared_fd` >= 0 listens on a duplicate of
   /// the socket another worker bound (proxy/runtime/listener.h). On the loop thread, or before start().
   /// Returns "" or the error.
-  std::string open_listener(const ListenerSpec& spec, int shared_fd = -1);
+  std::string open_listener(const connection::ListenerSpec& spec, int shared_fd = -1);
   /// The descriptor of this worker's listening socket on `port`, -1 if it has none.
   int listener_fd(uint16_t port) const;
   /// True if this worker listens on `port` already.
@@ -75,15 +74,15 @@ class Worker final : public ConnectionEnvironment {
   // For Listener and ClientConnection.
   /// A connection is waiting on `server`: accepts it and serves it here, or hands it to the worker
   /// the balancer picks, or refuses it (limits.max_connections, draining).
-  void accept(uv_stream_t* server, const std::shared_ptr<const ListenerSpec>& spec);
-  void forget(ClientConnection* connection) override;
+  void accept(uv_stream_t* server, const std::shared_ptr<const connection::ListenerSpec>& spec);
+  void forget(connection::ClientConnection* connection) override;
 
   // ConnectionEnvironment (the rest): the Proxy's, for the connections of this worker.
   codec::FrameMemoryBudget& frame_budget() override;
   codec::FrameMemoryBudget& streamed_budget() override;
-  ReadPressure& read_pressure() override { return read_pressure_; }
+  connection::ReadPressure& read_pressure() override { return read_pressure_; }
   chaos::LiveRules& live_rules() override;
-  const BrokerAddressRewrite& rewrite(size_t listener_index) override;
+  const cluster::BrokerAddressRewrite& rewrite(size_t listener_index) override;
   tls::ListenerTls listener_tls(size_t listener_index) override;
   std::optional<config::HostPort> broker_address(size_t listener_index, int32_t node_id) override;
   void open_broker_port(size_t listener_index, int32_t node_id, uint16_t port) override;
@@ -91,7 +90,7 @@ class Worker final : public ConnectionEnvironment {
   void release_connection_slot() override;
   void tls_handshake_done() override;
   void discover_brokers(size_t listener_index, const config::HostPort& bootstrap, std::shared_ptr<const tls::TlsContext> upstream_tls,
-                        std::chrono::milliseconds timeout, ClientConnection* waiter) override;
+                        std::chrono::milliseconds timeout, connection::ClientConnection* waiter) override;
   size_t connection_count() const { return connections_.size(); }
 
  private:
@@ -100,11 +99,12 @@ class Worker final : public ConnectionEnvironment {
   /// Serves an accepted socket another worker handed over (on this loop).
   void adopt(HandedOver& socket);
   /// Accepts a connection here and closes it at once: the client sees a refusal, not a hang.
-  void refuse(uv_stream_t* server, const ListenerSpec& spec, const char* why);
+  void refuse(uv_stream_t* server, const connection::ListenerSpec& spec, const char* why);
   /// A new ClientConnection on this loop, counted and registered; the socket is attached next.
-  ClientConnection* new_connection(std::shared_ptr<const ListenerSpec> spec, std::shared_ptr<const config::Config> config);
+  connection::ClientConnection* new_connection(std::shared_ptr<const connection::ListenerSpec> spec,
+                                               std::shared_ptr<const config::Config> config);
   /// Routes an attached connection to its broker (bootstrap or the broker its port stands for).
-  void start_connection(ClientConnection* connection, const ListenerSpec& spec, const config::Config& config);
+  void start_connection(connection::ClientConnection* connection, const connection::ListenerSpec& spec, const config::Config& config);
   void maybe_finish_drain();
   /// Closes the loop's own handles (the listeners, the wakeup, the drain and trim timers).
   void close_handles();
@@ -118,11 +118,11 @@ class Worker final : public ConnectionEnvironment {
   Proxy& proxy_;
   unsigned index_;
   uv_loop_t loop_;
-  UvHandle<uv_async_t> wakeup_;
-  UvHandle<uv_timer_t> drain_timer_;
-  UvHandle<uv_timer_t> trim_timer_;
-  ReadPressure read_pressure_;  ///< this loop's clients paused for the frame budget
-  IdleTrimPolicy trim_policy_;  ///< when opens and closes call for a trim (at most one per kTrimDelay)
+  net::UvHandle<uv_async_t> wakeup_;
+  net::UvHandle<uv_timer_t> drain_timer_;
+  net::UvHandle<uv_timer_t> trim_timer_;
+  connection::ReadPressure read_pressure_;  ///< this loop's clients paused for the frame budget
+  IdleTrimPolicy trim_policy_;              ///< when opens and closes call for a trim (at most one per kTrimDelay)
   std::thread thread_;
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;
@@ -132,15 +132,15 @@ class Worker final : public ConnectionEnvironment {
   struct ListenerDrain {
     Worker* worker = nullptr;
     size_t listener_index = 0;
-    UvHandle<uv_timer_t> timer;
+    net::UvHandle<uv_timer_t> timer;
   };
   std::vector<std::unique_ptr<ListenerDrain>> listener_drains_;
   static void on_listener_drain_deadline(uv_timer_t* timer);
-  IntrusiveList<ClientConnection> connections_;  ///< allocates nothing per connection
+  util::IntrusiveList<connection::ClientConnection> connections_;  ///< allocates nothing per connection
   /// A listener's broker discovery in flight and the connections that wait for it.
   struct Discovery {
     std::unique_ptr<BrokerDiscovery> run;
-    std::vector<ClientConnection*> waiters;
+    std::vector<connection::ClientConnection*> waiters;
   };
   std::map<size_t, Discovery> discoveries_;  ///< by listener index
   /// Discoveries that finished, kept until libuv gave their handles back (released()).
@@ -153,4 +153,4 @@ class Worker final : public ConnectionEnvironment {
   bool finished_ = false;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::runtime

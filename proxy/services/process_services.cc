@@ -22,7 +22,7 @@ std::vector<std::string> listener_slot_names(const config::Config& config) {
 }  // namespace
 
 ProcessServices::ProcessServices(const config::Config& config)
-    : view_{metrics_, topic_names_, self_connections_, proxy::or_no_observer(nullptr), clock_} {
+    : view_{metrics_, topic_names_, self_connections_, stage::or_no_observer(nullptr), clock_} {
   const auto names = listener_slot_names(config);
   metrics_.set_listener_names(names);
   tap::TapLimits tap_limits = tap_.limits();
@@ -34,7 +34,7 @@ ProcessServices::ProcessServices(const config::Config& config)
   if (m.frames && (m.topic_labels || m.client_id_labels))
     metrics_.enable_traffic_labels(m.topic_labels, m.client_id_labels, m.max_label_values);
   if (m.frames) {
-    auto observer = std::make_shared<metrics::FrameMetrics>(metrics_, tap_, topic_names_, names, m.error_codes, m.transactions, clock_);
+    auto observer = std::make_shared<observe::FrameMetrics>(metrics_, tap_, topic_names_, names, m.error_codes, m.transactions, clock_);
     // The metrics and the routes hold the tracker (and so the observer) alive while they read it.
     transactions_ = std::shared_ptr<observe::TransactionTracker>(observer, &observer->transactions());
     observer_ = std::move(observer);

@@ -1,7 +1,7 @@
 // ProcessServices: the one owner of what every layer of a running kproxy shares, built in main.cc
 // from the config before anything that uses it:
 //
-//   main ──► ProcessServices(config) ──► view(): proxy::Services ──► Proxy ──► Worker ──► connections
+//   main ──► ProcessServices(config) ──► view(): stage::Services ──► Proxy ──► Worker ──► connections
 //                                   └──► AdminRuntime: registers routes over metrics(), tap(),
 //                                        transactions() (it builds none of them)
 //
@@ -37,7 +37,7 @@ class ProcessServices {
   ProcessServices& operator=(const ProcessServices&) = delete;
 
   /// What the runtime, connections and stages are handed.
-  const proxy::Services& view() const { return view_; }
+  const stage::Services& view() const { return view_; }
   metrics::ProxyMetrics& metrics() { return metrics_; }
   tap::TapHub& tap() { return tap_; }
   /// The transactions the frame observer rebuilds (an empty tracker when metrics.frames or
@@ -50,12 +50,12 @@ class ProcessServices {
   util::SteadyClock clock_;
   metrics::ProxyMetrics metrics_;
   tap::TapHub tap_;
-  proxy::TopicNames topic_names_;
-  proxy::SelfConnectionDetector self_connections_;
-  std::shared_ptr<proxy::FrameObserver> observer_;
+  cluster::TopicNames topic_names_;
+  net::SelfConnectionDetector self_connections_;
+  std::shared_ptr<stage::FrameObserver> observer_;
   std::shared_ptr<observe::TransactionTracker> transactions_;
   std::shared_ptr<observe::TraceExporter> traces_;
-  proxy::Services view_;
+  stage::Services view_;
 };
 
 }  // namespace kproxy::services

@@ -20,7 +20,7 @@
 #include "codec/reader.h"
 #include "proxy/net/close_reason.h"
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 /// The two directions of a connection's bytes.
 enum class Flow : uint8_t { kToBroker, kToClient };
@@ -40,7 +40,7 @@ class ShapedSink {
   /// the connection (a failed write).
   virtual void flush() = 0;
   /// Closes the connection now, with a reset (RST) when `reset`; nothing is sent afterwards.
-  virtual void close(CloseReason reason, bool reset) = 0;
+  virtual void close(net::CloseReason reason, bool reset) = 0;
 };
 
 /// A stage's filter for every byte of one direction once installed.
@@ -70,4 +70,4 @@ class ShaperPort {
   virtual ByteShaper* installed(Flow flow) = 0;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

@@ -7,7 +7,7 @@
 #include "codec/response_header.h"
 #include "codec/writer.h"
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 std::shared_ptr<codec::Message> RequestContext::message() const {
   if (decoded_) return message_;
@@ -120,4 +120,4 @@ std::vector<uint8_t> ResponseContext::encode() const {
   return out;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

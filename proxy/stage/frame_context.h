@@ -24,7 +24,7 @@
 #include "proxy/stage/byte_shaper.h"
 #include "proxy/stage/stage.h"
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 /// Kafka's name of `api_key` for logs ("Metadata"), or "unknown-api".
 inline const char* api_label(int16_t api_key) {
@@ -130,9 +130,9 @@ class RequestContext {
   std::vector<uint8_t>& answer_frame() { return answer_; }
 
   /// Closes the connection instead of forwarding; later stages still see the request.
-  void close(CloseReason reason) { close_ = std::move(reason); }
+  void close(net::CloseReason reason) { close_ = std::move(reason); }
   bool closing() const { return close_.has_value(); }
-  std::optional<CloseReason>& close_reason() { return close_; }
+  std::optional<net::CloseReason>& close_reason() { return close_; }
 
   ExchangeActions& actions() { return actions_; }
   const ExchangeActions& actions() const { return actions_; }
@@ -144,7 +144,7 @@ class RequestContext {
   bool expects_response_;
   bool answered_ = false;
   std::vector<uint8_t> answer_;
-  std::optional<CloseReason> close_;
+  std::optional<net::CloseReason> close_;
   ExchangeActions actions_;
   mutable std::shared_ptr<codec::Message> message_;
   mutable bool decoded_ = false;
@@ -217,9 +217,9 @@ class ResponseContext {
   static constexpr uint32_t bit(StageId id) { return 1u << static_cast<uint32_t>(id); }
 
   /// Closes the connection instead of delivering the response.
-  void close(CloseReason reason) { close_ = std::move(reason); }
+  void close(net::CloseReason reason) { close_ = std::move(reason); }
   bool closing() const { return close_.has_value(); }
-  std::optional<CloseReason>& close_reason() { return close_; }
+  std::optional<net::CloseReason>& close_reason() { return close_; }
 
   /// The frame to send: the current bytes, or the re-encoded body with a patched size prefix.
   std::vector<uint8_t> encode() const;
@@ -238,7 +238,7 @@ class ResponseContext {
   bool withheld_ = false;
   bool dirty_ = false;
   uint32_t changed_by_ = 0;
-  std::optional<CloseReason> close_;
+  std::optional<net::CloseReason> close_;
   mutable bool scanned_ = false;
   mutable std::optional<codec::ResponseScan> own_scan_;
   mutable std::shared_ptr<codec::Message> message_;
@@ -247,4 +247,4 @@ class ResponseContext {
   mutable DecodeFailure decode_failure_ = DecodeFailure::kNone;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

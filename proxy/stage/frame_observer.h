@@ -12,7 +12,7 @@ namespace kproxy::chaos {
 struct FaultRule;
 }
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 /// A rule fired on a frame.
 struct FaultEvent {
@@ -44,4 +44,4 @@ class FrameObserver {
 /// `observer`, or the do-nothing one when it is null: what a stage keeps instead of a nullable pointer.
 std::shared_ptr<FrameObserver> or_no_observer(std::shared_ptr<FrameObserver> observer);
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

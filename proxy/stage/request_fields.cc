@@ -1,6 +1,6 @@
 #include "proxy/stage/request_fields.h"
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 std::optional<int16_t> produce_request_acks(codec::Bytes body, int16_t version) {
   codec::Reader r(body);
@@ -24,4 +24,4 @@ std::optional<std::string_view> sasl_handshake_mechanism(codec::Bytes body) {
   return mechanism;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

@@ -11,7 +11,7 @@
 
 #include "codec/reader.h"
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 /// First flexible version of ProduceRequest (Kafka's ProduceRequest.json: "flexibleVersions": "9+").
 inline constexpr int16_t kProduceFirstFlexibleVersion = 9;
@@ -23,4 +23,4 @@ std::optional<int16_t> produce_request_acks(codec::Bytes body, int16_t version);
 /// Mechanism of a SaslHandshakeRequest body (a classic string in v0 and v1), or nullopt.
 std::optional<std::string_view> sasl_handshake_mechanism(codec::Bytes body);
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

@@ -1,6 +1,6 @@
 #include "proxy/stage/sasl_raw_tokens.h"
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 void SaslRawTokens::begin(std::string_view mechanism) {
   active_ = true;
@@ -19,4 +19,4 @@ bool SaslRawTokens::is_raw_token(bool parses_as_request) {
   return true;
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

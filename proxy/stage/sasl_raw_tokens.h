@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 class SaslRawTokens {
  public:
@@ -38,4 +38,4 @@ class SaslRawTokens {
   int tokens_left_ = -1;  ///< -1: unknown mechanism, classify by header
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

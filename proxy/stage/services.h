@@ -12,18 +12,20 @@
 #include "proxy/stage/frame_observer.h"
 #include "proxy/util/clock.h"
 
-namespace kproxy::proxy {
-
 /// Learned topic names (proxy/cluster/topic_names.h); the layers that read it include it.
+namespace kproxy::cluster {
 class TopicNames;
+}
+
+namespace kproxy::stage {
 
 struct Services {
   /// kproxy's Prometheus metrics (per-thread shards, summed at scrape time).
   metrics::ProxyMetrics& metrics;
   /// Topic names by id, learned from Metadata responses (v13+ requests name topics by id only).
-  TopicNames& topic_names;
+  cluster::TopicNames& topic_names;
   /// kproxy's own listening and connected addresses: a broker address that leads back to kproxy.
-  SelfConnectionDetector& self_connections;
+  net::SelfConnectionDetector& self_connections;
   /// What watches every frame (per-frame metrics, tap, transaction tracker); never null: a
   /// do-nothing observer when metrics.frames is off.
   std::shared_ptr<FrameObserver> observer;
@@ -31,4 +33,4 @@ struct Services {
   const util::Clock& clock;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

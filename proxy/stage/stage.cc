@@ -2,7 +2,7 @@
 
 #include <array>
 
-namespace kproxy::proxy {
+namespace kproxy::stage {
 
 std::string_view stage_name(StageId id) {
   static constexpr std::array<std::string_view, kStageCount> kNames = {
@@ -14,4 +14,4 @@ std::string_view stage_name(StageId id) {
   return i < kNames.size() ? kNames[i] : "unknown";
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

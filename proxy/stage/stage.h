@@ -30,15 +30,23 @@
 #include <memory>
 #include <string_view>
 
-namespace kproxy::proxy {
+// What StageSetup hands the stages of the layers above (a name only: this layer includes neither).
+namespace kproxy::chaos {
+class RuleSnapshot;
+}
+namespace kproxy::cluster {
+class BrokerAddressRewrite;
+}
+
+namespace kproxy::stage {
 
 /// The stages in the order frames pass them: X(StageId enumerator, metric label `stage`, class).
-#define KPROXY_STAGES(X)                                                                           \
-  X(kBrokerAddress, "broker_address", BrokerAddressStage) /* keeps every connection on kproxy */   \
-  X(kApiVersions, "api_versions", ApiVersionsStage)       /* KIP-511 name, version range policy */ \
-  X(kTopicIds, "topic_ids", TopicIdsStage)                /* topic id -> name from Metadata */     \
-  X(kFaultRules, "fault_rules", FaultStage)               /* the config's and admin API's rules */ \
-  X(kObserver, "observer", ObserverStage)                 /* metrics and tap */
+#define KPROXY_STAGES(X)                                                                                    \
+  X(kBrokerAddress, "broker_address", cluster::BrokerAddressStage) /* keeps every connection on kproxy */   \
+  X(kApiVersions, "api_versions", chaos::ApiVersionsStage)         /* KIP-511 name, version range policy */ \
+  X(kTopicIds, "topic_ids", cluster::TopicIdsStage)                /* topic id -> name from Metadata */     \
+  X(kFaultRules, "fault_rules", chaos::FaultStage)                 /* the config's and admin API's rules */ \
+  X(kObserver, "observer", observe::ObserverStage)                 /* metrics and tap */
 
 /// Which stage did something to a frame (metrics label `stage`, log lines). One bit each in
 /// ResponseContext::changed_by().
@@ -60,6 +68,8 @@ static_assert(kStageCount <= 8 * sizeof(StageMask), "StageMask has a bit per sta
 
 /// Which stages a request / a response of an API passes: every stage's wants_request /
 /// wants_response, asked once per API key. An API key outside Kafka's table passes every stage.
+/// The process's routes are pipeline::stage_routes() (proxy/pipeline/pipeline.h), the layer that
+/// includes every stage.
 struct StageRoutes {
   static constexpr size_t kApiKeys = 128;  ///< table size; Kafka 4.4's highest key is below it
   std::array<StageMask, kApiKeys> request{};
@@ -68,9 +78,6 @@ struct StageRoutes {
   StageMask for_request(int16_t api_key) const { return in_table(api_key) ? request[static_cast<size_t>(api_key)] : kEvery; }
   StageMask for_response(int16_t api_key) const { return in_table(api_key) ? response[static_cast<size_t>(api_key)] : kEvery; }
 
-  /// The process's routes (proxy/pipeline/pipeline.cc builds them from KPROXY_STAGES).
-  static const StageRoutes& get();
-
  private:
   static constexpr StageMask kEvery = static_cast<StageMask>((1u << kStageCount) - 1);
   static bool in_table(int16_t api_key) { return api_key >= 0 && static_cast<size_t>(api_key) < kApiKeys; }
@@ -78,8 +85,6 @@ struct StageRoutes {
 
 class RequestContext;
 class ResponseContext;
-class RuleSnapshot;
-class BrokerAddressRewrite;
 class FrameObserver;
 class ShaperPort;
 struct Services;
@@ -93,10 +98,10 @@ class BrokerPortOpener {
 
 /// What the pipeline hands every stage it makes; each takes what it needs.
 struct StageSetup {
-  RuleSnapshot& rules;                  ///< the connection's view of the fault rules and policy
-  const BrokerAddressRewrite& rewrite;  ///< the listener's broker addresses
-  BrokerPortOpener& port_opener;        ///< the connection
-  const Services& services;             ///< the process's: metrics, topic names, the frame observer, the clock
+  chaos::RuleSnapshot& rules;                    ///< the connection's view of the fault rules and policy
+  const cluster::BrokerAddressRewrite& rewrite;  ///< the listener's broker addresses
+  BrokerPortOpener& port_opener;                 ///< the connection
+  const Services& services;                      ///< the process's: metrics, topic names, the frame observer, the clock
   uint64_t connection_id;
   ShaperPort& shapers;  ///< where a stage installs a byte shaper (proxy/stage/byte_shaper.h)
 };
@@ -115,4 +120,4 @@ class Stage {
   virtual void on_response(ResponseContext&) {}
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::stage

@@ -52,7 +52,7 @@ void summarise_record_fields(const codec::Message& message, nlohmann::json& body
 }
 
 nlohmann::json header_fields(int64_t connection, std::string_view client_id, bool response, int16_t api_key, int16_t version,
-                             int32_t correlation_id, const proxy::ConnectionInfo& info) {
+                             int32_t correlation_id, const stage::ConnectionInfo& info) {
   const char* name = codec::api_name(api_key);
   nlohmann::json j = {{"ts", timestamp_now()},
                       {"connection", connection},
@@ -134,7 +134,7 @@ void redact_secrets(nlohmann::json& body) {
   }
 }
 
-std::string request_line(const proxy::RequestContext& ctx, const TapLimits& limits) {
+std::string request_line(const stage::RequestContext& ctx, const TapLimits& limits) {
   const auto& h = ctx.header();
   std::string_view client_id = h.client_id ? *h.client_id : std::string_view();
   nlohmann::json j = header_fields(static_cast<int64_t>(ctx.connection().id), client_id, false, h.api_key, h.api_version, h.correlation_id,
@@ -143,7 +143,7 @@ std::string request_line(const proxy::RequestContext& ctx, const TapLimits& limi
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string response_line(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency, std::string_view client_id,
+std::string response_line(const stage::ResponseContext& ctx, std::chrono::nanoseconds latency, std::string_view client_id,
                           const TapLimits& limits) {
   codec::Bytes frame = ctx.frame();
   int32_t correlation_id = frame.size() >= 8 ? static_cast<int32_t>(be32(frame.data() + 4)) : -1;

@@ -28,8 +28,8 @@ namespace kproxy::tap {
 /// Now as the tap's lines show it: UTC, ISO 8601 with microseconds ("2026-12-04T01:02:03.000004Z").
 std::string timestamp_now();
 
-std::string request_line(const proxy::RequestContext& ctx, const TapLimits& limits);
-std::string response_line(const proxy::ResponseContext& ctx, std::chrono::nanoseconds latency, std::string_view client_id,
+std::string request_line(const stage::RequestContext& ctx, const TapLimits& limits);
+std::string response_line(const stage::ResponseContext& ctx, std::chrono::nanoseconds latency, std::string_view client_id,
                           const TapLimits& limits);
 
 /// Batch and record counts of a record set (v2 batches; older message sets count one per message).

@@ -4,7 +4,7 @@
 
 #include "config/sni_config.h"
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 namespace {
 
@@ -194,4 +194,4 @@ ClientHelloReader::State ClientHelloReader::parse() {
   return State::kDone;
 }
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

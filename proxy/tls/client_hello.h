@@ -27,7 +27,7 @@
 
 #include "codec/reader.h"
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 /// What a parsed ClientHello says (parse_client_hello).
 struct ClientHelloInfo {
@@ -89,4 +89,4 @@ class ClientHelloReader {
   std::string error_;
 };
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

@@ -1,6 +1,6 @@
 #include "proxy/tls/listener_tls.h"
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 std::string build_listener_tls(const config::Config& config, std::vector<ListenerTls>& out) {
   std::string errors;
@@ -27,4 +27,4 @@ std::string build_listener_tls(const config::Config& config, std::vector<Listene
   return "";
 }
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

@@ -9,7 +9,7 @@
 #include "config/config.h"
 #include "proxy/tls/tls_context.h"
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 struct ListenerTls {
   /// Clients must speak TLS to this listener's ports; nullptr = plaintext.
@@ -22,4 +22,4 @@ struct ListenerTls {
 /// error, one per line ("file:line:col: listeners[0].tls.cert: cannot load '...': why").
 std::string build_listener_tls(const config::Config& config, std::vector<ListenerTls>& out);
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

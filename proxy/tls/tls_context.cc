@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 namespace {
 
@@ -189,4 +189,4 @@ std::shared_ptr<const TlsContext> TlsContext::for_clients(const config::ServerTl
   return ctx;
 }
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

@@ -14,7 +14,7 @@
 
 #include "config/tls_config.h"
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 class TlsContext {
  public:
@@ -54,4 +54,4 @@ class TlsContext {
   std::string summary_;
 };
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

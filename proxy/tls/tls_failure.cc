@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdio>
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 namespace {
 
@@ -167,4 +167,4 @@ TlsFailure closed_during_handshake(const char* peer, bool we_are_client) {
   return TlsFailure{TlsFailure::Kind::kClosedDuringHandshake, message};
 }
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

@@ -12,7 +12,7 @@
 
 #include <openssl/ssl.h>
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 struct TlsFailure {
   enum class Kind : uint8_t {
@@ -59,4 +59,4 @@ TlsFailure not_tls_from_client(uint8_t first_byte);
 /// The failure for a TCP close before the handshake finished.
 TlsFailure closed_during_handshake(const char* peer, bool we_are_client);
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

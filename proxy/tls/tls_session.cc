@@ -9,7 +9,7 @@
 
 #include <uv.h>
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 namespace {
 // Plaintext writes at least this large are encrypted at once (no copy into held_); smaller ones
@@ -279,4 +279,4 @@ std::string TlsSession::protocol_and_cipher() const {
   return std::string(SSL_get_version(ssl_)) + " " + SSL_CIPHER_get_name(SSL_get_current_cipher(ssl_));
 }
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

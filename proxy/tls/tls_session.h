@@ -26,7 +26,7 @@
 #include "proxy/tls/tls_context.h"
 #include "proxy/tls/tls_failure.h"
 
-namespace kproxy::proxy::tls {
+namespace kproxy::tls {
 
 class TlsSession {
  public:
@@ -131,4 +131,4 @@ class TlsSession {
   TlsFailure failure_;
 };
 
-}  // namespace kproxy::proxy::tls
+}  // namespace kproxy::tls

@@ -24,7 +24,7 @@
 
 namespace kproxy::toxiproxy {
 
-using proxy::UvHandle;
+using net::UvHandle;
 
 namespace {
 
@@ -519,7 +519,7 @@ ProxyHost ToxicRelay::host() {
     sockaddr_storage upstream_address{};
     std::memcpy(&upstream_address, found->ai_addr, std::min<size_t>(found->ai_addrlen, sizeof(upstream_address)));
     ::freeaddrinfo(found);
-    proxy::BoundSocket socket = proxy::bind_tcp_socket(address->host, address->port);
+    net::BoundSocket socket = net::bind_tcp_socket(address->host, address->port);
     if (!socket.socket) {
       error = {socket.error.find("in use") != std::string::npos ? 409 : 400, "listen: " + socket.error};
       return false;

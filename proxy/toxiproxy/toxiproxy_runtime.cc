@@ -50,7 +50,7 @@ std::string rule_name(const std::string& proxy, const std::string& toxic) {
 
 }  // namespace
 
-ToxiproxyRuntime::ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version, proxy::Proxy* kafka)
+ToxiproxyRuntime::ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version, runtime::Proxy* kafka)
     : config_(std::move(config)), version_(std::move(version)), kafka_(kafka),
       table_(std::make_unique<ProxyTable>(make_host(), config_.max_proxies)) {}
 
@@ -156,7 +156,7 @@ std::string ToxiproxyRuntime::start() {
     return error;
   }
   const std::string address = config::HostPort{config_.listen->host, server_->port()}.to_string();
-  proxy::report_bound("toxiproxy", "api", address);
+  util::report_bound("toxiproxy", "api", address);
   spdlog::info("Toxiproxy API on {} (at most {} proxies)", address, config_.max_proxies);
   return "";
 }

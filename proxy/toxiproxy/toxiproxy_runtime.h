@@ -32,7 +32,7 @@ namespace kproxy::toxiproxy {
 class ToxiproxyRuntime {
  public:
   /// `kafka`: where Kafka-aware proxies become listeners (null: every proxy is plain TCP).
-  ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version, proxy::Proxy* kafka = nullptr);
+  ToxiproxyRuntime(config::ToxiproxyConfig config, std::string version, runtime::Proxy* kafka = nullptr);
   ~ToxiproxyRuntime();  ///< stops
 
   /// Starts the API listener when the config has toxiproxy.listen. "" or the error.
@@ -53,7 +53,7 @@ class ToxiproxyRuntime {
 
   config::ToxiproxyConfig config_;
   std::string version_;
-  proxy::Proxy* kafka_ = nullptr;
+  runtime::Proxy* kafka_ = nullptr;
   std::mutex kafka_mutex_;
   std::set<std::string> kafka_proxies_;                    ///< proxies open as kproxy listeners (under kafka_mutex_)
   std::map<std::string, std::vector<std::string>> rules_;  ///< per proxy, the fault rules of its toxics (under kafka_mutex_)

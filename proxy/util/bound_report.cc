@@ -6,7 +6,7 @@
 
 #include "proxy/util/logging.h"
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 namespace {
 std::atomic<bool> report_json{false};
@@ -32,4 +32,4 @@ void report_bound(std::string_view kind, std::string_view label, std::string_vie
   std::fflush(stdout);
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

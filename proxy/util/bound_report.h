@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 /// "kproxy bound KIND LABEL ADDRESS", or the JSON object when `json` (the formats above),
 /// without the newline.
@@ -28,4 +28,4 @@ void set_bound_report_json(bool json);
 /// Writes bound_line(...) and a newline to standard output and flushes it. Thread-safe.
 void report_bound(std::string_view kind, std::string_view label, std::string_view address);
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

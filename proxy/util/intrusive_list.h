@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 /// The links an element of an IntrusiveList carries (touched only by the list).
 struct IntrusiveListHook {
@@ -62,4 +62,4 @@ class IntrusiveList {
   size_t size_ = 0;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

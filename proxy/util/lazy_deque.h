@@ -10,7 +10,7 @@
 #include <deque>
 #include <memory>
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 template <typename T>
 class LazyDeque {
@@ -48,4 +48,4 @@ class LazyDeque {
   std::unique_ptr<std::deque<T>> items_;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

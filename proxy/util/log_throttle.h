@@ -12,7 +12,7 @@
 
 #include "proxy/util/clock.h"
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 class LogThrottle {
  public:
@@ -51,4 +51,4 @@ class LogThrottle {
   std::atomic<uint64_t> skipped_{0};
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

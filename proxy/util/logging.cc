@@ -8,7 +8,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 namespace {
 
@@ -70,4 +70,4 @@ void configure_logging(const config::LogConfig& log) {
   logger->flush_on(spdlog::level::info);
 }
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

@@ -8,7 +8,7 @@
 
 #include "config/config.h"
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 /// Installs the default logger for `log` (format and level). Safe to call again on reload.
 void configure_logging(const config::LogConfig& log);
@@ -16,4 +16,4 @@ void configure_logging(const config::LogConfig& log);
 /// `text` escaped for use inside a JSON string (quotes, backslashes, control characters).
 std::string json_escape(std::string_view text);
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

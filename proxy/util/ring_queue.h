@@ -17,7 +17,7 @@
 #include <new>
 #include <utility>
 
-namespace kproxy::proxy {
+namespace kproxy::util {
 
 template <typename T>
 class RingQueue {
@@ -100,4 +100,4 @@ class RingQueue {
   uint32_t size_ = 0;
 };
 
-}  // namespace kproxy::proxy
+}  // namespace kproxy::util

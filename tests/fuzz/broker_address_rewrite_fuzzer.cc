@@ -1,4 +1,4 @@
-// Fuzz target: proxy::BrokerAddressRewrite on arbitrary responses of the APIs that name brokers.
+// Fuzz target: cluster::BrokerAddressRewrite on arbitrary responses of the APIs that name brokers.
 //
 // Input: [API selector (among the APIs applies_to() accepts)][version selector][port scheme
 // selector] then the response after its size prefix. The target builds the frame, rewrites it
@@ -28,7 +28,7 @@ namespace {
 std::vector<int16_t> applicable_apis() {
   std::vector<int16_t> v;
   for (int16_t k : codec::all_api_keys()) {
-    if (proxy::BrokerAddressRewrite::applies_to(k)) v.push_back(k);
+    if (cluster::BrokerAddressRewrite::applies_to(k)) v.push_back(k);
   }
   return v;
 }
@@ -64,10 +64,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   w.int32(static_cast<int32_t>(size - 3));
   frame.insert(frame.end(), data + 3, data + size);
 
-  proxy::BrokerDirectory directory(ports_for(port_sel));
-  proxy::BrokerAddressRewrite rewrite(directory, advertise);
+  cluster::BrokerDirectory directory(ports_for(port_sel));
+  cluster::BrokerAddressRewrite rewrite(directory, advertise);
   std::vector<uint8_t> out;
-  std::vector<proxy::BrokerAddressRewrite::NewBrokerPort> added;
+  std::vector<cluster::BrokerAddressRewrite::NewBrokerPort> added;
   std::string error;
   auto outcome = rewrite.rewrite(api_key, version, header_version, codec::Bytes(frame.data(), frame.size()), out, added, error);
   std::string label = std::string(codec::api_name(api_key)) + " v" + std::to_string(version);
@@ -79,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto route = directory.route_for_port(a.port);
     fuzz::check(route && route->node_id == a.node_id, label + ": the directory does not map the new port back to its node");
   }
-  if (outcome != proxy::BrokerAddressRewrite::Outcome::kRewritten) return 0;
+  if (outcome != cluster::BrokerAddressRewrite::Outcome::kRewritten) return 0;
 
   fuzz::check(out.size() >= codec::kFrameSizePrefix, label + ": rewritten frame shorter than a size prefix");
   int32_t prefix = codec::peek_response_correlation_id(codec::Bytes(out.data(), out.size()));  // big-endian int32 at 0
@@ -97,13 +97,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::check_round_trip(*body, version, [&] { return codec::make_response(api_key); });
 
   if (api_key != static_cast<int16_t>(codec::ApiKey::kDescribeQuorum)) {
-    proxy::BrokerDirectory fresh(ports_for(port_sel));
-    proxy::BrokerAddressRewrite again(fresh, advertise);
+    cluster::BrokerDirectory fresh(ports_for(port_sel));
+    cluster::BrokerAddressRewrite again(fresh, advertise);
     std::vector<uint8_t> out2;
-    std::vector<proxy::BrokerAddressRewrite::NewBrokerPort> added2;
+    std::vector<cluster::BrokerAddressRewrite::NewBrokerPort> added2;
     auto outcome2 = again.rewrite(api_key, version, header_version, codec::Bytes(out.data(), out.size()), out2, added2, error);
     fuzz::check(
-        outcome2 == proxy::BrokerAddressRewrite::Outcome::kUnchanged,
+        outcome2 == cluster::BrokerAddressRewrite::Outcome::kUnchanged,
         label + ": rewriting a rewritten frame is not a no-op (outcome " + std::to_string(static_cast<int>(outcome2)) + ", " + error + ")");
   }
   return 0;

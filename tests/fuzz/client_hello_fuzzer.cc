@@ -1,4 +1,4 @@
-// Fuzz target: proxy::tls::ClientHelloReader (issue #33), the first thing an SNI listener reads
+// Fuzz target: tls::ClientHelloReader (issue #33), the first thing an SNI listener reads
 // from a stranger.
 //
 // Input: [cap selector][piece length] then the stream bytes. The stream is fed in pieces of the
@@ -13,7 +13,7 @@
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace kproxy;
-using proxy::tls::ClientHelloReader;
+using tls::ClientHelloReader;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
@@ -34,11 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                    ClientHelloReader::state_name(whole.state()));
   fuzz::check(pieces.server_name() == whole.server_name(), "server name differs by piece size");
   fuzz::check(pieces.bytes().size() <= cap && whole.bytes().size() <= cap, "a reader holds more than its cap");
-  fuzz::check(whole.hello().raw_server_name.size() <= proxy::tls::kMaxRawServerName, "raw server name over the cap");
+  fuzz::check(whole.hello().raw_server_name.size() <= tls::kMaxRawServerName, "raw server name over the cap");
   if (const auto& name = whole.server_name()) {
     fuzz::check(whole.state() == ClientHelloReader::State::kDone, "a name before the hello was whole");
-    fuzz::check(proxy::tls::normalize_server_name(*name) == *name, "a returned name is not normalised: " + *name);
-    (void)proxy::tls::is_ip_literal(*name);
+    fuzz::check(tls::normalize_server_name(*name) == *name, "a returned name is not normalised: " + *name);
+    (void)tls::is_ip_literal(*name);
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-// Fuzz target: proxy::ProxyHeaderReader (issue #33), the PROXY protocol v2 header an SNI or
+// Fuzz target: net::ProxyHeaderReader (issue #33), the PROXY protocol v2 header an SNI or
 // load-balanced listener reads before anything else.
 //
 // Input: [piece length] then the stream. Fed in pieces of that length (0: at once) and at once to
@@ -12,7 +12,7 @@
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace kproxy;
-using proxy::ProxyHeaderReader;
+using net::ProxyHeaderReader;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   }
   std::vector<int16_t> rewrite_apis;
   for (int16_t k : codec::all_api_keys()) {
-    if (proxy::BrokerAddressRewrite::applies_to(k)) rewrite_apis.push_back(k);
+    if (cluster::BrokerAddressRewrite::applies_to(k)) rewrite_apis.push_back(k);
   }
   const int16_t api_versions_key = static_cast<int16_t>(codec::ApiKey::kApiVersions);
   std::vector<uint8_t> stream;         // a few request frames back to back, for the frame reader

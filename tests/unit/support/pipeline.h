@@ -25,12 +25,12 @@
 namespace kproxy::testing {
 
 /// A PipelineOutput that keeps everything the pipeline hands it.
-struct RecordingOutput final : proxy::PipelineOutput {
+struct RecordingOutput final : pipeline::PipelineOutput {
   std::vector<std::string> to_client, to_broker;
   int resets = 0;
   int flushes = 0;
   size_t client_bytes = 0, client_bytes_at_flush = 0;  ///< sent to the client: in all, and when flush() last ran
-  std::optional<proxy::CloseReason> closed;
+  std::optional<net::CloseReason> closed;
   std::vector<std::pair<int32_t, uint16_t>> broker_ports;
 
   void send_to_broker(codec::Bytes b) override { to_broker.emplace_back(b.begin(), b.end()); }
@@ -42,7 +42,7 @@ struct RecordingOutput final : proxy::PipelineOutput {
     ++flushes;
     client_bytes_at_flush = client_bytes;
   }
-  void close(proxy::CloseReason reason) override { closed = std::move(reason); }
+  void close(net::CloseReason reason) override { closed = std::move(reason); }
   void reset_client() override { ++resets; }
   void open_broker_port(int32_t node_id, uint16_t port) override { broker_ports.emplace_back(node_id, port); }
 };
@@ -52,10 +52,10 @@ struct RecordingOutput final : proxy::PipelineOutput {
 /// own services (`view`: set its observer to watch the frames).
 struct PipelineCollaborators {
   TestServices services;
-  proxy::Services view = services.view();
+  stage::Services view = services.view();
   config::BrokerPorts ports{config::BrokerPorts::Scheme::kNodeIdOffset, 19000};
-  proxy::BrokerDirectory directory{ports};
-  proxy::BrokerAddressRewrite rewrite{directory, "proxy.local"};
+  cluster::BrokerDirectory directory{ports};
+  cluster::BrokerAddressRewrite rewrite{directory, "proxy.local"};
   metrics::ConnectionMetrics metrics{services.metrics, 0};
 };
 

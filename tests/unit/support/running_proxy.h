@@ -79,7 +79,7 @@ inline bool wait_until(const std::function<bool()>& condition, std::chrono::mill
 /// Runs `read` on `worker`'s loop thread (Worker::post) and returns what it gave; nullopt when the
 /// loop did not run it within 10 s.
 template <class T>
-std::optional<T> on_loop(proxy::Worker& worker, std::function<T()> read) {
+std::optional<T> on_loop(runtime::Worker& worker, std::function<T()> read) {
   auto result = std::make_shared<std::promise<T>>();
   auto future = result->get_future();
   worker.post([result, read] { result->set_value(read()); });
@@ -88,7 +88,7 @@ std::optional<T> on_loop(proxy::Worker& worker, std::function<T()> read) {
 }
 
 /// Connections `worker` serves now, read on its loop thread.
-inline std::optional<size_t> connections_on(proxy::Worker& worker) {
+inline std::optional<size_t> connections_on(runtime::Worker& worker) {
   return on_loop<size_t>(worker, [&worker] { return worker.connection_count(); });
 }
 
@@ -99,7 +99,7 @@ struct TestProxy {
   uint16_t broker_base = reserved_port_block(4);
   TestServices services;
   std::shared_ptr<const config::Config> config;
-  std::unique_ptr<proxy::Proxy> proxy;
+  std::unique_ptr<runtime::Proxy> proxy;
   std::mutex mutex;
   std::condition_variable cv;
   bool stopped = false;
@@ -112,7 +112,7 @@ struct TestProxy {
     auto loaded = config::load_config_string(yaml, "unit.yaml");
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
     config = loaded.config;
-    proxy = std::make_unique<proxy::Proxy>(config, services.view());
+    proxy = std::make_unique<runtime::Proxy>(config, services.view());
     proxy->set_on_stopped([this] {
       std::lock_guard lock(mutex);
       stopped = true;

@@ -1,4 +1,4 @@
-// TestServices: a test's own proxy::Services (proxy/stage/services.h): metrics, topic names
+// TestServices: a test's own stage::Services (proxy/stage/services.h): metrics, topic names
 // and a self-connection detector no other test shares, no frame observer unless the test sets
 // one, and a clock the test moves by hand (manual_clock.h) or the steady clock.
 #pragma once
@@ -17,15 +17,15 @@ namespace kproxy::testing {
 
 struct TestServices {
   metrics::ProxyMetrics metrics;
-  proxy::TopicNames topic_names;
-  proxy::SelfConnectionDetector self_connections;
+  cluster::TopicNames topic_names;
+  net::SelfConnectionDetector self_connections;
   util::SteadyClock steady;
   ManualClock manual;
 
   /// The view handed to what is under test: `observer` (null: one that does nothing); the
   /// manual clock when `manual_time`, else the steady one.
-  proxy::Services view(std::shared_ptr<proxy::FrameObserver> observer = nullptr, bool manual_time = false) {
-    return proxy::Services{metrics, topic_names, self_connections, proxy::or_no_observer(std::move(observer)),
+  stage::Services view(std::shared_ptr<stage::FrameObserver> observer = nullptr, bool manual_time = false) {
+    return stage::Services{metrics, topic_names, self_connections, stage::or_no_observer(std::move(observer)),
                            manual_time ? static_cast<const util::Clock&>(manual) : steady};
   }
 };

@@ -25,7 +25,7 @@ namespace {
 struct Daemon {
   std::shared_ptr<const config::Config> config;
   std::unique_ptr<services::ProcessServices> services;
-  std::unique_ptr<proxy::Proxy> proxy;
+  std::unique_ptr<runtime::Proxy> proxy;
   int reloads = 0;
 
   explicit Daemon(const std::string& extra) {
@@ -37,7 +37,7 @@ struct Daemon {
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
     config = loaded.config;
     services = std::make_unique<services::ProcessServices>(*config);
-    proxy = std::make_unique<proxy::Proxy>(config, services->view());
+    proxy = std::make_unique<runtime::Proxy>(config, services->view());
   }
   std::function<std::string()> reload() {
     return [this] {

@@ -23,14 +23,14 @@ admin::HttpResponse serve(const admin::AdminServer& server, const std::string& r
 /// A Proxy of one config-file listener "kafka" (port 0, kernel broker ports), not started.
 struct IdleProxy {
   testing::TestServices services;
-  std::unique_ptr<proxy::Proxy> proxy;
+  std::unique_ptr<runtime::Proxy> proxy;
   IdleProxy() {
     std::string yaml =
         "listeners:\n  - name: kafka\n    listen: 127.0.0.1:0\n    upstream: 127.0.0.1:" + std::to_string(testing::reserved_port()) +
         "\n    broker_ports: 0\nlog: { level: off }\n";
     auto loaded = config::load_config_string(yaml, "unit.yaml");
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
-    proxy = std::make_unique<proxy::Proxy>(loaded.config, services.view());
+    proxy = std::make_unique<runtime::Proxy>(loaded.config, services.view());
   }
 };
 

@@ -37,9 +37,9 @@ std::vector<uint8_t> cluster_frame() {
 
 // What the client whose ApiVersions request carried `client_id`, on `listener`, gets back.
 codec::ApiVersionsResponse seen_by(chaos::LiveRules& control, const char* listener, std::optional<std::string_view> client_id) {
-  proxy::RuleSnapshot rules(control);
-  proxy::ApiVersionsStage stage(rules);
-  proxy::ConnectionInfo conn;
+  chaos::RuleSnapshot rules(control);
+  chaos::ApiVersionsStage stage(rules);
+  stage::ConnectionInfo conn;
   conn.listener = listener;
   codec::RequestHeader h;
   h.api_key = 18;
@@ -47,10 +47,10 @@ codec::ApiVersionsResponse seen_by(chaos::LiveRules& control, const char* listen
   h.header_version = 1;
   h.client_id = client_id;
   std::vector<uint8_t> request(4, 0);
-  proxy::RequestContext req(h, codec::Bytes(request), conn);
+  stage::RequestContext req(h, codec::Bytes(request), conn);
   stage.on_request(req);
   auto frame = cluster_frame();
-  proxy::ResponseContext resp(18, 3, 0, codec::Bytes(frame), conn);
+  stage::ResponseContext resp(18, 3, 0, codec::Bytes(frame), conn);
   stage.on_response(resp);
   auto out = resp.encode();
   codec::ApiVersionsResponse back;
@@ -80,23 +80,23 @@ TEST_CASE("the client id of the ApiVersions request and the listener pick the po
 
 TEST_CASE("a v3+ ApiVersions request names the client's software on the connection; a v2 one names none") {
   chaos::LiveRules control;
-  proxy::RuleSnapshot rules(control);
-  proxy::ApiVersionsStage stage(rules);
-  proxy::ConnectionInfo conn;
+  chaos::RuleSnapshot rules(control);
+  chaos::ApiVersionsStage stage(rules);
+  stage::ConnectionInfo conn;
   conn.listener = "plain";
   codec::ApiVersionsRequest av;
   av.client_software_name = "kgo";
   av.client_software_version = "1.17.1";
   codec::RequestHeader old_header;
   auto old_frame = testing::encoded_request_frame(av, 2, 1, "app", old_header);
-  proxy::RequestContext old_request(old_header, codec::Bytes(old_frame), conn);
+  stage::RequestContext old_request(old_header, codec::Bytes(old_frame), conn);
   stage.on_request(old_request);
   CHECK_FALSE(conn.client_software);  // v2 has no software fields
   CHECK_FALSE(old_request.answered());
 
   codec::RequestHeader header;
   auto frame = testing::encoded_request_frame(av, 3, 2, "app", header);
-  proxy::RequestContext request(header, codec::Bytes(frame), conn);
+  stage::RequestContext request(header, codec::Bytes(frame), conn);
   stage.on_request(request);
   REQUIRE(conn.client_software);
   CHECK(conn.client_software_name() == "kgo");
@@ -107,23 +107,23 @@ TEST_CASE("a v3+ ApiVersions request names the client's software on the connecti
   av.client_software_name = "kadm";
   codec::RequestHeader again_header;
   auto again = testing::encoded_request_frame(av, 4, 3, "app", again_header);
-  proxy::RequestContext again_request(again_header, codec::Bytes(again), conn);
+  stage::RequestContext again_request(again_header, codec::Bytes(again), conn);
   stage.on_request(again_request);
   CHECK(conn.client_software_name() == "kadm");
 }
 
 TEST_CASE("an ApiVersions request newer than kproxy decodes is answered by kproxy with v0 UNSUPPORTED_VERSION") {
   chaos::LiveRules control;
-  proxy::RuleSnapshot rules(control);
-  proxy::ApiVersionsStage stage(rules);
-  proxy::ConnectionInfo conn;
+  chaos::RuleSnapshot rules(control);
+  chaos::ApiVersionsStage stage(rules);
+  stage::ConnectionInfo conn;
   codec::RequestHeader h;
   h.api_key = 18;
   h.api_version = static_cast<int16_t>(codec::request_versions(18).max + 1);
   h.correlation_id = 77;
   h.header_version = -1;  // what the header parser says of a version it does not know
   std::vector<uint8_t> request(12, 0);
-  proxy::RequestContext req(h, codec::Bytes(request), conn);
+  stage::RequestContext req(h, codec::Bytes(request), conn);
   stage.on_request(req);
   REQUIRE(req.answered());
   CHECK(req.answer_frame() == policy::unsupported_api_versions_frame(77));
@@ -136,7 +136,7 @@ TEST_CASE("an ApiVersions request newer than kproxy decodes is answered by kprox
   // Another API's request is none of this stage's business, even at an unknown version.
   codec::RequestHeader other = h;
   other.api_key = 3;
-  proxy::RequestContext metadata(other, codec::Bytes(request), conn);
+  stage::RequestContext metadata(other, codec::Bytes(request), conn);
   stage.on_request(metadata);
   CHECK_FALSE(metadata.answered());
 }
@@ -144,37 +144,37 @@ TEST_CASE("an ApiVersions request newer than kproxy decodes is answered by kprox
 TEST_CASE("kproxy's own answers and responses that do not decode go out as they are") {
   chaos::LiveRules control;
   REQUIRE(control.set_api_versions(json::parse(R"([{"api":"EndTxn","max":3}])")) == "");
-  proxy::RuleSnapshot rules(control);
-  proxy::ApiVersionsStage stage(rules);
-  proxy::ConnectionInfo conn;
+  chaos::RuleSnapshot rules(control);
+  chaos::ApiVersionsStage stage(rules);
+  stage::ConnectionInfo conn;
   conn.listener = "plain";
   auto frame = cluster_frame();
   {
     // Synthetic (a fault rule's answer): not the broker's ranges, not rewritten.
-    proxy::ExchangeActions actions;
-    proxy::ResponseContext resp(18, 3, 0, codec::Bytes(frame), conn, actions, /*synthetic=*/true, std::chrono::nanoseconds(0));
+    stage::ExchangeActions actions;
+    stage::ResponseContext resp(18, 3, 0, codec::Bytes(frame), conn, actions, /*synthetic=*/true, std::chrono::nanoseconds(0));
     stage.on_response(resp);
     CHECK_FALSE(resp.dirty());
     CHECK(resp.encode() == frame);
   }
   {
     // The same response from the broker is clamped (the policy applies).
-    proxy::ResponseContext resp(18, 3, 0, codec::Bytes(frame), conn);
+    stage::ResponseContext resp(18, 3, 0, codec::Bytes(frame), conn);
     stage.on_response(resp);
     CHECK(resp.dirty());
-    CHECK(resp.changed_by() == proxy::ResponseContext::bit(proxy::StageId::kApiVersions));
+    CHECK(resp.changed_by() == stage::ResponseContext::bit(stage::StageId::kApiVersions));
   }
   {
     // Cut short: it does not decode, and is forwarded untouched.
     std::vector<uint8_t> cut(frame.begin(), frame.begin() + 12);
-    proxy::ResponseContext resp(18, 3, 0, codec::Bytes(cut), conn);
+    stage::ResponseContext resp(18, 3, 0, codec::Bytes(cut), conn);
     stage.on_response(resp);
     CHECK_FALSE(resp.dirty());
     CHECK(resp.encode() == cut);
   }
   {
     // Another API's response is left alone.
-    proxy::ResponseContext resp(3, 12, 1, codec::Bytes(frame), conn);
+    stage::ResponseContext resp(3, 12, 1, codec::Bytes(frame), conn);
     stage.on_response(resp);
     CHECK_FALSE(resp.dirty());
   }

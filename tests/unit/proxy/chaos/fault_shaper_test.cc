@@ -19,14 +19,14 @@ using namespace kproxy;
 namespace {
 
 /// A ShapedSink that keeps what reaches it.
-struct RecordingSink final : proxy::ShapedSink {
+struct RecordingSink final : stage::ShapedSink {
   std::string written;
   int flushes = 0;
-  std::optional<proxy::CloseReason> closed;
+  std::optional<net::CloseReason> closed;
   bool reset = false;
   void write(codec::Bytes b) override { written.append(b.begin(), b.end()); }
   void flush() override { ++flushes; }
-  void close(proxy::CloseReason reason, bool with_reset) override {
+  void close(net::CloseReason reason, bool with_reset) override {
     closed = std::move(reason);
     reset = with_reset;
   }
@@ -34,14 +34,14 @@ struct RecordingSink final : proxy::ShapedSink {
 
 codec::Bytes bytes_of(const std::string& s) { return codec::Bytes(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
 
-struct OtherSpec final : proxy::ShapeSpec {};
+struct OtherSpec final : stage::ShapeSpec {};
 
 /// A loop, a recording sink and a shaper writing to it; the loop is closed (every handle with it)
 /// when the test case ends.
 struct Shaping {
   uv_loop_t loop;
   RecordingSink sink;
-  std::optional<proxy::FaultShaper> shaper;
+  std::optional<chaos::FaultShaper> shaper;
   Shaping() {
     uv_loop_init(&loop);
     shaper.emplace(&loop, util::steady_clock(), sink);
@@ -65,7 +65,7 @@ TEST_CASE_FIXTURE(Shaping, "fault shaper: bytes without a shape pass at once, un
 
 TEST_CASE_FIXTURE(Shaping, "fault shaper: reset_after_bytes counts from its exchange's first byte, then resets and sends nothing more") {
   shaper->send(bytes_of("before"), nullptr);  // an earlier exchange: not counted
-  proxy::FaultShape shape;
+  chaos::FaultShape shape;
   shape.reset_after_bytes = 7;
   shape.reset_rule = "rst";
   shaper->send(bytes_of("0123"), &shape);
@@ -76,14 +76,14 @@ TEST_CASE_FIXTURE(Shaping, "fault shaper: reset_after_bytes counts from its exch
   CHECK(sink.written == "before0123456");
   REQUIRE(sink.closed);
   CHECK(sink.reset);
-  CHECK(sink.closed->category == proxy::CloseCategory::kFault);
+  CHECK(sink.closed->category == net::CloseCategory::kFault);
   CHECK(sink.closed->detail.find("fault rule 'rst'") != std::string::npos);
   shaper->send(bytes_of("late"), nullptr);
   CHECK(sink.written == "before0123456");
 }
 
 TEST_CASE_FIXTURE(Shaping, "fault shaper: a reset of 0 bytes resets at the exchange's first byte") {
-  proxy::FaultShape shape;
+  chaos::FaultShape shape;
   shape.reset_after_bytes = 0;
   shaper->send(bytes_of("xyz"), &shape);
   CHECK(sink.written.empty());
@@ -93,7 +93,7 @@ TEST_CASE_FIXTURE(Shaping, "fault shaper: a reset of 0 bytes resets at the excha
 }
 
 TEST_CASE_FIXTURE(Shaping, "fault shaper: a slice queues the exchange's bytes in pieces, later bytes wait behind them") {
-  proxy::FaultShape shape;
+  chaos::FaultShape shape;
   shape.toxic.emplace();
   shape.toxic->slice_bytes = 2;
   shape.toxic->slice_delay = std::chrono::milliseconds(1);
@@ -114,7 +114,7 @@ TEST_CASE_FIXTURE(Shaping, "fault shaper: another stage's spec is not read; shut
   OtherSpec other;
   shaper->send(bytes_of("plain"), &other);
   CHECK(sink.written == "plain");
-  proxy::FaultShape slow;
+  chaos::FaultShape slow;
   slow.toxic.emplace();
   slow.toxic->bytes_per_second = 100;  // 2-byte pieces, 20 ms apart
   shaper->send(bytes_of("0123456789"), &slow);

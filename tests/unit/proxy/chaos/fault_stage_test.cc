@@ -26,9 +26,9 @@ namespace {
 using kproxy::testing::put_rule;
 using kproxy::testing::raw_request_frame;
 
-struct Injections final : proxy::FrameObserver {
+struct Injections final : stage::FrameObserver {
   std::map<std::string, int> by_rule;
-  void on_fault_injected(const proxy::FaultEvent& e) override { ++by_rule[e.rule.name]; }
+  void on_fault_injected(const stage::FaultEvent& e) override { ++by_rule[e.rule.name]; }
 };
 
 uint64_t injected(const chaos::LiveRules& c, const std::string& name) { return c.rule(name)->stats->injected.load(); }
@@ -38,14 +38,14 @@ uint64_t hits(const chaos::LiveRules& c, const std::string& name) { return c.rul
 struct Outcome {
   bool answered = false;
   bool closing = false;
-  proxy::ExchangeActions actions;
+  stage::ExchangeActions actions;
 };
-Outcome run(proxy::FaultStage& stage, const std::vector<uint8_t>& frame, bool expects_response = true) {
+Outcome run(chaos::FaultStage& stage, const std::vector<uint8_t>& frame, bool expects_response = true) {
   codec::RequestHeader header;
   codec::Bytes body(frame.data() + 4, frame.size() - 4);
   REQUIRE(codec::read_request_header(body, header, nullptr));
-  proxy::ConnectionInfo info{1, "l", 0, nullptr, {}};
-  proxy::RequestContext ctx(header, codec::Bytes(frame.data(), frame.size()), info, expects_response);
+  stage::ConnectionInfo info{1, "l", 0, nullptr, {}};
+  stage::RequestContext ctx(header, codec::Bytes(frame.data(), frame.size()), info, expects_response);
   stage.on_request(ctx);
   return Outcome{ctx.answered(), ctx.closing(), ctx.actions()};
 }
@@ -59,11 +59,11 @@ TEST_CASE("fault stage: of two 'times: 1' answer rules, one request draws the fi
   chaos::LiveRules control;
   put_rule(control, "first", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
   put_rule(control, "second", R"({"match":{"api":"ListGroups"},"action":{"answer":"COORDINATOR_NOT_AVAILABLE"},"trigger":{"times":1}})");
-  proxy::RuleSnapshot snapshot(control);
+  chaos::RuleSnapshot snapshot(control);
   auto observer = std::make_shared<Injections>();
   testing::TestServices ts;
-  proxy::Services services = ts.view(observer);
-  proxy::FaultStage stage(snapshot, services, 1);
+  stage::Services services = ts.view(observer);
+  chaos::FaultStage stage(snapshot, services, 1);
 
   CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).answered);
   CHECK(injected(control, "first") == 1);
@@ -87,10 +87,10 @@ TEST_CASE("fault stage: error and throttle rules are not drawn for a request kpr
   put_rule(control, "slow", R"({"match":{"api":"ListGroups"},"action":{"throttle":"100ms"}})");
   put_rule(control, "late", R"({"match":{"api":"ListGroups"},"action":{"delay":"10ms","side":"response"}})");
   put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"trigger":{"times":1}})");
-  proxy::RuleSnapshot snapshot(control);
+  chaos::RuleSnapshot snapshot(control);
   testing::TestServices ts;
-  proxy::Services services = ts.view();
-  proxy::FaultStage stage(snapshot, services, 1);
+  stage::Services services = ts.view();
+  chaos::FaultStage stage(snapshot, services, 1);
 
   Outcome first = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(first.answered);
@@ -115,15 +115,15 @@ TEST_CASE("fault stage: a request without a response (acks=0) draws no answer no
   put_rule(control, "ans", R"({"match":{"api":"Produce"},"action":{"answer":"NOT_LEADER_OR_FOLLOWER"},"trigger":{"times":1}})");
   put_rule(control, "drop", R"({"match":{"api":"Produce"},"action":{"drop_response":true},"trigger":{"times":1}})");
   put_rule(control, "hold", R"({"match":{"api":"Produce"},"action":{"delay":"5ms","side":"request"},"trigger":{"times":1}})");
-  proxy::RuleSnapshot snapshot(control);
+  chaos::RuleSnapshot snapshot(control);
   testing::TestServices ts;
-  proxy::Services services = ts.view();
-  proxy::FaultStage stage(snapshot, services, 1);
+  stage::Services services = ts.view();
+  chaos::FaultStage stage(snapshot, services, 1);
   // Produce v3 with acks=0: transactional id null, acks 0, timeout, no topics.
   std::vector<uint8_t> body = {0xff, 0xff, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 0};
   Outcome o = run(stage, raw_request_frame(kProduce, 3, 1, body), /*expects_response=*/false);
   CHECK_FALSE(o.answered);
-  CHECK(o.actions.fate == proxy::ResponseFate::kDeliver);
+  CHECK(o.actions.fate == stage::ResponseFate::kDeliver);
   CHECK(o.actions.request_delay.count() == 5);
   CHECK(hits(control, "ans") == 0);
   CHECK(hits(control, "drop") == 0);
@@ -134,10 +134,10 @@ TEST_CASE("fault stage: the first of answer / close-before that fires wins; a la
   chaos::LiveRules control;
   put_rule(control, "ans", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"}})");
   put_rule(control, "cut", R"({"match":{"api":"ListGroups"},"action":{"close":"before"}})");
-  proxy::RuleSnapshot snapshot(control);
+  chaos::RuleSnapshot snapshot(control);
   testing::TestServices ts;
-  proxy::Services services = ts.view();
-  proxy::FaultStage stage(snapshot, services, 1);
+  stage::Services services = ts.view();
+  chaos::FaultStage stage(snapshot, services, 1);
   Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.answered);
   CHECK_FALSE(o.closing);
@@ -147,12 +147,12 @@ TEST_CASE("fault stage: the first of answer / close-before that fires wins; a la
 TEST_CASE("fault stage: close after names its rule, in the exchange and in the pipeline's close reason") {
   chaos::LiveRules control;
   put_rule(control, "cut-after", R"({"match":{"api":"ListGroups"},"action":{"close":"after"}})");
-  proxy::RuleSnapshot snapshot(control);
+  chaos::RuleSnapshot snapshot(control);
   testing::TestServices ts;
-  proxy::Services services = ts.view();
-  proxy::FaultStage stage(snapshot, services, 1);
+  stage::Services services = ts.view();
+  chaos::FaultStage stage(snapshot, services, 1);
   Outcome o = run(stage, raw_request_frame(kListGroups, 0, 1));
-  CHECK(o.actions.fate == proxy::ResponseFate::kCloseInstead);
+  CHECK(o.actions.fate == stage::ResponseFate::kCloseInstead);
   CHECK(o.actions.close_reason.find("fault rule 'cut-after'") != std::string::npos);
 
   kproxy::testing::RecordingOutput out;
@@ -160,7 +160,7 @@ TEST_CASE("fault stage: close after names its rule, in the exchange and in the p
   uv_loop_t loop;
   uv_loop_init(&loop);
   {
-    proxy::Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr, {}}, out, with.metrics, with.view);
+    pipeline::Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{2, "l", 0, nullptr, {}}, out, with.metrics, with.view);
     auto request = raw_request_frame(kListGroups, 0, 7);
     REQUIRE(p.on_request_frame(codec::Bytes(request.data(), request.size())));
     // ListGroups v0 response: correlation id, ErrorCode 0, no groups.
@@ -177,20 +177,20 @@ TEST_CASE("fault stage: a drop blackholes the connection: every later exchange's
   chaos::LiveRules control;
   put_rule(control, "hole", R"({"match":{"api":"ListGroups"},"action":{"drop_response":true},"trigger":{"nth":2}})");
   put_rule(control, "cut", R"({"match":{"api":"Heartbeat"},"action":{"close":"after"}})");
-  proxy::RuleSnapshot snapshot(control);
+  chaos::RuleSnapshot snapshot(control);
   testing::TestServices ts;
-  proxy::Services services = ts.view();
-  proxy::FaultStage stage(snapshot, services, 1);
-  CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).actions.fate == proxy::ResponseFate::kDeliver);
-  CHECK(run(stage, raw_request_frame(kListGroups, 0, 2)).actions.fate == proxy::ResponseFate::kSwallow);
-  CHECK(run(stage, raw_request_frame(kListGroups, 0, 3)).actions.fate == proxy::ResponseFate::kSwallow);  // no rule fires: still swallowed
+  stage::Services services = ts.view();
+  chaos::FaultStage stage(snapshot, services, 1);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 1)).actions.fate == stage::ResponseFate::kDeliver);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 2)).actions.fate == stage::ResponseFate::kSwallow);
+  CHECK(run(stage, raw_request_frame(kListGroups, 0, 3)).actions.fate == stage::ResponseFate::kSwallow);  // no rule fires: still swallowed
   CHECK(run(stage, raw_request_frame(12, 0, 4)).actions.fate ==
-        proxy::ResponseFate::kSwallow);  // Heartbeat: the close is drawn, the hang stays
+        stage::ResponseFate::kSwallow);  // Heartbeat: the close is drawn, the hang stays
   CHECK(injected(control, "hole") == 1);
 
   // A new connection's stage starts without the blackhole.
-  proxy::FaultStage fresh(snapshot, services, 2);
-  CHECK(run(fresh, raw_request_frame(kListGroups, 0, 1)).actions.fate == proxy::ResponseFate::kDeliver);
+  chaos::FaultStage fresh(snapshot, services, 2);
+  CHECK(run(fresh, raw_request_frame(kListGroups, 0, 1)).actions.fate == stage::ResponseFate::kDeliver);
 }
 
 TEST_CASE("fault stage: duplicate_request asks for two copies; transport and reset rules need a shaper port") {
@@ -198,10 +198,10 @@ TEST_CASE("fault stage: duplicate_request asks for two copies; transport and res
   put_rule(control, "twice", R"({"match":{"api":"ListGroups"},"action":{"duplicate_request":true},"trigger":"once"})");
   put_rule(control, "rst", R"({"match":{"api":"ListGroups"},"action":{"reset_after_bytes":3}})");
   put_rule(control, "thin", R"({"match":{"api":"ListGroups"},"action":{"bandwidth":1000,"direction":"both"}})");
-  proxy::RuleSnapshot snapshot(control);
+  chaos::RuleSnapshot snapshot(control);
   testing::TestServices ts;
-  proxy::Services services = ts.view();
-  proxy::FaultStage alone(snapshot, services, 1);  // no port: nothing to shape with
+  stage::Services services = ts.view();
+  chaos::FaultStage alone(snapshot, services, 1);  // no port: nothing to shape with
   Outcome o = run(alone, raw_request_frame(kListGroups, 0, 1));
   CHECK(o.actions.copies == 2);
   CHECK_FALSE(o.actions.to_client);
@@ -215,9 +215,9 @@ TEST_CASE("fault stage: a rule's window (after / for) is read on the stage's clo
   testing::ManualClock& clock = ts.manual;
   chaos::LiveRules control(clock);  // the rule's window counts from its install time on this clock
   put_rule(control, "later", R"({"match":{"api":"ListGroups"},"action":{"answer":"NOT_COORDINATOR"},"window":{"after":"30s","for":"1m"}})");
-  proxy::RuleSnapshot snapshot(control);
-  proxy::Services services = ts.view(nullptr, /*manual_time=*/true);
-  proxy::FaultStage stage(snapshot, services, 1);
+  chaos::RuleSnapshot snapshot(control);
+  stage::Services services = ts.view(nullptr, /*manual_time=*/true);
+  chaos::FaultStage stage(snapshot, services, 1);
 
   CHECK_FALSE(run(stage, raw_request_frame(kListGroups, 0, 1)).answered);  // before the window
   CHECK(hits(control, "later") == 0);

@@ -8,8 +8,8 @@
 #include "codec/response_header.h"
 
 using namespace kproxy;
-using proxy::BrokerAddressRewrite;
-using proxy::BrokerDirectory;
+using cluster::BrokerAddressRewrite;
+using cluster::BrokerDirectory;
 
 namespace {
 

@@ -20,7 +20,7 @@ using namespace kproxy;
 
 namespace {
 
-struct RecordingOpener final : proxy::BrokerPortOpener {
+struct RecordingOpener final : stage::BrokerPortOpener {
   std::vector<std::pair<int32_t, uint16_t>> opened;
   void open_broker_port(int32_t node_id, uint16_t port) override { opened.emplace_back(node_id, port); }
 };
@@ -29,8 +29,8 @@ struct RecordingOpener final : proxy::BrokerPortOpener {
 struct Fixture {
   kproxy::testing::PipelineCollaborators with;
   RecordingOpener opener;
-  proxy::BrokerAddressStage stage{with.rewrite, opener, with.services.metrics};
-  proxy::ConnectionInfo info{1, "l", 0, nullptr, {}};
+  cluster::BrokerAddressStage stage{with.rewrite, opener, with.services.metrics};
+  stage::ConnectionInfo info{1, "l", 0, nullptr, {}};
 };
 
 codec::MetadataResponse one_broker(int32_t node_id, const char* host) {
@@ -63,11 +63,11 @@ TEST_CASE("broker address stage: a Metadata response leaves naming kproxy's port
   Fixture f;
   const int16_t v = 12;
   auto frame = kproxy::testing::encoded_response_frame(one_broker(2, "10.0.0.2"), v);
-  proxy::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), f.info);
+  stage::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), f.info);
   f.stage.on_response(ctx);
 
   CHECK_FALSE(ctx.closing());
-  CHECK((ctx.changed_by() & proxy::ResponseContext::bit(proxy::StageId::kBrokerAddress)) != 0);
+  CHECK((ctx.changed_by() & stage::ResponseContext::bit(stage::StageId::kBrokerAddress)) != 0);
   auto got = decode_metadata(ctx.frame(), v);
   REQUIRE(got.brokers.size() == 1);
   CHECK(got.brokers[0].host == "proxy.local");
@@ -87,11 +87,11 @@ TEST_CASE("broker address stage: a Metadata body that does not decode closes the
   auto frame = kproxy::testing::encoded_response_frame(one_broker(2, "10.0.0.2"), v);
   frame.resize(frame.size() - 6);  // cut inside the body
   codec::Writer(frame).patch_int32(0, static_cast<int32_t>(frame.size() - 4));
-  proxy::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), f.info);
+  stage::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), f.info);
   f.stage.on_response(ctx);
 
   REQUIRE(ctx.closing());
-  CHECK(ctx.close_reason()->category == proxy::CloseCategory::kBrokerProtocolError);
+  CHECK(ctx.close_reason()->category == net::CloseCategory::kBrokerProtocolError);
   INFO(ctx.close_reason()->detail);
   CHECK(ctx.close_reason()->detail.find("Metadata v12") != std::string::npos);
   CHECK(ctx.changed_by() == 0);
@@ -103,11 +103,11 @@ TEST_CASE("broker address stage: a Metadata body that does not decode closes the
 TEST_CASE("broker address stage: a version kproxy does not know closes the connection rather than leak the broker's address") {
   Fixture f;
   auto frame = kproxy::testing::encoded_response_frame(one_broker(1, "10.0.0.1"), 12);
-  proxy::ResponseContext ctx(kMetadata, 99, /*header_version=*/-1, codec::Bytes(frame), f.info);
+  stage::ResponseContext ctx(kMetadata, 99, /*header_version=*/-1, codec::Bytes(frame), f.info);
   f.stage.on_response(ctx);
 
   REQUIRE(ctx.closing());
-  CHECK(ctx.close_reason()->category == proxy::CloseCategory::kBrokerProtocolError);
+  CHECK(ctx.close_reason()->category == net::CloseCategory::kBrokerProtocolError);
   INFO(ctx.close_reason()->detail);
   CHECK(ctx.close_reason()->detail.find("version unknown to kproxy") != std::string::npos);
   CHECK(ctx.close_reason()->detail.find("Metadata v99") != std::string::npos);
@@ -118,8 +118,8 @@ TEST_CASE("broker address stage: kproxy's own (synthetic) answers are left alone
   Fixture f;
   const int16_t v = 12;
   auto frame = kproxy::testing::encoded_response_frame(one_broker(1, "10.0.0.1"), v);
-  proxy::ExchangeActions actions;
-  proxy::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), f.info, actions, /*synthetic=*/true,
+  stage::ExchangeActions actions;
+  stage::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), f.info, actions, /*synthetic=*/true,
                              std::chrono::nanoseconds(0));
   f.stage.on_response(ctx);
 
@@ -140,7 +140,7 @@ TEST_CASE("broker address stage: a Produce response without NodeEndpoints keeps 
   p.responses[0].partition_responses[0].error_code = 6;  // NOT_LEADER_OR_FOLLOWER
   auto frame = kproxy::testing::encoded_response_frame(p, v);
   const int16_t produce = codec::ProduceResponse::kApiKey;
-  proxy::ResponseContext ctx(produce, v, header_version(produce, v), codec::Bytes(frame), f.info);
+  stage::ResponseContext ctx(produce, v, header_version(produce, v), codec::Bytes(frame), f.info);
   f.stage.on_response(ctx);
 
   CHECK_FALSE(ctx.closing());
@@ -155,16 +155,16 @@ TEST_CASE("broker address stage: a Produce response without NodeEndpoints keeps 
 }
 
 TEST_CASE("broker address stage: wants only the responses that can name brokers, and no request") {
-  CHECK(proxy::BrokerAddressStage::wants_response(kMetadata));
-  CHECK(proxy::BrokerAddressStage::wants_response(static_cast<int16_t>(codec::ApiKey::kFindCoordinator)));
-  CHECK(proxy::BrokerAddressStage::wants_response(static_cast<int16_t>(codec::ApiKey::kDescribeCluster)));
-  CHECK_FALSE(proxy::BrokerAddressStage::wants_response(static_cast<int16_t>(codec::ApiKey::kListGroups)));
-  CHECK_FALSE(proxy::BrokerAddressStage::wants_request(kMetadata));
+  CHECK(cluster::BrokerAddressStage::wants_response(kMetadata));
+  CHECK(cluster::BrokerAddressStage::wants_response(static_cast<int16_t>(codec::ApiKey::kFindCoordinator)));
+  CHECK(cluster::BrokerAddressStage::wants_response(static_cast<int16_t>(codec::ApiKey::kDescribeCluster)));
+  CHECK_FALSE(cluster::BrokerAddressStage::wants_response(static_cast<int16_t>(codec::ApiKey::kListGroups)));
+  CHECK_FALSE(cluster::BrokerAddressStage::wants_request(kMetadata));
 
   // A response of an API it does not want passes untouched even when handed to it.
   Fixture f;
   std::vector<uint8_t> list_groups = {0, 0, 0, 10, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0};
-  proxy::ResponseContext ctx(static_cast<int16_t>(codec::ApiKey::kListGroups), 0, 0, codec::Bytes(list_groups), f.info);
+  stage::ResponseContext ctx(static_cast<int16_t>(codec::ApiKey::kListGroups), 0, 0, codec::Bytes(list_groups), f.info);
   f.stage.on_response(ctx);
   CHECK_FALSE(ctx.closing());
   CHECK(ctx.changed_by() == 0);

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 using namespace kproxy;
-using proxy::BrokerDirectory;
+using cluster::BrokerDirectory;
 
 TEST_CASE("base + node id") {
   config::BrokerPorts p;
@@ -82,15 +82,15 @@ config::BrokerPorts range(uint16_t first, uint16_t last) {
 
 /// The refusals counted in this file's metrics (the directories below are given its counter).
 metrics::ProxyMetrics refusal_metrics;
-metrics::LabelledCounter& refusals = proxy::broker_port_refusal_counter(refusal_metrics);
-uint64_t refused(proxy::BrokerPortRefusal reason) { return refusals.value(static_cast<size_t>(reason)); }
+metrics::LabelledCounter& refusals = cluster::broker_port_refusal_counter(refusal_metrics);
+uint64_t refused(cluster::BrokerPortRefusal reason) { return refusals.value(static_cast<size_t>(reason)); }
 
 }  // namespace
 
 TEST_CASE("a base + node id port another listener owns is refused at discovery (issue #15 bug 4)") {
-  using proxy::BrokerPortRefusal;
+  using cluster::BrokerPortRefusal;
   auto config = two_clusters(base(9100), base(9200));
-  auto claims = std::make_shared<proxy::BrokerPortClaims>(config);
+  auto claims = std::make_shared<cluster::BrokerPortClaims>(config);
   BrokerDirectory east(config.listeners[0].broker_ports, claims, 0, "east", "127.0.0.1", &refusals);
   BrokerDirectory west(config.listeners[1].broker_ports, claims, 1, "west", "127.0.0.1", &refusals);
   const uint64_t before = refused(BrokerPortRefusal::kClaimed);
@@ -121,7 +121,7 @@ TEST_CASE("a base + node id port another listener owns is refused at discovery (
 
 TEST_CASE("a base + node id port inside another listener's broker range is refused") {
   auto config = two_clusters(base(9100), range(9150, 9159));
-  auto claims = std::make_shared<proxy::BrokerPortClaims>(config);
+  auto claims = std::make_shared<cluster::BrokerPortClaims>(config);
   BrokerDirectory east(config.listeners[0].broker_ports, claims, 0, "east", "127.0.0.1", &refusals);
   BrokerDirectory west(config.listeners[1].broker_ports, claims, 1, "west", "127.0.0.1", &refusals);
   CHECK(east.learn(55, "e", 9092).refused == "its port 9155 is the broker port range of listener 'west'");
@@ -130,7 +130,7 @@ TEST_CASE("a base + node id port inside another listener's broker range is refus
 }
 
 TEST_CASE("max_broker_ports caps the ports one listener opens") {
-  using proxy::BrokerPortRefusal;
+  using cluster::BrokerPortRefusal;
   config::BrokerPorts p = base(20000);
   p.max_ports = 3;
   BrokerDirectory d(p, nullptr, 0, {}, "127.0.0.1", &refusals);
@@ -148,7 +148,7 @@ TEST_CASE("max_broker_ports caps the ports one listener opens") {
 }
 
 TEST_CASE("no port left: past 65535 or the range used up, with the reason") {
-  using proxy::BrokerPortRefusal;
+  using cluster::BrokerPortRefusal;
   const uint64_t before = refused(BrokerPortRefusal::kNoPort);
   BrokerDirectory high(base(65530), nullptr, 0, {}, "127.0.0.1", &refusals);
   CHECK(high.learn(6, "b", 9092).refused == "broker_ports base 65530 + node id 6 is past port 65535");
@@ -156,7 +156,7 @@ TEST_CASE("no port left: past 65535 or the range used up, with the reason") {
   CHECK(small.learn(1, "a", 9092).proxy_port == 9300);
   CHECK(small.learn(2, "b", 9092).refused == "broker_port_range 9300-9300 is used up");
   CHECK(refused(BrokerPortRefusal::kNoPort) == before + 2);
-  CHECK(std::string(proxy::broker_port_refusal_name(BrokerPortRefusal::kClaimed)) == "claimed_by_other");
+  CHECK(std::string(cluster::broker_port_refusal_name(BrokerPortRefusal::kClaimed)) == "claimed_by_other");
 }
 
 TEST_CASE("broker_ports: 0: the kernel picks each broker's port, bound before it is handed out (issue #30 item 7)") {
@@ -170,9 +170,9 @@ TEST_CASE("broker_ports: 0: the kernel picks each broker's port, bound before it
   CHECK(a.new_port);
   CHECK(a.proxy_port != b.proxy_port);
   // The port is held by a bound socket until the runtime takes it to listen on.
-  proxy::OwnedDescriptor socket = d.take_reserved_socket(1);
+  net::OwnedDescriptor socket = d.take_reserved_socket(1);
   REQUIRE(socket);
-  CHECK(proxy::local_port(socket.get()) == a.proxy_port);
+  CHECK(net::local_port(socket.get()) == a.proxy_port);
   CHECK_FALSE(d.take_reserved_socket(1));  // handed over once
   CHECK_FALSE(d.take_reserved_socket(7));  // no such node
   // Known nodes keep their port; the route leads to the real broker.
@@ -189,11 +189,11 @@ TEST_CASE("broker_ports: 0 on an address that cannot be bound refuses the node w
   config::BrokerPorts p;
   p.scheme = config::BrokerPorts::Scheme::kKernel;
   BrokerDirectory d(p, nullptr, 0, "unit", "not-an-ip", &refusals);
-  auto before = refused(proxy::BrokerPortRefusal::kNoPort);
+  auto before = refused(cluster::BrokerPortRefusal::kNoPort);
   auto a = d.learn(1, "10.0.0.1", 9092);
   CHECK(a.proxy_port == 0);
   CHECK(a.refused == "no port could be bound: listen address 'not-an-ip' is not an IP address");
-  CHECK(refused(proxy::BrokerPortRefusal::kNoPort) == before + 1);
+  CHECK(refused(cluster::BrokerPortRefusal::kNoPort) == before + 1);
 }
 
 TEST_CASE("an SNI listener: every node at the one advertised port, nothing to open, found by node id") {

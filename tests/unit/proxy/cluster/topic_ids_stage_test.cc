@@ -37,10 +37,10 @@ codec::MetadataResponse two_topics() {
 constexpr int16_t kMetadata = codec::MetadataResponse::kApiKey;
 
 /// Runs `frame` (a Metadata response at `version`) through a TopicIdsStage over `names`.
-void pass(proxy::TopicIdsStage& stage, const std::vector<uint8_t>& frame, int16_t version, bool synthetic = false) {
-  proxy::ConnectionInfo info{1, "l", 0, nullptr, {}};
-  proxy::ExchangeActions actions;
-  proxy::ResponseContext ctx(kMetadata, version, codec::response_header_version(kMetadata, version), codec::Bytes(frame), info, actions,
+void pass(cluster::TopicIdsStage& stage, const std::vector<uint8_t>& frame, int16_t version, bool synthetic = false) {
+  stage::ConnectionInfo info{1, "l", 0, nullptr, {}};
+  stage::ExchangeActions actions;
+  stage::ResponseContext ctx(kMetadata, version, codec::response_header_version(kMetadata, version), codec::Bytes(frame), info, actions,
                              synthetic, std::chrono::nanoseconds(0));
   stage.on_response(ctx);
   CHECK_FALSE(ctx.closing());     // it never closes
@@ -50,8 +50,8 @@ void pass(proxy::TopicIdsStage& stage, const std::vector<uint8_t>& frame, int16_
 }  // namespace
 
 TEST_CASE("topic ids stage: a Metadata v12 response teaches every topic's id and name") {
-  proxy::TopicNames names;
-  proxy::TopicIdsStage stage(names);
+  cluster::TopicNames names;
+  cluster::TopicIdsStage stage(names);
   pass(stage, kproxy::testing::encoded_response_frame(two_topics(), 12), 12);
   CHECK(names.size() == 2);
   CHECK(names.name(id_of(1)) == "orders");
@@ -60,8 +60,8 @@ TEST_CASE("topic ids stage: a Metadata v12 response teaches every topic's id and
 }
 
 TEST_CASE("topic ids stage: a later Metadata response renames an id; versions before topic ids (v9) teach nothing") {
-  proxy::TopicNames names;
-  proxy::TopicIdsStage stage(names);
+  cluster::TopicNames names;
+  cluster::TopicIdsStage stage(names);
   pass(stage, kproxy::testing::encoded_response_frame(two_topics(), 9), 9);
   CHECK(names.size() == 0);
 
@@ -74,19 +74,19 @@ TEST_CASE("topic ids stage: a later Metadata response renames an id; versions be
 }
 
 TEST_CASE("topic ids stage: kproxy's own Metadata answers teach nothing; it wants Metadata responses only") {
-  proxy::TopicNames names;
-  proxy::TopicIdsStage stage(names);
+  cluster::TopicNames names;
+  cluster::TopicIdsStage stage(names);
   pass(stage, kproxy::testing::encoded_response_frame(two_topics(), 12), 12, /*synthetic=*/true);
   CHECK(names.size() == 0);
 
-  CHECK(proxy::TopicIdsStage::wants_response(kMetadata));
-  CHECK_FALSE(proxy::TopicIdsStage::wants_response(static_cast<int16_t>(codec::ApiKey::kProduce)));
-  CHECK_FALSE(proxy::TopicIdsStage::wants_request(kMetadata));
+  CHECK(cluster::TopicIdsStage::wants_response(kMetadata));
+  CHECK_FALSE(cluster::TopicIdsStage::wants_response(static_cast<int16_t>(codec::ApiKey::kProduce)));
+  CHECK_FALSE(cluster::TopicIdsStage::wants_request(kMetadata));
 }
 
 TEST_CASE("topic ids stage: a Metadata body that does not decode teaches nothing and does not close") {
-  proxy::TopicNames names;
-  proxy::TopicIdsStage stage(names);
+  cluster::TopicNames names;
+  cluster::TopicIdsStage stage(names);
   auto frame = kproxy::testing::encoded_response_frame(two_topics(), 12);
   frame.resize(frame.size() - 3);
   codec::Writer w(frame);

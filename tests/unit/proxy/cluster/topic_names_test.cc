@@ -8,7 +8,7 @@
 #include "codec/generated/messages/metadata.h"
 #include "codec/generated/messages/produce.h"
 
-using kproxy::proxy::TopicNames;
+using kproxy::cluster::TopicNames;
 namespace codec = kproxy::codec;
 
 namespace {
@@ -56,11 +56,11 @@ TEST_CASE("topic ids are learned from Metadata v10+ responses, and only there") 
   md.topics[0].name = "orders";
   md.topics[0].topic_id = id_of(1);
   md.topics[1].name = "missing";
-  md.topics[1].error_code = 3;                               // UNKNOWN_TOPIC_OR_PARTITION: its id is the zero id anyway
-  md.topics[2].name = "no-id";                               // zero id: not learned
-  CHECK(kproxy::proxy::learn_topic_ids(md, 9, names) == 0);  // v9 has no TopicId
-  CHECK(kproxy::proxy::learn_topic_ids(md, 12, names) == 1);
-  CHECK(kproxy::proxy::learn_topic_ids(md, 12, names) == 0);  // known already
+  md.topics[1].error_code = 3;                                 // UNKNOWN_TOPIC_OR_PARTITION: its id is the zero id anyway
+  md.topics[2].name = "no-id";                                 // zero id: not learned
+  CHECK(kproxy::cluster::learn_topic_ids(md, 9, names) == 0);  // v9 has no TopicId
+  CHECK(kproxy::cluster::learn_topic_ids(md, 12, names) == 1);
+  CHECK(kproxy::cluster::learn_topic_ids(md, 12, names) == 0);  // known already
   CHECK(names.name(id_of(1)) == std::optional<std::string>("orders"));
   CHECK(names.name(raw(id_of(1))) == std::optional<std::string>("orders"));
   CHECK(!names.name(id_of(2)));
@@ -70,7 +70,7 @@ TEST_CASE("topic ids are learned from Metadata v10+ responses, and only there") 
   names.learn(id_of(7), "orders");
   CHECK(names.name(id_of(7)) == std::optional<std::string>("orders"));
   codec::MetadataRequest req;
-  CHECK(kproxy::proxy::learn_topic_ids(req, 12, names) == 0);
+  CHECK(kproxy::cluster::learn_topic_ids(req, 12, names) == 0);
 }
 
 TEST_CASE("Produce v13 names its topics by id: for_each_entity reports the id's raw bytes") {

@@ -32,26 +32,26 @@
 
 using namespace kproxy;
 using namespace std::chrono_literals;
+using connection::ClientConnection;
+using connection::ConnectionState;
 using metrics::ProxyEvent;
-using proxy::ClientConnection;
-using proxy::ConnectionState;
 
 namespace {
 
 /// Everything a connection asks of its worker, recorded.
-struct FakeEnvironment final : proxy::ConnectionEnvironment {
+struct FakeEnvironment final : connection::ConnectionEnvironment {
   explicit FakeEnvironment(uv_loop_t* l) : loop_(l) {}
   uv_loop_t* loop_;
   testing::TestServices test_services;
-  proxy::Services view = test_services.view();
+  stage::Services view = test_services.view();
   codec::FrameMemoryBudget frames{64 << 20};
   codec::FrameMemoryBudget streamed{0};
-  proxy::ReadPauseMetrics pauses{test_services.metrics};
-  proxy::ReadPressure pressure{loop_, view.clock, frames, pauses};
+  connection::ReadPauseMetrics pauses{test_services.metrics};
+  connection::ReadPressure pressure{loop_, view.clock, frames, pauses};
   chaos::LiveRules rules;
   config::BrokerPorts ports{config::BrokerPorts::Scheme::kNodeIdOffset, 19000};
-  proxy::BrokerDirectory directory{ports};
-  proxy::BrokerAddressRewrite address_rewrite{directory, "proxy.local"};
+  cluster::BrokerDirectory directory{ports};
+  cluster::BrokerAddressRewrite address_rewrite{directory, "proxy.local"};
 
   std::map<int32_t, config::HostPort> known_brokers;
   std::vector<config::HostPort> unreachable;
@@ -61,13 +61,13 @@ struct FakeEnvironment final : proxy::ConnectionEnvironment {
   std::vector<ClientConnection*> forgotten;
 
   uv_loop_t* loop() override { return loop_; }
-  const proxy::Services& services() override { return view; }
+  const stage::Services& services() override { return view; }
   codec::FrameMemoryBudget& frame_budget() override { return frames; }
-  proxy::ReadPressure& read_pressure() override { return pressure; }
+  connection::ReadPressure& read_pressure() override { return pressure; }
   codec::FrameMemoryBudget& streamed_budget() override { return streamed; }
   chaos::LiveRules& live_rules() override { return rules; }
-  const proxy::BrokerAddressRewrite& rewrite(size_t) override { return address_rewrite; }
-  proxy::tls::ListenerTls listener_tls(size_t) override { return {}; }
+  const cluster::BrokerAddressRewrite& rewrite(size_t) override { return address_rewrite; }
+  tls::ListenerTls listener_tls(size_t) override { return {}; }
   std::optional<config::HostPort> broker_address(size_t, int32_t node_id) override {
     auto it = known_brokers.find(node_id);
     return it == known_brokers.end() ? std::nullopt : std::optional(it->second);
@@ -76,7 +76,7 @@ struct FakeEnvironment final : proxy::ConnectionEnvironment {
   void bootstrap_unreachable(size_t, const config::HostPort& target) override { unreachable.push_back(target); }
   void release_connection_slot() override { ++slots_released; }
   void tls_handshake_done() override {}
-  void discover_brokers(size_t, const config::HostPort&, std::shared_ptr<const proxy::tls::TlsContext>, std::chrono::milliseconds,
+  void discover_brokers(size_t, const config::HostPort&, std::shared_ptr<const tls::TlsContext>, std::chrono::milliseconds,
                         ClientConnection* w) override {
     ++discoveries;
     waiter = w;
@@ -174,7 +174,7 @@ struct Rig {
   Fd kproxy_listener, broker_listener, client, broker;
   ClientConnection* conn = nullptr;
   std::shared_ptr<config::Config> config = std::make_shared<config::Config>();
-  proxy::ListenerSpec spec;
+  connection::ListenerSpec spec;
 
   Rig() {
     uv_loop_init(&loop);
@@ -194,7 +194,7 @@ struct Rig {
     int fd = -1;
     for (int i = 0; i < 1000 && fd < 0; ++i) fd = ::accept4(kproxy_listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
     REQUIRE(fd >= 0);
-    conn = new ClientConnection(*env, std::make_shared<proxy::ListenerSpec>(spec), config, 1);
+    conn = new ClientConnection(*env, std::make_shared<connection::ListenerSpec>(spec), config, 1);
     REQUIRE(uv_tcp_open(reinterpret_cast<uv_tcp_t*>(conn->client_stream()), fd) == 0);
     conn->start({"127.0.0.1", upstream.value_or(broker_port)});
   }
@@ -250,7 +250,7 @@ struct Rig {
 
   ~Rig() {
     if (conn && !gone()) {
-      conn->close({proxy::CloseCategory::kShutdown, "test over"});
+      conn->close({net::CloseCategory::kShutdown, "test over"});
       run_until([&] { return gone(); });
     }
     env->pressure.stop();
@@ -285,7 +285,7 @@ uint64_t count(const Rig& r, ProxyEvent e) { return r.env->test_services.metrics
 TEST_CASE("an idle client+upstream pair stays far below the 16 KiB budget") {
   // The object itself (both sockets, both frame readers, the FIFO) is the whole per-connection
   // cost when idle: read buffers are per thread, write and frame buffers are released when empty.
-  CHECK(sizeof(kproxy::proxy::ClientConnection) < 4096);
+  CHECK(sizeof(kproxy::connection::ClientConnection) < 4096);
   // Issue #20 (idle pair <= 2 KiB with both uv_tcp_t and the registry entries): the object keeps
   // no per-exchange or rarely used state inline (dialing requests, shutdown request, shapers,
   // timers, drain reason, framing errors, the client's software name are made when needed; the listener spec is shared, the connection info
@@ -305,8 +305,8 @@ TEST_CASE("an idle client+upstream pair stays far below the 16 KiB budget") {
   // made the state a std::variant whose only data are two pointers (a preamble's, a drain's,
   // both on the heap): its 16 bytes replace a 1-byte state that shared 8 with three flags (+16),
   // and the TLS handshake deadline moved into the state only some connections make (-8).
-  CHECK(sizeof(kproxy::proxy::ClientConnection) <= 1152);
-  MESSAGE("sizeof(ClientConnection) = ", sizeof(kproxy::proxy::ClientConnection));
+  CHECK(sizeof(kproxy::connection::ClientConnection) <= 1152);
+  MESSAGE("sizeof(ClientConnection) = ", sizeof(kproxy::connection::ClientConnection));
 }
 
 TEST_CASE("plain listener: connecting, then forwarding; a request reaches the broker as its bytes; the client's close ends it") {

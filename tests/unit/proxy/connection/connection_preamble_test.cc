@@ -10,9 +10,9 @@
 
 using namespace kproxy;
 using namespace std::chrono_literals;
-using proxy::ConnectionPreamble;
-using proxy::PreambleStep;
-using proxy::SniOutcome;
+using connection::ConnectionPreamble;
+using connection::PreambleStep;
+using connection::SniOutcome;
 using Kind = PreambleStep::Kind;
 
 namespace {
@@ -94,7 +94,7 @@ TEST_CASE("a client that connects directly to a proxy_protocol listener is refus
     // Eight bytes can still be the start of a signature only if they match it: these do not.
     REQUIRE(step.kind == Kind::kRefuse);
     CHECK(step.proxy_header_refused);
-    CHECK(step.reason.category == proxy::CloseCategory::kClientProtocolError);
+    CHECK(step.reason.category == net::CloseCategory::kClientProtocolError);
     CHECK(step.reason.detail.rfind("PROXY protocol: ", 0) == 0);
   }
   SUBCASE("not in time") {

@@ -3,8 +3,8 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::can_transition;
-using S = kproxy::proxy::ConnectionState;
+using kproxy::connection::can_transition;
+using S = kproxy::connection::ConnectionState;
 
 TEST_CASE("connection state: a connection moves forward only") {
   CHECK(can_transition(S::kConnecting, S::kForwarding));
@@ -33,7 +33,7 @@ TEST_CASE("connection state: the preamble ends routed (connecting), or forwardin
 }
 
 TEST_CASE("connection state: names") {
-  CHECK(kproxy::proxy::state_name(S::kPreamble) == "preamble");
-  CHECK(kproxy::proxy::state_name(S::kDraining) == "draining");
-  CHECK(kproxy::proxy::state_name(S::kClosed) == "closed");
+  CHECK(kproxy::connection::state_name(S::kPreamble) == "preamble");
+  CHECK(kproxy::connection::state_name(S::kDraining) == "draining");
+  CHECK(kproxy::connection::state_name(S::kClosed) == "closed");
 }

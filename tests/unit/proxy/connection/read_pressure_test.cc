@@ -11,12 +11,12 @@
 
 using kproxy::codec::FrameMemoryBudget;
 using kproxy::codec::kFrameMemoryReserve;
-using kproxy::proxy::PausableReader;
-using kproxy::proxy::plan_read_pressure;
-using kproxy::proxy::PressureHolder;
-using kproxy::proxy::PressurePlan;
-using kproxy::proxy::ReadPauseMetrics;
-using kproxy::proxy::ReadPressure;
+using kproxy::connection::PausableReader;
+using kproxy::connection::plan_read_pressure;
+using kproxy::connection::PressureHolder;
+using kproxy::connection::PressurePlan;
+using kproxy::connection::ReadPauseMetrics;
+using kproxy::connection::ReadPressure;
 
 namespace {
 constexpr size_t MiB = size_t{1} << 20;

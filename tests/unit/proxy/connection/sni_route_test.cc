@@ -10,8 +10,8 @@
 #include <vector>
 
 using namespace kproxy;
-using proxy::SniOutcome;
-using proxy::tls::ClientHelloReader;
+using connection::SniOutcome;
+using tls::ClientHelloReader;
 
 using kproxy::testing::client_hello;
 
@@ -26,10 +26,10 @@ config::SniConfig sni_config(config::UnknownServerName unknown) {
   return c;
 }
 
-proxy::SniRoute route_of(const config::SniConfig& sni, const std::vector<uint8_t>& bytes) {
+connection::SniRoute route_of(const config::SniConfig& sni, const std::vector<uint8_t>& bytes) {
   ClientHelloReader reader;
   reader.feed(bytes);
-  return proxy::route_by_server_name(sni, reader);
+  return connection::route_by_server_name(sni, reader);
 }
 
 }  // namespace
@@ -72,46 +72,46 @@ TEST_CASE("what cannot be read is closed, never served, whatever the policy") {
 
   ClientHelloReader small(64);
   small.feed(client_hello("kafka.example.com"));
-  CHECK(proxy::route_by_server_name(sni, small).outcome == SniOutcome::kTooLarge);
+  CHECK(connection::route_by_server_name(sni, small).outcome == SniOutcome::kTooLarge);
 
   ClientHelloReader unfinished;
   auto hello = client_hello("kafka.example.com");
   unfinished.feed(kproxy::codec::Bytes(hello.data(), 10));
-  CHECK(proxy::route_by_server_name(sni, unfinished).outcome == SniOutcome::kTimeout);
+  CHECK(connection::route_by_server_name(sni, unfinished).outcome == SniOutcome::kTimeout);
 }
 
 TEST_CASE("the log shows the name received, capped and printable, and the configured names") {
-  proxy::tls::ClientHelloInfo none;
-  CHECK(proxy::shown_server_name(none) == "no server name");
-  proxy::tls::ClientHelloInfo long_name;
+  tls::ClientHelloInfo none;
+  CHECK(connection::shown_server_name(none) == "no server name");
+  tls::ClientHelloInfo long_name;
   long_name.has_server_name = true;
   long_name.raw_server_name = std::string(200, 'a') + "\x01";
-  std::string shown = proxy::shown_server_name(long_name);
+  std::string shown = connection::shown_server_name(long_name);
   CHECK(shown.size() == 64 + 5);
   CHECK(shown.substr(shown.size() - 4) == "...'");
-  CHECK(proxy::configured_names(sni_config(config::UnknownServerName::kRefuse)) ==
+  CHECK(connection::configured_names(sni_config(config::UnknownServerName::kRefuse)) ==
         "bootstrap 'kafka.example.com', brokers 'broker-$(nodeId).kafka.example.com'");
 }
 
 TEST_CASE("every outcome has its own counter series") {
   metrics::ProxyMetrics m;
-  auto& counter = proxy::sni_outcome_counter(m);
-  CHECK(&proxy::sni_outcome_counter(m) == &counter);  // made once per metrics
+  auto& counter = connection::sni_outcome_counter(m);
+  CHECK(&connection::sni_outcome_counter(m) == &counter);  // made once per metrics
   CHECK(m.render().find("kproxy_proxy_sni_connections_total{outcome=\"timeout\"} 0") != std::string::npos);
   counter.add(static_cast<size_t>(SniOutcome::kTimeout));
   CHECK(counter.value(static_cast<size_t>(SniOutcome::kTimeout)) == 1);
   CHECK(counter.value(static_cast<size_t>(SniOutcome::kBroker)) == 0);
   CHECK(m.render().find("kproxy_proxy_sni_connections_total{outcome=\"timeout\"} 1") != std::string::npos);
-  CHECK(std::string(proxy::sni_outcome_name(SniOutcome::kNoNameRefused)) == "no_name_refused");
+  CHECK(std::string(connection::sni_outcome_name(SniOutcome::kNoNameRefused)) == "no_name_refused");
 }
 
 TEST_CASE("a name from elsewhere (a PROXY header's authority) routes the same way") {
   auto refuse = sni_config(config::UnknownServerName::kRefuse);
-  CHECK(proxy::route_by_name(refuse, std::string("kafka.example.com")).outcome == SniOutcome::kBootstrap);
-  auto broker = proxy::route_by_name(refuse, proxy::tls::normalize_server_name("BROKER-3.kafka.example.com."));
+  CHECK(connection::route_by_name(refuse, std::string("kafka.example.com")).outcome == SniOutcome::kBootstrap);
+  auto broker = connection::route_by_name(refuse, tls::normalize_server_name("BROKER-3.kafka.example.com."));
   CHECK(broker.outcome == SniOutcome::kBroker);
   CHECK(broker.node_id == 3);
-  CHECK(proxy::route_by_name(refuse, std::nullopt).outcome == SniOutcome::kNoNameRefused);
-  CHECK(proxy::route_by_name(refuse, proxy::tls::normalize_server_name("not a name")).outcome == SniOutcome::kNoNameRefused);
-  CHECK(proxy::route_by_name(refuse, std::string("x.example.com")).outcome == SniOutcome::kUnknownNameRefused);
+  CHECK(connection::route_by_name(refuse, std::nullopt).outcome == SniOutcome::kNoNameRefused);
+  CHECK(connection::route_by_name(refuse, tls::normalize_server_name("not a name")).outcome == SniOutcome::kNoNameRefused);
+  CHECK(connection::route_by_name(refuse, std::string("x.example.com")).outcome == SniOutcome::kUnknownNameRefused);
 }

@@ -48,7 +48,7 @@ TEST_CASE("connection metrics: a connection counts once in kproxy_clients, under
     connection.client_software("kadm-test", "1.0");
     CHECK(clients_gauge(m, "kgo-test", "1.0") == kgo);
     CHECK(clients_gauge(m, "kadm-test", "1.0") == kadm + 1);
-    connection.closed(proxy::CloseCategory::kClientClosed);
+    connection.closed(net::CloseCategory::kClientClosed);
     CHECK(clients_gauge(m, "kadm-test", "1.0") == kadm);
     connection.client_software("kgo-test", "1.0");  // nothing counts after the close
   }
@@ -111,13 +111,13 @@ TEST_CASE("connection metrics: open connections and in-flight requests count whi
   for (int i = 0; i < 3; ++i) connection.request_pushed();
   connection.response_popped();
   CHECK(sample(m, kInflight) == 2);
-  connection.closed(proxy::CloseCategory::kBrokerClosed);
+  connection.closed(net::CloseCategory::kBrokerClosed);
   CHECK(sample(m, kClientGauge) == 0);
   CHECK(sample(m, kUpstreamGauge) == 0);
   CHECK(sample(m, kInflight) == 0);
   CHECK(sample(m, closed_series("broker_closed")) == 1);
   // Closed once: a second close, or a response popped after it, changes nothing.
-  connection.closed(proxy::CloseCategory::kFault);
+  connection.closed(net::CloseCategory::kFault);
   connection.response_popped();
   CHECK(sample(m, closed_series("broker_closed")) == 1);
   CHECK(sample(m, closed_series("fault")) <= 0);
@@ -142,7 +142,7 @@ TEST_CASE("connection metrics: the destructor closes an open connection as other
   CHECK(sample(m, closed_series("other")) == 1);
   {
     metrics::ConnectionMetrics refused(m, 0);  // accepted and closed before it was counted open
-    refused.closed(proxy::CloseCategory::kLimit);
+    refused.closed(net::CloseCategory::kLimit);
   }
   CHECK(sample(m, closed_series("limit")) <= 0);
   CHECK(sample(m, closed_series("other")) == 1);

@@ -45,7 +45,7 @@ void fill(ProxyMetrics& m) {
   for (size_t e = 0; e < static_cast<size_t>(ProxyEvent::kCount); ++e) m.count(static_cast<ProxyEvent>(e), e + 1);
   m.inflight(2);
   m.connection_opened(1, Side::kClient);
-  m.connection_close_reason(1, kproxy::proxy::CloseCategory::kClientClosed);
+  m.connection_close_reason(1, kproxy::net::CloseCategory::kClientClosed);
   m.fault_injected("fence", 26, "error");
   m.client_seen("librdkafka", "2.3.0");
   m.topic_labels()->count(0, "orders");

@@ -78,7 +78,7 @@ TEST_CASE("metrics: rare events, stages, connections, clients") {
   m.connection_opened(0, Side::kUpstream);
   m.connection_opened(0, Side::kClient);
   m.connection_closed(0, Side::kClient);
-  m.connection_close_reason(0, kproxy::proxy::CloseCategory::kClientClosed);
+  m.connection_close_reason(0, kproxy::net::CloseCategory::kClientClosed);
   int stage = m.stage_id("broker_address");
   CHECK(m.stage_id("broker_address") == stage);
   m.rewritten(3, stage);

@@ -6,9 +6,9 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::close_label;
-using kproxy::proxy::CloseCategory;
-using kproxy::proxy::kCloseCategories;
+using kproxy::net::close_label;
+using kproxy::net::CloseCategory;
+using kproxy::net::kCloseCategories;
 
 TEST_CASE("close_label: each category has its own label") {
   CHECK(close_label(CloseCategory::kClientClosed) == "client_closed");
@@ -30,7 +30,7 @@ TEST_CASE("close_label: each category has its own label") {
 
 TEST_CASE("close_label: the detail text never moves a close to another label") {
   // The old text-sorted labels counted "client closed the connection" as a connect failure.
-  kproxy::proxy::CloseReason r{CloseCategory::kClientClosed, "client closed the connection (upstream connect broker fault)"};
+  kproxy::net::CloseReason r{CloseCategory::kClientClosed, "client closed the connection (upstream connect broker fault)"};
   CHECK(close_label(r.category) == "client_closed");
 }
 
@@ -38,7 +38,7 @@ TEST_CASE("close_label: the timeout categories have labels of their own; a reaso
   CHECK(close_label(CloseCategory::kRequestTimeout) == "request_timeout");
   CHECK(close_label(CloseCategory::kFirstRequestTimeout) == "first_request_timeout");
   // A CloseReason made without a category counts as "other", whatever its detail.
-  kproxy::proxy::CloseReason unset;
+  kproxy::net::CloseReason unset;
   unset.detail = "broker closed";
   CHECK(unset.category == CloseCategory::kOther);
   CHECK(close_label(unset.category) == "other");

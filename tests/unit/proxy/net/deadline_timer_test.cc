@@ -6,7 +6,7 @@
 
 #include "tests/unit/support/manual_clock.h"
 
-using kproxy::proxy::DeadlineTimer;
+using kproxy::net::DeadlineTimer;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 

@@ -8,7 +8,7 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::OwnedDescriptor;
+using kproxy::net::OwnedDescriptor;
 
 namespace {
 bool is_open(int fd) { return ::fcntl(fd, F_GETFD) != -1 || errno != EBADF; }

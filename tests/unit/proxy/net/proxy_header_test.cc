@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-using kproxy::proxy::ProxyHeaderReader;
+using kproxy::net::ProxyHeaderReader;
 using State = ProxyHeaderReader::State;
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::SelfConnectionDetector;
+using kproxy::net::SelfConnectionDetector;
 
 namespace {
 
@@ -54,7 +54,7 @@ TEST_CASE("self connection: the connect callback finds an accept registered befo
 }
 
 TEST_CASE("self connection: keys are 16 bytes and tell every part of the four-tuple apart") {
-  static_assert(sizeof(kproxy::proxy::ConnectionKey) == 16);
+  static_assert(sizeof(kproxy::net::ConnectionKey) == 16);
   using D = SelfConnectionDetector;
   auto base4 = D::connection_key(v4("127.0.0.1", 40001), v4("127.0.0.2", 40100));
   CHECK_FALSE(base4.empty());

@@ -13,12 +13,12 @@
 #include "tests/unit/proxy/tls/test_pki.h"
 
 using namespace kproxy;
-using proxy::TcpStream;
+using net::TcpStream;
 
 namespace {
 
 // Records what a stream reports; optionally echoes what it reads.
-struct Recorder final : proxy::TcpStreamEvents {
+struct Recorder final : net::TcpStreamEvents {
   std::string read;
   std::vector<int> errors;
   std::vector<std::string> tls_failures;
@@ -47,7 +47,7 @@ struct Recorder final : proxy::TcpStreamEvents {
 };
 
 // Offers its own room for every read (as ClientConnection does for a large frame).
-struct OwnRoom final : proxy::TcpStreamEvents {
+struct OwnRoom final : net::TcpStreamEvents {
   std::vector<uint8_t> room = std::vector<uint8_t>(1 << 20);
   size_t filled = 0;
   bool in_room = true;
@@ -72,10 +72,10 @@ struct Pair {
   /// Called on each new stream before it reads or sends anything (TLS tests install sessions).
   std::function<void(TcpStream&)> setup_server, setup_client;
   /// Who the accepted stream reports to (default: server_events).
-  proxy::TcpStreamEvents* server_owner;
+  net::TcpStreamEvents* server_owner;
 
   explicit Pair(std::function<void(TcpStream&)> server_setup = {}, std::function<void(TcpStream&)> client_setup = {},
-                proxy::TcpStreamEvents* server_owner_in = nullptr)
+                net::TcpStreamEvents* server_owner_in = nullptr)
       : setup_server(std::move(server_setup)), setup_client(std::move(client_setup)),
         server_owner(server_owner_in ? server_owner_in : &server_events) {
     uv_loop_init(&loop);
@@ -181,7 +181,7 @@ namespace {
 // TLS on both streams of a Pair: kproxy's code on both ends of a loopback socket.
 struct TlsPair {
   testing::TestPki pki;
-  std::shared_ptr<const proxy::tls::TlsContext> server_ctx, client_ctx;
+  std::shared_ptr<const tls::TlsContext> server_ctx, client_ctx;
 
   explicit TlsPair(const std::string& sans = "IP:127.0.0.1", long not_after_s = 3600) {
     auto id = pki.issue("server", sans, not_after_s < 0 ? not_after_s - 3600 : -60, not_after_s);
@@ -191,15 +191,15 @@ struct TlsPair {
     config::UpstreamTlsConfig c;
     c.ca = config::TlsFile{pki.ca_file(), "ca", 0, 0};
     std::string error;
-    server_ctx = proxy::tls::TlsContext::for_clients(s, "test", &error);
-    client_ctx = proxy::tls::TlsContext::for_upstream(c, "test", &error);
+    server_ctx = tls::TlsContext::for_clients(s, "test", &error);
+    client_ctx = tls::TlsContext::for_upstream(c, "test", &error);
     REQUIRE_MESSAGE((server_ctx && client_ctx), error);
   }
   std::function<void(TcpStream&)> server_setup() {
-    return [this](TcpStream& s) { s.use_tls(std::make_unique<proxy::tls::TlsSession>(*server_ctx, "")); };
+    return [this](TcpStream& s) { s.use_tls(std::make_unique<tls::TlsSession>(*server_ctx, "")); };
   }
   std::function<void(TcpStream&)> client_setup() {
-    return [this](TcpStream& s) { s.use_tls(std::make_unique<proxy::tls::TlsSession>(*client_ctx, "127.0.0.1")); };
+    return [this](TcpStream& s) { s.use_tls(std::make_unique<tls::TlsSession>(*client_ctx, "127.0.0.1")); };
   }
 };
 

@@ -11,15 +11,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Events final : proxy::TcpStreamEvents, proxy::UpstreamConnectionEvents {
-  proxy::UpstreamConnection* upstream = nullptr;
+struct Events final : net::TcpStreamEvents, net::UpstreamConnectionEvents {
+  net::UpstreamConnection* upstream = nullptr;
   int connected = 0;
   std::string failure;
   int released_parts = 0;
-  void on_stream_read(proxy::TcpStream&, codec::Bytes) override {}
-  void on_stream_error(proxy::TcpStream& s, int, const char*) override { s.close(); }
-  void on_stream_writable(proxy::TcpStream&) override {}
-  void on_stream_closed(proxy::TcpStream&) override {}
+  void on_stream_read(net::TcpStream&, codec::Bytes) override {}
+  void on_stream_error(net::TcpStream& s, int, const char*) override { s.close(); }
+  void on_stream_writable(net::TcpStream&) override {}
+  void on_stream_closed(net::TcpStream&) override {}
   void on_upstream_connected() override {
     ++connected;
     upstream->close(/*flush_first=*/true);
@@ -52,8 +52,8 @@ TEST_CASE("connect refused is reported with the target and the reason") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   Events events;
-  proxy::SelfConnectionDetector self_connections;
-  proxy::UpstreamConnection upstream(&loop, events, events, self_connections);
+  net::SelfConnectionDetector self_connections;
+  net::UpstreamConnection upstream(&loop, events, events, self_connections);
   events.upstream = &upstream;
   uint16_t port = unused_port();
   upstream.connect({"127.0.0.1", port}, 5s);
@@ -67,8 +67,8 @@ TEST_CASE("an unresolvable host fails") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   Events events;
-  proxy::SelfConnectionDetector self_connections;
-  proxy::UpstreamConnection upstream(&loop, events, events, self_connections);
+  net::SelfConnectionDetector self_connections;
+  net::UpstreamConnection upstream(&loop, events, events, self_connections);
   events.upstream = &upstream;
   upstream.connect({"no-such-host.invalid", 9092}, 5s);
   run_and_close(&loop);
@@ -88,8 +88,8 @@ TEST_CASE("a successful connect, then close releases every part") {
   int len = sizeof(a);
   uv_tcp_getsockname(&server, reinterpret_cast<sockaddr*>(&a), &len);
   Events events;
-  proxy::SelfConnectionDetector self_connections;
-  proxy::UpstreamConnection upstream(&loop, events, events, self_connections);
+  net::SelfConnectionDetector self_connections;
+  net::UpstreamConnection upstream(&loop, events, events, self_connections);
   events.upstream = &upstream;
   upstream.connect({"localhost", ntohs(a.sin_port)}, 5s);
   while (events.connected == 0 && events.failure.empty()) uv_run(&loop, UV_RUN_ONCE);

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-using kproxy::proxy::UvHandle;
+using kproxy::net::UvHandle;
 
 namespace {
 

@@ -26,14 +26,14 @@ using kproxy::testing::encoded_response_frame;
 struct Fixture {
   metrics::ProxyMetrics metrics;
   tap::TapHub hub;
-  proxy::TopicNames topic_names;
-  metrics::FrameMetrics frames{metrics, hub, topic_names, {"internal", "external"}};
-  proxy::ConnectionInfo connection{7, "external", 1, nullptr, {}};
+  cluster::TopicNames topic_names;
+  observe::FrameMetrics frames{metrics, hub, topic_names, {"internal", "external"}};
+  stage::ConnectionInfo connection{7, "external", 1, nullptr, {}};
 
   template <class M>
   void respond(const M& body, int16_t version) {
     auto frame = encoded_response_frame(body, version);
-    proxy::ResponseContext ctx(M::kApiKey, version, codec::response_header_version(M::kApiKey, version), frame, connection);
+    stage::ResponseContext ctx(M::kApiKey, version, codec::response_header_version(M::kApiKey, version), frame, connection);
     frames.on_response(ctx, 2ms);
   }
 };
@@ -48,7 +48,7 @@ TEST_CASE("frame metrics: requests and responses count under the connection's li
   header.api_key = 3;
   header.api_version = 12;
   header.header_version = 2;
-  proxy::RequestContext request(header, frame, f.connection);
+  stage::RequestContext request(header, frame, f.connection);
   f.frames.on_request(request);
   f.respond(codec::MetadataResponse{}, 12);
   CHECK(f.metrics.requests_total(3) == 1);
@@ -98,13 +98,13 @@ TEST_CASE("frame metrics: a body a stage changed is counted as it leaves, not as
   codec::ProduceResponse produce;
   produce.responses.emplace_back().partition_responses.resize(1);
   auto frame = encoded_response_frame(produce, 12);
-  proxy::ResponseContext ctx(0, 12, 1, frame, f.connection);
+  stage::ResponseContext ctx(0, 12, 1, frame, f.connection);
   REQUIRE(ctx.scan());
   CHECK(ctx.scan()->error_count == 0);
   auto m = ctx.message();
   REQUIRE(m);
   m->for_each_error_code(12, [](int16_t& code, const codec::ErrorScope&) { code = 47; });  // INVALID_PRODUCER_EPOCH
-  ctx.mark_dirty(proxy::StageId::kFaultRules);
+  ctx.mark_dirty(stage::StageId::kFaultRules);
   f.frames.on_response(ctx, 1ms);
   CHECK(f.metrics.errors_total(0, 47) == 1);
   CHECK(contains(f.metrics.render(), "kproxy_frames_rewritten_total{api=\"Produce\",stage=\"fault_rules\"} 1"));
@@ -114,11 +114,11 @@ TEST_CASE("frame metrics: undecodable and unknown responses are counted with a r
   Fixture f;
   auto frame = encoded_response_frame(codec::MetadataResponse{}, 12);
   frame.resize(frame.size() - 2);
-  proxy::ResponseContext cut(3, 12, 1, frame, f.connection);
+  stage::ResponseContext cut(3, 12, 1, frame, f.connection);
   CHECK(cut.scan() == nullptr);
   f.frames.on_response(cut, 1ms);
   std::vector<uint8_t> unknown = {0, 0, 0, 4, 0, 0, 0, 9};
-  proxy::ResponseContext odd(3, 99, -1, unknown, f.connection);
+  stage::ResponseContext odd(3, 99, -1, unknown, f.connection);
   f.frames.on_response(odd, 1ms);
   std::string text = f.metrics.render();
   CHECK(contains(text, "kproxy_decode_errors_total{api=\"Metadata\",direction=\"response\",reason=\"body\"} 1"));
@@ -131,7 +131,7 @@ TEST_CASE("frame metrics: opt-in topic and client id labels, topic ids named fro
   auto request = [&](const auto& body, int16_t version, std::string_view client_id) {
     codec::RequestHeader header;
     auto frame = kproxy::testing::encoded_request_frame(body, version, 5, client_id, header);
-    proxy::RequestContext ctx(header, frame, f.connection);
+    stage::RequestContext ctx(header, frame, f.connection);
     f.frames.on_request(ctx);
   };
   codec::ProduceRequest produce;
@@ -156,7 +156,7 @@ TEST_CASE("frame metrics: opt-in topic and client id labels, topic ids named fro
   t.topic_id = orders_id;
   f.respond(metadata, 12);
   // The pipeline learns the ids of every Metadata response it forwards (proxy/cluster/topic_names.h).
-  proxy::learn_topic_ids(metadata, 12, f.topic_names);
+  cluster::learn_topic_ids(metadata, 12, f.topic_names);
   request(fetch, 17, "billing");
 
   auto* topics = f.metrics.topic_labels();
@@ -193,8 +193,8 @@ TEST_CASE("frame metrics: a transactional request closed on before forwarding ch
   auto send = [&](const auto& body, int16_t version, int32_t correlation, bool close_before, bool answered) {
     codec::RequestHeader header;
     auto& frame = frames.emplace_back(kproxy::testing::encoded_request_frame(body, version, correlation, "app", header));
-    proxy::RequestContext ctx(header, frame, f.connection);
-    if (close_before) ctx.close({proxy::CloseCategory::kFault, "test: close before forwarding"});
+    stage::RequestContext ctx(header, frame, f.connection);
+    if (close_before) ctx.close({net::CloseCategory::kFault, "test: close before forwarding"});
     if (answered) ctx.answer({});
     f.frames.on_request(ctx);
   };

@@ -10,7 +10,7 @@ using namespace kproxy;
 
 namespace {
 
-struct Closings final : proxy::FrameObserver {
+struct Closings final : stage::FrameObserver {
   std::vector<uint64_t> closed;
   void on_connection_closed(uint64_t connection_id) override { closed.push_back(connection_id); }
 };
@@ -20,10 +20,10 @@ struct Closings final : proxy::FrameObserver {
 TEST_CASE("observer stage: the observer hears of the connection's close once, when the stage goes") {
   auto observer = std::make_shared<Closings>();
   {
-    proxy::ObserverStage stage(observer, 42);
+    observe::ObserverStage stage(observer, 42);
     CHECK(observer->closed.empty());
   }
   CHECK(observer->closed == std::vector<uint64_t>{42});
-  { proxy::ObserverStage without(nullptr, 7); }  // the do-nothing observer: nothing to hear, no crash
+  { observe::ObserverStage without(nullptr, 7); }  // the do-nothing observer: nothing to hear, no crash
   CHECK(observer->closed == std::vector<uint64_t>{42});
 }

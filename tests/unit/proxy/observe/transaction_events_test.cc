@@ -33,10 +33,10 @@ namespace {
 std::deque<std::vector<uint8_t>> frames;
 
 template <class M>
-std::optional<TxnRequest> request_of(const M& body, int16_t version, proxy::ConnectionInfo& conn) {
+std::optional<TxnRequest> request_of(const M& body, int16_t version, stage::ConnectionInfo& conn) {
   codec::RequestHeader header;
   auto& frame = frames.emplace_back(encoded_request_frame(body, version, 11, "txn-app", header));
-  proxy::RequestContext ctx(header, frame, conn);
+  stage::RequestContext ctx(header, frame, conn);
   TxnRequest r;
   if (!txn_request(ctx, r)) return std::nullopt;
   return r;
@@ -51,7 +51,7 @@ TEST_CASE("transaction events: a response frame's correlation id") {
 }
 
 TEST_CASE("transaction events: which requests are part of a transaction, and their fields") {
-  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
+  stage::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
   CHECK(txn_api(static_cast<int16_t>(codec::ApiKey::kEndTxn)) == TxnApi::kEndTxn);
   CHECK(!txn_api(static_cast<int16_t>(codec::ApiKey::kFetch)));
 
@@ -115,7 +115,7 @@ TEST_CASE("transaction events: which requests are part of a transaction, and the
 }
 
 TEST_CASE("transaction events: a transactional Produce read without decoding, every version, tagged fields and cut bodies") {
-  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
+  stage::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
   auto first = batch(4, 91, 7);
   auto second = batch(6, 91, 7);
   static const uint8_t extra[] = {1, 2, 3};
@@ -162,7 +162,7 @@ TEST_CASE("transaction events: a transactional Produce read without decoding, ev
     for (size_t cut = body_at; cut < whole.size(); ++cut) {
       std::vector<uint8_t> shorter(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(cut));
       codec::RequestHeader h = header;
-      proxy::RequestContext ctx(h, shorter, conn);
+      stage::RequestContext ctx(h, shorter, conn);
       TxnRequest scratch;
       if (!txn_request(ctx, scratch)) ++refused;
     }
@@ -171,12 +171,12 @@ TEST_CASE("transaction events: a transactional Produce read without decoding, ev
 }
 
 TEST_CASE("transaction events: a response's first error, its producer id and the rule that injected it") {
-  proxy::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
+  stage::ConnectionInfo conn{3, "kafka", 0, nullptr, {}};
   codec::InitProducerIdResponse init;
   init.producer_id = 42;
   init.producer_epoch = 3;
   auto frame = encoded_response_frame(init, 4);
-  proxy::ResponseContext a(22, 4, codec::response_header_version(22, 4), frame, conn);
+  stage::ResponseContext a(22, 4, codec::response_header_version(22, 4), frame, conn);
   TxnResponse r = txn_response(a);
   CHECK(r.error_code == 0);
   CHECK(r.producer_id == 42);
@@ -186,19 +186,19 @@ TEST_CASE("transaction events: a response's first error, its producer id and the
   codec::EndTxnResponse busy;
   busy.error_code = static_cast<int16_t>(codec::ErrorCode::kConcurrentTransactions);
   frame = encoded_response_frame(busy, 3);
-  proxy::ExchangeActions actions;
+  stage::ExchangeActions actions;
   actions.injected_by = "busy-endtxn";  // what the fault stage writes for an error rule
-  proxy::ResponseContext b(26, 3, codec::response_header_version(26, 3), frame, conn, actions, false, std::chrono::nanoseconds(0));
+  stage::ResponseContext b(26, 3, codec::response_header_version(26, 3), frame, conn, actions, false, std::chrono::nanoseconds(0));
   r = txn_response(b);
   CHECK(r.error_code == busy.error_code);
   CHECK(r.injected_by == "busy-endtxn");
 
-  proxy::ExchangeActions none;
-  proxy::ResponseContext c(26, 3, codec::response_header_version(26, 3), frame, conn, none, true, std::chrono::nanoseconds(0));
+  stage::ExchangeActions none;
+  stage::ResponseContext c(26, 3, codec::response_header_version(26, 3), frame, conn, none, true, std::chrono::nanoseconds(0));
   CHECK(txn_response(c).injected_by == "kproxy");  // an answer no rule built
-  proxy::ExchangeActions answered;
+  stage::ExchangeActions answered;
   answered.injected_by = "busy-answer";
-  proxy::ResponseContext d(26, 3, codec::response_header_version(26, 3), frame, conn, answered, true, std::chrono::nanoseconds(0));
+  stage::ResponseContext d(26, 3, codec::response_header_version(26, 3), frame, conn, answered, true, std::chrono::nanoseconds(0));
   CHECK(txn_response(d).injected_by == "busy-answer");  // a rule's answer names the rule
 }
 

@@ -80,19 +80,19 @@ double value_of(const std::string& text, const std::string& series) {
 TEST_CASE("transaction metrics: the frame observer feeds the tracker, and the metrics read it") {
   metrics::ProxyMetrics m;
   tap::TapHub hub;
-  proxy::TopicNames topic_names;
-  auto frames = std::make_shared<metrics::FrameMetrics>(m, hub, topic_names, std::vector<std::string>{"kafka"});
+  cluster::TopicNames topic_names;
+  auto frames = std::make_shared<observe::FrameMetrics>(m, hub, topic_names, std::vector<std::string>{"kafka"});
   export_transaction_metrics(m, std::shared_ptr<TransactionTracker>(frames, &frames->transactions()));
-  proxy::ConnectionInfo conn{4, "kafka", 0, nullptr, {}};
+  stage::ConnectionInfo conn{4, "kafka", 0, nullptr, {}};
 
   auto exchange = [&](const auto& request, int16_t version, int32_t correlation, const auto& response) {
     codec::RequestHeader header;
     auto req = encoded_request_frame(request, version, correlation, "txn-app", header);
-    proxy::RequestContext rctx(header, req, conn);
+    stage::RequestContext rctx(header, req, conn);
     frames->on_request(rctx);
     using R = std::decay_t<decltype(response)>;
     auto resp = encoded_response_frame(response, version, correlation);
-    proxy::ResponseContext sctx(R::kApiKey, version, codec::response_header_version(R::kApiKey, version), resp, conn);
+    stage::ResponseContext sctx(R::kApiKey, version, codec::response_header_version(R::kApiKey, version), resp, conn);
     frames->on_response(sctx, std::chrono::milliseconds(1));
   };
   codec::InitProducerIdRequest init;

@@ -33,13 +33,13 @@ namespace {
 /// that rewrite the decoded response, and withheld answers.
 class ObserverSink final : public TxnSink {
  public:
-  explicit ObserverSink(metrics::FrameMetrics& observer) : observer_(observer) {}
+  explicit ObserverSink(observe::FrameMetrics& observer) : observer_(observer) {}
 
   void request(const Exchange& x, Fault fault) override {
     codec::RequestHeader header;
     std::vector<uint8_t>& frame = frames_.emplace_back(encode_request(x, header));
-    proxy::RequestContext ctx(header, frame, connection(x.connection));
-    if (fault == Fault::kCloseBefore) ctx.close({proxy::CloseCategory::kFault, "model: close before forwarding"});
+    stage::RequestContext ctx(header, frame, connection(x.connection));
+    if (fault == Fault::kCloseBefore) ctx.close({net::CloseCategory::kFault, "model: close before forwarding"});
     if (fault == Fault::kAnsweredRetriable || fault == Fault::kAnsweredRefusal) ctx.answer({});
     observer_.on_request(ctx);
   }
@@ -47,10 +47,10 @@ class ObserverSink final : public TxnSink {
   void response(const Exchange& x, Fault fault, const Answer& a) override {
     const bool synthetic = a.broker_code < 0;
     std::vector<uint8_t> frame = encode_response(x, synthetic ? a.client_code : a.broker_code, a);
-    proxy::ExchangeActions actions;
+    stage::ExchangeActions actions;
     if (synthetic) actions.injected_by = "model-answer";
     const int16_t key = observe::txn_api_key(x.api);
-    proxy::ResponseContext ctx(key, x.version, codec::response_header_version(key, x.version), frame, connection(x.connection), actions,
+    stage::ResponseContext ctx(key, x.version, codec::response_header_version(key, x.version), frame, connection(x.connection), actions,
                                synthetic, std::chrono::nanoseconds(0));
     ctx.set_withheld(fault == Fault::kLost);
     if (!synthetic && a.client_code != a.broker_code) {
@@ -59,7 +59,7 @@ class ObserverSink final : public TxnSink {
       auto m = ctx.message();
       REQUIRE(m);
       m->for_each_error_code(x.version, [&](int16_t& c, const codec::ErrorScope&) { c = a.client_code; });
-      ctx.mark_dirty(proxy::StageId::kFaultRules);
+      ctx.mark_dirty(stage::StageId::kFaultRules);
     }
     observer_.on_response(ctx, std::chrono::nanoseconds(0));
   }
@@ -71,9 +71,9 @@ class ObserverSink final : public TxnSink {
   }
 
  private:
-  proxy::ConnectionInfo& connection(uint64_t id) {
+  stage::ConnectionInfo& connection(uint64_t id) {
     auto it = connections_.find(id);
-    if (it == connections_.end()) it = connections_.emplace(id, proxy::ConnectionInfo{id, "kafka", 0, nullptr, {}}).first;
+    if (it == connections_.end()) it = connections_.emplace(id, stage::ConnectionInfo{id, "kafka", 0, nullptr, {}}).first;
     return it->second;
   }
 
@@ -150,8 +150,8 @@ class ObserverSink final : public TxnSink {
     }
   }
 
-  metrics::FrameMetrics& observer_;
-  std::map<uint64_t, proxy::ConnectionInfo> connections_;
+  observe::FrameMetrics& observer_;
+  std::map<uint64_t, stage::ConnectionInfo> connections_;
   std::deque<std::vector<uint8_t>> frames_, batches_;  ///< the requests' views point into them
   std::deque<std::string> ids_;
 };
@@ -202,8 +202,8 @@ TEST_CASE("transaction tracker model: the same through the frame observer, as en
   // The frame observer keeps its own tracker (16 ended transactions per id): each seed its own id.
   metrics::ProxyMetrics proxy_metrics;
   tap::TapHub hub;
-  proxy::TopicNames topic_names;
-  metrics::FrameMetrics observer(proxy_metrics, hub, topic_names, {"kafka"});
+  cluster::TopicNames topic_names;
+  observe::FrameMetrics observer(proxy_metrics, hub, topic_names, {"kafka"});
   ObserverSink sink(observer);
   int compared = 0;
   std::map<TxnOutcome, uint64_t> expected_counts;

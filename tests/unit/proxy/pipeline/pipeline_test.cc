@@ -21,8 +21,8 @@
 #include "tests/unit/support/pipeline.h"
 
 using namespace kproxy;
-using proxy::CloseCategory;
-using proxy::Pipeline;
+using net::CloseCategory;
+using pipeline::Pipeline;
 
 namespace {
 
@@ -70,7 +70,7 @@ TEST_CASE("pipeline: a slice rule to the broker cuts the request, to the client 
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto request = heartbeat_request(7);
     REQUIRE(offer(p, request));
     CHECK(rec.to_broker.size() == (request.size() + 4) / 5);
@@ -105,7 +105,7 @@ TEST_CASE("pipeline: a delayed request keeps its toxic until it is forwarded") {
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{2, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{2, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto request = heartbeat_request(1);
     REQUIRE(offer(p, request));
     CHECK(rec.to_broker.empty());
@@ -125,7 +125,7 @@ TEST_CASE("pipeline: reset_after_bytes sends N bytes, then resets and closes") {
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{3, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{3, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto request = heartbeat_request(4);
     REQUIRE(offer(p, request));
     auto response = heartbeat_response(4);
@@ -149,7 +149,7 @@ TEST_CASE("pipeline: topic ids learned from a Metadata response make topic: rule
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(0xa0 + i);
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{4, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{4, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     // Produce v13 naming the topic by id, before kproxy knows the id: no match.
     codec::ProduceRequest produce;
     produce.acks = 1;
@@ -191,7 +191,7 @@ TEST_CASE("pipeline: bytes held by a transport toxic are reported per direction 
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto request = heartbeat_request(7), request2 = heartbeat_request(8);
     REQUIRE(offer(p, request));
     REQUIRE(offer(p, request2));  // the rule fired once: not shaped
@@ -231,7 +231,7 @@ TEST_CASE("pipeline: requests and responses held by a delay count as held bytes 
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{5, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{5, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto first = heartbeat_request(1), second = heartbeat_request(2);
     REQUIRE(offer(p, first));
     // The rule fired once, but the second request must wait behind the first (order is kept).
@@ -274,7 +274,7 @@ TEST_CASE("pipeline: a response whose correlation id differs closes with a broke
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{6, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{6, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     REQUIRE(offer(p, heartbeat_request(1)));
     CHECK(p.awaiting_broker() == 1);
     CHECK_FALSE(answer(p, heartbeat_response(2)));
@@ -293,7 +293,7 @@ TEST_CASE("pipeline: a response with nothing in flight closes with a broker prot
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{7, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{7, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     CHECK_FALSE(answer(p, heartbeat_response(1)));
     REQUIRE(rec.closed);
     CHECK(rec.closed->category == CloseCategory::kBrokerProtocolError);
@@ -308,7 +308,7 @@ TEST_CASE("pipeline: a request header that does not parse closes with a client p
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{8, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{8, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     std::vector<uint8_t> truncated{0, 0, 0, 3, 0, 12, 0};  // size 3: api key and half a version
     CHECK_FALSE(offer(p, truncated));
     REQUIRE(rec.closed);
@@ -326,7 +326,7 @@ TEST_CASE("pipeline: a close-before rule closes with the fault category and forw
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{9, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{9, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     CHECK_FALSE(offer(p, heartbeat_request(1)));
     REQUIRE(rec.closed);
     CHECK(rec.closed->category == CloseCategory::kFault);
@@ -344,7 +344,7 @@ TEST_CASE("pipeline: kproxy's own answer waits for the broker's answers to earli
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{10, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{10, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto first = heartbeat_request(1), second = heartbeat_request(2), third = heartbeat_request(3);
     REQUIRE(offer(p, first));
     REQUIRE(offer(p, second));  // answered by the rule: never reaches the broker
@@ -371,7 +371,7 @@ TEST_CASE("pipeline: a large request may be streamed only when nothing can act o
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto heartbeat = heartbeat_request(7);
     codec::Bytes head(heartbeat.data(), heartbeat.size());
     // Given no fault rules, a Heartbeat may go while it arrives; ApiVersions (the stage may
@@ -405,7 +405,7 @@ TEST_CASE("pipeline: a rule added while a streamed request arrived closes the co
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{1, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto heartbeat = heartbeat_request(7);
     codec::Bytes frame(heartbeat.data(), heartbeat.size());
     // Given the start of a request was streamed while no rule applied
@@ -431,7 +431,7 @@ TEST_CASE("pipeline: frames that go straight on are noted for residence, frames 
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{9, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{9, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     with.metrics.residence_begin(Direction::kRequest);
     with.metrics.residence_begin(Direction::kResponse);
     REQUIRE(offer(p, heartbeat_request(1)));
@@ -453,10 +453,10 @@ namespace {
 
 /// Records what the observer is told of each response: withheld or not, and the answers
 /// reported withheld when the connection closed.
-struct WithheldRecorder final : proxy::FrameObserver {
+struct WithheldRecorder final : stage::FrameObserver {
   std::vector<std::pair<int32_t, bool>> responses;  ///< (correlation id, withheld)
   std::vector<int32_t> withheld_on_close;
-  void on_response(const proxy::ResponseContext& ctx, std::chrono::nanoseconds) override {
+  void on_response(const stage::ResponseContext& ctx, std::chrono::nanoseconds) override {
     responses.emplace_back(codec::peek_response_correlation_id(ctx.frame().subspan(4)), ctx.withheld());
   }
   void on_response_withheld(uint64_t, int32_t correlation_id) override { withheld_on_close.push_back(correlation_id); }
@@ -480,7 +480,7 @@ TEST_CASE("pipeline: the observer learns which answers the client will not get (
     {
       PipelineCollaborators with;
       with.view.observer = observed.recorder;
-      Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{11, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+      Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{11, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
       for (int32_t c = 1; c <= 3; ++c) REQUIRE(offer(p, heartbeat_request(c)));
       for (int32_t c = 1; c <= 3; ++c) REQUIRE(answer(p, heartbeat_response(c)));
       CHECK(rec.to_client.size() == 1);
@@ -498,7 +498,7 @@ TEST_CASE("pipeline: the observer learns which answers the client will not get (
     {
       PipelineCollaborators with;
       with.view.observer = observed.recorder;
-      Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{12, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+      Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{12, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
       REQUIRE(offer(p, heartbeat_request(1)));
       answer(p, heartbeat_response(1));
       CHECK(rec.closed);
@@ -517,7 +517,7 @@ TEST_CASE("pipeline: the observer learns which answers the client will not get (
     {
       PipelineCollaborators with;
       with.view.observer = observed.recorder;
-      Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{13, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+      Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{13, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
       REQUIRE(offer(p, heartbeat_request(7)));
       REQUIRE(answer(p, heartbeat_response(7)));
       CHECK(rec.to_client.empty());
@@ -537,7 +537,7 @@ TEST_CASE("pipeline: duplicate_request sends the request twice and the client ge
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{14, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{14, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto r1 = heartbeat_request(1), r2 = heartbeat_request(2), r3 = heartbeat_request(3);
     REQUIRE(offer(p, r1));
     REQUIRE(offer(p, r2));  // the rule's hit: sent twice, byte for byte
@@ -570,7 +570,7 @@ TEST_CASE("pipeline: a duplicated request behind a delay is held twice, released
   Recorder rec;
   {
     PipelineCollaborators with;
-    Pipeline p(&loop, control, with.rewrite, proxy::ConnectionInfo{15, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
+    Pipeline p(&loop, control, with.rewrite, stage::ConnectionInfo{15, "l", 0, nullptr, {}}, rec, with.metrics, with.view);
     auto r1 = heartbeat_request(1), r2 = heartbeat_request(2);
     REQUIRE(offer(p, r1));  // delayed and duplicated
     REQUIRE(offer(p, r2));  // waits behind both copies

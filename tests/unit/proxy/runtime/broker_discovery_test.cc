@@ -90,7 +90,7 @@ struct FakeBroker {
 
 struct Outcome {
   bool done = false;
-  std::vector<proxy::DiscoveredBroker> brokers;
+  std::vector<runtime::DiscoveredBroker> brokers;
   std::string error;
 };
 
@@ -98,11 +98,12 @@ struct Outcome {
 Outcome discover(uv_loop_t* loop, uint16_t port, std::chrono::milliseconds timeout = 5s) {
   Outcome out;
   testing::TestServices services;
-  proxy::BrokerDiscovery discovery(loop, services.view(), [&out](std::vector<proxy::DiscoveredBroker> brokers, const std::string& error) {
-    out.done = true;
-    out.brokers = std::move(brokers);
-    out.error = error;
-  });
+  runtime::BrokerDiscovery discovery(loop, services.view(),
+                                     [&out](std::vector<runtime::DiscoveredBroker> brokers, const std::string& error) {
+                                       out.done = true;
+                                       out.brokers = std::move(brokers);
+                                       out.error = error;
+                                     });
   discovery.start({"127.0.0.1", port}, nullptr, timeout);
   while (!out.done || !discovery.released()) uv_run(loop, UV_RUN_ONCE);
   return out;
@@ -111,7 +112,7 @@ Outcome discover(uv_loop_t* loop, uint16_t port, std::chrono::milliseconds timeo
 }  // namespace
 
 TEST_CASE("the discovery request is MetadataRequest v12 for no topic, header v2") {
-  std::vector<uint8_t> frame = proxy::discovery_request_frame(77);
+  std::vector<uint8_t> frame = runtime::discovery_request_frame(77);
   codec::Reader size(codec::Bytes(frame.data(), 4));
   REQUIRE(static_cast<size_t>(size.int32()) == frame.size() - 4);
   codec::Bytes body(frame.data() + 4, frame.size() - 4);
@@ -137,21 +138,21 @@ TEST_CASE("parse_discovery_response: the brokers, or why not") {
   std::string error;
   auto frame = codec::encode_response_frame(5, 1, three_brokers(), 12);
   codec::Bytes body(frame.data() + 4, frame.size() - 4);
-  auto brokers = proxy::parse_discovery_response(body, 5, error);
+  auto brokers = runtime::parse_discovery_response(body, 5, error);
   CHECK(error.empty());
   REQUIRE(brokers.size() == 3);
   CHECK(brokers[1].node_id == 2);
   CHECK(brokers[1].host == "kafka-2.internal");
   CHECK(brokers[1].port == 9094);
 
-  CHECK(proxy::parse_discovery_response(body, 6, error).empty());
+  CHECK(runtime::parse_discovery_response(body, 6, error).empty());
   CHECK(error == "the answer carries correlation id 5, not the request's 6");
 
-  CHECK(proxy::parse_discovery_response(body.first(body.size() - 7), 5, error).empty());
+  CHECK(runtime::parse_discovery_response(body.first(body.size() - 7), 5, error).empty());
   CHECK(error.rfind("the Metadata response cannot be read: ", 0) == 0);
 
   auto none = codec::encode_response_frame(5, 1, codec::MetadataResponse{}, 12);
-  CHECK(proxy::parse_discovery_response(codec::Bytes(none.data() + 4, none.size() - 4), 5, error).empty());
+  CHECK(runtime::parse_discovery_response(codec::Bytes(none.data() + 4, none.size() - 4), 5, error).empty());
   CHECK(error == "the Metadata response names no broker");
 }
 
@@ -159,13 +160,13 @@ TEST_CASE("a discovery learns the brokers a broker's answer names") {
   uv_loop_t loop;
   uv_loop_init(&loop);
   FakeBroker broker(&loop);
-  broker.answer = codec::encode_response_frame(proxy::BrokerDiscovery::kCorrelationId, 1, three_brokers(), 12);
+  broker.answer = codec::encode_response_frame(runtime::BrokerDiscovery::kCorrelationId, 1, three_brokers(), 12);
   Outcome out = discover(&loop, broker.port);
   CHECK(out.error.empty());
   REQUIRE(out.brokers.size() == 3);
   CHECK(out.brokers[0].host == "kafka-1.internal");
-  CHECK(broker.request ==
-        proxy::discovery_request_frame(proxy::BrokerDiscovery::kCorrelationId));  // what the broker received is the request frame, whole
+  CHECK(broker.request == runtime::discovery_request_frame(
+                              runtime::BrokerDiscovery::kCorrelationId));  // what the broker received is the request frame, whole
   broker.close();
   kproxy::testing::close_loop(&loop);
 }

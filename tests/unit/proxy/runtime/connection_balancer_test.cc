@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::ConnectionBalancer;
+using kproxy::runtime::ConnectionBalancer;
 
 TEST_CASE("ConnectionBalancer: a burst accepted by one worker is spread evenly") {
   ConnectionBalancer b(2);

@@ -19,7 +19,9 @@ using namespace kproxy;
 
 namespace {
 
-proxy::ListenerSpec spec_for(const std::string& host, uint16_t port) { return proxy::ListenerSpec{0, "unit", host, port, -1, false}; }
+connection::ListenerSpec spec_for(const std::string& host, uint16_t port) {
+  return connection::ListenerSpec{0, "unit", host, port, -1, false};
+}
 
 sockaddr_in loopback(uint16_t port) {
   sockaddr_in a{};
@@ -41,9 +43,9 @@ TEST_CASE("listener: open() listens on its address, which counts as kproxy's own
   kproxy::testing::TestProxy p(upstream.port);
   uint16_t port = kproxy::testing::reserved_port();
   {
-    proxy::Worker worker(*p.proxy, 0);  // never started: its loop runs only to close
+    runtime::Worker worker(*p.proxy, 0);  // never started: its loop runs only to close
     {
-      proxy::Listener listener(worker, spec_for("127.0.0.1", port));
+      runtime::Listener listener(worker, spec_for("127.0.0.1", port));
       CHECK(listener.fd() == -1);  // not open yet
       REQUIRE(listener.open() == "");
       CHECK(listener.fd() >= 0);
@@ -63,15 +65,15 @@ TEST_CASE("listener: an address that is no IP or is taken is reported, not throw
   kproxy::testing::TestProxy p(upstream.port);
   uint16_t port = kproxy::testing::reserved_port();
   {
-    proxy::Worker worker(*p.proxy, 0);
-    proxy::Listener named(worker, spec_for("localhost", port));
+    runtime::Worker worker(*p.proxy, 0);
+    runtime::Listener named(worker, spec_for("localhost", port));
     std::string error = named.open();
     CHECK(error == "listen address 'localhost' is not an IP address");
     CHECK(named.fd() == -1);
 
-    proxy::Listener first(worker, spec_for("127.0.0.1", port));
+    runtime::Listener first(worker, spec_for("127.0.0.1", port));
     REQUIRE(first.open() == "");
-    proxy::Listener second(worker, spec_for("127.0.0.1", port));
+    runtime::Listener second(worker, spec_for("127.0.0.1", port));
     error = second.open();
     INFO(error);
     CHECK(error.find("cannot listen on 127.0.0.1:" + std::to_string(port)) == 0);
@@ -83,11 +85,11 @@ TEST_CASE("listener: open_shared() listens on a duplicate of another listener's 
   kproxy::testing::TestProxy p(upstream.port);
   uint16_t port = kproxy::testing::reserved_port();
   {
-    proxy::Worker a(*p.proxy, 0);
-    proxy::Worker b(*p.proxy, 1);
-    auto bound = std::make_unique<proxy::Listener>(a, spec_for("127.0.0.1", port));
+    runtime::Worker a(*p.proxy, 0);
+    runtime::Worker b(*p.proxy, 1);
+    auto bound = std::make_unique<runtime::Listener>(a, spec_for("127.0.0.1", port));
     REQUIRE(bound->open() == "");
-    proxy::Listener shared(b, spec_for("127.0.0.1", port));
+    runtime::Listener shared(b, spec_for("127.0.0.1", port));
     REQUIRE(shared.open_shared(bound->fd()) == "");
     CHECK(shared.fd() >= 0);
     CHECK(shared.fd() != bound->fd());  // its own descriptor of the same socket
@@ -97,7 +99,7 @@ TEST_CASE("listener: open_shared() listens on a duplicate of another listener's 
     CHECK(client >= 0);
     if (client >= 0) ::close(client);
 
-    proxy::Listener broken(b, spec_for("127.0.0.1", port));
+    runtime::Listener broken(b, spec_for("127.0.0.1", port));
     std::string error = broken.open_shared(-1);
     CHECK(error.find("cannot share the listening socket") == 0);
     CHECK(broken.fd() == -1);

@@ -4,7 +4,7 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::IdleTrimPolicy;
+using kproxy::runtime::IdleTrimPolicy;
 
 TEST_CASE("IdleTrimPolicy: the last connection closing asks for one trim") {
   IdleTrimPolicy p(4);
@@ -47,7 +47,7 @@ TEST_CASE("IdleTrimPolicy: a burst of opens asks for a trim; opens and closes co
 }
 
 TEST_CASE("IdleTrimPolicy: a burst postpones its trim until it is over, at most kTrimLongestWait") {
-  using kproxy::proxy::kTrimLongestWait;
+  using kproxy::runtime::kTrimLongestWait;
   const auto longest = static_cast<uint64_t>(kTrimLongestWait.count());
   IdleTrimPolicy p(2);
   CHECK_FALSE(p.on_open(1000));
@@ -64,11 +64,11 @@ TEST_CASE("IdleTrimPolicy: a burst postpones its trim until it is over, at most 
 TEST_CASE("configure_allocator and trim_free_memory run in any allocator") {
   // glibc: both take effect; a sanitizer's allocator ignores them. Either way no crash, and
   // memory freed before a trim stays usable after it.
-  (void)kproxy::proxy::configure_allocator();
+  (void)kproxy::runtime::configure_allocator();
   void* big = std::malloc(8 << 20);
   REQUIRE(big != nullptr);
   std::free(big);
-  (void)kproxy::proxy::trim_free_memory();
+  (void)kproxy::runtime::trim_free_memory();
   void* again = std::malloc(1 << 20);
   CHECK(again != nullptr);
   std::free(again);

@@ -196,7 +196,7 @@ struct RunningProxy {
   uint16_t port = free_port();
   uint16_t base = testing::reserved_port_block(9);  // broker_ports: node N at base + N
   testing::TestServices services;
-  std::unique_ptr<proxy::Proxy> proxy;
+  std::unique_ptr<runtime::Proxy> proxy;
   std::mutex mutex;
   std::condition_variable cv;
   bool stopped = false;
@@ -209,7 +209,7 @@ struct RunningProxy {
                        "\nworkers: 2\nlog: { level: off }\n" + extra;
     auto loaded = config::load_config_string(yaml, "unit.yaml");
     REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
-    proxy = std::make_unique<proxy::Proxy>(loaded.config, services.view());
+    proxy = std::make_unique<runtime::Proxy>(loaded.config, services.view());
     proxy->set_on_stopped([this] {
       std::lock_guard lock(mutex);
       stopped = true;
@@ -430,7 +430,7 @@ TEST_CASE("an unreachable bootstrap server sends later connections to the next o
   auto loaded = config::load_config_string(yaml, "unit.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
   testing::TestServices services;
-  proxy::Proxy p(loaded.config, services.view());
+  runtime::Proxy p(loaded.config, services.view());
   REQUIRE(p.start() == "");
   int first = connect_to(port);
   write_all(first, request(18, 0, 1));

@@ -37,8 +37,8 @@ const char* kListener = R"(listeners:
     broker_ports: 9100
 )";
 
-proxy::StartupCheckOptions quiet() {
-  proxy::StartupCheckOptions o;
+runtime::StartupCheckOptions quiet() {
+  runtime::StartupCheckOptions o;
   o.load.ephemeral_ports = nullptr;
   o.file_limit = {};
   return o;
@@ -53,7 +53,7 @@ std::vector<std::string> start_errors(const std::string& path) {
     return out;
   }
   testing::TestServices services;
-  proxy::Proxy p(loaded.config, services.view());
+  runtime::Proxy p(loaded.config, services.view());
   std::string error = p.start();
   std::vector<std::string> out;
   size_t start = 0;
@@ -92,7 +92,7 @@ TEST_CASE("check_startup refuses what the start refuses, with the same file:line
   for (const auto& c : cases) {
     CAPTURE(c.what);
     TempConfig file(c.yaml);
-    auto checked = proxy::check_startup(file.path, quiet());
+    auto checked = runtime::check_startup(file.path, quiet());
     REQUIRE_FALSE(checked.ok());
     CHECK_MESSAGE(checked.errors[0].rfind(file.path + ":" + c.expected, 0) == 0, checked.errors[0]);
     // Proxy::start (what `kproxy --config` runs) says exactly the same.
@@ -102,7 +102,7 @@ TEST_CASE("check_startup refuses what the start refuses, with the same file:line
 
 TEST_CASE("check_startup: admin.listen on a listener's port is refused by the loader, for both") {
   TempConfig file(std::string(kListener) + "admin: { listen: 127.0.0.1:9092 }\n");
-  auto checked = proxy::check_startup(file.path, quiet());
+  auto checked = runtime::check_startup(file.path, quiet());
   REQUIRE(checked.errors.size() == 1);
   CHECK(checked.errors[0].rfind(file.path + ":6:18: admin.listen: port 9092 overlaps listeners[0].listen", 0) == 0);
   CHECK(start_errors(file.path) == checked.errors);
@@ -112,7 +112,7 @@ TEST_CASE("check_startup passes a good file and reports warnings with positions"
   TempConfig file(std::string(kListener) + "admin: { listen: 127.0.0.1:40000 }\n");
   auto options = quiet();
   options.load.ephemeral_ports = [] { return std::optional<config::PortRange>(config::PortRange{32768, 60999}); };
-  auto checked = proxy::check_startup(file.path, options);
+  auto checked = runtime::check_startup(file.path, options);
   REQUIRE(checked.ok());
   REQUIRE(checked.warnings.size() == 1);
   CHECK(checked.warnings[0].rfind(file.path + ":6:18: warning: admin.listen: port 40000 overlaps the kernel's ephemeral port range", 0) ==
@@ -127,7 +127,7 @@ TEST_CASE("check_startup warns about listener globs that match no listener, and 
                   "api_versions:\n"
                   "  - { api: Produce, max: 9, listener: plain }\n"
                   "  - { api: Fetch, max: 12, listener: k }\n");
-  auto checked = proxy::check_startup(file.path, quiet());
+  auto checked = runtime::check_startup(file.path, quiet());
   REQUIRE(checked.ok());
   REQUIRE(checked.warnings.size() == 2);
   CHECK(checked.warnings[0] ==
@@ -140,7 +140,7 @@ TEST_CASE("fd_budget counts connections twice, ports per worker, admin and slack
   auto loaded = config::load_config_string(
       std::string(kListener) + "    max_broker_ports: 10\nworkers: 2\nlimits: { max_connections: 100 }\n", "t.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
-  auto b = proxy::fd_budget(*loaded.config);
+  auto b = runtime::fd_budget(*loaded.config);
   CHECK(b.connections == 200);
   CHECK(b.listeners == 22);  // (1 + 10) × 2 workers
   CHECK(b.admin == 0);
@@ -150,18 +150,18 @@ TEST_CASE("fd_budget counts connections twice, ports per worker, admin and slack
 TEST_CASE("check_file_limit raises the soft limit to the hard one, and warns when even that is short") {
   auto loaded = config::load_config_string(std::string(kListener) + "workers: 1\nlimits: { max_connections: 1000 }\n", "t.yaml");
   REQUIRE(loaded.ok());
-  const uint64_t need = proxy::fd_budget(*loaded.config).total();
-  proxy::FileLimit limit{256, 1'000'000};
+  const uint64_t need = runtime::fd_budget(*loaded.config).total();
+  runtime::FileLimit limit{256, 1'000'000};
   std::vector<uint64_t> set;
-  proxy::FileLimitAccess access;
-  access.get = [&] { return std::optional<proxy::FileLimit>(limit); };
+  runtime::FileLimitAccess access;
+  access.get = [&] { return std::optional<runtime::FileLimit>(limit); };
   access.set_soft = [&](uint64_t soft) {
     set.push_back(soft);
     limit.soft = soft;
     return true;
   };
   SUBCASE("the hard limit suffices: raised, no warning") {
-    auto r = proxy::check_file_limit(*loaded.config, access, true);
+    auto r = runtime::check_file_limit(*loaded.config, access, true);
     CHECK(r.warning.empty());
     REQUIRE(set.size() == 1);
     CHECK(set[0] == need);
@@ -169,21 +169,21 @@ TEST_CASE("check_file_limit raises the soft limit to the hard one, and warns whe
   }
   SUBCASE("the hard limit is short: raised to it, and a warning with the numbers") {
     limit.hard = 512;
-    auto r = proxy::check_file_limit(*loaded.config, access, true);
+    auto r = runtime::check_file_limit(*loaded.config, access, true);
     REQUIRE(set.size() == 1);
     CHECK(set[0] == 512);
     CHECK(r.warning.find("RLIMIT_NOFILE) is 512 but this config may need " + std::to_string(need)) != std::string::npos);
     CHECK(r.warning.find("2000 for limits.max_connections") != std::string::npos);
   }
   SUBCASE("check-config does not raise; it warns only when the hard limit is short") {
-    CHECK(proxy::check_file_limit(*loaded.config, access, false).warning.empty());
+    CHECK(runtime::check_file_limit(*loaded.config, access, false).warning.empty());
     limit.hard = 300;
-    CHECK(proxy::check_file_limit(*loaded.config, access, false).warning.find("is 300 at most (the hard limit)") != std::string::npos);
+    CHECK(runtime::check_file_limit(*loaded.config, access, false).warning.find("is 300 at most (the hard limit)") != std::string::npos);
     CHECK(set.empty());
   }
   SUBCASE("enough already: nothing") {
     limit.soft = need;
-    auto r = proxy::check_file_limit(*loaded.config, access, true);
+    auto r = runtime::check_file_limit(*loaded.config, access, true);
     CHECK(r.warning.empty());
     CHECK(r.raised.empty());
     CHECK(set.empty());

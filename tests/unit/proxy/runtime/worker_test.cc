@@ -33,7 +33,7 @@ bool closed_by_peer(int fd) {
 struct OneClient {
   kproxy::testing::SilentUpstream upstream;
   kproxy::testing::TestProxy p{upstream.port};
-  proxy::Worker& w = (p.start(), p.proxy->worker(0));
+  runtime::Worker& w = (p.start(), p.proxy->worker(0));
   int client = kproxy::testing::connect_loopback(p.port);
   OneClient() {
     REQUIRE(client >= 0);
@@ -49,21 +49,21 @@ TEST_CASE("worker: open_listener binds a port it then listens on; a bad address 
   uint16_t port = kproxy::testing::reserved_port();
   uint16_t other = kproxy::testing::reserved_port();
   {
-    proxy::Worker worker(*p.proxy, 0);  // never started: what open_listener made closes with it
+    runtime::Worker worker(*p.proxy, 0);  // never started: what open_listener made closes with it
     CHECK_FALSE(worker.listens_on(port));
-    REQUIRE(worker.open_listener(proxy::ListenerSpec{0, "unit", "127.0.0.1", port, -1, false}) == "");
+    REQUIRE(worker.open_listener(connection::ListenerSpec{0, "unit", "127.0.0.1", port, -1, false}) == "");
     CHECK(worker.listens_on(port));
     CHECK(worker.listener_fd(port) >= 0);
     CHECK_FALSE(worker.listens_on(other));
     CHECK(worker.listener_fd(other) == -1);
 
-    std::string error = worker.open_listener(proxy::ListenerSpec{0, "unit", "not-an-ip", other, -1, false});
+    std::string error = worker.open_listener(connection::ListenerSpec{0, "unit", "not-an-ip", other, -1, false});
     CHECK(error.find("is not an IP address") != std::string::npos);
     CHECK_FALSE(worker.listens_on(other));
 
     // A second worker listens on the same socket.
-    proxy::Worker second(*p.proxy, 1);
-    REQUIRE(second.open_listener(proxy::ListenerSpec{0, "unit", "127.0.0.1", port, -1, false}, worker.listener_fd(port)) == "");
+    runtime::Worker second(*p.proxy, 1);
+    REQUIRE(second.open_listener(connection::ListenerSpec{0, "unit", "127.0.0.1", port, -1, false}, worker.listener_fd(port)) == "");
     CHECK(second.listens_on(port));
     CHECK_FALSE(worker.draining());
   }
@@ -74,7 +74,7 @@ TEST_CASE("worker: a posted task runs on the worker's own loop thread, named aft
   kproxy::testing::TestProxy p(upstream.port, /*workers=*/2);
   p.start();
   for (size_t i = 0; i < 2; ++i) {
-    proxy::Worker& w = p.proxy->worker(i);
+    runtime::Worker& w = p.proxy->worker(i);
     CHECK(w.index() == i);
     auto name = kproxy::testing::on_loop<std::string>(w, [] {
       char buf[16] = {};

@@ -38,19 +38,19 @@ constexpr int16_t kMetadata = codec::MetadataResponse::kApiKey;
 
 /// A Metadata v12 response whose one topic has UNKNOWN_TOPIC_OR_PARTITION (3), through the
 /// services' observer as a broker answer on listener `listener_index`.
-void observe_metadata_error(const proxy::Services& view, size_t listener_index) {
+void observe_metadata_error(const stage::Services& view, size_t listener_index) {
   codec::MetadataResponse m;
   m.topics.resize(1);
   m.topics[0].name = "missing";
   m.topics[0].error_code = 3;
   auto frame = kproxy::testing::encoded_response_frame(m, 12);
-  proxy::ConnectionInfo info{1, "l", listener_index, nullptr, {}};
-  proxy::ResponseContext ctx(kMetadata, 12, codec::response_header_version(kMetadata, 12), codec::Bytes(frame), info);
+  stage::ConnectionInfo info{1, "l", listener_index, nullptr, {}};
+  stage::ResponseContext ctx(kMetadata, 12, codec::response_header_version(kMetadata, 12), codec::Bytes(frame), info);
   view.observer->on_response(ctx, std::chrono::milliseconds(1));
 }
 
 /// An AddPartitionsToTxn v3 exchange (transactional id "orders") that succeeds, through `view`'s observer.
-void observe_add_partitions(const proxy::Services& view) {
+void observe_add_partitions(const stage::Services& view) {
   codec::AddPartitionsToTxnRequest request;
   request.v3_and_below_transactional_id = "orders";
   request.v3_and_below_producer_id = 21;
@@ -59,8 +59,8 @@ void observe_add_partitions(const proxy::Services& view) {
   request.v3_and_below_topics[0].partitions = {0};
   codec::RequestHeader header;
   auto request_frame = kproxy::testing::encoded_request_frame(request, 3, 77, "producer", header);
-  proxy::ConnectionInfo info{1, "l", 0, nullptr, {}};
-  proxy::RequestContext request_ctx(header, codec::Bytes(request_frame), info);
+  stage::ConnectionInfo info{1, "l", 0, nullptr, {}};
+  stage::RequestContext request_ctx(header, codec::Bytes(request_frame), info);
   view.observer->on_request(request_ctx);
 
   codec::AddPartitionsToTxnResponse response;
@@ -69,7 +69,7 @@ void observe_add_partitions(const proxy::Services& view) {
   response.results_by_topic_v3_and_below[0].results_by_partition.resize(1);
   auto response_frame = kproxy::testing::encoded_response_frame(response, 3, 77);
   const int16_t api = codec::AddPartitionsToTxnResponse::kApiKey;
-  proxy::ResponseContext response_ctx(api, 3, codec::response_header_version(api, 3), codec::Bytes(response_frame), info);
+  stage::ResponseContext response_ctx(api, 3, codec::response_header_version(api, 3), codec::Bytes(response_frame), info);
   view.observer->on_response(response_ctx, std::chrono::milliseconds(1));
 }
 

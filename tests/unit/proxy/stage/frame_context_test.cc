@@ -32,19 +32,19 @@ codec::MetadataResponse one_broker(const char* host) {
   return m;
 }
 
-proxy::ConnectionInfo connection() { return proxy::ConnectionInfo{7, "l", 0, nullptr, {}}; }
+stage::ConnectionInfo connection() { return stage::ConnectionInfo{7, "l", 0, nullptr, {}}; }
 
 }  // namespace
 
 TEST_CASE("request context: the body is decoded once, on first use; unknown versions and bad bodies say why") {
-  proxy::ConnectionInfo info = connection();
+  stage::ConnectionInfo info = connection();
   codec::MetadataRequest body;
   body.topics->resize(1);
   (*body.topics)[0].name = "orders";
   codec::RequestHeader header;
   auto frame = kproxy::testing::encoded_request_frame(body, 9, 5, "client", header);
 
-  proxy::RequestContext ctx(header, codec::Bytes(frame), info);
+  stage::RequestContext ctx(header, codec::Bytes(frame), info);
   auto m = ctx.message();
   REQUIRE(m != nullptr);
   CHECK(ctx.message() == m);  // the same decode, not a second one
@@ -57,23 +57,23 @@ TEST_CASE("request context: the body is decoded once, on first use; unknown vers
 
   codec::RequestHeader unknown = header;
   unknown.header_version = -1;  // what the header parser gives for a version kproxy does not know
-  proxy::RequestContext unknown_ctx(unknown, codec::Bytes(frame), info);
+  stage::RequestContext unknown_ctx(unknown, codec::Bytes(frame), info);
   CHECK(unknown_ctx.message() == nullptr);
   CHECK(unknown_ctx.decode_error() == "version unknown to kproxy");
 
   auto cut = frame;
   cut.resize(cut.size() - 3);  // the topic name runs past the end
-  proxy::RequestContext cut_ctx(header, codec::Bytes(cut), info);
+  stage::RequestContext cut_ctx(header, codec::Bytes(cut), info);
   CHECK(cut_ctx.message() == nullptr);
   CHECK_FALSE(cut_ctx.decode_error().empty());
 }
 
 TEST_CASE("request context: answer, close and the announced client software are recorded") {
-  proxy::ConnectionInfo info = connection();
+  stage::ConnectionInfo info = connection();
   codec::MetadataRequest body;
   codec::RequestHeader header;
   auto frame = kproxy::testing::encoded_request_frame(body, 4, 5, "client", header);
-  proxy::RequestContext ctx(header, codec::Bytes(frame), info, /*expects_response=*/false);
+  stage::RequestContext ctx(header, codec::Bytes(frame), info, /*expects_response=*/false);
   CHECK_FALSE(ctx.expects_response());
   CHECK_FALSE(ctx.answered());
   CHECK_FALSE(ctx.closing());
@@ -81,7 +81,7 @@ TEST_CASE("request context: answer, close and the announced client software are 
   ctx.answer({1, 2, 3});
   CHECK(ctx.answered());
   CHECK(ctx.answer_frame() == std::vector<uint8_t>{1, 2, 3});
-  ctx.close({proxy::CloseCategory::kLimit, "enough"});
+  ctx.close({net::CloseCategory::kLimit, "enough"});
   REQUIRE(ctx.closing());
   CHECK(ctx.close_reason()->detail == "enough");
 
@@ -92,41 +92,41 @@ TEST_CASE("request context: answer, close and the announced client software are 
 }
 
 TEST_CASE("response context: decode failures are told apart (unknown api, unknown version, malformed)") {
-  proxy::ConnectionInfo info = connection();
+  stage::ConnectionInfo info = connection();
   auto frame = kproxy::testing::encoded_response_frame(one_broker("10.0.0.1"), 12);
 
-  proxy::ResponseContext ok(kMetadata, 12, header_version(kMetadata, 12), codec::Bytes(frame), info);
+  stage::ResponseContext ok(kMetadata, 12, header_version(kMetadata, 12), codec::Bytes(frame), info);
   REQUIRE(ok.message() != nullptr);
-  CHECK(ok.decode_failure() == proxy::DecodeFailure::kNone);
+  CHECK(ok.decode_failure() == stage::DecodeFailure::kNone);
   CHECK(ok.body_version() == 12);
 
-  proxy::ResponseContext unknown_version(kMetadata, 99, -1, codec::Bytes(frame), info);
+  stage::ResponseContext unknown_version(kMetadata, 99, -1, codec::Bytes(frame), info);
   CHECK(unknown_version.message() == nullptr);
-  CHECK(unknown_version.decode_failure() == proxy::DecodeFailure::kUnknownVersion);
+  CHECK(unknown_version.decode_failure() == stage::DecodeFailure::kUnknownVersion);
 
-  proxy::ResponseContext unknown_api(1999, 0, -1, codec::Bytes(frame), info);
+  stage::ResponseContext unknown_api(1999, 0, -1, codec::Bytes(frame), info);
   CHECK(unknown_api.message() == nullptr);
-  CHECK(unknown_api.decode_failure() == proxy::DecodeFailure::kUnknownApi);
+  CHECK(unknown_api.decode_failure() == stage::DecodeFailure::kUnknownApi);
 
   auto cut = frame;
   cut.resize(cut.size() - 5);
   codec::Writer(cut).patch_int32(0, static_cast<int32_t>(cut.size() - 4));
-  proxy::ResponseContext malformed(kMetadata, 12, header_version(kMetadata, 12), codec::Bytes(cut), info);
+  stage::ResponseContext malformed(kMetadata, 12, header_version(kMetadata, 12), codec::Bytes(cut), info);
   CHECK(malformed.message() == nullptr);
-  CHECK(malformed.decode_failure() == proxy::DecodeFailure::kMalformed);
+  CHECK(malformed.decode_failure() == stage::DecodeFailure::kMalformed);
   CHECK_FALSE(malformed.decode_error().empty());
   CHECK(malformed.scan() == nullptr);  // nor does it scan
 }
 
 TEST_CASE("response context: an ApiVersions error answered at v0 to a v3 request decodes at v0 (body_version)") {
-  proxy::ConnectionInfo info = connection();
+  stage::ConnectionInfo info = connection();
   codec::ApiVersionsResponse v0;
   v0.error_code = 35;  // UNSUPPORTED_VERSION
   v0.api_keys.resize(1);
   v0.api_keys[0].api_key = kApiVersions;
   v0.api_keys[0].max_version = 2;
   auto frame = kproxy::testing::encoded_response_frame(v0, 0);
-  proxy::ResponseContext ctx(kApiVersions, 3, /*header_version=*/0, codec::Bytes(frame), info);
+  stage::ResponseContext ctx(kApiVersions, 3, /*header_version=*/0, codec::Bytes(frame), info);
   auto m = ctx.message();
   REQUIRE(m != nullptr);
   CHECK(ctx.api_version() == 3);
@@ -139,19 +139,19 @@ TEST_CASE("response context: an ApiVersions error answered at v0 to a v3 request
 }
 
 TEST_CASE("response context: a body marked dirty leaves re-encoded with a patched size prefix; an untouched one as its bytes") {
-  proxy::ConnectionInfo info = connection();
+  stage::ConnectionInfo info = connection();
   const int16_t v = 12;
   auto frame = kproxy::testing::encoded_response_frame(one_broker("a"), v, 42);
-  proxy::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), info);
+  stage::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), info);
   CHECK(ctx.encode() == frame);  // decoded or not, nobody changed it
   auto m = std::dynamic_pointer_cast<codec::MetadataResponse>(ctx.message());
   REQUIRE(m);
   CHECK(ctx.encode() == frame);
 
   m->brokers[0].host = "a-much-longer-host-name.example";
-  ctx.mark_dirty(proxy::StageId::kFaultRules);
+  ctx.mark_dirty(stage::StageId::kFaultRules);
   CHECK(ctx.dirty());
-  CHECK(ctx.changed_by() == proxy::ResponseContext::bit(proxy::StageId::kFaultRules));
+  CHECK(ctx.changed_by() == stage::ResponseContext::bit(stage::StageId::kFaultRules));
   auto out = ctx.encode();
   REQUIRE(out.size() > frame.size());
   CHECK(codec::peek_response_correlation_id(codec::Bytes(out)) == static_cast<int32_t>(out.size() - 4));  // the size prefix
@@ -167,24 +167,24 @@ TEST_CASE("response context: a body marked dirty leaves re-encoded with a patche
 }
 
 TEST_CASE("response context: replace_frame starts decode and scan over from the new bytes") {
-  proxy::ConnectionInfo info = connection();
+  stage::ConnectionInfo info = connection();
   const int16_t v = 12;
   codec::MetadataResponse with_error = one_broker("old");
   with_error.topics.resize(1);
   with_error.topics[0].name = "t";
   with_error.topics[0].error_code = 3;  // UNKNOWN_TOPIC_OR_PARTITION
   auto frame = kproxy::testing::encoded_response_frame(with_error, v);
-  proxy::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), info);
+  stage::ResponseContext ctx(kMetadata, v, header_version(kMetadata, v), codec::Bytes(frame), info);
   REQUIRE(ctx.scan() != nullptr);
   CHECK(ctx.scan()->error_count == 1);
   REQUIRE(ctx.message() != nullptr);
-  ctx.mark_dirty(proxy::StageId::kFaultRules);
+  ctx.mark_dirty(stage::StageId::kFaultRules);
 
   auto replacement = kproxy::testing::encoded_response_frame(one_broker("new"), v);
-  ctx.replace_frame(replacement, proxy::StageId::kBrokerAddress);
+  ctx.replace_frame(replacement, stage::StageId::kBrokerAddress);
   CHECK_FALSE(ctx.dirty());
   CHECK(ctx.changed_by() ==
-        (proxy::ResponseContext::bit(proxy::StageId::kFaultRules) | proxy::ResponseContext::bit(proxy::StageId::kBrokerAddress)));
+        (stage::ResponseContext::bit(stage::StageId::kFaultRules) | stage::ResponseContext::bit(stage::StageId::kBrokerAddress)));
   CHECK(std::vector<uint8_t>(ctx.frame().begin(), ctx.frame().end()) == replacement);
   REQUIRE(ctx.scan() != nullptr);
   CHECK(ctx.scan()->error_count == 0);  // the new body's, not the old one's
@@ -195,28 +195,28 @@ TEST_CASE("response context: replace_frame starts decode and scan over from the 
 }
 
 TEST_CASE("exchange actions: only what changes the response keeps it off the fast path") {
-  proxy::ExchangeActions a;
+  stage::ExchangeActions a;
   CHECK_FALSE(a.affect_response());
   a.request_delay = std::chrono::milliseconds(5);  // the request's side only
   CHECK_FALSE(a.affect_response());
   a.copies = 2;
   CHECK_FALSE(a.affect_response());
-  a.note = std::make_shared<proxy::ExchangeNote>();  // a stage must see the response again
+  a.note = std::make_shared<stage::ExchangeNote>();  // a stage must see the response again
   CHECK(a.affect_response());
-  proxy::ExchangeActions b;
+  stage::ExchangeActions b;
   b.response_delay = std::chrono::milliseconds(1);
   CHECK(b.affect_response());
-  proxy::ExchangeActions c;
-  c.fate = proxy::ResponseFate::kSwallow;
+  stage::ExchangeActions c;
+  c.fate = stage::ResponseFate::kSwallow;
   CHECK(c.affect_response());
-  proxy::ExchangeActions d;
-  d.to_client = std::make_shared<proxy::ShapeSpec>();
+  stage::ExchangeActions d;
+  d.to_client = std::make_shared<stage::ShapeSpec>();
   CHECK(d.affect_response());
 
   // A response context made without actions has its own, empty ones.
-  proxy::ConnectionInfo info = connection();
+  stage::ConnectionInfo info = connection();
   auto frame = kproxy::testing::encoded_response_frame(one_broker("h"), 12);
-  proxy::ResponseContext ctx(kMetadata, 12, header_version(kMetadata, 12), codec::Bytes(frame), info);
+  stage::ResponseContext ctx(kMetadata, 12, header_version(kMetadata, 12), codec::Bytes(frame), info);
   CHECK_FALSE(ctx.actions().affect_response());
   CHECK_FALSE(ctx.synthetic());
   CHECK(ctx.latency().count() == 0);

@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::SaslRawTokens;
+using kproxy::stage::SaslRawTokens;
 
 TEST_CASE("PLAIN: one token, then requests") {
   SaslRawTokens s;

@@ -7,9 +7,9 @@
 #include "proxy/pipeline/pipeline.h"
 
 using namespace kproxy;
-using proxy::StageId;
-using proxy::StageMask;
-using proxy::StageRoutes;
+using stage::StageId;
+using stage::StageMask;
+using stage::StageRoutes;
 
 namespace {
 
@@ -24,16 +24,16 @@ int16_t key(codec::ApiKey k) { return static_cast<int16_t>(k); }
 }  // namespace
 
 TEST_CASE("stage names are the metric labels, in table order") {
-  CHECK(proxy::stage_name(StageId::kBrokerAddress) == "broker_address");
-  CHECK(proxy::stage_name(StageId::kApiVersions) == "api_versions");
-  CHECK(proxy::stage_name(StageId::kTopicIds) == "topic_ids");
-  CHECK(proxy::stage_name(StageId::kFaultRules) == "fault_rules");
-  CHECK(proxy::stage_name(StageId::kObserver) == "observer");
-  CHECK(proxy::kStageCount == 5);
+  CHECK(stage::stage_name(StageId::kBrokerAddress) == "broker_address");
+  CHECK(stage::stage_name(StageId::kApiVersions) == "api_versions");
+  CHECK(stage::stage_name(StageId::kTopicIds) == "topic_ids");
+  CHECK(stage::stage_name(StageId::kFaultRules) == "fault_rules");
+  CHECK(stage::stage_name(StageId::kObserver) == "observer");
+  CHECK(stage::kStageCount == 5);
 }
 
 TEST_CASE("stage routes: a stage sees only the APIs it wants") {
-  const StageRoutes& r = StageRoutes::get();
+  const StageRoutes& r = pipeline::stage_routes();
   const StageMask every =
       bits({StageId::kBrokerAddress, StageId::kApiVersions, StageId::kTopicIds, StageId::kFaultRules, StageId::kObserver});
   const StageMask rules_and_observer = bits({StageId::kFaultRules, StageId::kObserver});

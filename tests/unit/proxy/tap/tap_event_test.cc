@@ -65,8 +65,8 @@ TEST_CASE("tap: record contents only when tap.records is on; SASL stays redacted
   partition.records = codec::Bytes(records.data(), records.size());
   codec::RequestHeader h;
   auto frame = kproxy::testing::encoded_request_frame(produce, 12, 77, "tap-test", h);
-  proxy::ConnectionInfo info{1, "kafka", 0, nullptr, {}};
-  proxy::RequestContext ctx(h, frame, info);
+  stage::ConnectionInfo info{1, "kafka", 0, nullptr, {}};
+  stage::RequestContext ctx(h, frame, info);
 
   TapLimits off;
   auto line = nlohmann::json::parse(request_line(ctx, off));
@@ -93,7 +93,7 @@ TEST_CASE("tap: record contents only when tap.records is on; SASL stays redacted
   sasl.auth_bytes = codec::Bytes(reinterpret_cast<const uint8_t*>(secret.data()), secret.size());
   codec::RequestHeader sh;
   auto sasl_frame = kproxy::testing::encoded_request_frame(sasl, 2, 77, "tap-test", sh);
-  proxy::RequestContext sasl_ctx(sh, sasl_frame, info);
+  stage::RequestContext sasl_ctx(sh, sasl_frame, info);
   std::string sasl_line = request_line(sasl_ctx, on);
   CHECK(nlohmann::json::parse(sasl_line)["body"]["AuthBytes"].get<std::string>().rfind("<redacted", 0) == 0);
   CHECK(sasl_line.find("aHVudGVyMg") == std::string::npos);  // no base64 fragment of the password

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-using namespace kproxy::proxy::tls;
+using namespace kproxy::tls;
 using State = ClientHelloReader::State;
 
 using kproxy::testing::client_hello;

@@ -21,8 +21,8 @@ TEST_CASE("every listener gets the contexts its sections ask for; errors of all 
       pki.ca_file() + "}\n";
   auto loaded = config::load_config_string(yaml, "kproxy.yaml");
   REQUIRE_MESSAGE(loaded.ok(), loaded.error_text());
-  std::vector<proxy::tls::ListenerTls> tls;
-  CHECK(proxy::tls::build_listener_tls(*loaded.config, tls) == "");
+  std::vector<tls::ListenerTls> tls;
+  CHECK(tls::build_listener_tls(*loaded.config, tls) == "");
   REQUIRE(tls.size() == 2);
   CHECK_FALSE(tls[0].clients);
   CHECK_FALSE(tls[0].upstream);
@@ -38,8 +38,8 @@ TEST_CASE("every listener gets the contexts its sections ask for; errors of all 
       id.key + "}\n";
   auto loaded_bad = config::load_config_string(bad, "kproxy.yaml");
   REQUIRE_MESSAGE(loaded_bad.ok(), loaded_bad.error_text());
-  std::vector<proxy::tls::ListenerTls> kept = tls;
-  std::string error = proxy::tls::build_listener_tls(*loaded_bad.config, tls);
+  std::vector<tls::ListenerTls> kept = tls;
+  std::string error = tls::build_listener_tls(*loaded_bad.config, tls);
   CHECK(error ==
         "kproxy.yaml:6:24: listeners[0].upstream_tls.ca: cannot load '/nonexistent/ca.pem': No such file or directory\n"
         "kproxy.yaml:11:17: listeners[1].tls.cert: cannot load '/nonexistent/c.pem': No such file or directory");
@@ -66,32 +66,32 @@ TEST_CASE("every build reads the certificate files again: a reload picks up a re
   testing::TestPki pki;
   auto id = pki.issue("edge", "DNS:localhost");
   auto config = edge_config("    tls: {cert: " + id.cert + ", key: " + id.key + "}\n");
-  std::vector<proxy::tls::ListenerTls> first;
-  REQUIRE(proxy::tls::build_listener_tls(*config, first) == "");
+  std::vector<tls::ListenerTls> first;
+  REQUIRE(tls::build_listener_tls(*config, first) == "");
   REQUIRE(first.size() == 1);
   REQUIRE(first[0].clients);
   CHECK_FALSE(first[0].upstream);
 
   // The same config, the file replaced by something that is no certificate: refused now.
   pki.write_text("edge.pem", "not a certificate\n");
-  std::vector<proxy::tls::ListenerTls> broken = first;
-  std::string error = proxy::tls::build_listener_tls(*config, broken);
+  std::vector<tls::ListenerTls> broken = first;
+  std::string error = tls::build_listener_tls(*config, broken);
   CHECK(error.rfind("edge.yaml:", 0) == 0);
   CHECK(error.find("listeners[0].tls.cert") != std::string::npos);
   CHECK(broken[0].clients == first[0].clients);  // what was running stays
 
   // Renewed (a new certificate and key under the same names): a new context.
   pki.issue("edge", "DNS:localhost");
-  std::vector<proxy::tls::ListenerTls> renewed;
-  REQUIRE(proxy::tls::build_listener_tls(*config, renewed) == "");
+  std::vector<tls::ListenerTls> renewed;
+  REQUIRE(tls::build_listener_tls(*config, renewed) == "");
   REQUIRE(renewed[0].clients);
   CHECK(renewed[0].clients != first[0].clients);
 }
 
 TEST_CASE("upstream TLS alone: clients stay plaintext; both sections failing on one listener give two lines") {
   testing::TestPki pki;
-  std::vector<proxy::tls::ListenerTls> out;
-  REQUIRE(proxy::tls::build_listener_tls(*edge_config("    upstream_tls: {ca: " + pki.ca_file() + "}\n"), out) == "");
+  std::vector<tls::ListenerTls> out;
+  REQUIRE(tls::build_listener_tls(*edge_config("    upstream_tls: {ca: " + pki.ca_file() + "}\n"), out) == "");
   REQUIRE(out.size() == 1);
   CHECK_FALSE(out[0].clients);
   CHECK(out[0].upstream);
@@ -99,7 +99,7 @@ TEST_CASE("upstream TLS alone: clients stay plaintext; both sections failing on 
   auto id = pki.issue("edge", "DNS:localhost");
   auto both_bad =
       edge_config("    tls: {cert: " + id.cert + ", key: /nonexistent/edge.key}\n    upstream_tls: {ca: /nonexistent/ca.pem}\n");
-  std::string error = proxy::tls::build_listener_tls(*both_bad, out);
+  std::string error = tls::build_listener_tls(*both_bad, out);
   INFO(error);
   CHECK(error.find("listeners[0].tls.key: cannot load '/nonexistent/edge.key'") != std::string::npos);
   CHECK(error.find("listeners[0].upstream_tls.ca: cannot load '/nonexistent/ca.pem'") != std::string::npos);

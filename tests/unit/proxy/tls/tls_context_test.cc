@@ -7,7 +7,7 @@
 #include "tests/unit/proxy/tls/test_pki.h"
 
 using namespace kproxy;
-using proxy::tls::TlsContext;
+using tls::TlsContext;
 
 namespace {
 config::TlsFile file(const std::string& path, const char* key, int line) { return config::TlsFile{path, key, line, 7}; }

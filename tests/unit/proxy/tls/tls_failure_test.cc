@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-using namespace kproxy::proxy::tls;
+using namespace kproxy::tls;
 
 TEST_CASE("failure kinds have stable names") {
   CHECK(std::string(tls_failure_kind_name(TlsFailure::Kind::kUnknownCa)) == "unknown-ca");

@@ -23,9 +23,9 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include "tests/unit/support/text.h"
 
 using namespace kproxy;
-using proxy::tls::TlsContext;
-using proxy::tls::TlsFailure;
-using proxy::tls::TlsSession;
+using tls::TlsContext;
+using tls::TlsFailure;
+using tls::TlsSession;
 
 namespace {
 

@@ -56,7 +56,7 @@ TEST_CASE("the Toxiproxy API listens on its own port when toxiproxy.listen is se
   runtime.stop();
   // Stopped: the proxy's address is free again.
   auto port = static_cast<uint16_t>(std::stoi(listen.substr(listen.rfind(':') + 1)));
-  CHECK(proxy::bind_tcp_socket("127.0.0.1", port).socket);
+  CHECK(net::bind_tcp_socket("127.0.0.1", port).socket);
 }
 
 TEST_CASE("without toxiproxy.listen nothing listens") {
@@ -96,7 +96,7 @@ TEST_CASE("start reports the API's bound address on standard output; stop closes
 }
 
 TEST_CASE("start fails, saying why, when the API's address is taken; a proxy beyond max_proxies is refused") {
-  proxy::BoundSocket taken = proxy::bind_tcp_socket("127.0.0.1", 0);
+  net::BoundSocket taken = net::bind_tcp_socket("127.0.0.1", 0);
   REQUIRE(taken.socket);
   REQUIRE(::listen(taken.socket.get(), 1) == 0);
   {

@@ -6,7 +6,7 @@
 
 #include "tests/unit/support/captured_fd.h"
 
-using kproxy::proxy::bound_line;
+using kproxy::util::bound_line;
 
 TEST_CASE("one line per bound socket, five fields, the address last") {
   CHECK(bound_line("listener", "kafka", "127.0.0.1:41234") == "kproxy bound listener kafka 127.0.0.1:41234");
@@ -33,15 +33,15 @@ TEST_CASE("report_bound writes its line and a newline to standard output, as tex
   std::string text, json;
   {
     kproxy::testing::CapturedFd out(STDOUT_FILENO);
-    kproxy::proxy::set_bound_report_json(false);
-    kproxy::proxy::report_bound("listener", "kafka", "127.0.0.1:41234");
+    kproxy::util::set_bound_report_json(false);
+    kproxy::util::report_bound("listener", "kafka", "127.0.0.1:41234");
     text = out.finish();
   }
   {
     kproxy::testing::CapturedFd out(STDOUT_FILENO);
-    kproxy::proxy::set_bound_report_json(true);
-    kproxy::proxy::report_bound("admin", "api", "127.0.0.1:41236");
-    kproxy::proxy::set_bound_report_json(false);
+    kproxy::util::set_bound_report_json(true);
+    kproxy::util::report_bound("admin", "api", "127.0.0.1:41236");
+    kproxy::util::set_bound_report_json(false);
     json = out.finish();
   }
   // Other output of the process (a logger on stdout) may share the stream: the line is whole.

@@ -2,8 +2,8 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::IntrusiveList;
-using kproxy::proxy::IntrusiveListHook;
+using kproxy::util::IntrusiveList;
+using kproxy::util::IntrusiveListHook;
 
 namespace {
 struct Item : IntrusiveListHook {

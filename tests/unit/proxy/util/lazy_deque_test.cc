@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::LazyDeque;
+using kproxy::util::LazyDeque;
 
 TEST_CASE("LazyDeque allocates on the first push_back and keeps FIFO order") {
   LazyDeque<std::string> q;

@@ -4,7 +4,7 @@
 
 #include "tests/unit/support/manual_clock.h"
 
-using kproxy::proxy::LogThrottle;
+using kproxy::util::LogThrottle;
 using namespace std::chrono_literals;
 
 TEST_CASE("log throttle: the first occurrence logs, the rest of the interval is counted") {

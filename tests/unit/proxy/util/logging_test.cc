@@ -13,8 +13,8 @@
 #include "proxy/util/bound_report.h"
 #include "tests/unit/support/captured_fd.h"
 
-using kproxy::proxy::json_escape;
 using kproxy::testing::CapturedFd;
+using kproxy::util::json_escape;
 
 namespace {
 
@@ -26,7 +26,7 @@ kproxy::config::LogConfig log_config(kproxy::config::LogConfig::Format format, c
 }
 
 /// Back to what the first case leaves: text, nothing logged (other tests' output stays quiet).
-void quiet_logging() { kproxy::proxy::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "off")); }
+void quiet_logging() { kproxy::util::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "off")); }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -49,10 +49,10 @@ TEST_CASE("configure_logging accepts both formats and can be called again") {
   kproxy::config::LogConfig log;
   log.format = kproxy::config::LogConfig::Format::kJson;
   log.level = "warn";
-  kproxy::proxy::configure_logging(log);
+  kproxy::util::configure_logging(log);
   log.format = kproxy::config::LogConfig::Format::kText;
   log.level = "off";
-  kproxy::proxy::configure_logging(log);
+  kproxy::util::configure_logging(log);
 }
 
 TEST_CASE("JSON escaping: every control character is escaped, bytes of 0x20 and up (UTF-8 included) pass as they are") {
@@ -68,7 +68,7 @@ TEST_CASE("JSON escaping: every control character is escaped, bytes of 0x20 and 
 }
 
 TEST_CASE("configure_logging: JSON format writes one JSON object per line on standard error, at the level and above") {
-  kproxy::proxy::configure_logging(log_config(kproxy::config::LogConfig::Format::kJson, "info"));
+  kproxy::util::configure_logging(log_config(kproxy::config::LogConfig::Format::kJson, "info"));
   auto logger = spdlog::get("kproxy");
   REQUIRE(logger);
   std::string err;
@@ -97,7 +97,7 @@ TEST_CASE("configure_logging: JSON format writes one JSON object per line on sta
 }
 
 TEST_CASE("configure_logging: text format writes the message as it is; the level follows a second call") {
-  kproxy::proxy::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "warn"));
+  kproxy::util::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "warn"));
   auto logger = spdlog::get("kproxy");
   REQUIRE(logger);
   std::string err;
@@ -105,7 +105,7 @@ TEST_CASE("configure_logging: text format writes the message as it is; the level
     CapturedFd capture(STDERR_FILENO);
     logger->info("not at warn");
     logger->error("conn=9 broken");
-    kproxy::proxy::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "debug"));
+    kproxy::util::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "debug"));
     logger->debug("now at debug");
     logger->flush();
     err = capture.finish();
@@ -127,10 +127,10 @@ TEST_CASE("configure_logging: report_bound's lines follow log.format") {
   std::string out;
   {
     CapturedFd capture(STDOUT_FILENO);
-    kproxy::proxy::configure_logging(log_config(kproxy::config::LogConfig::Format::kJson, "off"));
-    kproxy::proxy::report_bound("listener", "kafka", "127.0.0.1:41234");
-    kproxy::proxy::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "off"));
-    kproxy::proxy::report_bound("listener", "kafka", "127.0.0.1:41234");
+    kproxy::util::configure_logging(log_config(kproxy::config::LogConfig::Format::kJson, "off"));
+    kproxy::util::report_bound("listener", "kafka", "127.0.0.1:41234");
+    kproxy::util::configure_logging(log_config(kproxy::config::LogConfig::Format::kText, "off"));
+    kproxy::util::report_bound("listener", "kafka", "127.0.0.1:41234");
     out = capture.finish();
   }
   quiet_logging();

@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-using kproxy::proxy::RingQueue;
+using kproxy::util::RingQueue;
 
 TEST_CASE("RingQueue allocates on the first push_back, keeps FIFO order and releases when empty") {
   RingQueue<std::string> q;
