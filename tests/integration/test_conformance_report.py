@@ -42,6 +42,18 @@ def test_observatory_agrees_and_differs():
     # A record more without a retry is one.
     extra = observatory.compare({"transactions": [txn("committed", 11)] + [txn("committed")] * 4}, acc(5), {}, 10, "producer")
     assert extra["verdict"] == "differs" and "records [11]" in extra["difference"], extra
+    # kafkajs under scenario 31 (the matrix of 2026-12-06 night): the client re-sent records
+    # inside one transaction; kproxy counts what the broker kept, and the report says the log
+    # supports it. Without the verifier's duplicates, or with a total the log does not hold, no such note.
+    dup_txns = [txn("committed"), txn("committed", 14), txn("committed"), txn("committed", 16), txn("committed")]
+    dup = observatory.compare({"transactions": dup_txns}, acc(5), {"records_read": 60, "duplicate_count": 10}, 10, "producer")
+    assert dup["verdict"] == "differs" and "records [14, 16]" in dup["difference"], dup
+    assert "holds 60 records in the committed transactions, as kproxy counts" in dup["broker_log"], dup
+    assert "10 it wrote twice" in dup["broker_log"], dup
+    other = observatory.compare({"transactions": dup_txns}, acc(5), {"records_read": 58, "duplicate_count": 8}, 10, "producer")
+    assert "broker_log" not in other, other
+    plain = observatory.compare({"transactions": dup_txns}, acc(5), {"records_read": 60}, 10, "producer")
+    assert "broker_log" not in plain, plain
     # The client gave up before EndTxn's answer: the broker's log decides which side it supports.
     unk = observatory.compare({"transactions": [txn("committed")] * 3}, acc(2, u=1), {"unknown_present": [2]}, 10, "producer")
     assert unk["verdict"] == "agrees" and "shows 1 of them committed, which supports kproxy's count" in unk["broker_log"], unk
