@@ -145,6 +145,29 @@ def compare(kproxy: Dict, account: Optional[Dict], verdict: Optional[Dict], reco
         # kept. Which one the log supports is a fact the report can give.
         logged.append(f"the broker's log holds {read} records in the committed transactions, as kproxy counts; "
                       f"the client's account does not count the {verdict['duplicate_count']} it wrote twice")
+    missing = (verdict or {}).get("missing") or []
+    if missing and records_per_txn > 0:
+        # A loss: transactions the client counts committed whose records the broker does not hold
+        # at all (keys "<run>:<transaction>:<record>"). When kproxy's committed count is the
+        # client's less those, the log supports kproxy.
+        per_txn: Dict[str, int] = {}
+        for key in missing:
+            parts = str(key).rsplit(":", 2)
+            if len(parts) == 3:
+                per_txn[parts[1]] = per_txn.get(parts[1], 0) + 1
+        whole = sum(1 for n in per_txn.values() if n >= records_per_txn)
+        if whole and k.get("committed", 0) == c - whole:
+            logged.append(f"the broker's log has no record of {whole} transaction(s) the client counts committed; "
+                          f"its {c - whole} committed are kproxy's count")
+    dirty_txns = {str(key).rsplit(":", 2)[1] for key in ((verdict or {}).get("dirty") or []) if len(str(key).rsplit(":", 2)) == 3}
+    if dirty_txns and k.get("committed", 0) == c + len(dirty_txns):
+        # A dirty read: records of transactions the client reported aborted or never reported
+        # are visible to read_committed, i.e. the coordinator committed them, as kproxy counts.
+        logged.append(f"the broker's log shows {len(dirty_txns)} transaction(s) committed that the client did not report "
+                      f"committed (visible to read_committed), as kproxy counts")
+    if account.get("gave_up") and c + a + u == 0 and k.get("committed", 0) == 0 and (verdict or {}).get("records_read") == 0:
+        logged.append("the client knew the outcome of none of its transactions (it gave up first); the broker's log holds "
+                      "none of their records, as kproxy counts no commit")
     out["verdict"] = "differs" if diffs else "agrees"
     if diffs:
         out["difference"] = "; ".join(diffs)

@@ -45,7 +45,9 @@ def observatory_summary(row_cells: List[Dict]) -> str:
     differs = [c for c in judged if c["observatory"]["verdict"] == "differs"]
     if not differs:
         return f"agrees ({len(judged)})"
-    return "differs: " + "; ".join(f"{c['client']}: {c['observatory'].get('difference', '')}" for c in differs)
+    return "differs: " + "; ".join(f"{c['client']}: {c['observatory'].get('difference', '')}"
+                                   + (f" (broker's log: {c['observatory']['broker_log']})" if c["observatory"].get("broker_log") else "")
+                                   for c in differs)
 
 
 def reproduce_command(c: Dict, settings: Dict) -> str:
@@ -349,7 +351,10 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              "`no progress`: the client did not give up but committed fewer than "
              f"{int(100 * (header.get('min_committed_fraction') or 0.5))} % of its transactions. `n/a`: the scenario "
              "does not apply to that protocol. The observatory column: whether kproxy's `GET /transactions/{id}` "
-             "counts the cell's transactions as the client's account does (\"agrees (n)\" over n cells; each difference named).", ""]
+             "counts the cell's transactions as the client's account does (\"agrees (n)\" over n cells; each difference named, "
+             "with what the broker's log shows where it settles the difference: a transaction the client could not know "
+             "the outcome of, one it counts committed that the log lacks, one it did not report that the log shows "
+             "committed, records it wrote twice).", ""]
     v1 = [c for c in cells if c.get("verifier") and "atomicity_checked" not in c["verifier"]]
     if v1:
         lines += [f"**{len(v1)} of the {len(cells)} cells were judged by the first verifier** (before issue #45: no atomicity "

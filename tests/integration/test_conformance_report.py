@@ -54,6 +54,26 @@ def test_observatory_agrees_and_differs():
     assert "broker_log" not in other, other
     plain = observatory.compare({"transactions": dup_txns}, acc(5), {"records_read": 60}, 10, "producer")
     assert "broker_log" not in plain, plain
+    # kafka-python under scenarios 11, 17 and 19: the client counts a transaction committed whose
+    # records the broker never kept (a loss); kproxy counted it aborted. The log supports kproxy.
+    lost = observatory.compare({"transactions": [txn("aborted")] + [txn("committed")] * 4}, acc(5),
+                               {"records_read": 40, "missing": [f"run:0:{i}" for i in range(10)]}, 10, "producer")
+    assert lost["verdict"] == "differs" and "committed: kproxy 4, client 5" in lost["difference"], lost
+    assert "no record of 1 transaction(s) the client counts committed; its 4 committed are kproxy's count" in lost["broker_log"], lost
+    part = observatory.compare({"transactions": [txn("aborted")] + [txn("committed")] * 4}, acc(5),
+                               {"records_read": 45, "missing": [f"run:0:{i}" for i in range(5)]}, 10, "producer")
+    assert "broker_log" not in part, part  # half a transaction missing: not a whole transaction the log lacks
+    # confluent-kafka-javascript under scenario 22: the client gave up in abort with no outcome
+    # reported; its transaction is visible (a dirty read for the verifier), committed for kproxy.
+    dirty = observatory.compare({"transactions": [txn("committed")]}, dict(acc(0), gave_up=True),
+                                {"records_read": 10, "dirty": [f"run:0:{i}" for i in range(10)]}, 10, "producer")
+    assert dirty["verdict"] == "differs" and "committed: kproxy 1, client 0" in dirty["difference"], dirty
+    assert "shows 1 transaction(s) committed that the client did not report committed" in dirty["broker_log"], dirty
+    # kafkajs under scenario 33 (blackhole): the client gave up at its deadline knowing no outcome;
+    # kproxy shows the transactions ended by the coordinator and no commit, the log holds nothing.
+    none = observatory.compare({"transactions": [txn("timed_out", 19), txn("fenced", 3)]}, dict(acc(0), gave_up=True),
+                               {"records_read": 0}, 10, "producer")
+    assert none["verdict"] == "differs" and "knew the outcome of none of its transactions" in none["broker_log"], none
     # The client gave up before EndTxn's answer: the broker's log decides which side it supports.
     unk = observatory.compare({"transactions": [txn("committed")] * 3}, acc(2, u=1), {"unknown_present": [2]}, 10, "producer")
     assert unk["verdict"] == "agrees" and "shows 1 of them committed, which supports kproxy's count" in unk["broker_log"], unk
