@@ -956,12 +956,34 @@ def _remove_stale_data_dirs() -> None:
                 pass
 
 
+def _log_run_alive(run: Path) -> bool:
+    """Whether the harness process that made `run` (named <date>-<time>-<pid>-<name>-<id>) still
+    runs: its brokers write there, and a restart (scenario actions, the conformance runner's
+    broker kills) starts them there again."""
+    try:
+        pid = int(run.name.split("-")[2])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _prune_logs() -> None:
-    """Keeps the newest KEEP_LOG_RUNS run directories under LOG_ROOT."""
+    """Keeps the newest KEEP_LOG_RUNS run directories under LOG_ROOT, and every one whose harness
+    process still runs (a long conformance run beside 20 short test runs once lost its brokers'
+    logs, and with them the restart of a killed node)."""
     with contextlib.suppress(OSError):
         runs = sorted((p for p in LOG_ROOT.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
         for p in runs[:-KEEP_LOG_RUNS]:
-            shutil.rmtree(p, ignore_errors=True)
+            if not _log_run_alive(p):
+                shutil.rmtree(p, ignore_errors=True)
 
 
 def sasl_client_config(mechanism: str = "PLAIN", user: Optional[str] = None) -> Dict[str, str]:

@@ -123,3 +123,26 @@ def test_cli_start_prints_addresses_and_stops_on_ctrl_c():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_log_pruning_keeps_the_runs_of_live_harness_processes(tmp_path, monkeypatch):
+    """Past KEEP_LOG_RUNS the oldest run directories go, but never one whose harness process
+    still runs (its brokers write there; a killed node restarts there)."""
+    monkeypatch.setattr(kh, "LOG_ROOT", tmp_path)
+    monkeypatch.setattr(kh, "KEEP_LOG_RUNS", 2)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        runs = [f"20261206-000000-{sleeper.pid}-conformance-aaaaaa", f"20261206-000001-{dead.pid}-old-bbbbbb",
+                "20261206-000002-notapid-odd-cccccc", f"20261206-000003-{dead.pid}-newer-dddddd",
+                f"20261206-000004-{dead.pid}-newest-eeeeee"]
+        for i, name in enumerate(runs):
+            (tmp_path / name).mkdir()
+            os.utime(tmp_path / name, (1_000_000 + i, 1_000_000 + i))
+        kh._prune_logs()
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == sorted([runs[0], runs[3], runs[4]]), left
+    finally:
+        sleeper.kill()
+        sleeper.wait()
