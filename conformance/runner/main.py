@@ -227,6 +227,10 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, 
         doc["wall_s"] = sum(d.get("wall_s", 0) for d in docs)
         doc["cells_planned"] = sum(d.get("cells_planned", 0) for d in docs)
         doc["shards"] = [d.get("shard") for d in docs]
+        # Every source's command in the header (a shard, a re-run of some cells, the regressions);
+        # and every source's notes (why a source's cells were chosen).
+        doc["merged_commands"] = [c for d in docs for c in (d.get("merged_commands") or [d.get("command")]) if c]
+        doc["notes"] = [n for d in docs for n in d.get("notes") or []]
         doc["complete"] = all(d.get("complete", True) for d in docs)
     names = [s["name"] for s in doc.get("scenarios", [])]
     by_name = {sc.name: sc for sc in all_sc}

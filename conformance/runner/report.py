@@ -337,7 +337,9 @@ def write(md_path: Path, json_path: Path, *, header: Dict, scenarios: List[Scena
              + (f", workloads {', '.join(header['workloads'])}" if header.get("workloads") else "")
              + (f", `no progress` below {int(100 * header['min_committed_fraction'])} % committed" if header.get("min_committed_fraction") is not None else ""),
              "- clients: " + (", ".join(f"{k} {v.get('version') or '?'} ({v.get('library') or '?'})" for k, v in sorted(client_info.items())) or "none"),
-             f"- command: `{header['command']}`",
+             f"- command: `{header['command']}`"
+             + "".join(f"; merged with `{c}`" for c in (header.get("merged_commands") or [])[1:]),
+             *[f"- note: {n}" for n in header.get("notes") or []],
              f"- cells: {len(cells) + len(reg_cells)} of {header.get('cells_planned', len(cells) + len(reg_cells))}, wall time {header['wall_s']:.0f} s"
              + ("" if header.get("complete", True) else " (run not finished: the rest are \"not run\")"), "",
              "Classes are the verifier's ([conformance/verifier/README.md](../conformance/verifier/README.md)). **Bold**: not what the scenario "

@@ -147,7 +147,8 @@ def test_shards_merge_into_one_report(tmp_path):
     a = dict(header, wall_s=100, cells_planned=2, shard="1/2", scenarios=sc, clients={"java-4.4": {"version": "4.4.0"}},
              cells=[cell("java-4.4", "00-baseline", 2, "exact", elapsed=12.0),
                     cell("java-4.4", "06-concurrent-transactions-endtxn", 2, "flaky", runs=["exact", "stuck"], elapsed=30.0)])
-    b = dict(header, wall_s=50, cells_planned=2, shard="2/2", scenarios=sc, clients={"sarama": {"version": "v1"}},
+    b = dict(header, wall_s=50, cells_planned=2, shard="2/2", scenarios=sc, clients={"sarama": {"version": "v1"}}, command="y",
+             notes=["these cells ran again"],
              cells=[cell("sarama", "00-baseline", 2, "exact", seen=1),
                     cell("sarama", "06-concurrent-transactions-endtxn", 2, "exact", seen=1, obs="differs")])
     (tmp_path / "a.json").write_text(json.dumps(a))
@@ -159,6 +160,9 @@ def test_shards_merge_into_one_report(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     doc, md = json.loads(out_json.read_text()), out_md.read_text()
     assert len(doc["cells"]) == 4 and doc["wall_s"] == 150 and doc["shards"] == ["1/2", "2/2"], {k: doc[k] for k in ("wall_s", "shards")}
+    # Every source's command and notes are in the header.
+    assert doc["merged_commands"] == ["x", "y"] and "- command: `x`; merged with `y`" in md, doc["merged_commands"]
+    assert "- note: these cells ran again" in md
     row = next(l for l in md.splitlines() if l.startswith("| 06-concurrent-transactions-endtxn "))
     assert "**flaky: exact / stuck**" in row and "exact (TV1 client; observatory differs)" in row, row
     # The observatory column was computed again from the stored history (6 commits against 5).
