@@ -942,28 +942,22 @@ def _remove_stale_data_dirs() -> None:
     """Deletes data dirs left by harness processes that died without cleaning up (SIGKILL)."""
     with contextlib.suppress(OSError):
         for p in Path(tempfile.gettempdir()).glob("kproxy-kafka-*-*"):
-            try:
-                pid = int(p.name.split("-")[2])
-            except (IndexError, ValueError):
-                continue
-            if pid == os.getpid():
-                continue
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            pid = _owner_pid(p)
+            if pid is not None and not _process_alive(pid):
                 shutil.rmtree(p, ignore_errors=True)
-            except PermissionError:
-                pass
 
 
-def _log_run_alive(run: Path) -> bool:
-    """Whether the harness process that made `run` (named <date>-<time>-<pid>-<name>-<id>) still
-    runs: its brokers write there, and a restart (scenario actions, the conformance runner's
-    broker kills) starts them there again."""
+def _owner_pid(run: Path) -> Optional[int]:
+    """The harness process a data or log directory belongs to: the pid in its name
+    (kproxy-kafka-<pid>-..., <date>-<time>-<pid>-<name>-<id>); None for another name."""
     try:
-        pid = int(run.name.split("-")[2])
+        return int(run.name.split("-")[2])
     except (IndexError, ValueError):
-        return False
+        return None
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether `pid` still runs (this process counts as running; a pid of another user too)."""
     if pid == os.getpid():
         return True
     try:
@@ -982,7 +976,10 @@ def _prune_logs() -> None:
     with contextlib.suppress(OSError):
         runs = sorted((p for p in LOG_ROOT.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
         for p in runs[:-KEEP_LOG_RUNS]:
-            if not _log_run_alive(p):
+            # Never a run whose harness process still runs: its brokers write there, and a
+            # restart (scenario actions, the conformance runner's broker kills) starts them there.
+            pid = _owner_pid(p)
+            if pid is None or not _process_alive(pid):
                 shutil.rmtree(p, ignore_errors=True)
 
 
