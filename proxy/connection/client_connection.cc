@@ -510,10 +510,7 @@ void ClientConnection::arm_request_timer(std::chrono::steady_clock::time_point a
     request_timer_.init(env_.loop(), this, uv_timer_init);
   }
   uv_update_time(env_.loop());
-  auto now = clock_now();
-  // +1: libuv's clock is in whole milliseconds (as DeadlineTimer::arm).
-  auto ms = at > now ? std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count() + 1 : 0;
-  uv_timer_start(request_timer_.get(), on_request_timer, static_cast<uint64_t>(ms), 0);
+  uv_timer_start(request_timer_.get(), on_request_timer, net::loop_wait_ms(at - clock_now()), 0);
 }
 
 void ClientConnection::on_request_timer(uv_timer_t* timer) {

@@ -2,6 +2,15 @@
 
 namespace kproxy::net {
 
+uint64_t loop_wait_ms(std::chrono::nanoseconds after) {
+  if (after.count() <= 0) return 0;
+  // Rounded up, +2: libuv's loop time is in whole milliseconds (up to 1 ms behind, truncated) and, where the
+  // kernel's CLOCK_MONOTONIC_COARSE ticks every millisecond, libuv reads that clock, which lags the
+  // precise one by up to another millisecond (libuv src/unix/linux.c, uv__hrtime with
+  // UV_CLOCK_FAST): with +1 a wait could end up to 1 ms before its deadline on such a kernel.
+  return static_cast<uint64_t>(std::chrono::ceil<std::chrono::milliseconds>(after).count() + 2);
+}
+
 DeadlineTimer::DeadlineTimer(uv_loop_t* loop, const util::Clock& clock, std::function<void()> on_fire)
     : loop_(loop), clock_(clock), on_fire_(std::move(on_fire)) {}
 
@@ -19,9 +28,7 @@ void DeadlineTimer::arm_after(std::chrono::nanoseconds after) {
   // libuv counts the wait from its cached loop time, which is as old as the loop turn: refreshed
   // first, or a timer armed late in a long turn (or before the loop first ran) fires that much early.
   uv_update_time(loop_);
-  // +1: libuv's clock is in whole milliseconds, so a truncated wait could fire just early.
-  auto ms = after.count() > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(after).count() + 1 : 0;
-  uv_timer_start(handle_.get(), on_timer, static_cast<uint64_t>(ms), 0);
+  uv_timer_start(handle_.get(), on_timer, loop_wait_ms(after), 0);
 }
 
 void DeadlineTimer::on_timer(uv_timer_t* t) {

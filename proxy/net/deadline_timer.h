@@ -10,12 +10,17 @@
 #include <uv.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 
 #include "proxy/net/uv_handle.h"
 #include "proxy/util/clock.h"
 
 namespace kproxy::net {
+
+/// The libuv timeout (whole milliseconds) that ends no earlier than `after` from now, on a loop
+/// whose time was just refreshed with uv_update_time(); 0 when `after` is not positive.
+uint64_t loop_wait_ms(std::chrono::nanoseconds after);
 
 class DeadlineTimer {
  public:

@@ -138,3 +138,14 @@ TEST_CASE("DeadlineTimer: arm_after waits the given time, whatever the clock say
   uv_run(&l.loop, UV_RUN_DEFAULT);
   CHECK(fired == 2);
 }
+
+TEST_CASE("loop_wait_ms: never shorter than the wait, even on a loop clock 2 ms behind") {
+  using kproxy::net::loop_wait_ms;
+  using std::chrono::microseconds;
+  CHECK(loop_wait_ms(milliseconds(-5)) == 0);
+  CHECK(loop_wait_ms(milliseconds(0)) == 0);
+  CHECK(loop_wait_ms(microseconds(1)) == 3);
+  CHECK(loop_wait_ms(microseconds(999)) == 3);
+  CHECK(loop_wait_ms(milliseconds(30)) == 32);
+  CHECK(loop_wait_ms(microseconds(30'001)) == 33);
+}
