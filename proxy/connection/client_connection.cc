@@ -386,7 +386,7 @@ void ClientConnection::on_stream_read(net::TcpStream& s, codec::Bytes data) {
     metrics_.bytes_in(data.size());
     // Views into the loop's read buffer may be borrowed; bytes read in place into a frame's own
     // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
-    client_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
+    read_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
     // One clock reading for every frame of the read: they all arrived at once.
     auto now = clock_now();
     metrics_.residence_begin(metrics::Direction::kRequest);
@@ -395,7 +395,7 @@ void ClientConnection::on_stream_read(net::TcpStream& s, codec::Bytes data) {
       stream_refused_ = false;
       return pipeline_.on_request_frame(frame, now, requests_.streamed() > 0);
     });
-    client_piece_ = {};
+    read_piece_ = {};
     if (closing()) return;
     if (!ok) {
       if (requests_.over_budget()) {
@@ -420,11 +420,11 @@ void ClientConnection::on_stream_read(net::TcpStream& s, codec::Bytes data) {
     apply_backpressure(client_, upstream_.stream());
   } else {
     metrics_.bytes_out(data.size());
-    upstream_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
+    read_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
     auto now = clock_now();
     metrics_.residence_begin(metrics::Direction::kResponse);
     bool ok = responses_.feed(data, [this, now](codec::Bytes frame) { return pipeline_.on_response_frame(frame, now); });
-    upstream_piece_ = {};
+    read_piece_ = {};
     if (closing()) return;
     if (!ok) {
       if (responses_.over_budget()) {
@@ -638,7 +638,7 @@ void ClientConnection::pass_on(net::TcpStream& to, codec::Bytes bytes, codec::Fr
 
 void ClientConnection::send_to_broker(codec::Bytes bytes) {
   bool rest_of_streamed = requests_.holds(bytes) && requests_.streamed() != 0;
-  pass_on(upstream_.stream(), bytes, requests_, client_piece_);
+  pass_on(upstream_.stream(), bytes, requests_, read_piece_);
   if (rest_of_streamed) {  // the broker has all of it now
     release_streamed_charge();
     if (rare_ && in(ConnectionState::kForwarding)) rare_->timer.cancel();
@@ -647,7 +647,7 @@ void ClientConnection::send_to_broker(codec::Bytes bytes) {
 
 void ClientConnection::send_to_client(codec::Bytes bytes) {
   answered_ = true;
-  pass_on(client_, bytes, responses_, upstream_piece_);
+  pass_on(client_, bytes, responses_, read_piece_);
 }
 
 void ClientConnection::flush() {

@@ -202,9 +202,10 @@ class ClientConnection final : public net::TcpStreamEvents,
   net::UpstreamConnection upstream_;
   codec::FrameReader requests_;
   codec::FrameReader responses_;
-  /// The piece of the stream being handled by on_stream_read, per side (empty outside it).
-  codec::Bytes client_piece_;
-  codec::Bytes upstream_piece_;
+  /// The bytes being handled by on_stream_read, from either side (empty outside it): a frame
+  /// that lies in them may leave as a view of them, as both streams are flushed before the read
+  /// callback returns. One for both sides: libuv runs one read callback at a time.
+  codec::Bytes read_piece_;
   State state_;                  ///< connecting until start() chooses (initialised in the .cc: the state data types are complete there)
   bool answered_ = false;        ///< something was sent to the client: it is past its first packet
   bool stream_refused_ = false;  ///< the frame being gathered did not fit the streamed-request budget (counted once)

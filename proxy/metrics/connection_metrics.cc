@@ -2,7 +2,8 @@
 
 namespace kproxy::metrics {
 
-ConnectionMetrics::ConnectionMetrics(ProxyMetrics& process, size_t listener_index) : process_(process), listener_(listener_index) {}
+ConnectionMetrics::ConnectionMetrics(ProxyMetrics& process, size_t listener_index)
+    : process_(process), listener_(static_cast<uint32_t>(listener_index)) {}
 
 ConnectionMetrics::~ConnectionMetrics() {
   if (!closed_) closed(net::CloseCategory::kOther);

@@ -72,8 +72,8 @@ class ConnectionMetrics {
   }
 
   ProxyMetrics& process_;
-  size_t listener_;
   MetricsShard* shard_ = nullptr;
+  uint32_t listener_;  ///< 32 bits, beside the flags: every idle connection carries this object
   bool client_open_ = false;
   bool upstream_open_ = false;
   bool closed_ = false;

@@ -225,6 +225,7 @@ class Pipeline final : private stage::ShaperPort {
   stage::SaslRawTokens sasl_;
   /// Raw SASL answers may arrive with nothing in flight (a mechanism with unanswered tokens).
   bool unanswered_sasl_tokens_ = false;
+  bool closed_ = false;  ///< beside the flag above: one word for both in every connection
   // Allocated on first use (an idle connection holds neither; proxy/util/ring_queue.h, proxy/util/lazy_deque.h).
   util::RingQueue<Slot> slots_;                ///< one per request that gets an answer, in request order
   util::LazyDeque<HeldRequest> held_;          ///< broker-bound requests waiting for a delay
@@ -234,7 +235,6 @@ class Pipeline final : private stage::ShaperPort {
   size_t held_request_bytes_ = 0;              ///< frames in held_
   size_t held_response_bytes_ = 0;             ///< encoded responses in slots_
   std::unique_ptr<net::DeadlineTimer> timer_;  ///< releases delayed requests and responses (made on first use)
-  bool closed_ = false;
 };
 
 }  // namespace kproxy::pipeline
