@@ -90,17 +90,36 @@ def driver_modes(client: str) -> List[str]:
         return ["produce"]
 
 
+# Key prefix of the aborted input transactions (workload `input_aborted_transactions`); the
+# verifier is told it (--aborted-input-prefix): an output of one of them is a dirty read.
+ABORTED_INPUT_PREFIX = "ab"
+
+
 def fill_input(bootstrap: str, topic: str, prefix: str, transactions: int, records_per_txn: int, out_dir: Path,
-               timeout: float = 90.0) -> None:
+               timeout: float = 90.0, aborted: int = 0) -> None:
     """The input of a consume-transform-produce cell: N committed transactions of M records keyed
-    PREFIX:i:j, written straight to the cluster (not through kproxy) by the Java driver."""
-    cmd = [str(DRIVERS / "java-4.4" / "run"), "--bootstrap", bootstrap, "--topic", topic,
-           "--transactional-id", f"fill-{topic}", "--transactions", str(transactions),
-           "--records-per-txn", str(records_per_txn), "--run-id", prefix, "--timeout-s", str(int(timeout - 10))]
-    rc, timed_out, _ = _run_bounded(cmd, timeout, out_dir / "fill.stdout", out_dir / "fill.stderr")
-    acc = last_json_line((out_dir / "fill.stdout").read_text(errors="replace"))
-    if rc != 0 or timed_out or not acc or len(acc.get("committed") or []) != transactions:
-        raise RuntimeError(f"filling the input topic {topic} failed (exit {rc}{', timed out' if timed_out else ''}): {acc}")
+    PREFIX:i:j, written straight to the cluster (not through kproxy) by the Java driver. With
+    `aborted` > 0, that many transactions keyed ab:i:j are written to the log and aborted between
+    the first half of the committed ones and the rest (their own transactional id): the client's
+    read_committed consumer must skip them where they lie among committed records."""
+    def one(tag: str, txn_id: str, run_id: str, n: int, extra: List[str], want_committed: int) -> None:
+        cmd = [str(DRIVERS / "java-4.4" / "run"), "--bootstrap", bootstrap, "--topic", topic,
+               "--transactional-id", txn_id, "--transactions", str(n),
+               "--records-per-txn", str(records_per_txn), "--run-id", run_id, "--timeout-s", str(int(timeout - 10)), *extra]
+        rc, timed_out, _ = _run_bounded(cmd, timeout, out_dir / f"{tag}.stdout", out_dir / f"{tag}.stderr")
+        acc = last_json_line((out_dir / f"{tag}.stdout").read_text(errors="replace"))
+        got = None if not acc else (len(acc.get("committed") or []), len(acc.get("aborted") or []))
+        if rc != 0 or timed_out or got != (want_committed, n - want_committed):
+            raise RuntimeError(f"filling the input topic {topic} ({tag}) failed (exit {rc}{', timed out' if timed_out else ''}): {acc}")
+
+    if aborted <= 0:
+        one("fill", f"fill-{topic}", prefix, transactions, [], transactions)
+        return
+    half = transactions // 2
+    if half:
+        one("fill", f"fill-{topic}", prefix, half, [], half)
+    one("fill-aborted", f"fill-ab-{topic}", ABORTED_INPUT_PREFIX, aborted, ["--abort-every", "1"], 0)
+    one("fill-rest", f"fill-{topic}", prefix, transactions - half, ["--first-index", str(half)], transactions - half)
 
 
 def _free_ports(n: int) -> List[int]:
@@ -596,6 +615,7 @@ def run_one_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt:
     records_per_txn = int(workload.get("records_per_txn", s.records_per_txn))
     cell_timeout = float(max(s.cell_timeout_s, workload.get("cell_timeout_s", 0)))
     txn_timeout = workload.get("transaction_timeout_ms", s.transaction_timeout_ms)
+    aborted_inputs = int(workload.get("input_aborted_transactions", 0)) if ctp else 0
     topic = f"conformance-{run_id}"
     client_id = (f"legacy-{run_id}" if protocol == 1 else f"conf-{run_id}")
     txn_id = f"txn-{run_id}"
@@ -617,7 +637,8 @@ def run_one_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt:
         if ctp:
             rec["input_topic"], rec["group"] = input_topic, group
             create_topic(s.cluster_bootstrap, input_topic, s.partitions, min(3, s.nodes))
-            fill_input(s.cluster_bootstrap, input_topic, "in", transactions, records_per_txn, cell_dir)
+            fill_input(s.cluster_bootstrap, input_topic, "in", transactions, records_per_txn, cell_dir,
+                       aborted=aborted_inputs)
         doc = kproxy_copy(sc, seed=s.seed, protocol=protocol)
         action = runner_action(sc, s.seed)
         if action is not None:
@@ -696,6 +717,8 @@ def run_one_cell(s: Settings, client: str, sc: Scenario, protocol: int, attempt:
                     "--save-read", str(cell_dir / f"read{tag}.json")]
             if ctp:
                 vcmd += ["--workload", "ctp", "--input-topic", input_topic, "--group", group]
+                if aborted_inputs:
+                    vcmd += ["--aborted-input-prefix", ABORTED_INPUT_PREFIX]
             if killed_at_bound:
                 vcmd.append("--driver-timed-out")
             rec["verifier_command" + tag.replace("-", "_")] = " ".join(vcmd)

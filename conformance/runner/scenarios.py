@@ -44,12 +44,14 @@ REGRESSION_OPTIONAL = {"driver_args", "fixed_in", "not_provokable", "notes"}
 RUNNABLE_WORKLOADS = {"producer", "ctp"}
 NOT_RUNNABLE_WORKLOADS = {"none", "admin"}
 WORKLOAD_KEYS = {"transaction_timeout_ms", "cell_timeout_s", "transactions", "records_per_txn", "min_committed_fraction",
-                 "action", "action_at", "mode"}
+                 "action", "action_at", "mode", "input_aborted_transactions"}
 # `workload: {action: ...}`: what the runner does mid-transaction (conformance/README.md "Scenario
 # actions"): start a second live instance of the transactional id, kill the driver and start it
 # again, kill the broker that coordinates the id or leads a written partition, or (ctp) have a
 # second member join the consumer group; `action_at: LO-HI` is the range of transaction indexes
-# the seeded moment is drawn from. `mode: ctp` runs a mapping workload as consume-transform-produce.
+# the seeded moment is drawn from. `mode: ctp` runs a mapping workload as consume-transform-produce;
+# `input_aborted_transactions: A` (ctp) puts A aborted transactions among the input's committed
+# ones (conformance/runner/cell.py fill_input).
 ACTIONS = ("zombie", "producer-crash-restart", "coordinator-broker-kill", "partition-leader-kill", "rebalance-mid-transaction")
 CTP_ACTIONS = ("rebalance-mid-transaction",)   # only a consume-transform-produce workload has a group to rebalance
 ACTION_AT_RX = re.compile(r"^(\d+)(-(\d+))?$")
@@ -171,6 +173,11 @@ def load(path: Path) -> Scenario:
     mode = "ctp" if workload == "ctp" or (isinstance(workload, dict) and workload.get("mode") == "ctp") else "producer"
     if isinstance(workload, dict) and workload.get("action") in CTP_ACTIONS and mode != "ctp":
         raise ScenarioError(f"{where}: workload.action {workload['action']} needs mode: ctp")
+    if isinstance(workload, dict) and "input_aborted_transactions" in workload:
+        n = workload["input_aborted_transactions"]
+        if mode != "ctp" or not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 100:
+            raise ScenarioError(f"{where}: workload.input_aborted_transactions (aborted transactions in the input topic, "
+                                f"1-100) needs mode: ctp")
     if regression is not None:
         if not isinstance(regression, dict):
             raise ScenarioError(f"{where}: regression must be a mapping")

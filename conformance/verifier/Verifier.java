@@ -6,7 +6,7 @@
 //       [--driver-timed-out] [--save-read READ.json] [--expect-run-id R] [--expect-transactions N]
 //       [--expect-records-per-txn M] [--transaction-timeout-ms MS] [--abort-cleanup-ms MS]
 //       [--min-committed-fraction F] [--fatal-table FILE] [--protocol 1|2] [--workload produce|ctp]
-//       [--input-topic IN --group G]
+//       [--input-topic IN --group G] [--aborted-input-prefix P]
 //   run --classify-only ACCOUNT.json READ.json [same options but --bootstrap/--topic/--save-read]
 //
 // ACCOUNT.json: the driver's stdout (its last line that is a JSON object is the account) or just
@@ -84,6 +84,10 @@ public class Verifier {
     /** --workload ctp: a consume-transform-produce run (its output transactions hold several
      *  input transactions' records by design), also without --input-topic. */
     static boolean ctpWorkload;
+    /** --aborted-input-prefix P (ctp): the input topic also holds aborted transactions keyed
+     *  P:i:j; an output of one of them (key "RUNID:P:i:j") means the client's read_committed
+     *  consumer returned an aborted record: a dirty read. Null: the input holds none. */
+    static String abortedInputPrefix;
 
     /** One record read: partition, offset, key (null keys are read as ""). */
     record Rec(int partition, long offset, String key) {}
@@ -134,6 +138,7 @@ public class Verifier {
         }
         Integer driverExit = o.containsKey("driver-exit") ? Integer.valueOf(o.get("driver-exit")) : null;
         ctpWorkload = "ctp".equals(o.get("workload")) || o.containsKey("input-topic");
+        abortedInputPrefix = o.get("aborted-input-prefix");
         Expect expect = new Expect(o.get("expect-run-id"),
                                    o.containsKey("expect-transactions") ? Integer.valueOf(o.get("expect-transactions")) : null,
                                    o.containsKey("expect-records-per-txn") ? Integer.valueOf(o.get("expect-records-per-txn")) : null,
@@ -219,6 +224,20 @@ public class Verifier {
             if (last != null && ij[1] < last) orderViolations++;
             if (last == null || ij[1] > last) lastJ.put(pt, ij[1]);
         }
+        // Outputs of the input's aborted transactions (--aborted-input-prefix): the cell's run id
+        // (the account's, less its own ":PREFIX", when the runner named none) + ":P:".
+        List<String> abortedInputsOut = new ArrayList<>();
+        int abortedInputsOutCount = 0;
+        if (ctp && abortedInputPrefix != null) {
+            String base = expect.runId() != null ? expect.runId()
+                          : runId != null && runId.contains(":") ? runId.substring(0, runId.lastIndexOf(':')) : null;
+            String bad = base == null ? null : base + ":" + abortedInputPrefix + ":";
+            for (Rec r : read.records()) {
+                if (bad == null || !r.key().startsWith(bad)) continue;
+                abortedInputsOutCount++;
+                if (abortedInputsOut.size() < SHOW && !abortedInputsOut.contains(r.key())) abortedInputsOut.add(r.key());
+            }
+        }
         List<String> duplicates = new ArrayList<>();
         int duplicateCount = 0;
         for (Map.Entry<String, Integer> e : seen.entrySet()) {
@@ -293,6 +312,11 @@ public class Verifier {
         } else if (account == null) {
             found.add(new String[] {"stuck", "the driver was stopped at its time limit without printing an account"});
         } else {
+            // First: a consumer that returned aborted inputs also counted them as work done, so the
+            // account's gaps and the missing outputs follow from it.
+            if (abortedInputsOutCount > 0)
+                found.add(new String[] {"dirty read", abortedInputsOutCount + " output(s) of input records whose transactions were aborted: "
+                                        + "the client's read_committed consumer returned them (e.g. " + abortedInputsOut.get(0) + ")" + exitNote});
             if (accountProblem != null) found.add(new String[] {"bad account", accountProblem + exitNote});
             if (dirtyCount > 0)
                 found.add(new String[] {"dirty read", dirtyCount + " record(s) of transactions the driver reported aborted (or never reported) are visible to read_committed" + exitNote});
@@ -347,6 +371,10 @@ public class Verifier {
         out.put("duplicate_count", duplicateCount);
         out.set("duplicates", strings(duplicates));
         out.put("dirty_count", dirtyCount);
+        if (abortedInputPrefix != null) {
+            out.put("aborted_inputs_out_count", abortedInputsOutCount);
+            out.set("aborted_inputs_out", strings(abortedInputsOut));
+        }
         out.set("dirty", strings(dirty));
         ArrayNode up = JSON.createArrayNode();
         unknownPresent.forEach(up::add);

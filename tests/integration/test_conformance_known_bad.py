@@ -11,6 +11,8 @@ tests use), not only on hand-made reads:
 - `--break offsets` (consume-transform-produce, on the baseline): each input's own offset committed
   instead of offset + 1: `wrong offsets` (under scenario 25's aborts the rewind to those offsets
   also writes an input twice: `duplicates + wrong offsets`);
+- `--break read-uncommitted` (ctp, scenario 42: aborted transactions among the inputs, Fetch
+  answers late, lost and closed): the outputs of aborted inputs are a `dirty read`;
 - and the control: the same ctp cell with a correct driver is `exact`, with the group's offsets
   checked, and the observatory compared.
 
@@ -98,3 +100,22 @@ def test_ctp_offsets_checked_and_off_by_one_caught(kafka, tmp_path):
     (c,) = bad["cells"]
     assert c["class"] == "wrong offsets" and c["verifier"]["offset_problems"], c["verifier"]
     assert c["verifier"]["duplicate_count"] == 0 and c["verifier"]["missing_count"] == 0, c["verifier"]
+
+
+def test_read_committed_consumer_skips_aborted_inputs_and_a_read_uncommitted_one_is_caught(kafka, tmp_path):
+    # Scenario 42: the input holds 3 aborted transactions between the committed ones; the driver's
+    # read_committed consumer fetches through kproxy under late, lost and closed Fetch answers.
+    good, md, log = run_matrix(tmp_path / "good", kafka, "42", "2", workloads="ctp")
+    (c,) = good["cells"]
+    v = c["verifier"]
+    assert c["workload"] == "ctp" and c["faults_injected_total"] >= 1, (c["faults"], log)
+    assert c["class"] == "exact" and v["offsets_checked"] and v["inputs"] == 48, v  # 8 x 6 committed
+    assert v["aborted_inputs_out_count"] == 0, v
+    assert {f["name"]: f["injected"] for f in c["faults"]}["fetch-late"] == 2, c["faults"]
+    # The same cell with a consumer that reads uncommitted: it is given the aborted inputs and
+    # writes their outputs, which the verifier calls a dirty read.
+    bad, md, log = run_matrix(tmp_path / "bad", kafka, "42", "2", workloads="ctp", driver_args="--break read-uncommitted")
+    (c,) = bad["cells"]
+    v = c["verifier"]
+    assert v["aborted_inputs_out_count"] >= 1 and ":ab:" in v["aborted_inputs_out"][0], v
+    assert c["class"] == "dirty read" and not c["matches_expect"], (c["class"], v)

@@ -56,7 +56,7 @@ public class ConformanceDriver {
     static final Map<String, List<String>> opts = new HashMap<>();
     static String family, bootstrap, topic, txnId, runId, clientId, breakMode, mode;
     static volatile String accountRunId;   // the account's run_id: runId, or in ctp mode runId + ":" + the input's run id
-    static int nTxns, perTxn, fenceAt = -1;
+    static int nTxns, perTxn, fenceAt = -1, abortEvery = 0, firstIndex = 0;
     static double timeoutS;
     static final long t0 = System.nanoTime();
 
@@ -88,8 +88,16 @@ public class ConformanceDriver {
         breakMode = opt("break", null);
         mode = opt("mode", "produce");
         fenceAt = Integer.parseInt(opt("fence-before-commit", "-1"));
-        if (breakMode != null && !List.of("duplicate", "drop", "dirty", "split", "no-progress", "retry-duplicate", "offsets").contains(breakMode))
-            throw new IllegalArgumentException("--break must be duplicate, drop, dirty, split, no-progress, retry-duplicate or offsets");
+        // The runner's input fills (conformance/runner/cell.py fill_input): --abort-every K writes
+        // transactions i with i % K == K - 1 to the log and aborts them (K = 1: all of them);
+        // --first-index F keys transaction i as RUNID:(F + i):j, so a fill can go on where an
+        // earlier one stopped.
+        abortEvery = Integer.parseInt(opt("abort-every", "0"));
+        firstIndex = Integer.parseInt(opt("first-index", "0"));
+        if (breakMode != null && !List.of("duplicate", "drop", "dirty", "split", "no-progress", "retry-duplicate", "offsets",
+                                          "read-uncommitted").contains(breakMode))
+            throw new IllegalArgumentException("--break must be duplicate, drop, dirty, split, no-progress, retry-duplicate, offsets "
+                                               + "or read-uncommitted");
 
         Thread watchdog = new Thread(() -> {
             long until = t0 + (long) (timeoutS * 1e9);
@@ -133,8 +141,10 @@ public class ConformanceDriver {
                     if (breakMode.equals("drop")) sendIt = false;     // aborted, reported committed
                     if (breakMode.equals("dirty")) reportSwap = true; // committed, reported aborted
                 }
+                boolean abortIt = abortEvery > 0 && i % abortEvery == abortEvery - 1;
                 String outcome = "split".equals(breakMode) && i == nTxns / 2 ? splitTransaction(producer, i)
-                                 : oneTransaction(producer, i, i, sendIt);
+                                 : abortIt ? writtenThenAborted(producer, i, firstIndex + i)
+                                 : oneTransaction(producer, i, firstIndex + i, sendIt);
                 if (outcome.equals("fatal-closed")) return; // unreachable: Fatal is thrown
                 if (!sendIt && outcome.equals("aborted")) outcome = "committed";
                 if (reportSwap && outcome.equals("committed")) outcome = "aborted";
@@ -179,6 +189,30 @@ public class ConformanceDriver {
             markCommitCalled();
             commitWithRetry(producer);
             return "committed";
+        } catch (Fatal f) {
+            throw f;
+        } catch (KafkaException e) {
+            return abortOrGiveUp(producer, e);
+        } catch (RuntimeException e) {
+            note(e);
+            producer.close(Duration.ZERO);
+            throw new Fatal("unexpected: " + name(e));
+        }
+    }
+
+    /** --abort-every: transaction `index`'s records are written to the broker (flushed, so they
+     *  are in the log), then the transaction is aborted: a read_committed consumer must skip them. */
+    static String writtenThenAborted(KafkaProducer<String, String> producer, int index, int keyIndex) {
+        synchronized (LOCK) { current = index; commitCalled = false; }
+        try {
+            producer.beginTransaction();
+            for (int j = 0; j < perTxn; j++) {
+                String key = runId + ":" + keyIndex + ":" + j;
+                producer.send(new ProducerRecord<>(topic, key, key), ConformanceDriver::delivered);
+            }
+            producer.flush();
+            abortWithRetry(producer);
+            return "aborted";
         } catch (Fatal f) {
             throw f;
         } catch (KafkaException e) {
@@ -307,7 +341,9 @@ public class ConformanceDriver {
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         cp.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId + "-consumer");
-        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        // --break read-uncommitted: a known-bad consumer that also returns aborted records (the
+        // verifier must call its outputs of aborted inputs a dirty read).
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read-uncommitted".equals(breakMode) ? "read_uncommitted" : "read_committed");
         cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, String.valueOf(Math.max(1, perTxn)));
