@@ -143,8 +143,7 @@ public class ConformanceDriver {
                 }
                 boolean abortIt = abortEvery > 0 && i % abortEvery == abortEvery - 1;
                 String outcome = "split".equals(breakMode) && i == nTxns / 2 ? splitTransaction(producer, i)
-                                 : abortIt ? writtenThenAborted(producer, i, firstIndex + i)
-                                 : oneTransaction(producer, i, firstIndex + i, sendIt);
+                                 : oneTransaction(producer, i, firstIndex + i, sendIt, abortIt || "no-progress".equals(breakMode));
                 if (outcome.equals("fatal-closed")) return; // unreachable: Fatal is thrown
                 if (!sendIt && outcome.equals("aborted")) outcome = "committed";
                 if (reportSwap && outcome.equals("committed")) outcome = "aborted";
@@ -152,7 +151,7 @@ public class ConformanceDriver {
             }
             if ("duplicate".equals(breakMode)) {
                 // One more transaction re-sending transaction 0's records; it is not in the account.
-                String outcome = oneTransaction(producer, -1, 0, true);
+                String outcome = oneTransaction(producer, -1, 0, true, false);
                 synchronized (LOCK) { current = -1; }
                 System.err.println("[driver] duplicate of txn 0 re-sent: " + outcome);
             }
@@ -165,9 +164,12 @@ public class ConformanceDriver {
 
     /** Runs transaction `index` (its records are "RUNID:keyIndex:j"); returns "committed",
      *  "aborted" or "unknown" (the last only with a retried commit that never succeeded, which ends
-     *  at the deadline). With send == false, sends nothing and aborts (break drop). Throws Fatal
-     *  after closing the producer when the javadoc says the producer cannot go on. */
-    static String oneTransaction(KafkaProducer<String, String> producer, int index, int keyIndex, boolean send) {
+     *  at the deadline). With send == false, sends nothing and aborts (break drop); with
+     *  abortAfterWrite, flushes the records (so they are in the log and the abort is a real EndTxn)
+     *  and aborts (--abort-every, break no-progress). Throws Fatal after closing the producer when
+     *  the javadoc says the producer cannot go on. */
+    static String oneTransaction(KafkaProducer<String, String> producer, int index, int keyIndex, boolean send,
+                                 boolean abortAfterWrite) {
         synchronized (LOCK) { current = index; commitCalled = false; }
         try {
             producer.beginTransaction();
@@ -180,8 +182,8 @@ public class ConformanceDriver {
                 String key = runId + ":" + keyIndex + ":0";
                 producer.send(new ProducerRecord<>(topic, key, key), ConformanceDriver::delivered);
             }
-            if ("no-progress".equals(breakMode)) producer.flush();   // on the broker, so the abort is a real EndTxn
-            if (!send || "no-progress".equals(breakMode)) {
+            if (abortAfterWrite) producer.flush();
+            if (!send || abortAfterWrite) {
                 abortWithRetry(producer);
                 return "aborted";
             }
@@ -189,30 +191,6 @@ public class ConformanceDriver {
             markCommitCalled();
             commitWithRetry(producer);
             return "committed";
-        } catch (Fatal f) {
-            throw f;
-        } catch (KafkaException e) {
-            return abortOrGiveUp(producer, e);
-        } catch (RuntimeException e) {
-            note(e);
-            producer.close(Duration.ZERO);
-            throw new Fatal("unexpected: " + name(e));
-        }
-    }
-
-    /** --abort-every: transaction `index`'s records are written to the broker (flushed, so they
-     *  are in the log), then the transaction is aborted: a read_committed consumer must skip them. */
-    static String writtenThenAborted(KafkaProducer<String, String> producer, int index, int keyIndex) {
-        synchronized (LOCK) { current = index; commitCalled = false; }
-        try {
-            producer.beginTransaction();
-            for (int j = 0; j < perTxn; j++) {
-                String key = runId + ":" + keyIndex + ":" + j;
-                producer.send(new ProducerRecord<>(topic, key, key), ConformanceDriver::delivered);
-            }
-            producer.flush();
-            abortWithRetry(producer);
-            return "aborted";
         } catch (Fatal f) {
             throw f;
         } catch (KafkaException e) {
