@@ -116,6 +116,9 @@ std::optional<std::string> normalize_server_name(std::string_view raw) {
     }
     out += ch;
   }
+  // One trailing dot (the root) was taken off above; another leaves an empty last label
+  // ("a.b.."), which normalising again would change: refused like "a..b" (found by fuzz_client_hello).
+  if (label == 0) return std::nullopt;
   return out;
 }
 

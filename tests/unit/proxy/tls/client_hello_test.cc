@@ -120,6 +120,8 @@ TEST_CASE("normalize_server_name and is_ip_literal") {
   CHECK_FALSE(normalize_server_name(""));
   CHECK_FALSE(normalize_server_name("."));
   CHECK_FALSE(normalize_server_name("a..b"));
+  CHECK_FALSE(normalize_server_name("kafka.example.com.."));  // an empty last label
+  CHECK_FALSE(normalize_server_name(".."));
   CHECK_FALSE(normalize_server_name("bad name.example.com"));
   CHECK_FALSE(normalize_server_name("caf\xc3\xa9.example.com"));
   CHECK_FALSE(normalize_server_name(std::string(64, 'a') + ".com"));
