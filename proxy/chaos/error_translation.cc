@@ -11,6 +11,11 @@ constexpr int16_t kInvalidProducerEpoch = 47;
 constexpr int16_t kTransactionAbortable = 120;
 constexpr int16_t kInvalidTxnState = 48;
 constexpr int16_t kTransactionalIdNotFound = 105;
+constexpr int16_t kConcurrentTransactions = 51;
+constexpr int16_t kNotEnoughReplicas = 19;
+// The first Produce version of transaction.version 2 (KIP-890 part 2): the leader sends it
+// CONCURRENT_TRANSACTIONS as it is, older versions NOT_ENOUGH_REPLICAS.
+constexpr int16_t kFirstProduceOfTransactionVersion2 = 12;
 
 // First version of each API that may carry TRANSACTION_ABORTABLE (KIP-890); -1 = none.
 int16_t first_abortable_version(int16_t api) {
@@ -44,6 +49,10 @@ int16_t translate_error(int16_t api_key, int16_t version, int16_t code) {
   if (code == kTransactionAbortable) {
     int16_t first = first_abortable_version(api_key);
     if (first >= 0 && version < first) return kInvalidTxnState;
+  }
+  if (code == kConcurrentTransactions && static_cast<codec::ApiKey>(api_key) == codec::ApiKey::kProduce &&
+      version < kFirstProduceOfTransactionVersion2) {
+    return kNotEnoughReplicas;
   }
   return code;
 }

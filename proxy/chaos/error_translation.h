@@ -8,7 +8,11 @@
 //     all added with KIP-588;
 //   TRANSACTION_ABORTABLE (120) → INVALID_TXN_STATE (48) for Produce <= v10, TxnOffsetCommit < v4,
 //     AddOffsetsToTxn < v4, AddPartitionsToTxn < v5 and EndTxn < v4 (KIP-890: only the bumped
-//     versions may carry it; ReplicaManager / KafkaApis return INVALID_TXN_STATE otherwise).
+//     versions may carry it; ReplicaManager / KafkaApis return INVALID_TXN_STATE otherwise);
+//   CONCURRENT_TRANSACTIONS (51) → NOT_ENOUGH_REPLICAS (19) for Produce <= v11: the partition
+//     leader's transaction verification answers a Produce so unless the request is of
+//     transaction.version 2 (Produce v12+, KIP-890 part 2), whose clients retry
+//     CONCURRENT_TRANSACTIONS itself (ReplicaManager, KAFKA-18662).
 // kproxy translates the same way. Codes that no version of an API can carry (e.g.
 // TRANSACTION_ABORTABLE on FindCoordinator, TRANSACTIONAL_ID_NOT_FOUND outside
 // DescribeTransactions) are refused when a rule is set.

@@ -25,6 +25,15 @@ TEST_CASE("TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE before KIP-890's vers
   CHECK(translate_error(16, 0, 15) == 15);  // others untouched
 }
 
+TEST_CASE("CONCURRENT_TRANSACTIONS on Produce is NOT_ENOUGH_REPLICAS before transaction.version 2's v12") {
+  CHECK(translate_error(0, 11, 51) == 19);  // Produce v11: the leader's verification error, translated
+  CHECK(translate_error(0, 3, 51) == 19);
+  CHECK(translate_error(0, 12, 51) == 51);  // Produce v12 (KIP-890 part 2): sent as it is
+  CHECK(translate_error(0, 13, 51) == 51);
+  CHECK(translate_error(26, 0, 51) == 51);  // EndTxn and the coordinator's other APIs carry it at every version
+  CHECK(translate_error(22, 0, 51) == 51);
+}
+
 TEST_CASE("codes no version of an API carries are refused") {
   CHECK(!refuse_error(10, 120).empty());
   CHECK(refuse_error(0, 120).empty());
