@@ -463,6 +463,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "complete": final, "cells_planned": len(plan), "workloads": args.workload_list,
                 "shard": args.shard, "min_committed_fraction": args.min_committed_fraction, "confirm": args.confirm,
                 "driver_args": args.driver_args or None, "regressions_run": args.regressions,
+                # The first pass's notes (why some of its cells were taken out and run again here).
+                "notes": list(earlier.get("notes") or []),
             }
             for rec in cells:
                 rec["reproduce"] = report.reproduce_command(rec, header)
