@@ -166,6 +166,55 @@ def git_commit() -> str:
         return "unknown"
 
 
+# What a kproxy binary is built from: the files the build reads (CMake, the codec, the config
+# loader, the proxy). A run split over sittings (--shard, --confirm-from) must run one source tree.
+KPROXY_SOURCES = ("CMakeLists.txt", "cmake", "codec", "config", "proxy")
+
+
+def kproxy_source_tree() -> str:
+    """A short hash of the committed kproxy sources at HEAD (git's tree ids of KPROXY_SOURCES),
+    with "-dirty" when the work tree changes any of them; "unknown" outside git."""
+    try:
+        ids = subprocess.run(["git", "rev-parse"] + [f"HEAD:{s}" for s in KPROXY_SOURCES], cwd=str(REPO_ROOT),
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--"] + list(KPROXY_SOURCES), cwd=str(REPO_ROOT),
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if ids.returncode != 0:
+        return "unknown"
+    import hashlib
+    tree = hashlib.sha1(ids.stdout.encode()).hexdigest()[:12]
+    return tree + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def file_sha256(path: str) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def drivers_not_set_up(clients: List[str]) -> List[str]:
+    """Each client's driver asked whether it is set up (its run script with
+    CONFORMANCE_CHECK_SETUP=1 exits 0 once its checks pass, before running anything): the ones that
+    are not, with what the driver said. A run must not start with them: their cells would read
+    `crashed` for a missing install, not for anything the client did."""
+    missing = []
+    for c in clients:
+        env = dict(cellmod.driver_env(c) or os.environ, CONFORMANCE_CHECK_SETUP="1")
+        try:
+            r = subprocess.run([str(DRIVERS / cellmod.split_client(c)[0] / "run")], env=env, capture_output=True,
+                               text=True, timeout=600)
+            if r.returncode != 0:
+                missing.append(f"{c}: {(r.stderr.strip().splitlines() or ['exit ' + str(r.returncode)])[-1]}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            missing.append(f"{c}: {e}")
+    return missing
+
+
 def cluster_transaction_version(bootstrap: str) -> Optional[int]:
     try:
         from test_chaos_features import api_versions  # ApiVersions v4 with the feature tags
@@ -205,6 +254,11 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, 
             print(f"scripts/conformance: --report-from {source}: {e}", file=sys.stderr)
             return 2
     doc = dict(docs[0])
+    trees = sorted({d.get("kproxy_source") for d in docs if d.get("kproxy_source")})
+    if len(trees) > 1 or (len(docs) > 1 and any(t.endswith("-dirty") for t in trees)):
+        print(f"scripts/conformance: --report-from: the sources ran different or uncommitted kproxy sources "
+              f"({', '.join(trees)}): one report is of one kproxy", file=sys.stderr)
+        return 2
     if len(docs) > 1:
         seen = set()
         doc["cells"], doc["scenarios"], doc["clients"] = [], [], {}
@@ -227,6 +281,7 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, 
         doc["wall_s"] = sum(d.get("wall_s", 0) for d in docs)
         doc["cells_planned"] = sum(d.get("cells_planned", 0) for d in docs)
         doc["shards"] = [d.get("shard") for d in docs]
+        doc["merged_commits"] = [d.get("kproxy_commit") for d in docs]
         # Every source's command in the header (a shard, a re-run of some cells, the regressions);
         # and every source's notes (why a source's cells were chosen).
         doc["merged_commands"] = [c for d in docs for c in (d.get("merged_commands") or [d.get("command")]) if c]
@@ -350,6 +405,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"clients: {', '.join(clients)}; {len(plan)} cell(s) x {args.repeat} run(s)")
         return 0
 
+    missing = drivers_not_set_up(sorted({c for (c, _, _, _) in plan}))
+    if missing:
+        print("scripts/conformance: driver(s) not set up (run without --no-setup, or the setup each names):\n  "
+              + "\n  ".join(missing), file=sys.stderr)
+        return 2
     kproxy = ensure_kproxy(args.kproxy)
     flag_ok = scenario_flag_supported(kproxy)
     mode = args.scenario_mode
@@ -361,6 +421,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                  "the kproxy config's faults: and api_versions: sections (this kproxy has no --scenario)" if not flag_ok else
                  "the kproxy config's faults: and api_versions: sections")
     commit, started_at = git_commit(), time.strftime("%Y-%m-%d %H:%M:%S %Z")  # when the run started
+    source, binary_sha = kproxy_source_tree(), file_sha256(kproxy)
     earlier: Dict = {}  # --confirm-from: the first pass's report
     if args.confirm_from:
         try:
@@ -376,6 +437,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if earlier.get("repeat", 1) != 1 or earlier.get("confirm"):
             print(f"scripts/conformance: --confirm-from {args.confirm_from}: not a single first pass "
                   "(--repeat 1, no --confirm)", file=sys.stderr)
+            return 2
+        if earlier.get("kproxy_source") and earlier["kproxy_source"] != source:
+            print(f"scripts/conformance: --confirm-from {args.confirm_from}: its first pass ran kproxy sources "
+                  f"{earlier['kproxy_source']}, this checkout has {source}: the repeats must run the same code", file=sys.stderr)
             return 2
         args.confirm = True
         commit, started_at = earlier.get("kproxy_commit", commit), earlier.get("date", started_at)
@@ -453,6 +518,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 client_info.setdefault(c, {"version": None, "library": None})
             header = {
                 "date": started_at, "seed": args.seed, "kproxy_commit": commit,
+                "kproxy_source": source, "kproxy_sha256": binary_sha,
                 "kproxy": os.path.relpath(kproxy, REPO_ROOT) if kproxy.startswith(str(REPO_ROOT)) else kproxy,
                 "scenario_mode": mode, "scenario_mode_text": mode_text, "kafka_version": kh.KAFKA_VERSION,
                 "nodes": args.nodes if not args.bootstrap else len(bootstrap.split(",")), "cluster_tv": tv,
