@@ -193,3 +193,62 @@ def test_confirm_from_refuses_another_binary_or_a_run_that_was_not_a_first_pass(
     assert confirmed.returncode == 2, confirmed.stdout + confirmed.stderr
     assert "not a single first pass" in confirmed.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_shards_of_different_kproxy_sources_are_not_merged(tmp_path):
+    """A run split over sittings is one run only if every part ran the same kproxy sources: the
+    header names them (and the binary's hash) when they agree, and --report-from refuses parts
+    that differ, before writing anything."""
+    header = {"date": "d", "seed": 1, "kproxy_commit": "c1", "kproxy": "k", "scenario_mode": "flag", "scenario_mode_text": "t",
+              "kafka_version": "4.4.0", "nodes": 3, "cluster_tv": 2, "transactions": 5, "records_per_txn": 10, "partitions": 3,
+              "cell_timeout_s": 120, "repeat": 1, "transaction_timeout_ms": 10000, "verifier_timeout_s": 60, "command": "x",
+              "work_dir": "w", "complete": True, "min_committed_fraction": 0.5, "kproxy_source": "aaaaaaaaaaaa",
+              "kproxy_sha256": "0123456789abcdef" * 4}
+    sc = [{"name": "00-baseline", "version": 1, "number": 0, "protocols": [1, 2], "expect": "exact", "runnable": True,
+           "mode": "producer", "description": "b"}]
+    a = dict(header, wall_s=10, cells_planned=1, shard="1/2", scenarios=sc, clients={"java-4.4": {"version": "4.4.0"}},
+             cells=[cell("java-4.4", "00-baseline", 2, "exact")])
+    b = dict(a, shard="2/2", kproxy_commit="c2", clients={"sarama": {"version": "v1"}}, cells=[cell("sarama", "00-baseline", 2, "exact")])
+
+    def merge(x, y):
+        (tmp_path / "a.json").write_text(json.dumps(x))
+        (tmp_path / "b.json").write_text(json.dumps(y))
+        return subprocess.run([str(REPO_ROOT / "scripts" / "conformance"), "--report-from", str(tmp_path / "a.json"),
+                               "--report-from", str(tmp_path / "b.json"), "--tv", "2", "--out", str(tmp_path / "m.md"),
+                               "--json", str(tmp_path / "m.json")], capture_output=True, text=True, timeout=60, cwd=str(REPO_ROOT))
+
+    same = merge(a, b)
+    assert same.returncode == 0, same.stdout + same.stderr
+    md = (tmp_path / "m.md").read_text()
+    line = next(l for l in md.splitlines() if l.startswith("- kproxy commit: "))
+    assert "kproxy sources aaaaaaaaaaaa" in line and "binary sha256 0123456789abcdef" in line and "merged with a run at c2" in line, line
+    (tmp_path / "m.md").unlink()
+    for other in ("bbbbbbbbbbbb", "aaaaaaaaaaaa-dirty"):
+        r = merge(a, dict(b, kproxy_source=other))
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "one report is of one kproxy" in r.stderr and other in r.stderr, r.stderr
+        assert not (tmp_path / "m.md").exists()
+
+
+def test_confirm_from_refuses_a_first_pass_of_other_sources(tmp_path):
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps({"kproxy": "/bin/true", "kproxy_source": "000000000000", "repeat": 1, "confirm": False, "cells": []}))
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "conformance"), "--no-setup", "--confirm-from", str(first),
+                        "--kproxy", "/bin/true", "--scenarios", "00", "--clients", "java-4.4", "--tv", "2",
+                        "--out", str(tmp_path / "r.md"), "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "its first pass ran kproxy sources 000000000000" in r.stderr and "the repeats must run the same code" in r.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_driver_not_set_up_stops_the_run_before_it_starts(tmp_path):
+    """--no-setup with a version-pinned client whose setup never ran: refused with the setup to
+    run (exit 2, no broker, no report), not a column of `crashed` cells."""
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "conformance"), "--no-setup", "--kproxy", "/bin/true",
+                        "--clients", "sarama@v0.0.0-not-set-up", "--scenarios", "00", "--tv", "1",
+                        "--out", str(tmp_path / "r.md"), "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "not set up" in r.stderr and "sarama@v0.0.0-not-set-up" in r.stderr and "sarama/setup" in r.stderr, r.stderr
+    assert "starting Kafka" not in r.stdout and not (tmp_path / "r.json").exists()
