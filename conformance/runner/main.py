@@ -105,7 +105,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                     help="take every cell's first run from an earlier run's JSON report (the same cells, one run "
                          "each, the same kproxy binary) and run only --confirm's repeats now; the report is of both "
                          "(the earlier run's date, commit and command kept, the wall times added): a published run "
-                         "whose first pass and repeats did not fit one sitting")
+                         "whose first pass and repeats did not fit one sitting. An earlier --confirm run's repeats are "
+                         "taken too (each from its cell.json in that run's work dir), except those that were a "
+                         "runner error, which run again: a confirm pass the runner lost finishes here")
     ap.add_argument("--shard", default=None, metavar="K/N",
                     help="run only the K-th of N slices of the cells (1-based; merge the JSON reports with --report-from)")
     ap.add_argument("--report-from", metavar="JSON", default=None, action="append",
@@ -222,6 +224,32 @@ def cluster_transaction_version(bootstrap: str) -> Optional[int]:
     except Exception as e:  # noqa: BLE001 - a probe failure is reported, not fatal
         say(f"could not read the cluster's finalized features: {e}")
         return None
+
+
+def runs_of_earlier_cells(earlier: Dict) -> Dict[tuple, List[Dict]]:
+    """--confirm-from: each cell's runs in an earlier report, as full records. A cell of one run is
+    its own record; a cell of a --confirm run keeps a summary per run, so each run's record is read
+    from the cell.json in its directory. Runs that were a runner error are left out (they run
+    again); so is a cell whose first run was one."""
+    out: Dict[tuple, List[Dict]] = {}
+    for cell in earlier.get("cells", []):
+        key = (cell.get("client"), cell.get("scenario"), cell.get("protocol"), cell.get("workload") or "producer")
+        if not cell.get("class"):
+            continue
+        if not cell.get("runs"):
+            out[key] = [dict(cell, attempt=1)]
+            continue
+        recs = []
+        for attempt, summary in enumerate(cell["runs"], 1):
+            if summary.get("class") == "runner error":
+                continue
+            rec = json.loads((Path(summary["dir"]) / "cell.json").read_text())
+            if rec.get("run_id") != summary.get("run_id"):
+                raise ValueError(f"{summary['dir']}/cell.json is run {rec.get('run_id')}, not {summary.get('run_id')}")
+            recs.append(dict(rec, attempt=attempt))
+        if recs and recs[0]["attempt"] == 1:
+            out[key] = recs
+    return out
 
 
 def combine(runs: List[Dict]) -> Dict:
@@ -423,6 +451,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     commit, started_at = git_commit(), time.strftime("%Y-%m-%d %H:%M:%S %Z")  # when the run started
     source, binary_sha = kproxy_source_tree(), file_sha256(kproxy)
     earlier: Dict = {}  # --confirm-from: the first pass's report
+    rerun_note: List[str] = []
     if args.confirm_from:
         try:
             earlier = json.loads(Path(args.confirm_from).read_text())
@@ -434,9 +463,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"scripts/conformance: --confirm-from {args.confirm_from}: its first pass ran {earlier.get('kproxy')}, "
                   f"this run {kproxy}: the repeats must run the same binary", file=sys.stderr)
             return 2
-        if earlier.get("repeat", 1) != 1 or earlier.get("confirm"):
-            print(f"scripts/conformance: --confirm-from {args.confirm_from}: not a single first pass "
-                  "(--repeat 1, no --confirm)", file=sys.stderr)
+        if earlier.get("repeat", 1) != 1:
+            print(f"scripts/conformance: --confirm-from {args.confirm_from}: not a first pass "
+                  "(--repeat 1, with or without --confirm)", file=sys.stderr)
+            return 2
+        try:
+            earlier_runs = runs_of_earlier_cells(earlier)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"scripts/conformance: --confirm-from {args.confirm_from}: a repeat's record is not readable ({e}): "
+                  "an earlier --confirm run is resumed only where its work dir is", file=sys.stderr)
             return 2
         if earlier.get("kproxy_source") and earlier["kproxy_source"] != source:
             print(f"scripts/conformance: --confirm-from {args.confirm_from}: its first pass ran kproxy sources "
@@ -445,6 +480,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.confirm = True
         commit, started_at = earlier.get("kproxy_commit", commit), earlier.get("date", started_at)
         command = f"{earlier.get('command')}; then {command}"
+        lost = [r for c in earlier.get("cells", []) for r in (c.get("runs") or [])[1:] if r.get("class") == "runner error"]
+        if lost:
+            rerun_note = [f"{len(lost)} repeat(s) of the first invocation were a runner error (the cluster or the "
+                          f"runner failed, not the client; their records are in its work dir) and ran again in the second"]
     work = Path(args.work_dir) if args.work_dir else REPO_ROOT / "build" / "conformance" / time.strftime("%Y%m%d-%H%M%S")
     work.mkdir(parents=True, exist_ok=True)
     say(f"{len(plan)} cell(s) x {args.repeat} run(s): clients {clients}, {len(chosen)} scenario(s), TV {args.protocols}; "
@@ -477,13 +516,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             # The first pass is the earlier run's: its cells become each cell's first run here; a cell
             # it lacks is run now (and confirmed like the others).
             planned = {(c, sc.name, p, w) for (c, sc, p, w) in plan}
-            for cell in earlier.get("cells", []):
-                key = (cell.get("client"), cell.get("scenario"), cell.get("protocol"), cell.get("workload") or "producer")
-                if key in planned and cell.get("class") and not cell.get("runs"):
-                    results[key] = [dict(cell, attempt=1)]
+            results.update({key: recs for key, recs in earlier_runs.items() if key in planned})
             jobs = [j for j in jobs if (j[0], j[1].name, j[2], j[3]) not in results]
-            say(f"--confirm-from {args.confirm_from}: {len(results)} cell(s) taken from the first pass, "
-                f"{len(jobs)} run now before the repeats")
+            kept = sum(len(r) - 1 for r in results.values())
+            say(f"--confirm-from {args.confirm_from}: {len(results)} cell(s) taken from the first pass"
+                + (f" and {kept} of its repeats" if kept else "") + f", {len(jobs)} run now before the repeats")
         lock = threading.Lock()
         done = [0]
 
@@ -530,7 +567,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "shard": args.shard, "min_committed_fraction": args.min_committed_fraction, "confirm": args.confirm,
                 "driver_args": args.driver_args or None, "regressions_run": args.regressions,
                 # The first pass's notes (why some of its cells were taken out and run again here).
-                "notes": list(earlier.get("notes") or []),
+                "notes": list(earlier.get("notes") or []) + rerun_note,
             }
             for rec in cells:
                 rec["reproduce"] = report.reproduce_command(rec, header)
@@ -558,7 +595,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             sample = set(rng.sample(exact, max(1, (len(exact) + 9) // 10))) if exact else set()
             again = sorted(k for k, r in firsts.items() if r["class"] != "exact") + sorted(sample)
             by_name = {sc.name: sc for sc in chosen}
-            more = [(c, by_name[n], p, w, k) for (c, n, p, w) in again for k in (args.repeat + 1, args.repeat + 2)]
+            more = [(c, by_name[n], p, w, k) for (c, n, p, w) in again for k in (args.repeat + 1, args.repeat + 2)
+                    if k not in {r["attempt"] for r in results.get((c, n, p, w), [])}]  # not taken from --confirm-from
             pending_confirm.update(again)
             say(f"confirming: {len(again) - len(sample)} cell(s) not exact and {len(sample)} exact one(s) sampled, "
                 f"{len(more)} more run(s)")

@@ -40,7 +40,8 @@ a shrunk ISR); `restore()` restarts the nodes that are down and waits until it i
 Cleanup is guaranteed as far as a process can guarantee it: context manager,
 atexit, SIGTERM/SIGHUP turned into SystemExit, and every JVM is started in its own
 process group with PR_SET_PDEATHSIG=SIGKILL so it dies with the Python process
-even on SIGKILL. Data directories are temporary and deleted; logs are kept under
+even on SIGKILL (forked by one long-lived thread, since that signal follows the forking thread:
+a node restarted from a pool's worker would otherwise die with the worker). Data directories are temporary and deleted; logs are kept under
 build/test-logs/kafka/<run>/node-<id>/ (override with $KPROXY_TEST_LOGS).
 """
 
@@ -48,9 +49,11 @@ from __future__ import annotations
 
 import atexit
 import base64
+import concurrent.futures
 import contextlib
 import ctypes
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -336,6 +339,45 @@ def _child_setup() -> None:  # runs in the child between fork and exec
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_PDEATHSIG = 1
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class _Spawner:
+    """The one thread that forks every broker JVM.
+
+    _child_setup's PR_SET_PDEATHSIG kills a child when the *thread* that forked it exits, not when
+    the process does (prctl(2)). A node forked by a short-lived thread -- a thread pool's worker
+    that restarts a killed broker, as the conformance runner's broker-kill cells do -- was killed
+    with SIGKILL the moment that pool shut down, with nothing in its log. Forked here instead, a
+    node lives as long as the process and still dies with it (the daemon thread ends only at exit)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: "queue.Queue" = queue.Queue()
+        self._thread: Optional[threading.Thread] = None
+
+    def _loop(self) -> None:
+        while True:
+            args, kwargs, done = self._jobs.get()
+            try:
+                done.set_result(subprocess.Popen(*args, **kwargs))
+            except BaseException as e:  # handed to the caller
+                done.set_exception(e)
+
+    def popen(self, *args, **kwargs) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="kafka-harness-spawner", daemon=True)
+                self._thread.start()
+        done: "concurrent.futures.Future" = concurrent.futures.Future()
+        self._jobs.put((args, kwargs, done))
+        return done.result()
+
+    @property
+    def thread(self) -> Optional[threading.Thread]:
+        return self._thread
+
+
+_SPAWNER = _Spawner()
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> List[int]:
@@ -841,11 +883,11 @@ class KafkaCluster:
             raise KafkaHarnessError(f"storage format failed:\n{details}")
 
     def _spawn(self, n: KafkaNode) -> None:
-        # Popen from the calling thread: PR_SET_PDEATHSIG fires when *that thread* exits.
+        # Forked by the spawner thread, not the calling one: see _Spawner.
         cmd = self._java_base(n) + ["kafka.Kafka", str(n.properties_path)]
         n.log_file = open(n.log_path, "ab")
-        n.proc = subprocess.Popen(cmd, stdout=n.log_file, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, preexec_fn=_child_setup)
+        n.proc = _SPAWNER.popen(cmd, stdout=n.log_file, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, preexec_fn=_child_setup)
         (n.log_dir / "command.txt").write_text(" ".join(cmd) + "\n")
 
     def _kill(self, n: KafkaNode, graceful: bool) -> None:

@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from test_proxy_support import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "conformance" / "runner"))
@@ -189,9 +191,16 @@ def test_confirm_from_refuses_another_binary_or_a_run_that_was_not_a_first_pass(
     other = run({"kproxy": "/bin/false", "repeat": 1, "confirm": False, "cells": []})
     assert other.returncode == 2, other.stdout + other.stderr
     assert "the repeats must run the same binary" in other.stderr
-    confirmed = run({"kproxy": "/bin/true", "repeat": 1, "confirm": True, "cells": []})
-    assert confirmed.returncode == 2, confirmed.stdout + confirmed.stderr
-    assert "not a single first pass" in confirmed.stderr
+    repeated = run({"kproxy": "/bin/true", "repeat": 2, "confirm": False, "cells": []})
+    assert repeated.returncode == 2, repeated.stdout + repeated.stderr
+    assert "not a first pass" in repeated.stderr
+    # A --confirm run is resumed from its repeats' records, which must be there to read.
+    lost = run({"kproxy": "/bin/true", "repeat": 1, "confirm": True, "cells": [
+        {"client": "java-4.4", "scenario": "00-baseline", "protocol": 2, "class": "flaky",
+         "runs": [{"class": "exact", "run_id": "r1", "dir": str(tmp_path / "gone-1")},
+                  {"class": "runner error", "run_id": "r2", "dir": str(tmp_path / "gone-2")}]}]})
+    assert lost.returncode == 2, lost.stdout + lost.stderr
+    assert "a repeat's record is not readable" in lost.stderr and "gone-1" in lost.stderr, lost.stderr
     assert not (tmp_path / "r.json").exists()
 
 
@@ -252,3 +261,36 @@ def test_a_driver_not_set_up_stops_the_run_before_it_starts(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "not set up" in r.stderr and "sarama@v0.0.0-not-set-up" in r.stderr and "sarama/setup" in r.stderr, r.stderr
     assert "starting Kafka" not in r.stdout and not (tmp_path / "r.json").exists()
+
+
+def test_resuming_a_confirm_run_keeps_its_repeats_and_runs_its_runner_errors_again(tmp_path):
+    """runs_of_earlier_cells: the records --confirm-from takes from an earlier --confirm run. Each
+    repeat's record is its cell.json; a runner error is left out (so that repeat runs again), and a
+    cell whose first run was one is run again whole."""
+    sys.path.insert(0, str(REPO_ROOT / "conformance" / "runner"))
+    import main as runner
+
+    def rec_dir(run_id, cls):
+        d = tmp_path / run_id
+        d.mkdir()
+        (d / "cell.json").write_text(json.dumps({"run_id": run_id, "class": cls, "account": {"committed": [1]}}))
+        return {"class": cls, "run_id": run_id, "dir": str(d)}
+
+    earlier = {"cells": [
+        {"client": "a", "scenario": "s", "protocol": 1, "class": "flaky",
+         "runs": [rec_dir("a1", "loss"), {"class": "runner error", "run_id": "a2", "dir": str(tmp_path / "none")},
+                  rec_dir("a3", "loss")]},
+        {"client": "b", "scenario": "s", "protocol": 1, "class": "exact", "run_id": "b1"},
+        {"client": "c", "scenario": "s", "protocol": 2, "class": "runner error",
+         "runs": [{"class": "runner error", "run_id": "c1", "dir": "/nonexistent"}, rec_dir("c2", "exact")]},
+    ]}
+    got = runner.runs_of_earlier_cells(earlier)
+    assert sorted(got) == [("a", "s", 1, "producer"), ("b", "s", 1, "producer")], sorted(got)
+    a = got[("a", "s", 1, "producer")]
+    assert [(r["attempt"], r["run_id"], r["class"]) for r in a] == [(1, "a1", "loss"), (3, "a3", "loss")]
+    assert a[0]["account"] == {"committed": [1]}  # the whole record, not the summary
+    assert [(r["attempt"], r["run_id"]) for r in got[("b", "s", 1, "producer")]] == [(1, "b1")]
+    # A record that is another run's is refused, not taken.
+    (tmp_path / "a3" / "cell.json").write_text(json.dumps({"run_id": "other", "class": "loss"}))
+    with pytest.raises(ValueError):
+        runner.runs_of_earlier_cells(earlier)

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -61,7 +62,14 @@ def test_advertised_address_and_cleanup_after_context_manager():
         assert k.health() is None
         k.kill_node(1)
         assert k.health().startswith("node 1 is not running")
-        k.restore(timeout=90)
+        # Restored from a thread that then ends, as a thread pool's worker does: the node must
+        # outlive it (PR_SET_PDEATHSIG follows the forking thread; the harness forks from its own).
+        worker = threading.Thread(target=k.restore, kwargs={"timeout": 90})
+        worker.start()
+        worker.join()
+        assert k.health() is None
+        restarted = node.proc.pid
+        assert not _wait_until(lambda: not _pid_alive(restarted), 3), "the restarted node died with the thread that restarted it"
         assert k.health() is None
         assert set(k.metadata(["adv-check"]).topics["adv-check"].partitions) == {0, 1}
         pid = node.proc.pid
