@@ -108,6 +108,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                          "whose first pass and repeats did not fit one sitting. An earlier --confirm run's repeats are "
                          "taken too (each from its cell.json in that run's work dir), except those that were a "
                          "runner error, which run again: a confirm pass the runner lost finishes here")
+    ap.add_argument("--note", action="append", default=None, metavar="TEXT",
+                    help="a line for the report header's notes (repeatable): why a run was split, resumed or had "
+                         "cells taken out; kept through --confirm-from and --report-from")
     ap.add_argument("--shard", default=None, metavar="K/N",
                     help="run only the K-th of N slices of the cells (1-based; merge the JSON reports with --report-from)")
     ap.add_argument("--report-from", metavar="JSON", default=None, action="append",
@@ -269,7 +272,7 @@ def combine(runs: List[Dict]) -> Dict:
     return first
 
 
-def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, all_reg=()) -> int:
+def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, all_reg=(), notes=()) -> int:
     """The report of earlier runs, written again from their JSON (cells, header, clients): the
     tables and notes are the runs'; the findings and counts are read again. Several sources (the
     shards of one run, --shard K/N) are merged: their cells, scenarios and clients together, the
@@ -315,6 +318,7 @@ def rewrite_report(sources: List[Path], all_sc, md_path: Path, json_path: Path, 
         doc["merged_commands"] = [c for d in docs for c in (d.get("merged_commands") or [d.get("command")]) if c]
         doc["notes"] = [n for d in docs for n in d.get("notes") or []]
         doc["complete"] = all(d.get("complete", True) for d in docs)
+    doc["notes"] = list(doc.get("notes") or []) + [n for n in notes if n not in (doc.get("notes") or [])]
     names = [s["name"] for s in doc.get("scenarios", [])]
     by_name = {sc.name: sc for sc in all_sc}
     unknown = [n for n in names if n not in by_name]
@@ -360,7 +364,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"scripts/conformance: {e}", file=sys.stderr)
         return 2
     if args.report_from:
-        return rewrite_report([Path(x) for x in args.report_from], all_sc, Path(args.out), Path(args.json), all_reg)
+        return rewrite_report([Path(x) for x in args.report_from], all_sc, Path(args.out), Path(args.json), all_reg,
+                              notes=args.note or [])
     available = families()
     if args.regressions:
         try:
@@ -567,7 +572,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "shard": args.shard, "min_committed_fraction": args.min_committed_fraction, "confirm": args.confirm,
                 "driver_args": args.driver_args or None, "regressions_run": args.regressions,
                 # The first pass's notes (why some of its cells were taken out and run again here).
-                "notes": list(earlier.get("notes") or []) + rerun_note,
+                "notes": list(earlier.get("notes") or []) + rerun_note + (args.note or []),
             }
             for rec in cells:
                 rec["reproduce"] = report.reproduce_command(rec, header)

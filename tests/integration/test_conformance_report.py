@@ -157,10 +157,12 @@ def test_shards_merge_into_one_report(tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(b))
     out_md, out_json = tmp_path / "m.md", tmp_path / "m.json"
     r = subprocess.run([str(REPO_ROOT / "scripts" / "conformance"), "--report-from", str(tmp_path / "a.json"),
-                        "--report-from", str(tmp_path / "b.json"), "--tv", "2", "--out", str(out_md), "--json", str(out_json)],
+                        "--report-from", str(tmp_path / "b.json"), "--tv", "2", "--out", str(out_md), "--json", str(out_json),
+                        "--note", "shard 2 ran a day later"],
                        capture_output=True, text=True, timeout=60, cwd=str(REPO_ROOT))
     assert r.returncode == 0, r.stdout + r.stderr
     doc, md = json.loads(out_json.read_text()), out_md.read_text()
+    assert doc["notes"] == ["these cells ran again", "shard 2 ran a day later"], doc["notes"]
     assert len(doc["cells"]) == 4 and doc["wall_s"] == 150 and doc["shards"] == ["1/2", "2/2"], {k: doc[k] for k in ("wall_s", "shards")}
     # Every source's command and notes are in the header.
     assert doc["merged_commands"] == ["x", "y"] and "- command: `x`; merged with `y`" in md, doc["merged_commands"]
