@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import concurrent.futures
 import os
@@ -188,13 +189,11 @@ def kproxy_source_tree() -> str:
         return "unknown"
     if ids.returncode != 0:
         return "unknown"
-    import hashlib
     tree = hashlib.sha1(ids.stdout.encode()).hexdigest()[:12]
     return tree + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def file_sha256(path: str) -> str:
-    import hashlib
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

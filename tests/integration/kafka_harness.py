@@ -372,10 +372,6 @@ class _Spawner:
         self._jobs.put((args, kwargs, done))
         return done.result()
 
-    @property
-    def thread(self) -> Optional[threading.Thread]:
-        return self._thread
-
 
 _SPAWNER = _Spawner()
 
