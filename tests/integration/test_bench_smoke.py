@@ -164,3 +164,29 @@ def test_bench_admin_quick_run(tmp_path):
         got = results["servers"][server]
         assert "exited" not in got, got  # both servers lived through the run
         assert got["metrics_no_idle"]["failed"] == 0 and got["metrics_no_idle"]["body_bytes"] == results["metrics_body_bytes"], got
+
+
+def proxy_bench_build() -> Path:
+    for d in [REPO_ROOT / "build"] + sorted(REPO_ROOT.glob("build-*"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if all((d / rel).exists() for rel in ("proxy/kproxy", "bench/proxy/kproxy-sink-broker", "bench/proxy/kproxy-load")):
+            return d
+    pytest.skip("no build with kproxy, kproxy-sink-broker and kproxy-load (benchmarks off)")
+
+
+def test_latency_tail_quick_run():
+    """bench/proxy/latency_tail for one short round: every path measured (direct, HAProxy, kproxy,
+    kproxy without the observatory), each with a p99, and kproxy's p99 minus HAProxy's printed
+    (issue #48)."""
+    if subprocess.run(["which", "haproxy"], capture_output=True).returncode != 0:
+        pytest.skip("haproxy is not installed (scripts/setup installs it)")
+    build = proxy_bench_build()
+    r = subprocess.run([str(REPO_ROOT / "bench" / "proxy" / "latency_tail"), "--rounds", "1", "--duration", "1", "--rate", "2000",
+                        "--build-dir", str(build)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for path in ("direct", "haproxy", "kproxy ", "kproxy, metrics.frames off"):
+        line = next((l for l in lines if l.startswith(path) and " p50 " in l), None)
+        assert line is not None, (path, r.stdout)
+        p99 = float(line.split("p99 ")[1].split()[0])
+        assert 0 < p99 < 1_000_000, line
+    assert any(l.startswith("kproxy p99 - haproxy p99, median of rounds: ") for l in lines), r.stdout
