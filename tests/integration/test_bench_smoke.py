@@ -125,13 +125,21 @@ def test_transactional_load_through_kproxy_is_tracked(sink):
         assert ended and all(t["records"] == 5 and t["partitions"] == [{"topic": "bench", "partition": 0}] for t in ended), ended
 
 
-def admin_bench_build() -> Path:
-    """A build with kproxy, the bench/proxy tools and kproxy-admin-mhd: build/, else the newest build-*/."""
+PROXY_BENCH_BINARIES = ("proxy/kproxy", "bench/proxy/kproxy-sink-broker", "bench/proxy/kproxy-load")
+
+
+def build_with(binaries, missing: str) -> Path:
+    """build/, else the newest build-*/, that has every one of `binaries`; skips with `missing`."""
     for d in [REPO_ROOT / "build"] + sorted(REPO_ROOT.glob("build-*"), key=lambda p: p.stat().st_mtime, reverse=True):
-        if all((d / rel).exists() for rel in ("proxy/kproxy", "bench/proxy/kproxy-sink-broker", "bench/proxy/kproxy-load",
-                                               "bench/admin/kproxy-admin-mhd")):
+        if all((d / rel).exists() for rel in binaries):
             return d
-    pytest.skip("no build with kproxy-admin-mhd (libmicrohttpd-dev missing, or benchmarks off)")
+    pytest.skip(missing)
+
+
+def admin_bench_build() -> Path:
+    """A build with kproxy, the bench/proxy tools and kproxy-admin-mhd."""
+    return build_with(PROXY_BENCH_BINARIES + ("bench/admin/kproxy-admin-mhd",),
+                      "no build with kproxy-admin-mhd (libmicrohttpd-dev missing, or benchmarks off)")
 
 
 def test_bench_admin_quick_run(tmp_path):
@@ -166,20 +174,13 @@ def test_bench_admin_quick_run(tmp_path):
         assert got["metrics_no_idle"]["failed"] == 0 and got["metrics_no_idle"]["body_bytes"] == results["metrics_body_bytes"], got
 
 
-def proxy_bench_build() -> Path:
-    for d in [REPO_ROOT / "build"] + sorted(REPO_ROOT.glob("build-*"), key=lambda p: p.stat().st_mtime, reverse=True):
-        if all((d / rel).exists() for rel in ("proxy/kproxy", "bench/proxy/kproxy-sink-broker", "bench/proxy/kproxy-load")):
-            return d
-    pytest.skip("no build with kproxy, kproxy-sink-broker and kproxy-load (benchmarks off)")
-
-
 def test_latency_tail_quick_run():
     """bench/proxy/latency_tail for one short round: every path measured (direct, HAProxy, kproxy,
     kproxy without the observatory), each with a p99, and kproxy's p99 minus HAProxy's printed
     (issue #48)."""
     if subprocess.run(["which", "haproxy"], capture_output=True).returncode != 0:
         pytest.skip("haproxy is not installed (scripts/setup installs it)")
-    build = proxy_bench_build()
+    build = build_with(PROXY_BENCH_BINARIES, "no build with kproxy, kproxy-sink-broker and kproxy-load (benchmarks off)")
     r = subprocess.run([str(REPO_ROOT / "bench" / "proxy" / "latency_tail"), "--rounds", "1", "--duration", "1", "--rate", "2000",
                         "--build-dir", str(build)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
