@@ -103,6 +103,12 @@ void FrameBuffer::commit(size_t n) {
   size_ += n;
 }
 
+void FrameBuffer::drop_front(size_t n) {
+  assert(n <= size_);
+  if (n < size_) std::memmove(data_, data_ + n, size_ - n);
+  size_ -= n;
+}
+
 void FrameBuffer::release() {
   if (data_ == nullptr || !block_cache.keep(data_, capacity_)) std::free(data_);
   data_ = nullptr;

@@ -40,6 +40,8 @@ class FrameBuffer {
   std::span<uint8_t> spare() { return std::span<uint8_t>(data_ + size_, capacity_ - size_); }
   /// Counts `n` bytes written into spare() as part of the contents.
   void commit(size_t n);
+  /// Drops the first `n` bytes of the contents and moves the rest to the front (capacity kept).
+  void drop_front(size_t n);
   /// Empties the buffer and gives its memory back (a large block to this thread's cache, below).
   void release();
 

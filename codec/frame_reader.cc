@@ -53,14 +53,15 @@ bool FrameReader::make_room(size_t n) {
     want = std::max(need, kFrameSizePrefix);  // only the size prefix (or less) so far: room for the prefix
   } else {
     // The whole frame when it is small enough; else double what the received bytes filled.
-    size_t upfront = std::min(frame_total_, kFrameUpfrontReserve);
-    size_t doubled = std::min(frame_total_, 2 * pending_.capacity());
+    size_t total = frame_total_;
+    size_t upfront = std::min(total, kFrameUpfrontReserve);
+    size_t doubled = std::min(total, 2 * pending_.capacity());
     want = std::max({need, upfront, doubled});
   }
   // Only a frame larger than the whole budget is refused: it could never be held. A budget that
   // is merely full refuses nobody (its owner pauses the largest holders instead).
   size_t limit = budget_ ? budget_->limit() : 0;
-  if (limit != 0 && frame_total_ > limit) {
+  if (limit != 0 && size_t{frame_total_} > limit) {
     over_budget_ = true;
     set_error("a " + std::to_string(frame_total_) + "-byte frame is larger than all partial frames may hold together (" +
               std::to_string(limit) + " bytes, limits.max_buffered_frame_bytes)");
@@ -70,8 +71,38 @@ bool FrameReader::make_room(size_t n) {
   return true;
 }
 
+void FrameReader::end_read() {
+  if (!through_) return;
+  if (start_ == pending_.size()) {  // every frame of the buffer is out
+    start_ = 0;
+    through_ = false;
+    release_pending();
+    return;
+  }
+  if (start_ != 0) {
+    pending_.drop_front(start_);
+    start_ = 0;
+  }
+  // A large frame began at the end of the read: its rest is read into a buffer sized for it.
+  if (frame_total_ > read_through_.max_frame) through_ = false;
+}
+
+void FrameReader::maybe_read_through() {
+  const ReadThroughSizes& rt = read_through_;
+  if (frame_total_ < rt.min_frame || frame_total_ > rt.max_frame) return;
+  // Within max_buffered_frame_bytes: a budget lowered below the buffer gathers frames the plain way.
+  if (budget_ != nullptr && budget_->limit() != 0 && rt.buffer > budget_->limit()) return;
+  pending_.reserve(rt.buffer);
+  through_ = true;
+}
+
 std::span<uint8_t> FrameReader::read_space() {
-  if (error_ || frame_total_ == 0 || pending_.empty()) return {};
+  if (error_) return {};
+  if (through_) {
+    end_read();
+    if (through_) return pending_.spare();
+  }
+  if (frame_total_ == 0 || pending_.empty()) return {};
   size_t missing = frame_total_ - pending_.size();
   if (missing < kFrameDirectReadMin) return {};
   // Grow only once the bytes received have (nearly) filled the room: memory follows the bytes

@@ -15,6 +15,16 @@
 // 4 MiB of untouched address space until the bytes really come, and the budget of partial-frame
 // memory (codec/frame_memory_budget.h) is charged the bytes that came, not the room reserved.
 //
+// Read-through (issue #48): a frame of a few KiB to 64 KiB left unfinished at the end of a read
+// (the usual case for 16 KiB Produce requests: a read ends wherever the socket's bytes end) is
+// gathered in a 128 KiB buffer, and read_space() offers the whole rest of that buffer, not just
+// the frame's missing bytes. The next read then lands behind the partial frame and brings the
+// following frames with it: all of them are handed out as views into the reader's buffer, which
+// stays as it is until the owner calls end_read() (after it has written or copied what it queued
+// as views). end_read() moves the next unfinished frame to the front, or gives the buffer back when
+// none is left. Against gathering from the loop's shared 64 KiB buffer this halves the reads and
+// copies only the start of one frame per read instead of a whole frame.
+//
 // Framing errors (docs/protocol.md "Framing"): a negative size, a size above the configured maximum, or
 // the first bytes of a TLS record on a plaintext port. Size 0 is legal at this layer (SASL).
 #pragma once
@@ -41,6 +51,15 @@ inline constexpr size_t kFrameUpfrontReserve = 4 << 20;
 /// rests are read with the following frames into the loop's shared buffer.
 inline constexpr size_t kFrameDirectReadMin = 32 << 10;
 
+/// When a frame left unfinished at the end of a read is gathered in a read-through buffer (see
+/// above), and how large that buffer is. A buffer of 128 KiB is reused from the thread's block
+/// cache (codec/frame_buffer.h), so entering read-through costs no allocation in steady state.
+struct ReadThroughSizes {
+  size_t min_frame = 4 << 10;   ///< smaller frames: the copy of their start is cheap, reads stay as they are
+  size_t max_frame = 64 << 10;  ///< larger frames: read straight into a buffer of their own (read_space)
+  size_t buffer = 128 << 10;
+};
+
 class FrameReader {
  public:
   /// `budget` (optional, outlives the reader) caps the memory of partial frames over many readers.
@@ -58,16 +77,33 @@ class FrameReader {
   template <class OnFrame>
   bool feed(Bytes data, OnFrame&& on_frame);
 
-  /// Room to read the missing rest of the frame being gathered straight into its buffer (then
-  /// feed() the bytes read there), or empty when no large frame is under way. Valid until the
-  /// next call of feed(). Never longer than what the current frame still misses.
+  /// The end of a read: the owner has written or copied every view of it that it queued. A
+  /// read-through buffer (above) moves its unfinished frame to the front, or is given back when
+  /// none is left, so that an idle connection holds nothing. read_space() and feed() do the same
+  /// when it was not called; calling it is what keeps an idle reader's memory at zero.
+  void end_read();
+
+  /// What of the bytes of one read the owner may queue as views (to be written or copied before
+  /// end_read()): `data` itself when it was read into the loop's shared buffer; the reader's
+  /// buffer up to the end of `data` when `data` was read into read-through room (frames are views
+  /// into it); nothing when it was read into a large frame's own buffer (that frame is taken or
+  /// copied). Call it before feed(data).
+  Bytes read_piece(Bytes data) const {
+    if (!is_read_space(data)) return data;
+    return through_ ? Bytes(pending_.data(), pending_.size() + data.size()) : Bytes{};
+  }
+
+  /// Room to read into (then feed() the bytes read there), or empty when the loop's shared buffer
+  /// should be used: the missing rest of a large frame, never longer than what it misses, or the
+  /// rest of a read-through buffer. Valid until the next call of feed().
   std::span<uint8_t> read_space();
 
   /// True when `data` was read into read_space() (feed() will take it as in place): it lives in
-  /// the reader's buffer, which is released once its frame is handed out, not taken.
+  /// the reader's buffer (see read_piece() for how long).
   bool is_read_space(Bytes data) const {
-    return frame_total_ != 0 && !data.empty() && data.data() == pending_.data() + pending_.size() &&
-           data.size() <= frame_total_ - pending_.size();
+    if (data.empty() || data.data() != pending_.data() + pending_.size()) return false;
+    if (through_) return data.size() <= pending_.capacity() - pending_.size();
+    return frame_total_ != 0 && data.size() <= frame_total_ - pending_.size();
   }
   /// True when `frame` (as passed to on_frame) is the frame gathered in the reader's buffer.
   bool holds(Bytes frame) const { return !frame.empty() && frame.data() == pending_.data() && frame.size() == pending_.size(); }
@@ -75,6 +111,8 @@ class FrameReader {
   /// to on_frame stays valid as long as the returned buffer lives.
   FrameBuffer take_frame() {
     frame_total_ = 0;
+    through_ = false;
+    start_ = 0;
     FrameBuffer taken = std::move(pending_);
     settle_budget();  // the buffer now belongs to the write side
     return taken;
@@ -82,7 +120,7 @@ class FrameReader {
 
   /// The frame being gathered so far (size prefix included), empty when none is under way
   /// (between frames, or while its size prefix is incomplete).
-  Bytes partial_frame() const { return frame_total_ != 0 ? pending_.bytes() : Bytes{}; }
+  Bytes partial_frame() const { return frame_total_ != 0 ? pending_.bytes().subspan(start_) : Bytes{}; }
   /// Size of the frame being gathered (prefix included), 0 when partial_frame() is empty.
   size_t partial_frame_size() const { return frame_total_; }
   /// Cut-through: the bytes of the frame being gathered that arrived since the last call, for an
@@ -91,7 +129,7 @@ class FrameReader {
   /// on_frame still sees the whole frame, and its owner sends only what was not streamed).
   Bytes take_unstreamed() {
     Bytes rest = partial_frame().subspan(streamed_);
-    streamed_ = static_cast<uint32_t>(pending_.size());
+    streamed_ = static_cast<uint32_t>(pending_.size() - start_);
     return rest;
   }
   /// Bytes of the current frame handed out by take_unstreamed() (0: it is not being streamed).
@@ -106,14 +144,21 @@ class FrameReader {
   /// A full budget refuses nobody: the owner pauses reading instead (codec/frame_memory_budget.h).
   bool over_budget() const { return over_budget_; }
   /// Bytes held for an incomplete frame (what the budget is charged).
-  size_t buffered() const { return pending_.size(); }
+  size_t buffered() const { return pending_.size() - start_; }
   /// Bytes the frame being gathered still misses (0 when none is under way or its size prefix is
   /// not whole yet).
-  size_t missing() const { return frame_total_ > pending_.size() ? frame_total_ - pending_.size() : 0; }
+  size_t missing() const { return frame_total_ > buffered() ? frame_total_ - buffered() : 0; }
   /// Bytes of memory held for an incomplete frame (at least buffered()).
   size_t reserved() const { return pending_.capacity(); }
   /// Frames handed out so far.
   uint64_t frames() const { return frames_; }
+  /// True while the reader gathers in a read-through buffer (above).
+  bool reading_through() const { return through_; }
+
+  /// The read-through sizes of every reader of the process (tests and fuzzing use small ones to
+  /// exercise read-through with small frames). Not thread-safe: set it before readers run.
+  static void set_read_through_sizes(ReadThroughSizes sizes) { read_through_ = sizes; }
+  static ReadThroughSizes read_through_sizes() { return read_through_; }
 
  private:
   /// What protocol the 4 bytes at `p` (an oversized "size") start, or "" when they are not text.
@@ -125,6 +170,12 @@ class FrameReader {
   /// Grows pending_ (by the policy above) so that `n` more bytes fit. False (error() says why)
   /// when the frame alone is larger than the budget's limit.
   bool make_room(size_t n);
+  /// feed() for `n` bytes read into read-through room: hands out every frame now whole.
+  template <class OnFrame>
+  bool feed_through(size_t n, OnFrame& on_frame);
+  /// Starts gathering the frame at the end of a read in a read-through buffer, when its size
+  /// (frame_total_) asks for it and the budget of partial frames could hold the buffer.
+  void maybe_read_through();
   /// Appends bytes of the frame being gathered. False when make_room() failed.
   bool gather(Bytes bytes) {
     if (!make_room(bytes.size())) return false;
@@ -141,30 +192,43 @@ class FrameReader {
   /// reserved ahead of them (untouched pages cost no memory).
   void settle_budget() {
     if (!budget_) return;
-    size_t held = pending_.size();
+    size_t held = pending_.size() - start_;
     if (held > charged_) budget_->hold(held - charged_);
     else if (held < charged_) budget_->release(charged_ - held);
-    charged_ = held;
+    charged_ = static_cast<uint32_t>(held);
   }
 
+  static inline ReadThroughSizes read_through_{};
+
+  // Sizes in 32 bits: a frame is at most 2 GiB + 4 (the size prefix is an int32), and every
+  // connection has two readers (bench/proxy, idle memory per pair).
   size_t max_frame_size_;
+  /// The frame being gathered (from its first byte); in read-through, the read's frames before it.
   FrameBuffer pending_;
-  /// Size of the frame being gathered, prefix included; 0 while its prefix is incomplete.
-  size_t frame_total_ = 0;
-  /// Why the stream was refused; null while it is fine (a refused stream is rare, and every
-  /// connection has two readers: bench/proxy, idle memory per pair).
+  /// Why the stream was refused; null while it is fine (a refused stream is rare).
   std::unique_ptr<std::string> error_;
   FrameMemoryBudget* budget_;
-  size_t charged_ = 0;  ///< bytes of pending_ charged to budget_ (settle_budget)
+  uint64_t frames_ = 0;
+  /// Size of the frame being gathered, prefix included; 0 while its prefix is incomplete.
+  uint32_t frame_total_ = 0;
+  uint32_t charged_ = 0;   ///< bytes of pending_ charged to budget_ (settle_budget)
+  uint32_t streamed_ = 0;  ///< see take_unstreamed()
+  /// Where in pending_ the frame being gathered starts: 0, except in read-through between feed()
+  /// and end_read() (the bytes before it are frames handed out as views).
+  uint32_t start_ = 0;
   bool looks_like_tls_ = false;
   bool over_budget_ = false;
-  uint32_t streamed_ = 0;  ///< see take_unstreamed() (frames are at most 2 GiB: the size prefix is an int32)
-  uint64_t frames_ = 0;
+  bool through_ = false;  ///< pending_ is a read-through buffer
 };
 
 template <class OnFrame>
 bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
   if (error_) return false;
+  if (through_) {
+    if (is_read_space(data)) return feed_through(data.size(), on_frame);
+    end_read();
+    through_ = false;  // bytes from elsewhere: gathered the plain way from here
+  }
   size_t pos = 0;
   // First finish a frame started in an earlier piece.
   if (!pending_.empty()) {
@@ -182,7 +246,7 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
       if (frame_total_ == 0) {
         int64_t size = frame_size(pending_.data());
         if (size < 0) return false;
-        frame_total_ = kFrameSizePrefix + static_cast<size_t>(size);
+        frame_total_ = static_cast<uint32_t>(kFrameSizePrefix + static_cast<size_t>(size));
       }
       size_t take = std::min(frame_total_ - pending_.size(), data.size() - pos);
       if (!gather(data.subspan(pos, take))) return false;
@@ -202,7 +266,7 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
     if (size < 0) return false;
     size_t total = kFrameSizePrefix + static_cast<size_t>(size);
     if (data.size() - pos < total) {
-      frame_total_ = total;
+      frame_total_ = static_cast<uint32_t>(total);
       break;
     }
     ++frames_;
@@ -210,7 +274,39 @@ bool FrameReader::feed(Bytes data, OnFrame&& on_frame) {
     pos += total;
   }
   // Keep the start of the next frame.
-  if (pos < data.size() && !gather(data.subspan(pos))) return false;
+  if (pos < data.size()) {
+    maybe_read_through();
+    if (!gather(data.subspan(pos))) return false;
+  }
+  return true;
+}
+
+template <class OnFrame>
+bool FrameReader::feed_through(size_t n, OnFrame& on_frame) {
+  pending_.commit(n);
+  settle_budget();
+  for (;;) {
+    size_t held = pending_.size() - start_;
+    if (frame_total_ == 0) {
+      if (held < kFrameSizePrefix) break;
+      int64_t size = frame_size(pending_.data() + start_);
+      if (size < 0) return false;
+      frame_total_ = static_cast<uint32_t>(kFrameSizePrefix + static_cast<size_t>(size));
+    }
+    if (held < frame_total_) break;
+    ++frames_;
+    size_t total = frame_total_;
+    bool go_on = on_frame(Bytes(pending_.data() + start_, total));
+    frame_total_ = 0;
+    streamed_ = 0;
+    if (!through_) return true;  // the frame was the whole buffer, and was taken
+    start_ += static_cast<uint32_t>(total);
+    if (!go_on) {
+      start_ = static_cast<uint32_t>(pending_.size());  // the rest of the read is dropped
+      break;
+    }
+  }
+  settle_budget();
   return true;
 }
 

@@ -377,16 +377,21 @@ void ClientConnection::on_stream_read(net::TcpStream& s, codec::Bytes data) {
     on_preamble_step(pre->data->machine.feed(data));
     return;
   }
-  // Views into `data` queued with append_borrowed must be written or copied before it is reused.
-  struct NothingBorrowedAfter {
+  // Views into `data` queued with append_borrowed must be written or copied before it is reused;
+  // then a reader's read-through buffer may move its unfinished frame to the front.
+  struct EndOfRead {
     ClientConnection& c;
-    ~NothingBorrowedAfter() { assert(!c.client_.holds_borrowed() && !c.upstream_.stream().holds_borrowed()); }
-  } check{*this};
+    ~EndOfRead() {
+      assert(!c.client_.holds_borrowed() && !c.upstream_.stream().holds_borrowed());
+      c.requests_.end_read();
+      c.responses_.end_read();
+    }
+  } end_of_read{*this};
   if (&s == &client_) {
     metrics_.bytes_in(data.size());
-    // Views into the loop's read buffer may be borrowed; bytes read in place into a frame's own
-    // buffer may not (that buffer goes when its frame is out, unless the frame is moved on).
-    read_piece_ = requests_.is_read_space(data) ? codec::Bytes{} : data;
+    // Views into the loop's read buffer or a read-through buffer may be borrowed; bytes read in
+    // place into a frame's own buffer may not (it goes when its frame is out, unless moved on).
+    read_piece_ = requests_.read_piece(data);
     // One clock reading for every frame of the read: they all arrived at once.
     auto now = clock_now();
     metrics_.residence_begin(metrics::Direction::kRequest);
@@ -420,7 +425,7 @@ void ClientConnection::on_stream_read(net::TcpStream& s, codec::Bytes data) {
     apply_backpressure(client_, upstream_.stream());
   } else {
     metrics_.bytes_out(data.size());
-    read_piece_ = responses_.is_read_space(data) ? codec::Bytes{} : data;
+    read_piece_ = responses_.read_piece(data);
     auto now = clock_now();
     metrics_.residence_begin(metrics::Direction::kResponse);
     bool ok = responses_.feed(data, [this, now](codec::Bytes frame) { return pipeline_.on_response_frame(frame, now); });

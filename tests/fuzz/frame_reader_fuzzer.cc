@@ -6,8 +6,13 @@
 // out (bytes and count), the error state, the TLS flag and the bytes left buffered must agree.
 // A second FrameReader fed the whole stream in one piece must agree too. The selector also picks
 // a piece after which on_frame returns false once, to check that stopping drops exactly the rest
-// of that piece.
+// of that piece. Another bit reads the pieces the way a socket does (TcpStream): into the room
+// read_space() offers when it offers some (a large frame's own buffer, or a read-through buffer),
+// with read-through sizes small enough for a fuzz input to cross (frames of 8 to 64 bytes, a
+// buffer of 128), and end_read() after every read or only sometimes.
 #include <cstdint>
+#include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,7 +58,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t sel = fuzz::take_byte(data, size);
   static const size_t kLimits[4] = {0, 16, 300, 100u << 20};
   size_t max_frame = kLimits[sel & 3];
-  bool stop_once = (sel & 4) != 0;
+  bool socket = (sel & 8) != 0;
+  bool stop_once = (sel & 4) != 0 && !socket;
+  bool end_reads = (sel & 16) != 0;
+  codec::FrameReader::set_read_through_sizes(socket ? codec::ReadThroughSizes{.min_frame = 8, .max_frame = 64, .buffer = 128}
+                                                    : codec::ReadThroughSizes{});
   size_t pieces = fuzz::take_byte(data, size);
   std::vector<size_t> lengths;
   for (size_t i = 0; i < pieces && size > 0; ++i) lengths.push_back(fuzz::take_byte(data, size));
@@ -89,10 +98,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t len = i < lengths.size() ? std::min(lengths[i], stream_size - pos) : stream_size - pos;
     bool stop_here = stop_once && !stopped && i == lengths.size() / 2;
     size_t frames_before = got.size();
-    bool ok = fr.feed(codec::Bytes(stream + pos, len), [&](codec::Bytes f) {
+    auto on_frame = [&](codec::Bytes f) {
       got.emplace_back(f.begin(), f.end());
       return !stop_here;
-    });
+    };
+    bool ok = true;
+    if (socket) {
+      // The piece is what the kernel has: each read takes what fits in the room offered.
+      for (size_t done = 0; done < len && ok;) {
+        std::span<uint8_t> room = fr.read_space();
+        codec::Bytes read(stream + pos + done, len - done);
+        if (!room.empty()) {
+          size_t n = std::min(room.size(), len - done);
+          std::memcpy(room.data(), stream + pos + done, n);
+          read = codec::Bytes(room.data(), n);
+          fuzz::check(fr.is_read_space(read), "socket: bytes read into read_space() not recognised as such");
+        }
+        ok = fr.feed(read, on_frame);
+        done += read.size();
+        if (end_reads || (done & 1)) fr.end_read();
+      }
+    } else {
+      ok = fr.feed(codec::Bytes(stream + pos, len), on_frame);
+    }
     if (!ok) failed = true;
     if (stop_here && got.size() > frames_before) {
       // on_frame said stop: the rest of this piece is dropped, and the stream is out of step with
@@ -116,6 +144,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               "pieces: frames differ from the reference (" + std::to_string(got.size()) + " vs " + std::to_string(ref.frames.size()) + ")");
   fuzz::check(fr.looks_like_tls() == ref.tls, "pieces: TLS flag differs");
   fuzz::check(fr.frames() == ref.frames.size(), "pieces: frames() count differs");
+  if (socket) {
+    fr.end_read();
+    if (!ref.error && ref.leftover == 0) fuzz::check(fr.reserved() == 0, "socket: a reader with no unfinished frame holds a buffer after end_read()");
+  }
   if (!ref.error)
     fuzz::check(fr.buffered() == ref.leftover,
                 "pieces: buffered() " + std::to_string(fr.buffered()) + " differs from the leftover " + std::to_string(ref.leftover));

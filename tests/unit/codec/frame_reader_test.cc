@@ -142,6 +142,7 @@ struct SocketFeed {
   size_t direct_bytes = 0;
   size_t max_reserved = 0;
   size_t taken = 0;
+  size_t reads = 0;
   bool take = false;
   std::vector<kproxy::codec::FrameBuffer> kept;
 
@@ -166,16 +167,24 @@ struct SocketFeed {
         CHECK_FALSE(reader.is_read_space(piece));
       }
       pos += piece.size();
+      ++reads;
+      Bytes borrowable = reader.read_piece(piece);
       REQUIRE(reader.feed(piece, [&](Bytes f) {
         frames.emplace_back(f.begin(), f.end());
         if (take && reader.holds(f)) {
           kept.push_back(reader.take_frame());
           CHECK(kept.back().data() == f.data());  // the very buffer, not a copy
           ++taken;
+        } else if (!borrowable.empty() && borrowable.data() != piece.data()) {
+          // Read-through: every frame is a view the owner may queue until end_read(), inside
+          // what read_piece() said (from the shared buffer, a gathered frame is copied instead).
+          CHECK(f.data() >= borrowable.data());
+          CHECK(f.data() + f.size() <= borrowable.data() + borrowable.size());
         }
         return true;
       }));
       max_reserved = std::max(max_reserved, reader.reserved());
+      reader.end_read();  // the owner has written what it queued
     }
   }
 };
@@ -323,7 +332,10 @@ TEST_CASE("FrameReader: random frames, random read sizes, frames taken or not: t
         if (feed.take && feed.reader.holds(f)) feed.kept.push_back(feed.reader.take_frame());
         return true;
       }));
+      // An owner that forgets end_read() loses nothing: read_space() and feed() do it.
+      if (rng() % 2) feed.reader.end_read();
     }
+    feed.reader.end_read();
     CHECK_MESSAGE(feed.frames == frames, "round " << round);
     for (auto& k : feed.kept) {  // a taken buffer holds exactly one of the frames
       std::vector<uint8_t> bytes(k.bytes().begin(), k.bytes().end());
@@ -400,4 +412,216 @@ TEST_CASE("FrameReader hands out a large frame's bytes as they arrive, and the w
   CHECK(reader.streamed() == 0);
   CHECK(reader.partial_frame().empty());
   CHECK(reader.partial_frame_size() == 0);
+}
+
+namespace {
+
+// Sets the process's read-through sizes for one test and puts the defaults back after it.
+struct ReadThroughSizesFor {
+  kproxy::codec::ReadThroughSizes saved = FrameReader::read_through_sizes();
+  explicit ReadThroughSizesFor(kproxy::codec::ReadThroughSizes sizes) { FrameReader::set_read_through_sizes(sizes); }
+  ~ReadThroughSizesFor() { FrameReader::set_read_through_sizes(saved); }
+};
+
+std::vector<uint8_t> concat(const std::vector<std::vector<uint8_t>>& frames) {
+  std::vector<uint8_t> stream;
+  for (auto& f : frames) stream.insert(stream.end(), f.begin(), f.end());
+  return stream;
+}
+
+}  // namespace
+
+TEST_CASE("FrameReader reads 16 KiB frames through: after the first split frame every read lands in its buffer") {
+  // Given 40 frames of 16 KiB, read as a socket with plenty of bytes waiting would give them
+  std::vector<std::vector<uint8_t>> frames;
+  for (int i = 0; i < 40; ++i) frames.push_back(big_frame(16 << 10, static_cast<uint8_t>(i)));
+  std::vector<uint8_t> stream = concat(frames);
+  SocketFeed feed(1 << 20);
+  feed.run(stream, 1 << 20);
+  // Then the frames are intact and in order
+  CHECK(feed.frames == frames);
+  // And only the first read went to the shared 64 KiB buffer: the rest filled the 128 KiB
+  // read-through buffer behind the frame left unfinished (without it: ~10 reads of 64 KiB).
+  CHECK(feed.direct_bytes == stream.size() - (64 << 10));
+  CHECK(feed.reads <= 7);
+  CHECK(feed.max_reserved >= kproxy::codec::ReadThroughSizes{}.buffer);  // a cached block may be larger
+  // And once the stream ends on a frame boundary the buffer is given back
+  CHECK(feed.reader.reserved() == 0);
+  CHECK_FALSE(feed.reader.reading_through());
+}
+
+TEST_CASE("FrameReader read-through: frames are views into its buffer until end_read(), which moves the unfinished frame to the front") {
+  std::vector<std::vector<uint8_t>> frames{big_frame(10 << 10, 1), big_frame(20 << 10, 2), big_frame(5 << 10, 3), big_frame(30 << 10, 4)};
+  std::vector<uint8_t> stream = concat(frames);
+  FrameReader reader(1 << 20);
+  std::vector<std::vector<uint8_t>> out;
+  std::vector<Bytes> views;
+  auto on_frame = [&](Bytes f) {
+    out.emplace_back(f.begin(), f.end());
+    views.push_back(f);
+    return true;
+  };
+  // When the first 4 KiB of the 10 KiB frame come from the shared buffer
+  REQUIRE(reader.feed(Bytes(stream.data(), 4096), on_frame));
+  CHECK(reader.reading_through());
+  CHECK(reader.buffered() == 4096);
+  // Then the whole rest of the 128 KiB buffer is offered, not just the frame's 6 KiB
+  auto room = reader.read_space();
+  REQUIRE(room.size() >= (128 << 10) - 4096);
+  REQUIRE(room.size() == reader.reserved() - 4096);
+  // When the rest of frame 1, frames 2 and 3 and 1,000 bytes of frame 4 arrive in it
+  size_t n = frames[0].size() - 4096 + frames[1].size() + frames[2].size() + 1000;
+  std::memcpy(room.data(), stream.data() + 4096, n);
+  Bytes piece(room.data(), n);
+  REQUIRE(reader.is_read_space(piece));
+  Bytes borrowable = reader.read_piece(piece);
+  REQUIRE(reader.feed(piece, on_frame));
+  // Then three frames come out, each a view inside what read_piece() allowed to borrow
+  REQUIRE(out.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(out[i] == frames[i]);
+    CHECK(views[i].data() >= borrowable.data());
+    CHECK(views[i].data() + views[i].size() <= borrowable.data() + borrowable.size());
+  }
+  CHECK(views[1].data() == views[0].data() + views[0].size());  // back to back, no copy
+  // And the unfinished frame is known, charged as what arrived of it
+  CHECK(reader.partial_frame_size() == frames[3].size());
+  CHECK(reader.buffered() == 1000);
+  CHECK(std::equal(reader.partial_frame().begin(), reader.partial_frame().end(), frames[3].begin()));
+  // When the read ends, it is at the front of the buffer, and the room behind it is offered
+  reader.end_read();
+  CHECK(reader.partial_frame().data() == borrowable.data());
+  CHECK(std::equal(reader.partial_frame().begin(), reader.partial_frame().end(), frames[3].begin()));
+  CHECK(reader.read_space().size() == reader.reserved() - 1000);
+  // And the rest of the stream finishes it
+  room = reader.read_space();
+  size_t rest = stream.size() - 4096 - n;
+  std::memcpy(room.data(), stream.data() + 4096 + n, rest);
+  REQUIRE(reader.feed(Bytes(room.data(), rest), on_frame));
+  reader.end_read();
+  CHECK(out == frames);
+  CHECK(reader.reserved() == 0);
+}
+
+TEST_CASE("FrameReader read-through: a large frame that starts behind the read's frames is streamed from 0 and read into its own buffer") {
+  // Given 16 KiB frames around a 1 MiB frame that is forwarded while it arrives (cut-through)
+  // (four of them first: the first read, 64 KiB, ends inside the fourth, which starts read-through)
+  std::vector<std::vector<uint8_t>> frames{big_frame(16 << 10, 1), big_frame(16 << 10, 2), big_frame(16 << 10, 3), big_frame(16 << 10, 4),
+                                           big_frame(1 << 20, 5),  big_frame(16 << 10, 6), big_frame(16 << 10, 7)};
+  std::vector<uint8_t> stream = concat(frames);
+  FrameReader reader(2 << 20);
+  std::vector<std::vector<uint8_t>> out;
+  std::vector<size_t> streamed_at_frame;
+  std::vector<uint8_t> streamed;
+  std::vector<uint8_t> shared(64 << 10);
+  size_t pos = 0;
+  size_t through_reads = 0;
+  while (pos < stream.size()) {
+    auto room = reader.read_space();
+    if (reader.reading_through()) ++through_reads;
+    std::span<uint8_t> into = room.empty() ? std::span<uint8_t>(shared) : room;
+    size_t len = std::min(into.size(), stream.size() - pos);
+    std::memcpy(into.data(), stream.data() + pos, len);
+    pos += len;
+    REQUIRE(reader.feed(Bytes(into.data(), len), [&](Bytes f) {
+      out.emplace_back(f.begin(), f.end());
+      streamed_at_frame.push_back(reader.streamed());
+      return true;
+    }));
+    // The owner streams a frame of 128 KiB or more as it arrives (ClientConnection)
+    if (reader.partial_frame_size() >= (128 << 10)) {
+      Bytes more = reader.take_unstreamed();
+      streamed.insert(streamed.end(), more.begin(), more.end());
+    }
+    reader.end_read();
+  }
+  CHECK(out == frames);
+  CHECK(through_reads >= 1);
+  // Only the large frame was streamed, all of it before its end, and the frames after it start at 0
+  REQUIRE(streamed_at_frame.size() == 7);
+  CHECK(streamed_at_frame == std::vector<size_t>{0, 0, 0, 0, streamed.size(), 0, 0});
+  CHECK(streamed.size() > 0);
+  CHECK(std::equal(streamed.begin(), streamed.end(), frames[4].begin()));
+  CHECK(reader.reserved() == 0);
+}
+
+TEST_CASE("FrameReader read-through: stopping drops the rest of the read; a budget below the buffer keeps the plain way") {
+  std::vector<std::vector<uint8_t>> frames{big_frame(8 << 10, 1), big_frame(8 << 10, 2), big_frame(8 << 10, 3)};
+  std::vector<uint8_t> stream = concat(frames);
+  {
+    FrameReader reader(1 << 20);
+    REQUIRE(reader.feed(Bytes(stream.data(), 100), [](Bytes) { return true; }));
+    REQUIRE(reader.reading_through());
+    auto room = reader.read_space();
+    std::memcpy(room.data(), stream.data() + 100, stream.size() - 100);
+    size_t seen = 0;
+    REQUIRE(reader.feed(Bytes(room.data(), stream.size() - 100), [&](Bytes) { return ++seen < 2; }));
+    CHECK(seen == 2);  // the third frame was dropped with the rest of the read
+    CHECK(reader.buffered() == 0);
+    reader.end_read();
+    CHECK(reader.reserved() == 0);
+  }
+  {
+    kproxy::codec::FrameMemoryBudget budget(64 << 10);  // below the 128 KiB read-through buffer
+    FrameReader reader(1 << 20, &budget);
+    REQUIRE(reader.feed(Bytes(stream.data(), 100), [](Bytes) { return true; }));
+    CHECK_FALSE(reader.reading_through());
+    CHECK(reader.reserved() == frames[0].size());  // room for that one frame, as without read-through
+    CHECK(budget.used() == 100);
+  }
+}
+
+TEST_CASE("FrameReader read-through: the budget is charged the unfinished frame's bytes, and nothing once the read is over") {
+  kproxy::codec::FrameMemoryBudget budget(1 << 20);
+  std::vector<std::vector<uint8_t>> frames{big_frame(12 << 10, 1), big_frame(12 << 10, 2), big_frame(12 << 10, 3)};
+  std::vector<uint8_t> stream = concat(frames);
+  FrameReader reader(1 << 20, &budget);
+  REQUIRE(reader.feed(Bytes(stream.data(), 5000), [](Bytes) { return true; }));
+  CHECK(budget.used() == 5000);
+  auto room = reader.read_space();
+  size_t n = frames[0].size() + 3000 - 5000;  // the rest of frame 1 and 3,000 bytes of frame 2
+  std::memcpy(room.data(), stream.data() + 5000, n);
+  REQUIRE(reader.feed(Bytes(room.data(), n), [](Bytes) { return true; }));
+  CHECK(budget.used() == 3000);
+  reader.end_read();
+  CHECK(budget.used() == 3000);
+  room = reader.read_space();
+  std::memcpy(room.data(), stream.data() + 5000 + n, stream.size() - 5000 - n);
+  REQUIRE(reader.feed(Bytes(room.data(), stream.size() - 5000 - n), [](Bytes) { return true; }));
+  reader.end_read();
+  CHECK(budget.used() == 0);
+  CHECK(reader.reserved() == 0);
+}
+
+TEST_CASE("FrameReader read-through with small sizes: random frames and reads, end_read() or not, the same frames come out") {
+  // Small read-through sizes (as the fuzz target uses) so that many frames and reads cross them.
+  ReadThroughSizesFor sizes({.min_frame = 8, .max_frame = 64, .buffer = 128});
+  const uint64_t seed = 0x6b70726f78790030ULL;
+  MESSAGE("seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::vector<uint8_t>> frames;
+    int n = 1 + static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i) frames.push_back(big_frame(rng() % 4 == 0 ? rng() % 300 : rng() % 70, static_cast<uint8_t>(rng())));
+    std::vector<uint8_t> stream = concat(frames);
+    FrameReader reader(1 << 20);
+    std::vector<std::vector<uint8_t>> out;
+    std::vector<uint8_t> shared(64);
+    size_t pos = 0;
+    while (pos < stream.size()) {
+      auto room = reader.read_space();
+      std::span<uint8_t> into = room.empty() ? std::span<uint8_t>(shared) : room;
+      size_t len = std::min({into.size(), 1 + static_cast<size_t>(rng() % 150), stream.size() - pos});
+      std::memcpy(into.data(), stream.data() + pos, len);
+      pos += len;
+      REQUIRE(reader.feed(Bytes(into.data(), len), [&](Bytes f) {
+        out.emplace_back(f.begin(), f.end());
+        return true;
+      }));
+      if (rng() % 2) reader.end_read();
+    }
+    reader.end_read();
+    CHECK_MESSAGE(out == frames, "round " << round);
+    CHECK(reader.reserved() == 0);
+  }
 }
