@@ -146,7 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::check(fr.frames() == ref.frames.size(), "pieces: frames() count differs");
   if (socket) {
     fr.end_read();
-    if (!ref.error && ref.leftover == 0) fuzz::check(fr.reserved() == 0, "socket: a reader with no unfinished frame holds a buffer after end_read()");
+    if (!ref.error && ref.leftover == 0)
+      fuzz::check(fr.reserved() == 0, "socket: a reader with no unfinished frame holds a buffer after end_read()");
   }
   if (!ref.error)
     fuzz::check(fr.buffered() == ref.leftover,
