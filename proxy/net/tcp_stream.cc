@@ -14,6 +14,8 @@ namespace {
 // incomplete frame; views queued with append_borrowed are flushed before the callback returns),
 // so one buffer per thread suffices and an idle connection holds no read buffer at all.
 constexpr size_t kReadBufferSize = 64 << 10;
+// Plaintext at least this large has room made for all its ciphertext in the queue at once.
+constexpr size_t kEncryptReserveMin = 32 << 10;
 
 // The uv_buf_t list of a queue, rebuilt for each write (uv_write copies the list).
 std::vector<uv_buf_t>& buffers_of(const auto& segments) {
@@ -73,23 +75,31 @@ void TcpStream::after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 
 void TcpStream::append(codec::Bytes bytes) {
   if (tls_) {
-    bool sized = bytes.size() <= tls::TlsSession::kEncryptSlice;
-    do {  // a failure surfaces at the next flush()
-      codec::Bytes slice = bytes.first(std::min(bytes.size(), tls::TlsSession::kEncryptSlice));
-      tls_->send(slice);
-      move_tls_output();
-      bytes = bytes.subspan(slice.size());
-      if (!sized && !pending_.empty() && pending_.back().copies) {
-        // Room for the rest of a large frame's ciphertext at once (TLS 1.3 adds 22 bytes per
-        // 16 KiB record): regrowing slice by slice made 1 MiB frames page-fault.
-        codec::FrameBuffer& queue = pending_.back().owned;
-        queue.reserve(queue.size() + bytes.size() + (bytes.size() >> 14) * 32 + 64);
-        sized = true;
-      }
-    } while (!bytes.empty());
+    // A failure surfaces at the next flush(). Room for a large frame's ciphertext at once (TLS
+    // 1.3 adds 22 bytes per 16 KiB record): regrowing record by record made 1 MiB frames
+    // page-fault.
+    size_t room = bytes.size() >= kEncryptReserveMin ? bytes.size() + (bytes.size() >> 14) * 32 + 64 : 0;
+    encrypt_into_queue(room, [&] { tls_->send(bytes); });
     return;
   }
   append_copy(bytes);
+}
+
+void TcpStream::encrypt_into_queue(size_t room, const std::function<void()>& encrypt) {
+  move_tls_output();  // ciphertext made before (handshake messages) goes first
+  if (pending_.empty() || !pending_.back().copies) {
+    Segment s;
+    s.copies = true;
+    pending_.push_back(std::move(s));
+  }
+  codec::FrameBuffer& queue = pending_.back().owned;
+  size_t before = queue.size();
+  if (room > 0) queue.reserve(before + room);
+  tls_->set_output_target(&queue);
+  encrypt();
+  tls_->set_output_target(nullptr);
+  pending_bytes_ += queue.size() - before;
+  if (queue.empty()) pending_.pop_back();  // the segment made above, and nothing was encrypted
 }
 
 void TcpStream::append_copy(codec::Bytes bytes) {
@@ -361,8 +371,8 @@ bool TcpStream::encrypt_tls() {
     fail_tls(/*send_alert=*/false);
     return false;
   }
-  auto status = tls_->encrypt();
-  move_tls_output();
+  auto status = tls::TlsSession::Status::kOk;
+  encrypt_into_queue(0, [&] { status = tls_->encrypt(); });
   if (status == tls::TlsSession::Status::kFailed) {
     fail_tls(/*send_alert=*/true);
     return false;

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -167,6 +168,9 @@ class TcpStream {
   // TLS filter (tcp_stream.cc, end): decrypt in the read path, encrypt before a flush.
   void read_tls(ssize_t nread, const uv_buf_t* buf);
   bool encrypt_tls();
+  /// Runs `encrypt` with the session's ciphertext going straight onto the end of the write queue
+  /// (room: bytes to reserve there first, 0 for none), after any output it already held.
+  void encrypt_into_queue(size_t room, const std::function<void()>& encrypt);
   void move_tls_output();
   void send_tls_alert();
   /// The session failed: stop reading, send what it has for the peer (an alert) if asked, and

@@ -61,6 +61,10 @@ int TlsSession::write_output(BIO* bio, const char* in, int len) {
   auto* self = static_cast<TlsSession*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
   if (len <= 0) return 0;
+  if (self->output_target_ != nullptr) {
+    self->output_target_->append(codec::Bytes(reinterpret_cast<const uint8_t*>(in), static_cast<size_t>(len)));
+    return len;
+  }
   self->output_.insert(self->output_.end(), reinterpret_cast<const uint8_t*>(in), reinterpret_cast<const uint8_t*>(in) + len);
   return len;
 }

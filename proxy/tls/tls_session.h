@@ -22,6 +22,7 @@
 
 #include <openssl/ssl.h>
 
+#include "codec/frame_buffer.h"
 #include "codec/reader.h"
 #include "proxy/tls/tls_context.h"
 #include "proxy/tls/tls_failure.h"
@@ -30,10 +31,6 @@ namespace kproxy::tls {
 
 class TlsSession {
  public:
-  /// Plaintext larger than this is best handed to send() in slices of this size, taking the
-  /// output after each (TcpStream::append does).
-  static constexpr size_t kEncryptSlice = 32 << 10;
-
   enum class Status : uint8_t {
     kOk,          ///< nothing wrong (the handshake may still be running)
     kPeerClosed,  ///< the peer sent close_notify: treat like a TCP EOF
@@ -60,8 +57,8 @@ class TlsSession {
   using RoomFn = std::function<std::span<uint8_t>()>;
   Status receive(codec::Bytes ciphertext, const std::function<bool(codec::Bytes)>& on_plaintext, const RoomFn& room = nullptr);
   /// Queues plaintext for the peer. Large writes are encrypted at once, small ones on encrypt().
-  /// Take the output after each large write: a caller slices big buffers (kEncryptSlice) so the
-  /// output BIO stays small.
+  /// A large write's ciphertext is best taken straight into the write queue (set_output_target):
+  /// else it waits whole in the session's own buffer.
   Status send(codec::Bytes plaintext);
   /// Encrypts the plaintext queued by send() (when established).
   Status encrypt();
@@ -72,6 +69,10 @@ class TlsSession {
   size_t output_size() const;
   /// Hands the waiting encrypted bytes to `sink` (contiguous, valid during the call) and forgets them.
   void take_output(const std::function<void(codec::Bytes)>& sink);
+  /// While `target` is set, ciphertext is appended to it (the socket's write queue) instead of
+  /// waiting for take_output(): one copy of every byte sent less (issue #48). Take the output
+  /// first, so that the order holds; clear the target before it moves or goes away.
+  void set_output_target(codec::FrameBuffer* target) { output_target_ = target; }
   /// Plaintext queued and not encrypted yet.
   size_t held_plaintext() const { return held_.size(); }
   /// Called when the connection has nothing in flight: gives back the session's own buffers
@@ -120,6 +121,8 @@ class TlsSession {
   codec::Bytes input_;
   /// Ciphertext for the socket, until take_output().
   std::vector<uint8_t> output_;
+  /// Where ciphertext goes instead of output_ (set_output_target), or nullptr.
+  codec::FrameBuffer* output_target_ = nullptr;
   std::string server_name_;
   RejectedCertificate rejected_;  ///< filled by the verify callback (SSL_get_app_data)
   std::vector<uint8_t> held_;
