@@ -109,6 +109,26 @@ struct Wire {
   }
 };
 
+// `n` bytes of the letters from `first`, `period` of them over and over: a payload whose order shows.
+std::string pattern(size_t n, char first, int period) {
+  std::string out(n, ' ');
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<char>(first + static_cast<int>(i % static_cast<size_t>(period)));
+  return out;
+}
+
+// A client and a server session over a test PKI, handshaken.
+struct EstablishedWire {
+  kproxy::testing::TestPki pki;
+  std::shared_ptr<const TlsContext> server_ctx = server_context(pki.issue("broker", "DNS:localhost,IP:127.0.0.1"));
+  std::shared_ptr<const TlsContext> client_ctx = client_context(pki.ca_file());
+  Wire w{*client_ctx, *server_ctx, "localhost"};
+
+  EstablishedWire() {
+    w.pump();
+    REQUIRE(w.client.established());
+  }
+};
+
 }  // namespace
 
 TEST_CASE("two sessions handshake through memory BIOs and carry bytes both ways") {
@@ -133,8 +153,7 @@ TEST_CASE("two sessions handshake through memory BIOs and carry bytes both ways"
   CHECK(w.server_got == "early request");
 
   // A large write (encrypted at once, many records) and small batched ones keep their order.
-  std::string big(1 << 20, 'x');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  std::string big = pattern(1 << 20, 'a', 26);
   CHECK(w.server.send(bytes_of("small-1;")) == TlsSession::Status::kOk);
   CHECK(w.server.send(bytes_of(big)) == TlsSession::Status::kOk);
   CHECK(w.server.send(bytes_of(";small-2")) == TlsSession::Status::kOk);
@@ -317,8 +336,7 @@ TEST_CASE("ciphertext cut anywhere, down to single bytes, decrypts to the same b
     REQUIRE(client.established());
     REQUIRE(server.established());
     // When 200,000 bytes (13 records) cross in those pieces
-    std::string big(200000, 'x');
-    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('A' + i % 23);
+    std::string big = pattern(200000, 'A', 23);
     REQUIRE(client.send(bytes_of(big)) == TlsSession::Status::kOk);
     REQUIRE(client.encrypt() == TlsSession::Status::kOk);
     deliver(client, server, &server_got);
@@ -378,15 +396,9 @@ TEST_CASE("an idle session gives back its buffers and OpenSSL's record buffers, 
 }
 
 TEST_CASE("plaintext is decrypted straight into the room the owner offers, the rest into the session's own buffer") {
-  kproxy::testing::TestPki pki;
-  auto server_id = pki.issue("broker", "DNS:localhost,IP:127.0.0.1");
-  auto server_ctx = server_context(server_id);
-  auto client_ctx = client_context(pki.ca_file());
-  Wire w(*client_ctx, *server_ctx, "localhost");
-  w.pump();
-  REQUIRE(w.client.established());
-  std::string big(300000, 'x');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 19);
+  EstablishedWire pair;
+  Wire& w = pair.w;
+  std::string big = pattern(300000, 'a', 19);
   REQUIRE(w.client.send(bytes_of(big)) == TlsSession::Status::kOk);
   std::vector<uint8_t> wire;
   w.client.take_output([&](codec::Bytes b) { wire.assign(b.begin(), b.end()); });
@@ -415,15 +427,9 @@ TEST_CASE("plaintext is decrypted straight into the room the owner offers, the r
 }
 
 TEST_CASE("with an output target, ciphertext is appended to it in order and the session keeps none") {
-  kproxy::testing::TestPki pki;
-  auto server_id = pki.issue("broker", "DNS:localhost,IP:127.0.0.1");
-  auto server_ctx = server_context(server_id);
-  auto client_ctx = client_context(pki.ca_file());
-  Wire w(*client_ctx, *server_ctx, "localhost");
-  w.pump();
-  REQUIRE(w.client.established());
-  std::string big(200000, 'x');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 23);
+  EstablishedWire pair;
+  Wire& w = pair.w;
+  std::string big = pattern(200000, 'a', 23);
 
   // Something already waiting in the session (a small write encrypted without a target) goes
   // out first: taken before the target is set, as TcpStream does.
