@@ -75,6 +75,10 @@ void TcpStream::after_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 
 void TcpStream::append(codec::Bytes bytes) {
   if (tls_) {
+    if (tls_->holds_send(bytes.size())) {
+      tls_->send(bytes);  // held, encrypted at the next flush()
+      return;
+    }
     // A failure surfaces at the next flush(). Room for a large frame's ciphertext at once (TLS
     // 1.3 adds 22 bytes per 16 KiB record): regrowing record by record made 1 MiB frames
     // page-fault.
@@ -372,7 +376,11 @@ bool TcpStream::encrypt_tls() {
     return false;
   }
   auto status = tls::TlsSession::Status::kOk;
-  encrypt_into_queue(0, [&] { status = tls_->encrypt(); });
+  if (tls_->held_plaintext() == 0) {
+    move_tls_output();  // nothing to encrypt: no room to set up
+  } else {
+    encrypt_into_queue(0, [&] { status = tls_->encrypt(); });
+  }
   if (status == tls::TlsSession::Status::kFailed) {
     fail_tls(/*send_alert=*/true);
     return false;

@@ -12,9 +12,6 @@
 namespace kproxy::tls {
 
 namespace {
-// Plaintext writes at least this large are encrypted at once (no copy into held_); smaller ones
-// are batched into one TLS record run per flush. 16 KiB is the largest TLS record (RFC 8446 5.1).
-constexpr size_t kEncryptAtOnce = 16 << 10;
 // Decrypted bytes are handed over in runs of at most this many.
 constexpr size_t kPlaintextChunk = 64 << 10;
 // An emptied output buffer that grew beyond this is given back.
@@ -214,7 +211,7 @@ TlsSession::Status TlsSession::decrypt_available(const std::function<bool(codec:
 
 TlsSession::Status TlsSession::send(codec::Bytes plaintext) {
   if (failed_) return Status::kFailed;
-  if (!established_ || plaintext.size() < kEncryptAtOnce) {
+  if (holds_send(plaintext.size())) {
     held_.insert(held_.end(), plaintext.begin(), plaintext.end());
     return Status::kOk;
   }

@@ -31,6 +31,11 @@ namespace kproxy::tls {
 
 class TlsSession {
  public:
+  /// Plaintext writes at least this large are encrypted at once (no copy into the held
+  /// plaintext); smaller ones are batched into one TLS record run per encrypt(). 16 KiB is the
+  /// largest TLS record (RFC 8446 5.1).
+  static constexpr size_t kEncryptAtOnce = 16 << 10;
+
   enum class Status : uint8_t {
     kOk,          ///< nothing wrong (the handshake may still be running)
     kPeerClosed,  ///< the peer sent close_notify: treat like a TCP EOF
@@ -60,6 +65,9 @@ class TlsSession {
   /// A large write's ciphertext is best taken straight into the write queue (set_output_target):
   /// else it waits whole in the session's own buffer.
   Status send(codec::Bytes plaintext);
+  /// True when send() of `n` bytes would only hold them for encrypt() (before the handshake ends,
+  /// or a write under kEncryptAtOnce): no ciphertext comes of it now.
+  bool holds_send(size_t n) const { return !established_ || n < kEncryptAtOnce; }
   /// Encrypts the plaintext queued by send() (when established).
   Status encrypt();
   /// Queues a close_notify alert (after encrypting what is queued), if the handshake finished.
