@@ -43,6 +43,10 @@ def test_bench_tls_quick_run(tmp_path):
         # Interleaved rounds: a ratio per round, and their median (issue #35).
         for setup in ("plaintext", "tls-one-leg", "tls-both-legs"):
             assert len(row[setup]["ratio_rounds"]) == 1 and row[setup]["ratio_median"] > 0, row
+        # The chain's three proxies together, with kproxy and with HAProxy as A (issue #48).
+        chain = next((line for line in r.stdout.splitlines() if line.startswith("16 KiB   kproxy A / HAProxy A")), None)
+        assert chain is not None, r.stdout
+        assert all(float(v.rstrip("x")) > 0 for v in chain.split()[-3:]), chain
     # The SNI listener as A (issue #33), TLS both legs, beside the port-per-broker listener: P1
     # reached it by name (bootstrap and broker names), so figures mean the SNI route carried load.
     n = results["sni"]["sizes"]["16384"]["tls-both-legs"]
